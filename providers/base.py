@@ -1,0 +1,266 @@
+"""The one interface every cloud adapter implements.
+
+Providers translate; they hold no policy. A provider turns a :class:`LaunchRequest` into SDK
+calls and SDK answers into :class:`Instance` and :class:`Interruption`, and classifies every
+cloud error by its *code* onto :class:`ErrorKind`. Which offer to take, at what cap, and what
+to do after a failure is decided elsewhere (planner, decide()).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any, ClassVar, TypeVar
+
+from provisioner.models import Instance, Interruption, LaunchRequest, Offer
+
+log = logging.getLogger("provisioner.providers")
+
+T = TypeVar("T")
+
+
+class ErrorKind(str, Enum):
+    """The small taxonomy every cloud error is mapped onto."""
+
+    CAPACITY = "capacity"  # no capacity for this type here now: take the next offer
+    QUOTA = "quota"  # account limit: fail fast, tell the user
+    PRICE_TOO_LOW = "price-too-low"  # the bid cap is under the market: next offer
+    AUTH = "auth"  # credentials missing/invalid/forbidden
+    NOT_FOUND = "not-found"
+    THROTTLED = "throttled"  # retry with backoff
+    TRANSIENT = "transient"  # 5xx, timeouts: retry with backoff
+    INVALID = "invalid"  # our request is wrong: do not retry
+
+    @property
+    def retryable(self) -> bool:
+        return self in (ErrorKind.THROTTLED, ErrorKind.TRANSIENT)
+
+    @property
+    def try_next_offer(self) -> bool:
+        return self in (ErrorKind.CAPACITY, ErrorKind.PRICE_TOO_LOW)
+
+
+class ProviderError(Exception):
+    """A classified cloud error. ``code`` is the cloud's own error code; never a credential."""
+
+    def __init__(self, kind: ErrorKind, code: str, message: str, *, provider: str = "") -> None:
+        self.kind = kind
+        self.code = code
+        self.provider = provider
+        self.message = redact(message)
+        super().__init__(f"{provider or 'provider'}: {kind.value}: {code}: {self.message}")
+
+
+class ProviderUnavailable(Exception):
+    """The provider's SDK is not installed or it is not configured."""
+
+
+@dataclass(frozen=True, slots=True)
+class PriceQuote:
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    spot_price: float | None
+    on_demand_price: float | None
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    name: str
+    sdk: str  # distribution name of the official SDK ("" for sim)
+    sdk_installed: bool
+    credentials_found: bool
+    detail: str = ""
+
+
+class Provider(abc.ABC):
+    """One cloud behind one small interface (cf. Karpenter's CloudProvider)."""
+
+    name: ClassVar[str]
+    #: True where the cloud takes a maximum spot price with the launch; False (GCP) means
+    #: the cap is enforced before launch from the price list, and the adapter says so.
+    accepts_bid_cap: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def offers(self, regions: Iterable[str] | None = None) -> list[Offer]:
+        """GPU instance types (from the cloud's API where it has one, else the catalog)."""
+
+    @abc.abstractmethod
+    def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
+        """Live spot and on-demand prices."""
+
+    @abc.abstractmethod
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Start one instance. Idempotent on ``request.token``: a second call returns the first."""
+
+    @abc.abstractmethod
+    def get(self, instance_id: str) -> Instance:
+        """One instance; raises ProviderError(NOT_FOUND) when the cloud has no such instance."""
+
+    @abc.abstractmethod
+    def list(self, tags: Mapping[str, str] | None = None) -> list[Instance]:
+        """Instances carrying all of ``tags`` (default: every instance this tool manages)."""
+
+    @abc.abstractmethod
+    def terminate(self, instance_ids: Iterable[str]) -> None:
+        """Terminate; unknown or already-gone ids are not an error."""
+
+    @abc.abstractmethod
+    def interruptions(self, since: datetime) -> list[Interruption]:
+        """Preemptions and notices the API reports since ``since``."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release clients and sockets."""
+
+
+# -- secrets never leave -------------------------------------------------------------------
+
+_SECRET_VALUES: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a credential so that :func:`redact` scrubs it from any message or log line."""
+    if value and len(value) >= 4:
+        _SECRET_VALUES.add(value)
+
+
+def redact(text: str) -> str:
+    for secret in _SECRET_VALUES:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Logging filter that scrubs registered secrets from every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _SECRET_VALUES:
+            record.msg = redact(str(record.msg))
+            if record.args:
+                record.args = tuple(
+                    redact(a) if isinstance(a, str) else a for a in record.args
+                )
+        return True
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    attempts: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    classify: Callable[[BaseException], ProviderError | None],
+    *,
+    policy: RetryPolicy = RetryPolicy(),
+    what: str = "call",
+    on_retry: Callable[[ProviderError, int], None] | None = None,
+) -> T:
+    """Run ``fn``; classify failures; retry THROTTLED/TRANSIENT ones with jittered backoff.
+
+    Anything else is raised at once as a :class:`ProviderError` (capacity is returned to the
+    caller, who takes the next offer; it is never retried in place).
+    """
+    from tenacity import (
+        RetryCallState,
+        Retrying,
+        retry_if_exception,
+        stop_after_attempt,
+        wait_random_exponential,
+    )
+
+    def _run() -> T:
+        try:
+            return fn()
+        except ProviderError:
+            raise
+        except Exception as exc:  # classify every SDK error by its code
+            err = classify(exc)
+            if err is None:
+                raise
+            raise err from None
+
+    def _log(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, ProviderError):
+            log.warning("%s: %s (%s), retry %d", what, exc.kind.value, exc.code, state.attempt_number)
+            if on_retry:
+                on_retry(exc, state.attempt_number)
+
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.attempts),
+        wait=wait_random_exponential(multiplier=policy.base_delay, max=policy.max_delay),
+        retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.kind.retryable),
+        before_sleep=_log,
+        reraise=True,
+        sleep=time.sleep,
+    )
+    return retrying(_run)
+
+
+# -- registry ---------------------------------------------------------------------------------
+
+ENTRY_POINT_GROUP = "provisioner.providers"
+BUILTIN: dict[str, str] = {
+    "sim": "providers.sim:SimProvider",
+    "aws": "providers.aws:AWSProvider",
+    "gcp": "providers.gcp:GCPProvider",
+    "azure": "providers.azure:AzureProvider",
+    "alibaba": "providers.alibaba:AlibabaProvider",
+    "tencent": "providers.tencent:TencentProvider",
+}
+CLOUDS = ("aws", "gcp", "azure", "alibaba", "tencent")
+
+
+def _load_target(target: str) -> Any:
+    import importlib
+
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def provider_names() -> list[str]:
+    names = dict.fromkeys(BUILTIN)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        names.setdefault(ep.name, None)
+    return list(names)
+
+
+def get(name: str, **options: Any) -> Provider:
+    """The provider called ``name``, built with ``options`` (endpoint, credentials, ...)."""
+    from importlib.metadata import entry_points
+
+    target: Any = None
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            target = ep.load()
+            break
+    if target is None:
+        if name not in BUILTIN:
+            known = ", ".join(provider_names())
+            raise ValueError(f"unknown provider {name!r} (known: {known})")
+        target = _load_target(BUILTIN[name])
+    provider = target(**options)
+    if not isinstance(provider, Provider):
+        raise TypeError(f"provider {name!r} does not implement providers.base.Provider")
+    return provider
+
+
+def jitter(rng: random.Random | None = None) -> float:
+    return (rng or random).random()

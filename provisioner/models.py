@@ -1,0 +1,238 @@
+"""The nouns of the field, as plain data.
+
+Every layer speaks these types: the catalog holds :class:`Offer` rows, the planner returns
+:class:`Placement`, providers take a :class:`LaunchRequest` and answer with :class:`Instance`
+and :class:`Interruption`. They carry no behaviour beyond small derived values, so the pure
+core (planner, decide) can be tested without any cloud or database.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Market(str, enum.Enum):
+    """How capacity is bought."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class InstanceState(str, enum.Enum):
+    """Instance states, normalised across clouds (the raw one is kept on the instance)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    TERMINATED = "terminated"
+    PREEMPTED = "preempted"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def alive(self) -> bool:
+        return self in (InstanceState.PENDING, InstanceState.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    """One GPU model with the figures that decide whether and how well it fits a job."""
+
+    model: str
+    vendor: str
+    vram_gb: float
+    mem_bandwidth_gbs: float | None = None
+    fp32_tflops: float | None = None
+    tf32_tflops: float | None = None
+    bf16_tflops: float | None = None
+    fp16_tflops: float | None = None
+    interconnect: str = ""
+    interconnect_gbs: float | None = None
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def tensor_tflops(self) -> float:
+        """Best dense half-precision (BF16, else FP16, else FP32) throughput, in TFLOPS."""
+        return self.bf16_tflops or self.fp16_tflops or self.fp32_tflops or 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A cloud region with where it is and which legal jurisdictions it falls under."""
+
+    provider: str
+    code: str
+    city: str
+    country: str
+    jurisdictions: frozenset[str]
+    lat: float
+    lon: float
+
+    def in_any(self, tags: set[str] | frozenset[str]) -> bool:
+        """True when the region carries any of ``tags`` (jurisdiction tags or ISO countries)."""
+        return bool(tags & self.jurisdictions) or self.country in tags
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """An instance type in a zone (or a whole region, when ``zone`` is empty) at a price."""
+
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str
+    gpu_count: int
+    vcpus: float
+    memory_gib: float
+    price: float | None  # on-demand USD per instance-hour
+    spot_price: float | None  # USD per instance-hour; None: no spot market known
+    price_date: str = ""
+    interruption_band: str = ""  # AWS Spot Advisor style: "<5%", "5-10%", ... or ""
+
+    def price_for(self, market: Market) -> float | None:
+        return self.spot_price if market is Market.SPOT else self.price
+
+    @property
+    def location(self) -> str:
+        return self.zone or self.region
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """An offer chosen for a job on a market, with what it costs and why it ranks where it does."""
+
+    offer: Offer
+    market: Market
+    price_per_hour: float
+    bid_cap_per_hour: float | None
+    score: float
+    rank: int = 0
+    est_rtt_ms: float | None = None
+    est_hours: float | None = None
+    est_job_cost: float | None = None
+    tflops_per_dollar: float | None = None
+    reasons: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        o = self.offer
+        return {
+            "rank": self.rank,
+            "provider": o.provider,
+            "region": o.region,
+            "zone": o.zone,
+            "instance_type": o.instance_type,
+            "gpu": o.gpu,
+            "gpu_count": o.gpu_count,
+            "vcpus": o.vcpus,
+            "memory_gib": o.memory_gib,
+            "market": self.market.value,
+            "price_per_hour": round(self.price_per_hour, 6),
+            "on_demand_price_per_hour": o.price,
+            "bid_cap_per_hour": None
+            if self.bid_cap_per_hour is None
+            else round(self.bid_cap_per_hour, 6),
+            "price_date": o.price_date,
+            "interruption_band": o.interruption_band or None,
+            "est_rtt_ms": None if self.est_rtt_ms is None else round(self.est_rtt_ms, 1),
+            "est_hours": None if self.est_hours is None else round(self.est_hours, 3),
+            "est_job_cost": None if self.est_job_cost is None else round(self.est_job_cost, 2),
+            "tflops_per_dollar": None
+            if self.tflops_per_dollar is None
+            else round(self.tflops_per_dollar, 3),
+            "score": round(self.score, 6),
+            "reasons": list(self.reasons),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A VM as a provider reports it."""
+
+    id: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    market: Market
+    state: InstanceState
+    raw_state: str = ""
+    state_reason: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    launched_at: datetime | None = None
+    price_per_hour: float | None = None
+    public_ip: str | None = None
+    private_ip: str | None = None
+
+    @property
+    def job_id(self) -> str | None:
+        return self.tags.get(TAG_JOB)
+
+    @property
+    def attempt(self) -> int | None:
+        value = self.tags.get(TAG_ATTEMPT)
+        return int(value) if value is not None and value.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """A spot interruption: a notice served to the VM, or a preemption seen by the API."""
+
+    instance_id: str
+    provider: str
+    zone: str
+    kind: str  # "notice" | "preempted" | "rebalance"
+    at: datetime
+    deadline: datetime | None = None  # when the capacity goes away, where the notice says
+    raw: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """What to start, where, on which market, capped at what price, under which token."""
+
+    job_id: str
+    attempt: int
+    offer: Offer
+    market: Market
+    bid_cap_per_hour: float | None = None
+    image: str | None = None
+    disk_gb: int = 100
+    user_data: str = ""
+    extra_tags: dict[str, str] = field(default_factory=dict)
+    ssh_key_name: str | None = None
+
+    @property
+    def token(self) -> str:
+        """Idempotency token derived from (job, attempt): the same launch always carries it."""
+        return launch_token(self.job_id, self.attempt)
+
+    @property
+    def name(self) -> str:
+        """A VM name usable on every cloud (lowercase letters, digits and dashes, <= 63)."""
+        return self.token
+
+    @property
+    def tags(self) -> dict[str, str]:
+        tags = {TAG_MANAGED: "true", TAG_JOB: self.job_id, TAG_ATTEMPT: str(self.attempt)}
+        tags.update(self.extra_tags)
+        return tags
+
+
+TAG_MANAGED = "provisioner-managed"
+TAG_JOB = "provisioner-job"
+TAG_ATTEMPT = "provisioner-attempt"
+
+
+def launch_token(job_id: str, attempt: int) -> str:
+    """``prov-<job>-<attempt>``: lowercase, at most 63 characters, stable for (job, attempt)."""
+    safe = "".join(c if c.isalnum() else "-" for c in job_id.lower()).strip("-")
+    return f"prov-{safe[:48]}-a{attempt}"
