@@ -13,8 +13,15 @@ def console(stderr: bool = False) -> Console:
     """A Console writing to the *current* stdout/stderr (so redirection and tests work)."""
     from rich.console import Console
 
+    import sys
+
     no_color = os.environ.get("NO_COLOR", "") != ""
-    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    # Not a terminal (a pipe, a file, a test): wide enough that tables are not truncated.
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 160
+    return Console(
+        stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width
+    )
 
 
 def error(message: str) -> None:

@@ -1,0 +1,309 @@
+"""The policy: what the user wants, as a pydantic v2 model.
+
+A policy says which GPUs a job may run on (by model list, by VRAM, or sized from a workload
+description), on which market, at what price at most, within which budget and deadline, where
+the data may go (residency), how close to users or data it should be (latency), what to prefer
+among eligible offers, and how to checkpoint and restart. ``policies.loader`` reads it from
+YAML with errors that name file:line:column.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|w)?\s*$", re.I)
+_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: Any) -> timedelta:
+    """``90`` (seconds), ``"15m"``, ``"2h"``, ``"1.5d"`` or a timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError("expected a duration like 30s, 15m, 2h or 1d")
+    if isinstance(value, int | float):
+        return timedelta(seconds=float(value))
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            unit = (m.group(2) or "s").lower()
+            return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[unit])
+    raise ValueError(f"expected a duration like 30s, 15m, 2h or 1d, got {value!r}")
+
+
+def _duration(v: Any) -> timedelta:
+    d = parse_duration(v)
+    if d.total_seconds() < 0:
+        raise ValueError("a duration must not be negative")
+    return d
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Precision(str, enum.Enum):
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    INT8 = "int8"
+    INT4 = "int4"
+
+
+class Method(str, enum.Enum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+    INFERENCE = "inference"
+
+
+class Workload(_Model):
+    """A model to fit on the GPUs; VRAM per GPU and duration are estimated from it."""
+
+    parameters_b: float = Field(gt=0, le=100_000, description="Model size in billions of parameters.")
+    method: Method = Field(Method.LORA, description="full, lora, qlora or inference.")
+    precision: Precision = Field(Precision.BF16, description="Precision of weights and compute.")
+    sequence_length: int = Field(2048, ge=1, le=10_000_000)
+    batch_size: int = Field(1, ge=1, le=1_000_000, description="Micro-batch per GPU.")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations (training).")
+    lora_fraction: float = Field(
+        0.01, gt=0, le=1, description="Trainable adapter parameters as a share of the model."
+    )
+    layers: int | None = Field(None, ge=1, le=10_000, description="Transformer layers (estimated if absent).")
+    hidden_size: int | None = Field(None, ge=1, le=1_000_000, description="Model width (estimated if absent).")
+    tokens_b: float | None = Field(
+        None, gt=0, description="Tokens to process, in billions (sizes the job's duration)."
+    )
+    mfu: float = Field(0.35, gt=0, le=1, description="Model FLOPs utilisation assumed for duration.")
+    headroom: float = Field(0.2, ge=0, le=4, description="Safety margin on estimated VRAM (0.2 = 20%).")
+
+
+class Resources(_Model):
+    """Which GPUs, how many, and how much memory the job needs."""
+
+    gpus: list[str] | None = Field(
+        None, description="Acceptable GPU models (e.g. [A100, H100, L40S]); any if absent."
+    )
+    gpu_count: int = Field(1, ge=1, le=64, description="GPUs per instance.")
+    min_vram_gb: float | None = Field(None, gt=0, le=4096, description="Minimum memory per GPU, GB.")
+    min_vcpus: float | None = Field(None, gt=0)
+    min_memory_gib: float | None = Field(None, gt=0)
+    workload: Workload | None = None
+    exclude_gpus: list[str] = Field(default_factory=list, description="GPU models never to use.")
+
+    @field_validator("gpus")
+    @classmethod
+    def _non_empty(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("list at least one GPU model, or leave `gpus` out to accept any")
+        return v
+
+
+class MarketChoice(str, enum.Enum):
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    SPOT_THEN_ON_DEMAND = "spot-then-on-demand"
+
+
+class BidCap(_Model):
+    """The most the job bids for spot capacity; the tightest of the given caps applies."""
+
+    max_spot_price_per_hour: float | None = Field(None, gt=0, description="USD per instance-hour.")
+    max_spot_price_per_gpu_hour: float | None = Field(None, gt=0, description="USD per GPU-hour.")
+    max_fraction_of_on_demand: float | None = Field(
+        None, gt=0, le=1, description="Spot price at most this share of the on-demand price."
+    )
+
+
+class Budget(_Model):
+    max_price_per_hour: float | None = Field(
+        None, gt=0, description="USD per instance-hour, any market."
+    )
+    max_total: float | None = Field(None, gt=0, description="USD for the whole job.")
+    on_exhausted: Literal["stop", "pause"] = Field(
+        "stop", description="What to do when the total budget would be exceeded."
+    )
+
+
+class Residency(_Model):
+    """Where the job and its data may run."""
+
+    allow: list[str] = Field(
+        default_factory=list,
+        description="Jurisdiction tags (EU, EEA, GDPR, CN-mainland, US, ...) or ISO countries.",
+    )
+    deny: list[str] = Field(default_factory=list, description="Tags or countries never allowed.")
+    allow_regions: list[str] = Field(
+        default_factory=list, description="Only these regions (`region` or `provider:region`)."
+    )
+    deny_regions: list[str] = Field(default_factory=list, description="Never these regions.")
+    providers: list[str] = Field(default_factory=list, description="Only these clouds.")
+
+
+class LatencyTarget(_Model):
+    name: str | None = None
+    lat: float | None = Field(None, ge=-90, le=90)
+    lon: float | None = Field(None, ge=-180, le=180)
+    region: str | None = Field(None, description="`provider:region` instead of coordinates.")
+    weight: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _where(self) -> LatencyTarget:
+        has_point = self.lat is not None and self.lon is not None
+        if not has_point and not self.region:
+            raise ValueError("a latency target needs lat and lon, or region")
+        if (self.lat is None) != (self.lon is None):
+            raise ValueError("give both lat and lon")
+        return self
+
+
+class Latency(_Model):
+    targets: list[LatencyTarget] = Field(default_factory=list)
+    max_rtt_ms: float | None = Field(None, gt=0, description="Reject offers estimated slower than this.")
+    measured: dict[str, float] = Field(
+        default_factory=dict, description="Measured RTT in ms by `provider:region`; overrides estimates."
+    )
+
+
+class Preferences(_Model):
+    """Weights of the ranking among eligible offers (relative; 0 ignores a term)."""
+
+    price: float = Field(1.0, ge=0)
+    latency: float = Field(0.0, ge=0)
+    interruption_risk: float = Field(0.3, ge=0)
+    tflops_per_dollar: float = Field(0.0, ge=0)
+
+
+class Checkpoint(_Model):
+    uri: str = Field("file://./checkpoints", description="fsspec URI: file://, s3://, gs://, az://")
+    interval: Annotated[timedelta, Field(description="Periodic checkpoint interval.")] = timedelta(
+        minutes=15
+    )
+    signal: str = Field("SIGUSR1", description="Signal that asks the job to checkpoint now.")
+    grace: Annotated[timedelta, Field(description="Longest a checkpoint may take.")] = timedelta(
+        seconds=60
+    )
+
+    _iv = field_validator("interval", "grace", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, v: str) -> str:
+        name = v.upper()
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        import signal as _signal
+
+        if not hasattr(_signal, name):
+            raise ValueError(f"unknown signal {v!r} (try SIGUSR1, SIGTERM or SIGINT)")
+        return name
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v: str) -> str:
+        scheme = v.split("://", 1)[0] if "://" in v else ""
+        if scheme not in {"file", "s3", "gs", "gcs", "az", "abfs", "memory"}:
+            raise ValueError("use a file://, s3://, gs://, az:// or memory:// URI")
+        return v
+
+
+class Restart(_Model):
+    max_restarts: int = Field(20, ge=0, le=10_000)
+    zone_cooldown: Annotated[timedelta, Field(description="How long a preempted zone is avoided.")] = (
+        timedelta(minutes=30)
+    )
+    _iv = field_validator("zone_cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+
+class TimeWindow(_Model):
+    cron: str = Field(description="Five-field cron expression for when a window opens (UTC).")
+    duration: Annotated[timedelta, Field(description="How long each window lasts.")]
+
+    _iv = field_validator("duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from policies.cron import CronSpec
+
+        CronSpec.parse(v)  # raises ValueError with a precise message
+        return v
+
+
+class Job(_Model):
+    command: list[str] | str = Field(
+        default_factory=lambda: ["python", "-m", "examples.train"],
+        description="Command the node agent runs (argv list or shell string).",
+    )
+    compute_hours: float | None = Field(
+        None, gt=0, description="Hours the job needs on one reference GPU (sizes duration)."
+    )
+    reference_gpu: str = Field("A100", description="GPU that compute_hours was measured on.")
+    env: dict[str, str] = Field(default_factory=dict)
+    image: str | None = Field(None, description="Machine image (AMI, GCP image, ...).")
+    disk_gb: int = Field(100, ge=10, le=65536)
+
+
+class Policy(_Model):
+    """Everything provisioner needs to know about a job's rules."""
+
+    name: str = Field("job", min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    job: Job = Field(default_factory=Job)
+    resources: Resources = Field(default_factory=Resources)
+    market: MarketChoice = MarketChoice.SPOT_THEN_ON_DEMAND
+    bid_cap: BidCap = Field(default_factory=BidCap)
+    budget: Budget = Field(default_factory=Budget)
+    deadline: datetime | timedelta | None = Field(
+        None, description="ISO time (2026-12-24T18:00:00Z) or a duration from submission (48h)."
+    )
+    residency: Residency = Field(default_factory=Residency)
+    latency: Latency = Field(default_factory=Latency)
+    preferences: Preferences = Field(default_factory=Preferences)
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    restart: Restart = Field(default_factory=Restart)
+    windows: list[TimeWindow] = Field(default_factory=list)
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline(cls, v: Any) -> Any:
+        if v is None or isinstance(v, datetime | timedelta):
+            return v
+        if isinstance(v, str) and _DURATION.match(v):
+            return _duration(v)
+        if isinstance(v, str):
+            try:
+                dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(
+                    "deadline must be an ISO time like 2026-12-24T18:00:00Z or a duration like 48h"
+                ) from None
+            return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+        raise ValueError("deadline must be an ISO time or a duration like 48h")
+
+    def deadline_at(self, submitted: datetime) -> datetime | None:
+        if self.deadline is None:
+            return None
+        if isinstance(self.deadline, timedelta):
+            return submitted + self.deadline
+        return self.deadline
+
+    @property
+    def allows_spot(self) -> bool:
+        return self.market is not MarketChoice.ON_DEMAND
+
+    @property
+    def allows_on_demand(self) -> bool:
+        return self.market is not MarketChoice.SPOT

@@ -1,0 +1,504 @@
+"""The planner: (policy, offers, context) -> ranked placements and rejections with reasons.
+
+A pure function. Every hard rule is applied as a vectorised mask over the catalog's columns,
+in a fixed order, and each candidate (an offer on a market the policy allows) is rejected
+for the *first* rule it breaks, so the counts by reason add up to the candidates examined.
+Eligible candidates are scored (lower is better) by the policy's preference weights:
+
+* cost: the estimated job cost where the workload is sized (price × estimated hours), else
+  the hourly price; relative to the cheapest eligible candidate (1.0 = cheapest);
+* latency: the weighted mean RTT to the policy's targets, per 100 ms;
+* interruption risk: the monthly interruption band's share for spot (unknown: 10%),
+  relative to 10%; on-demand has none;
+* TFLOPS per dollar: best eligible value divided by the candidate's (1.0 = best).
+
+score = Σ wᵢ·termᵢ / Σ wᵢ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from policies.model import Policy
+from provisioner.catalog import Catalog, CatalogColumns, builtin_catalog
+from provisioner.gpus import canonical_gpu, gpu_specs
+from provisioner.models import Market, Offer, Placement
+from provisioner.regions import estimate_rtt_ms, great_circle_km, regions
+from provisioner.sizing import VRAMEstimate, estimate_hours, estimate_vram
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# Reasons, in the order the rules are applied.
+REASONS = (
+    "provider",  # cloud not in residency.providers
+    "gpu_model",  # GPU not in resources.gpus (or excluded)
+    "vram",  # GPU memory below the need
+    "gpu_count",  # fewer/more GPUs than resources.gpu_count
+    "cpu_memory",  # below min_vcpus / min_memory_gib
+    "residency",  # region outside the allowed jurisdictions/countries, or denied ones
+    "denied_region",  # region listed in deny_regions / not in allow_regions
+    "market",  # no price on this market (e.g. no spot market)
+    "bid_cap",  # spot price above the bid cap
+    "budget_hourly",  # price above budget.max_price_per_hour
+    "latency",  # estimated RTT above latency.max_rtt_ms (or unknown with a limit)
+    "deadline",  # estimated duration ends after the deadline
+    "budget_total",  # estimated job cost above budget.max_total
+    "cooldown",  # zone recently preempted (restart.zone_cooldown)
+    "unavailable",  # reported without capacity by the caller's context
+)
+_CODE = {r: i + 1 for i, r in enumerate(REASONS)}
+DEFAULT_SPOT_RISK = 0.10
+RISK_SCALE = 0.10
+EXAMPLES_PER_REASON = 3
+
+
+class PlanError(ValueError):
+    """The policy cannot be planned as written (e.g. an unknown GPU name)."""
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the planner needs besides the policy and the offers. Time is passed in."""
+
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    submitted_at: datetime | None = None  # for deadlines given as a duration
+    cooldown: frozenset[tuple[str, str]] = frozenset()  # (provider, zone or region)
+    unavailable: frozenset[tuple[str, str, str]] = frozenset()  # (provider, location, type)
+    measured_rtt_ms: dict[str, float] = field(default_factory=dict)  # "provider:region" -> ms
+    hours_done: float = 0.0  # work already done (shortens the remaining duration)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    count: int
+    examples: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    policy: Policy
+    placements: list[Placement]
+    rejections: dict[str, Rejection]
+    eligible: int
+    candidates: int
+    required_vram_gb: float | None
+    vram_estimate: VRAMEstimate | None
+    deadline: datetime | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Rejected candidates by reason (only reasons that rejected something)."""
+        return {r: rej.count for r, rej in self.rejections.items()}
+
+    @property
+    def best(self) -> Placement | None:
+        return self.placements[0] if self.placements else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.name,
+            "placements": [p.as_dict() for p in self.placements],
+            "rejected": self.rejected,
+            "rejected_examples": {r: list(rej.examples) for r, rej in self.rejections.items()},
+            "eligible": self.eligible,
+            "candidates": self.candidates,
+            "required_vram_gb": None
+            if self.required_vram_gb is None
+            else round(self.required_vram_gb, 2),
+            "vram_estimate": self.vram_estimate.as_dict() if self.vram_estimate else None,
+            "deadline": self.deadline.isoformat() if self.deadline else None,
+            "notes": list(self.notes),
+        }
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def required_vram(policy: Policy) -> tuple[float | None, VRAMEstimate | None]:
+    res = policy.resources
+    est = estimate_vram(res.workload, res.gpu_count) if res.workload else None
+    needs = [v for v in (res.min_vram_gb, est.total_gb if est else None) if v is not None]
+    return (max(needs) if needs else None), est
+
+
+def _gpu_models(policy: Policy) -> tuple[set[str] | None, set[str]]:
+    res = policy.resources
+    allowed: set[str] | None = None
+    if res.gpus is not None:
+        allowed = set()
+        for name in res.gpus:
+            model = canonical_gpu(name)
+            if model is None:
+                raise PlanError(f"resources.gpus: unknown GPU {name!r}")
+            allowed.add(model)
+    excluded = {canonical_gpu(n) or n for n in res.exclude_gpus}
+    return allowed, excluded
+
+
+def _region_matches(spec: str, provider: str, region: str) -> bool:
+    if ":" in spec:
+        p, _, r = spec.partition(":")
+        return p == provider and r == region
+    return spec == region
+
+
+def _region_verdicts(policy: Policy, cols: CatalogColumns) -> tuple[list[int], list[float], list[float]]:
+    """Per region code: (reason code or 0, worst RTT ms, weighted mean RTT ms)."""
+    res = policy.residency
+    allow = set(res.allow)
+    deny = set(res.deny)
+    table = regions()
+    lat = policy.latency
+    targets: list[tuple[float, float, float, str | None]] = []
+    for t in lat.targets:
+        if t.lat is not None and t.lon is not None:
+            targets.append((t.lat, t.lon, t.weight, t.name))
+        elif t.region:
+            p, _, r = t.region.partition(":")
+            reg = table.get((p, r)) if r else None
+            if reg is None:
+                raise PlanError(f"latency.targets: unknown region {t.region!r} (use provider:region)")
+            targets.append((reg.lat, reg.lon, t.weight, t.name))
+    verdicts: list[int] = []
+    worst: list[float] = []
+    mean: list[float] = []
+    for provider, code in cols.region_keys:
+        reg = table.get((provider, code))
+        verdict = 0
+        if res.providers and provider not in res.providers:
+            verdict = _CODE["provider"]
+        elif allow or deny:
+            if reg is None:
+                verdict = _CODE["residency"]  # unknown jurisdiction can't be shown compliant
+            elif allow and not reg.in_any(allow):
+                verdict = _CODE["residency"]
+            elif deny and reg.in_any(deny):
+                verdict = _CODE["residency"]
+        if not verdict and res.allow_regions and not any(
+            _region_matches(s, provider, code) for s in res.allow_regions
+        ):
+            verdict = _CODE["denied_region"]
+        if not verdict and any(_region_matches(s, provider, code) for s in res.deny_regions):
+            verdict = _CODE["denied_region"]
+        verdicts.append(verdict)
+        if targets:
+            key = f"{provider}:{code}"
+            rtts = []
+            for t_lat, t_lon, w, _name in targets:
+                measured = lat.measured.get(key)
+                if measured is not None:
+                    rtts.append((measured, w))
+                elif reg is not None:
+                    rtts.append((estimate_rtt_ms(great_circle_km(t_lat, t_lon, reg.lat, reg.lon)), w))
+                else:
+                    rtts.append((math.nan, w))
+            worst.append(max(r for r, _ in rtts))
+            total_w = sum(w for _, w in rtts)
+            mean.append(sum(r * w for r, w in rtts) / total_w)
+        else:
+            worst.append(math.nan)
+            mean.append(math.nan)
+    return verdicts, worst, mean
+
+
+def _describe(o: Offer, market: Market) -> str:
+    price = o.price_for(market)
+    where = o.zone or o.region
+    p = f"${price:.4g}/h" if price is not None else "no price"
+    return f"{o.provider}:{where} {o.instance_type} ({o.gpu_count}x{o.gpu}) {market.value} {p}"
+
+
+# -- the planner ---------------------------------------------------------------------------
+
+
+def plan_offers(
+    policy: Policy,
+    catalog: Catalog,
+    context: PlanContext | None = None,
+    *,
+    top: int | None = 10,
+) -> Plan:
+    """Rank the catalog's offers for ``policy``. Pure: no I/O, no clock (time is in context)."""
+    import numpy as np
+
+    ctx = context or PlanContext()
+    cols = catalog.columns
+    n_total = len(catalog.offers)
+    specs = gpu_specs()
+    need_vram, vram_est = required_vram(policy)
+    allowed_models, excluded_models = _gpu_models(policy)
+    markets: list[Market] = []
+    if policy.allows_spot:
+        markets.append(Market.SPOT)
+    if policy.allows_on_demand:
+        markets.append(Market.ON_DEMAND)
+    n_markets = len(markets)
+    deadline = policy.deadline_at(ctx.submitted_at or ctx.now)
+
+    counts = dict.fromkeys(REASONS, 0)
+    examples: dict[str, list[str]] = {r: [] for r in REASONS}
+
+    # 1. GPU model and VRAM via the index: only rows of usable GPU models go further.
+    keep_rows: list[np.ndarray] = []
+    for model, rows in cols.by_gpu.items():
+        spec = specs.get(model)
+        reason = None
+        if (allowed_models is not None and model not in allowed_models) or model in excluded_models:
+            reason = "gpu_model"
+        elif need_vram is not None and (spec is None or spec.vram_gb + 1e-9 < need_vram):
+            reason = "vram"
+        if reason is None:
+            keep_rows.append(rows)
+            continue
+        counts[reason] += len(rows) * n_markets
+        if len(examples[reason]) < EXAMPLES_PER_REASON and len(rows):
+            o = catalog.offers[int(rows[0])]
+            detail = f" ({spec.vram_gb:g} GB < {need_vram:.1f} GB)" if reason == "vram" and spec and need_vram else ""
+            examples[reason].append(_describe(o, markets[0]) + detail)
+    rows = np.sort(np.concatenate(keep_rows)) if keep_rows else np.empty(0, dtype=np.int64)
+
+    # Per-row facts (columns gathered once for the surviving rows).
+    res = policy.resources
+    region_verdict, region_worst_rtt, region_mean_rtt = _region_verdicts(policy, cols)
+    rv = np.asarray(region_verdict, dtype=np.int16)[cols.region[rows]] if len(rows) else np.empty(0, np.int16)
+    worst_rtt = np.asarray(region_worst_rtt)[cols.region[rows]] if len(rows) else np.empty(0)
+    mean_rtt = np.asarray(region_mean_rtt)[cols.region[rows]] if len(rows) else np.empty(0)
+    gpu_count = cols.gpu_count[rows]
+    on_demand = cols.price[rows]
+    spot = cols.spot_price[rows]
+    gpu_codes = cols.gpu[rows]
+    tflops_by_code = np.asarray(
+        [(specs[g].tensor_tflops if g in specs else 0.0) for g in cols.gpu_names] or [0.0]
+    )
+    tflops = tflops_by_code[gpu_codes] * gpu_count
+
+    base = np.zeros(len(rows), dtype=np.int16)
+    provider_ok = rv != _CODE["provider"]
+    base[~provider_ok] = _CODE["provider"]
+    # gpu_count: exact match of GPUs per instance
+    base[(base == 0) & (gpu_count != res.gpu_count)] = _CODE["gpu_count"]
+    if res.min_vcpus is not None or res.min_memory_gib is not None:
+        low = np.zeros(len(rows), dtype=bool)
+        if res.min_vcpus is not None:
+            low |= cols.vcpus[rows] < res.min_vcpus
+        if res.min_memory_gib is not None:
+            low |= cols.memory_gib[rows] < res.min_memory_gib
+        base[(base == 0) & low] = _CODE["cpu_memory"]
+    sel = (base == 0) & (rv != 0)
+    base[sel] = rv[sel]
+    if policy.latency.max_rtt_ms is not None and policy.latency.targets:
+        slow = ~(worst_rtt <= policy.latency.max_rtt_ms)  # NaN (unknown) counts as too slow
+        latency_bad = slow
+    else:
+        latency_bad = np.zeros(len(rows), dtype=bool)
+
+    # Duration per row, where the job is sized.
+    hours = np.full(len(rows), np.nan)
+    w = res.workload
+    if w is not None and w.tokens_b is not None:
+        for code in np.unique(gpu_codes):
+            m = gpu_codes == code
+            per = estimate_hours(w, float(tflops_by_code[code]), 1)
+            if per is not None:
+                hours[m] = per / gpu_count[m]
+    elif policy.job.compute_hours is not None:
+        ref = specs.get(canonical_gpu(policy.job.reference_gpu) or "")
+        ref_tflops = ref.tensor_tflops if ref else 0.0
+        if ref_tflops > 0:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                hours = policy.job.compute_hours * ref_tflops / tflops
+    hours = np.maximum(hours - ctx.hours_done, 0.0) if ctx.hours_done else hours
+
+    cooldown_mask = np.zeros(len(rows), dtype=bool)
+    unavailable_mask = np.zeros(len(rows), dtype=bool)
+    if ctx.cooldown or ctx.unavailable:
+        for j, i in enumerate(rows):
+            o = catalog.offers[int(i)]
+            if ctx.cooldown and (
+                (o.provider, o.zone) in ctx.cooldown or (o.provider, o.region) in ctx.cooldown
+            ):
+                cooldown_mask[j] = True
+            if ctx.unavailable and (o.provider, o.location, o.instance_type) in ctx.unavailable:
+                unavailable_mask[j] = True
+
+    bid = policy.bid_cap
+    budget = policy.budget
+    cand_rows: list[np.ndarray] = []
+    cand_market: list[int] = []
+    cand_price: list[np.ndarray] = []
+    cand_cap: list[np.ndarray] = []
+    cand_reason: list[np.ndarray] = []
+    for mi, market in enumerate(markets):
+        reason = base.copy()
+        price = spot if market is Market.SPOT else on_demand
+        reason[(reason == 0) & np.isnan(price)] = _CODE["market"]
+        cap = np.full(len(rows), np.inf)
+        if market is Market.SPOT:
+            if bid.max_spot_price_per_hour is not None:
+                cap = np.minimum(cap, bid.max_spot_price_per_hour)
+            if bid.max_spot_price_per_gpu_hour is not None:
+                cap = np.minimum(cap, bid.max_spot_price_per_gpu_hour * gpu_count)
+            if bid.max_fraction_of_on_demand is not None:
+                # unknown on-demand price: the fraction cannot be honoured, so nothing passes
+                frac = np.where(np.isnan(on_demand), 0.0, on_demand * bid.max_fraction_of_on_demand)
+                cap = np.minimum(cap, frac)
+            reason[(reason == 0) & ~(price <= cap)] = _CODE["bid_cap"]
+        if budget.max_price_per_hour is not None:
+            reason[(reason == 0) & ~(price <= budget.max_price_per_hour)] = _CODE["budget_hourly"]
+        reason[(reason == 0) & latency_bad] = _CODE["latency"]
+        if deadline is not None:
+            remaining_h = (deadline - ctx.now).total_seconds() / 3600.0
+            late = hours > remaining_h  # NaN (unsized) passes: decide() watches the clock
+            reason[(reason == 0) & late] = _CODE["deadline"]
+            if remaining_h <= 0:
+                reason[reason == 0] = _CODE["deadline"]
+        if budget.max_total is not None:
+            over = price * hours > budget.max_total
+            reason[(reason == 0) & over] = _CODE["budget_total"]
+        reason[(reason == 0) & cooldown_mask] = _CODE["cooldown"]
+        reason[(reason == 0) & unavailable_mask] = _CODE["unavailable"]
+        cand_rows.append(rows)
+        cand_market.append(mi)
+        cand_price.append(price)
+        cand_cap.append(cap)
+        cand_reason.append(reason)
+
+    # Count rejections and gather examples.
+    for mi, reason in enumerate(cand_reason):
+        binc = np.bincount(reason, minlength=len(REASONS) + 1)
+        for r, code in _CODE.items():
+            c = int(binc[code])
+            if not c:
+                continue
+            counts[r] += c
+            if len(examples[r]) < EXAMPLES_PER_REASON:
+                idx = np.flatnonzero(reason == code)[: EXAMPLES_PER_REASON - len(examples[r])]
+                for j in idx:
+                    o = catalog.offers[int(rows[j])]
+                    examples[r].append(_example(o, markets[mi], r, cand_cap[mi][j], worst_rtt[j], hours[j]))
+
+    # Score eligible candidates.
+    elig_j: list[np.ndarray] = [np.flatnonzero(r == 0) for r in cand_reason]
+    n_elig = int(sum(len(e) for e in elig_j))
+    placements: list[Placement] = []
+    if n_elig:
+        j_all = np.concatenate(elig_j)
+        m_all = np.concatenate([np.full(len(e), mi) for mi, e in enumerate(elig_j)])
+        price_all = np.concatenate([cand_price[mi][e] for mi, e in enumerate(elig_j)])
+        cap_all = np.concatenate([cand_cap[mi][e] for mi, e in enumerate(elig_j)])
+        hours_all = hours[j_all]
+        cost = np.where(np.isnan(hours_all), price_all, price_all * hours_all)
+        sized = not np.isnan(hours_all).all()
+        if sized:  # compare jobs where sized; unsized rows fall back to price per hour
+            cost = np.where(np.isnan(hours_all), np.nan, cost)
+            cost = np.where(np.isnan(cost), np.nanmax(cost) * 2 if np.isfinite(np.nanmax(cost)) else 1.0, cost)
+        prefs = policy.preferences
+        wsum = prefs.price + prefs.latency + prefs.interruption_risk + prefs.tflops_per_dollar
+        score = np.zeros(len(j_all))
+        min_cost = float(np.min(cost)) if len(cost) else 1.0
+        score += prefs.price * (cost / min_cost if min_cost > 0 else cost)
+        rtt_all = mean_rtt[j_all]
+        if prefs.latency and policy.latency.targets:
+            score += prefs.latency * np.nan_to_num(rtt_all, nan=300.0) / 100.0
+        is_spot = np.asarray([markets[m] is Market.SPOT for m in m_all], dtype=bool)
+        risk = np.where(np.isnan(cols.band_risk[rows][j_all]), DEFAULT_SPOT_RISK, cols.band_risk[rows][j_all])
+        risk = np.where(is_spot, risk, 0.0)
+        score += prefs.interruption_risk * risk / RISK_SCALE
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tpd = tflops[j_all] / price_all
+        if prefs.tflops_per_dollar:
+            best_tpd = float(np.nanmax(tpd)) if np.isfinite(np.nanmax(tpd)) else 0.0
+            score += prefs.tflops_per_dollar * np.where(tpd > 0, best_tpd / tpd, 10.0)
+        score = score / wsum if wsum > 0 else price_all
+        k = len(score) if top is None else min(top, len(score))
+        if k < len(score):
+            part = np.argpartition(score, k - 1)[:k]
+        else:
+            part = np.arange(len(score))
+        order = part[np.lexsort((price_all[part], score[part]))]
+        for rank, q in enumerate(order, start=1):
+            j = int(j_all[q])
+            market = markets[int(m_all[q])]
+            o = catalog.offers[int(rows[j])]
+            cap_q = float(cap_all[q])
+            h = float(hours_all[q])
+            price_q = float(price_all[q])
+            reasons_txt = [f"{market.value} ${price_q:.4g}/h"]
+            if market is Market.SPOT and math.isfinite(cap_q):
+                reasons_txt.append(f"under bid cap ${cap_q:.4g}/h")
+            placements.append(
+                Placement(
+                    offer=o,
+                    market=market,
+                    price_per_hour=price_q,
+                    bid_cap_per_hour=cap_q if math.isfinite(cap_q) else None,
+                    score=float(score[q]),
+                    rank=rank,
+                    est_rtt_ms=None if math.isnan(rtt_all[q]) else float(rtt_all[q]),
+                    est_hours=None if math.isnan(h) else h,
+                    est_job_cost=None if math.isnan(h) else h * price_q,
+                    tflops_per_dollar=float(tpd[q]) if math.isfinite(tpd[q]) and tpd[q] > 0 else None,
+                    reasons=tuple(reasons_txt),
+                )
+            )
+
+    rejections = {
+        r: Rejection(r, counts[r], tuple(examples[r])) for r in REASONS if counts[r]
+    }
+    notes: list[str] = []
+    if policy.windows:
+        from policies.cron import in_window, next_window_start
+
+        wins = [(win.cron, win.duration) for win in policy.windows]
+        if not in_window(wins, ctx.now):
+            nxt = next_window_start(wins, ctx.now)
+            notes.append(f"outside the policy's time windows; next opens {nxt.isoformat() if nxt else 'never'}")
+    return Plan(
+        policy=policy,
+        placements=placements,
+        rejections=rejections,
+        eligible=n_elig,
+        candidates=n_total * n_markets,
+        required_vram_gb=need_vram,
+        vram_estimate=vram_est,
+        deadline=deadline,
+        notes=tuple(notes),
+    )
+
+
+def _example(o: Offer, market: Market, reason: str, cap: float, rtt: float, hours: float) -> str:
+    text = _describe(o, market)
+    if reason == "bid_cap" and math.isfinite(cap):
+        text += f" > cap ${cap:.4g}/h"
+    elif reason == "latency" and not math.isnan(rtt):
+        text += f" ~{rtt:.0f} ms"
+    elif reason in ("deadline", "budget_total") and not math.isnan(hours):
+        text += f" ~{hours:.1f} h"
+    return text
+
+
+def plan(
+    policy_or_path: Policy | str | Any,
+    catalog: Catalog | Iterable[Offer] | None = None,
+    context: PlanContext | None = None,
+    *,
+    top: int | None = 10,
+) -> Plan:
+    """Python API: plan a policy (object or YAML path) against a catalog (default: built-in)."""
+    from policies.loader import load_policy
+
+    policy = policy_or_path if isinstance(policy_or_path, Policy) else load_policy(policy_or_path)
+    if catalog is None:
+        cat = builtin_catalog()
+    elif isinstance(catalog, Catalog):
+        cat = catalog
+    else:
+        cat = Catalog.from_offers(catalog)
+    return plan_offers(policy, cat, context, top=top)
