@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -90,10 +91,28 @@ class Workload(_Model):
     headroom: float = Field(0.2, ge=0, le=4, description="Safety margin on estimated VRAM (0.2 = 20%).")
 
 
+def _known_gpu(name: str) -> str:
+    """The canonical GPU model for ``name``, or a ValueError that lists close known names."""
+    from provisioner.gpus import canonical_gpu, gpu_specs
+
+    model = canonical_gpu(name)
+    if model is not None:
+        return model
+    import difflib
+
+    known = sorted(gpu_specs())
+    close = difflib.get_close_matches(name.upper(), known, n=3, cutoff=0.5)
+    hint = f" (did you mean {', '.join(close)}?)" if close else f" (known: {', '.join(known)})"
+    raise ValueError(f"unknown GPU {name!r}{hint}")
+
+
+GPUName = Annotated[str, AfterValidator(_known_gpu)]
+
+
 class Resources(_Model):
     """Which GPUs, how many, and how much memory the job needs."""
 
-    gpus: list[str] | None = Field(
+    gpus: list[GPUName] | None = Field(
         None, description="Acceptable GPU models (e.g. [A100, H100, L40S]); any if absent."
     )
     gpu_count: int = Field(1, ge=1, le=64, description="GPUs per instance.")
@@ -101,7 +120,7 @@ class Resources(_Model):
     min_vcpus: float | None = Field(None, gt=0)
     min_memory_gib: float | None = Field(None, gt=0)
     workload: Workload | None = None
-    exclude_gpus: list[str] = Field(default_factory=list, description="GPU models never to use.")
+    exclude_gpus: list[GPUName] = Field(default_factory=list, description="GPU models never to use.")
 
     @field_validator("gpus")
     @classmethod

@@ -1,0 +1,52 @@
+"""provisioner: keep long GPU jobs on the cheapest eligible capacity, through interruptions.
+
+Python API (imported lazily, so ``import provisioner`` is cheap and loads no cloud SDK)::
+
+    import provisioner
+    plan = provisioner.plan("policies/spot-finetune.yaml")
+    for p in plan.placements: ...
+    catalog = provisioner.Catalog.load()            # the built-in catalog
+    job = provisioner.up("policies/spot-finetune.yaml", provider="sim")
+    job.wait()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Catalog": ("provisioner.catalog", "Catalog"),
+    "plan": ("provisioner.planner", "plan"),
+    "Plan": ("provisioner.planner", "Plan"),
+    "PlanContext": ("provisioner.planner", "PlanContext"),
+    "Policy": ("policies.model", "Policy"),
+    "load_policy": ("policies.loader", "load_policy"),
+    "PolicyError": ("policies.loader", "PolicyError"),
+    "Offer": ("provisioner.models", "Offer"),
+    "Placement": ("provisioner.models", "Placement"),
+    "Market": ("provisioner.models", "Market"),
+    "up": ("provisioner.api", "up"),
+    "Job": ("provisioner.api", "Job"),
+}
+
+__all__ = [*_LAZY, "__version__"]
+
+if TYPE_CHECKING:
+    from policies.loader import PolicyError, load_policy
+    from policies.model import Policy
+    from provisioner.catalog import Catalog
+    from provisioner.models import Market, Offer, Placement
+    from provisioner.planner import Plan, PlanContext, plan
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'provisioner' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value
