@@ -209,6 +209,9 @@ class LaunchRequest:
     user_data: str = ""
     extra_tags: dict[str, str] = field(default_factory=dict)
     ssh_key_name: str | None = None
+    #: What the node agent runs (see provisioner.agent.spec): adapters render it into the
+    #: bootstrap script (provisioner.bootstrap) when ``user_data`` is empty; sim starts it.
+    job_spec: dict[str, Any] | None = None
 
     @property
     def token(self) -> str:
