@@ -1,0 +1,233 @@
+"""One contract suite, run against every cloud's adapter through its harness (see harness.py).
+
+Each test drives the real adapter and the cloud's real SDK against a local server, and checks
+what the adapter returns *and* what reached the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from harness import CONTRACT_RETRY, Harness
+
+from providers.base import ErrorKind, Provider, ProviderError
+from provisioner.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    TAG_MANAGED,
+    InstanceState,
+    LaunchRequest,
+    Market,
+)
+
+pytestmark = pytest.mark.contract
+
+USER_DATA = "#!/bin/sh\necho provisioner contract test\n"
+
+
+def request_for(
+    harness: Harness,
+    market: Market,
+    *,
+    job: str = "job-a",
+    attempt: int = 1,
+    cap: float | None = None,
+) -> LaunchRequest:
+    return LaunchRequest(
+        job_id=job,
+        attempt=attempt,
+        offer=harness.offer(market),
+        market=market,
+        bid_cap_per_hour=cap,
+        user_data=USER_DATA,
+    )
+
+
+def test_offers_are_this_clouds_gpu_offers(harness: Harness, provider: Provider) -> None:
+    wanted = harness.offer(Market.SPOT)
+    offers = provider.offers([wanted.region])
+    assert offers, "no GPU offers"
+    assert {o.provider for o in offers} == {harness.name}
+    assert all(o.gpu and o.gpu_count >= 1 and o.instance_type for o in offers)
+    assert wanted.instance_type in {o.instance_type for o in offers}
+
+
+def test_launch_spot_with_bid_cap(harness: Harness, provider: Provider) -> None:
+    cap = 0.5
+    inst = provider.launch(request_for(harness, Market.SPOT, cap=cap))
+
+    assert inst.provider == harness.name
+    assert inst.market is Market.SPOT
+    assert inst.state in (InstanceState.PENDING, InstanceState.RUNNING)
+    assert inst.instance_type == harness.offer(Market.SPOT).instance_type
+    assert inst.tags[TAG_JOB] == "job-a"
+    assert inst.tags[TAG_ATTEMPT] == "1"
+    assert inst.tags[TAG_MANAGED] == "true"
+    assert (inst.job_id, inst.attempt) == ("job-a", 1)
+
+    sent = harness.launch_requests()
+    assert len(sent) == 1
+    market, wire_cap = harness.wire_market(sent[-1])
+    assert market is Market.SPOT
+    if provider.accepts_bid_cap:
+        assert wire_cap == pytest.approx(cap)
+    else:  # the cap is enforced before launch; nothing to send
+        assert wire_cap is None
+
+    again = provider.get(inst.id)
+    assert again.market is Market.SPOT
+    assert again.tags[TAG_JOB] == "job-a"
+
+
+def test_launch_on_demand(harness: Harness, provider: Provider) -> None:
+    inst = provider.launch(request_for(harness, Market.ON_DEMAND))
+
+    assert inst.market is Market.ON_DEMAND
+    assert inst.state in (InstanceState.PENDING, InstanceState.RUNNING)
+    assert harness.wire_market(harness.launch_requests()[-1]) == (Market.ON_DEMAND, None)
+    assert provider.get(inst.id).market is Market.ON_DEMAND
+
+
+def test_same_request_twice_gives_one_instance(harness: Harness, provider: Provider) -> None:
+    request = request_for(harness, Market.SPOT, cap=0.5)
+    first = provider.launch(request)
+    second = provider.launch(request)
+
+    assert second.id == first.id
+    assert [i.id for i in provider.list({TAG_JOB: "job-a"})] == [first.id]
+
+
+def test_list_by_tag_returns_only_that_jobs_instances(
+    harness: Harness, provider: Provider
+) -> None:
+    a = provider.launch(request_for(harness, Market.SPOT, job="job-a", cap=0.5))
+    b = provider.launch(request_for(harness, Market.SPOT, job="job-b", cap=0.5))
+
+    only_a = provider.list({TAG_JOB: "job-a"})
+    assert [i.id for i in only_a] == [a.id]
+    assert only_a[0].tags[TAG_JOB] == "job-a"
+    assert {i.id for i in provider.list({TAG_JOB: "job-b", TAG_ATTEMPT: "1"})} == {b.id}
+    assert {i.id for i in provider.list({TAG_JOB: "job-b", TAG_ATTEMPT: "2"})} == set()
+    assert {a.id, b.id} <= {i.id for i in provider.list()}  # default: every managed instance
+
+
+def test_get(harness: Harness, provider: Provider) -> None:
+    offer = harness.offer(Market.SPOT)
+    inst = provider.launch(request_for(harness, Market.SPOT, cap=0.5))
+
+    got = provider.get(inst.id)
+    assert got.id == inst.id
+    assert got.provider == harness.name
+    assert got.instance_type == offer.instance_type
+    assert got.region == offer.region
+    if offer.zone:
+        assert got.zone == offer.zone
+    assert got.state.alive
+    assert (got.job_id, got.attempt) == ("job-a", 1)
+
+    with pytest.raises(ProviderError) as missing:
+        provider.get(harness.missing_id)
+    assert missing.value.kind is ErrorKind.NOT_FOUND
+
+
+def test_terminate(harness: Harness, provider: Provider) -> None:
+    inst = provider.launch(request_for(harness, Market.SPOT, cap=0.5))
+    provider.terminate([inst.id])
+
+    try:
+        assert provider.get(inst.id).state is InstanceState.TERMINATED
+    except ProviderError as err:  # or gone altogether
+        assert err.kind is ErrorKind.NOT_FOUND
+    assert not [i for i in provider.list({TAG_JOB: "job-a"}) if i.state.alive]
+    provider.terminate([inst.id, harness.missing_id])  # gone or unknown ids: not an error
+
+
+def test_preemption_is_seen_by_get_and_interruptions(
+    harness: Harness, provider: Provider
+) -> None:
+    inst = provider.launch(request_for(harness, Market.SPOT, cap=0.5))
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    harness.preempt(inst.id)
+
+    got = provider.get(inst.id)
+    assert got.state is InstanceState.PREEMPTED
+    assert not got.state.alive
+
+    found = [i for i in provider.interruptions(since) if i.instance_id == inst.id]
+    assert len(found) == 1
+    assert found[0].kind == "preempted"
+    assert found[0].provider == harness.name
+    assert found[0].at >= since
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.PRICE_TOO_LOW, ErrorKind.AUTH],
+    ids=lambda k: k.value,
+)
+def test_launch_error_is_classified_and_not_retried(
+    harness: Harness, provider: Provider, kind: ErrorKind
+) -> None:
+    code = harness.error_codes.get(kind)
+    if code is None:
+        pytest.skip(f"{harness.name} has no {kind.value} error on launch")
+    harness.inject_error(code)
+
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request_for(harness, Market.SPOT, cap=0.5))
+
+    assert caught.value.kind is kind
+    assert caught.value.code == code
+    assert caught.value.provider == harness.name
+    assert len(harness.launch_requests()) == 1  # never retried in place
+    assert provider.list({TAG_JOB: "job-a"}) == []
+
+
+def test_throttling_is_retried_then_succeeds(harness: Harness, provider: Provider) -> None:
+    harness.inject_error(harness.error_codes[ErrorKind.THROTTLED], times=2)
+
+    inst = provider.launch(request_for(harness, Market.SPOT, cap=0.5))
+
+    assert inst.tags[TAG_JOB] == "job-a"
+    assert len(harness.launch_requests()) == 3  # two throttled, then the one that worked
+    assert [i.id for i in provider.list({TAG_JOB: "job-a"})] == [inst.id]
+
+
+def test_throttling_retries_are_bounded(harness: Harness, provider: Provider) -> None:
+    code = harness.error_codes[ErrorKind.THROTTLED]
+    harness.inject_error(code, times=CONTRACT_RETRY.attempts + 3)
+
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request_for(harness, Market.SPOT, cap=0.5))
+
+    assert caught.value.kind is ErrorKind.THROTTLED
+    assert caught.value.code == code
+    assert len(harness.launch_requests()) == CONTRACT_RETRY.attempts
+
+
+def test_credentials_never_reach_logs_or_errors(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    provider = harness.provider()
+    try:
+        harness.inject_error(harness.error_codes[ErrorKind.THROTTLED])  # one logged retry
+        inst = provider.launch(request_for(harness, Market.SPOT, cap=0.5))
+        provider.get(inst.id)
+        provider.list()
+        harness.inject_error(harness.error_codes[ErrorKind.AUTH])
+        with pytest.raises(ProviderError) as caught:
+            provider.launch(request_for(harness, Market.SPOT, job="job-b", cap=0.5))
+        provider.terminate([inst.id])
+    finally:
+        provider.close()
+
+    assert any(r.name.startswith("provisioner") for r in caplog.records), "nothing was logged"
+    assert harness.secret not in caplog.text
+    for record in caplog.records:
+        assert harness.secret not in record.getMessage()
+        assert harness.secret not in str(record.exc_text or "")
+    for text in (str(caught.value), repr(caught.value), caught.value.message):
+        assert harness.secret not in text
