@@ -1,0 +1,136 @@
+"""Tables of the store: jobs, attempts, instances, events, cooldowns, prices.
+
+The schema is owned by the Alembic migrations in ``provisioner/migrations``; these ORM classes
+describe the same tables for queries (a test checks that the two agree).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63))
+    policy_yaml: Mapped[str] = mapped_column(Text)
+    policy_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    provider_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    submitted_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    deadline: Mapped[datetime | None] = mapped_column(nullable=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    spent_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    work_total_h: Mapped[float | None] = mapped_column(Float, nullable=True)
+    work_done_h: Mapped[float] = mapped_column(Float, default=0.0)
+    progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    owner: Mapped[str | None] = mapped_column(String(128), nullable=True)  # supervising process
+    lease_until: Mapped[datetime | None] = mapped_column(nullable=True)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class AttemptRow(Base):
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", name="uq_attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    token: Mapped[str] = mapped_column(String(96))
+    provider: Mapped[str] = mapped_column(String(32))
+    region: Mapped[str] = mapped_column(String(64))
+    zone: Mapped[str] = mapped_column(String(64))
+    instance_type: Mapped[str] = mapped_column(String(64))
+    gpu: Mapped[str] = mapped_column(String(32))
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    market: Mapped[str] = mapped_column(String(16))
+    price_per_hour: Mapped[float] = mapped_column(Float)
+    bid_cap_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    instance_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    state: Mapped[str] = mapped_column(String(16))  # launching|running|preempted|ended|failed
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime]
+    launched_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    end_reason: Mapped[str] = mapped_column(Text, default="")
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class InstanceRow(Base):
+    __tablename__ = "instances"
+
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    job_id: Mapped[str | None] = mapped_column(String(64), index=True, nullable=True)
+    attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    region: Mapped[str] = mapped_column(String(64))
+    zone: Mapped[str] = mapped_column(String(64))
+    instance_type: Mapped[str] = mapped_column(String(64))
+    market: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16))
+    raw_state: Mapped[str] = mapped_column(String(64), default="")
+    state_reason: Mapped[str] = mapped_column(Text, default="")
+    price_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    launched_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    last_seen_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_job_at", "job_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    at: Mapped[datetime]
+    kind: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class CooldownRow(Base):
+    __tablename__ = "cooldowns"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    location: Mapped[str] = mapped_column(String(64), primary_key=True)
+    until: Mapped[datetime]
+    reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class PriceRow(Base):
+    __tablename__ = "prices"
+
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    zone: Mapped[str] = mapped_column(String(64), primary_key=True)
+    instance_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    spot_price: Mapped[float | None] = mapped_column(Float, nullable=True)
+    on_demand_price: Mapped[float | None] = mapped_column(Float, nullable=True)
+    at: Mapped[datetime]
