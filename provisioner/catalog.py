@@ -124,7 +124,7 @@ def _read_skypilot(reader: csv.DictReader[str], path: str, provider: str | None)
             raise ValueError("no Provider column: pass --provider (aws, gcp, azure, ...)")
         gpu = canonical_gpu(row["AcceleratorName"])
         count = _num(row["AcceleratorCount"])
-        if gpu is None or not count:
+        if gpu is None or not count or count < 1:  # fractional-GPU shapes are not whole GPUs
             continue
         price, spot = _num(row["Price"]), _num(row["SpotPrice"])
         if price is None and spot is None:
@@ -153,7 +153,7 @@ def _read_gcp_pricelist(reader: csv.DictReader[str]) -> list[Offer]:
     for row in reader:
         gpu = canonical_gpu(row["gpu_type"])
         count = _num(row["gpu_count"])
-        if gpu is None or not count or not row["region"]:
+        if gpu is None or not count or count < 1 or not row["region"]:
             continue
         price, spot = _num(row["hour"]), _num(row["hour_spot"])
         if price is None and spot is None:
