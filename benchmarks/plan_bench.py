@@ -133,7 +133,14 @@ def bench_cold_start(runs: int = 7) -> None:
     with tempfile.TemporaryDirectory() as d:
         Path(d, "sitecustomize.py").write_text(BLOCKER)
         env = dict(os.environ, PYTHONPATH=d + os.pathsep + str(REPO), NO_COLOR="1")
-        cmd = [sys.executable, "-m", "provisioner", "plan", "--policy", str(REPO / "policies" / "spot-finetune.yaml")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "provisioner",
+            "plan",
+            "--policy",
+            str(REPO / "policies" / "spot-finetune.yaml"),
+        ]
         times = []
         for _ in range(runs):
             t = time.perf_counter()
@@ -143,12 +150,16 @@ def bench_cold_start(runs: int = 7) -> None:
                 print(proc.stderr)
                 raise SystemExit(f"provisioner plan failed with exit {proc.returncode}")
         med = statistics.median(times)
-        print(f"cold start `provisioner plan` (no cloud SDK importable): median {med:.3f} s over {runs} runs"
-              f"  {'OK' if med <= 0.5 else 'OVER'} (aim <= 0.5 s)")
+        print(
+            f"cold start `provisioner plan` (no cloud SDK importable): median {med:.3f} s over {runs} runs"
+            f"  {'OK' if med <= 0.5 else 'OVER'} (aim <= 0.5 s)"
+        )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--offers", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=30)
     args = ap.parse_args()

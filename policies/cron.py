@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-_FIELDS = (
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day-of-month", 1, 31, {}),
@@ -18,9 +18,19 @@ _FIELDS = (
         "month",
         1,
         12,
-        {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
+        {
+            m: i + 1
+            for i, m in enumerate(
+                ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+            )
+        },
     ),
-    ("day-of-week", 0, 7, {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}),
+    (
+        "day-of-week",
+        0,
+        7,
+        {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
+    ),
 )
 
 
@@ -76,8 +86,10 @@ class CronSpec:
             raise ValueError(
                 f"cron needs 5 fields (minute hour day month weekday), got {len(parts)}: {expr!r}"
             )
-        sets = [_parse_field(p, *f) for p, f in zip(parts, _FIELDS, strict=True)]
-        return cls(*sets, dom_restricted=parts[2] != "*", dow_restricted=parts[4] != "*")
+        m, h, dom, mon, dow = (_parse_field(p, *f) for p, f in zip(parts, _FIELDS, strict=True))
+        return cls(
+            m, h, dom, mon, dow, dom_restricted=parts[2] != "*", dow_restricted=parts[4] != "*"
+        )
 
     def matches(self, t: datetime) -> bool:
         if t.minute not in self.minutes or t.hour not in self.hours or t.month not in self.months:
@@ -115,7 +127,9 @@ class CronSpec:
         end = cur + limit
         while cur <= end:
             if cur.month not in self.months:
-                nxt_month = (cur.replace(day=28) + timedelta(days=4)).replace(day=1, hour=0, minute=0)
+                nxt_month = (cur.replace(day=28) + timedelta(days=4)).replace(
+                    day=1, hour=0, minute=0
+                )
                 cur = nxt_month
                 continue
             if not self._day_ok(cur):

@@ -49,7 +49,9 @@ class PolicyError(ValueError):
 Marks = dict[tuple[Any, ...], tuple[int, int]]
 
 
-def _walk(node: yaml.Node, path: tuple[Any, ...], values: Marks, keys: Marks, issues: list[str]) -> None:
+def _walk(
+    node: yaml.Node, path: tuple[Any, ...], values: Marks, keys: Marks, issues: list[Any]
+) -> None:
     values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
@@ -57,7 +59,7 @@ def _walk(node: yaml.Node, path: tuple[Any, ...], values: Marks, keys: Marks, is
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
             child = (*path, key)
             if key in seen:
-                issues.append(child)  # type: ignore[arg-type]
+                issues.append(child)
             seen.add(key)
             keys[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             _walk(value_node, child, values, keys, issues)
@@ -114,6 +116,7 @@ def _message(err: dict[str, Any]) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
     inp = err.get("input")
+
     def num(key: str) -> str:
         v = ctx.get(key)
         return f"{v:g}" if isinstance(v, int | float) else str(v)
@@ -161,8 +164,10 @@ def _issues_from_validation(
             model = _model_at(parent)
             options = list(model.model_fields) if model else []
             hint = difflib.get_close_matches(str(key), options, n=1, cutoff=0.6)
-            suggestion = f" (did you mean '{hint[0]}'?)" if hint else (
-                f" (known keys: {', '.join(options)})" if options else ""
+            suggestion = (
+                f" (did you mean '{hint[0]}'?)"
+                if hint
+                else (f" (known keys: {', '.join(options)})" if options else "")
             )
             line, col = keys.get(loc) or _nearest(loc, values)
             yield PolicyIssue(file, line, col, "", f"unknown key '{_dotted(loc)}'{suggestion}")
@@ -175,7 +180,7 @@ def _issues_from_validation(
         if sig in seen:
             continue
         seen.add(sig)
-        yield PolicyIssue(file, line, col, _dotted(loc), _message(err))
+        yield PolicyIssue(file, line, col, _dotted(loc), _message(dict(err)))
 
 
 def _known_keys(loc: tuple[Any, ...], part: Any) -> set[Any]:
@@ -212,15 +217,27 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
         problem = exc.problem or "invalid YAML"
         if exc.context:
             problem = f"{exc.context}: {problem}"
-        raise PolicyError([PolicyIssue(file, line, col, "", f"YAML syntax error: {problem}")]) from None
+        raise PolicyError(
+            [PolicyIssue(file, line, col, "", f"YAML syntax error: {problem}")]
+        ) from None
     except (yaml.YAMLError, ValueError, RecursionError, UnicodeError) as exc:
         raise PolicyError([PolicyIssue(file, 1, 1, "", f"cannot read YAML: {exc}")]) from None
     if node is None or data is None:
-        raise PolicyError([PolicyIssue(file, 1, 1, "", "the policy is empty; see policies/*.yaml for examples")])
+        raise PolicyError(
+            [PolicyIssue(file, 1, 1, "", "the policy is empty; see policies/*.yaml for examples")]
+        )
     if not isinstance(data, dict):
         line, col = node.start_mark.line + 1, node.start_mark.column + 1
         raise PolicyError(
-            [PolicyIssue(file, line, col, "", f"a policy must be a mapping of keys, got {type(data).__name__}")]
+            [
+                PolicyIssue(
+                    file,
+                    line,
+                    col,
+                    "",
+                    f"a policy must be a mapping of keys, got {type(data).__name__}",
+                )
+            ]
         )
     values: Marks = {}
     keys: Marks = {}
@@ -230,10 +247,7 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
     except RecursionError:
         raise PolicyError([PolicyIssue(file, 1, 1, "", "the policy nests too deeply")]) from None
     if dups:
-        issues = [
-            PolicyIssue(file, *keys[d], _dotted(d), "is given twice; keep one")  # type: ignore[index]
-            for d in dups
-        ]
+        issues = [PolicyIssue(file, *keys[d], _dotted(d), "is given twice; keep one") for d in dups]
         raise PolicyError(issues)
     try:
         return Policy.model_validate(data)
@@ -253,7 +267,9 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     except FileNotFoundError:
         raise PolicyError([PolicyIssue(name, 0, 0, "", "no such file")]) from None
     except IsADirectoryError:
-        raise PolicyError([PolicyIssue(name, 0, 0, "", "is a directory, not a policy file")]) from None
+        raise PolicyError(
+            [PolicyIssue(name, 0, 0, "", "is a directory, not a policy file")]
+        ) from None
     except OSError as exc:
         raise PolicyError([PolicyIssue(name, 0, 0, "", f"cannot read: {exc.strerror}")]) from None
     try:

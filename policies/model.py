@@ -24,7 +24,16 @@ from pydantic import (
 )
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|w)?\s*$", re.I)
-_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+_UNIT_SECONDS = {
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "hr": 3600,
+    "d": 86400,
+    "w": 604800,
+}
 
 
 def parse_duration(value: Any) -> timedelta:
@@ -73,7 +82,9 @@ class Method(str, enum.Enum):
 class Workload(_Model):
     """A model to fit on the GPUs; VRAM per GPU and duration are estimated from it."""
 
-    parameters_b: float = Field(gt=0, le=100_000, description="Model size in billions of parameters.")
+    parameters_b: float = Field(
+        gt=0, le=100_000, description="Model size in billions of parameters."
+    )
     method: Method = Field(Method.LORA, description="full, lora, qlora or inference.")
     precision: Precision = Field(Precision.BF16, description="Precision of weights and compute.")
     sequence_length: int = Field(2048, ge=1, le=10_000_000)
@@ -82,13 +93,21 @@ class Workload(_Model):
     lora_fraction: float = Field(
         0.01, gt=0, le=1, description="Trainable adapter parameters as a share of the model."
     )
-    layers: int | None = Field(None, ge=1, le=10_000, description="Transformer layers (estimated if absent).")
-    hidden_size: int | None = Field(None, ge=1, le=1_000_000, description="Model width (estimated if absent).")
+    layers: int | None = Field(
+        None, ge=1, le=10_000, description="Transformer layers (estimated if absent)."
+    )
+    hidden_size: int | None = Field(
+        None, ge=1, le=1_000_000, description="Model width (estimated if absent)."
+    )
     tokens_b: float | None = Field(
         None, gt=0, description="Tokens to process, in billions (sizes the job's duration)."
     )
-    mfu: float = Field(0.35, gt=0, le=1, description="Model FLOPs utilisation assumed for duration.")
-    headroom: float = Field(0.2, ge=0, le=4, description="Safety margin on estimated VRAM (0.2 = 20%).")
+    mfu: float = Field(
+        0.35, gt=0, le=1, description="Model FLOPs utilisation assumed for duration."
+    )
+    headroom: float = Field(
+        0.2, ge=0, le=4, description="Safety margin on estimated VRAM (0.2 = 20%)."
+    )
 
 
 def _known_gpu(name: str) -> str:
@@ -116,11 +135,15 @@ class Resources(_Model):
         None, description="Acceptable GPU models (e.g. [A100, H100, L40S]); any if absent."
     )
     gpu_count: int = Field(1, ge=1, le=64, description="GPUs per instance.")
-    min_vram_gb: float | None = Field(None, gt=0, le=4096, description="Minimum memory per GPU, GB.")
+    min_vram_gb: float | None = Field(
+        None, gt=0, le=4096, description="Minimum memory per GPU, GB."
+    )
     min_vcpus: float | None = Field(None, gt=0)
     min_memory_gib: float | None = Field(None, gt=0)
     workload: Workload | None = None
-    exclude_gpus: list[GPUName] = Field(default_factory=list, description="GPU models never to use.")
+    exclude_gpus: list[GPUName] = Field(
+        default_factory=list, description="GPU models never to use."
+    )
 
     @field_validator("gpus")
     @classmethod
@@ -190,9 +213,12 @@ class LatencyTarget(_Model):
 
 class Latency(_Model):
     targets: list[LatencyTarget] = Field(default_factory=list)
-    max_rtt_ms: float | None = Field(None, gt=0, description="Reject offers estimated slower than this.")
+    max_rtt_ms: float | None = Field(
+        None, gt=0, description="Reject offers estimated slower than this."
+    )
     measured: dict[str, float] = Field(
-        default_factory=dict, description="Measured RTT in ms by `provider:region`; overrides estimates."
+        default_factory=dict,
+        description="Measured RTT in ms by `provider:region`; overrides estimates.",
     )
 
 
@@ -215,7 +241,9 @@ class Checkpoint(_Model):
         seconds=60
     )
 
-    _iv = field_validator("interval", "grace", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _iv = field_validator("interval", "grace", mode="before")(
+        classmethod(lambda cls, v: _duration(v))
+    )
 
     @field_validator("signal")
     @classmethod
@@ -240,9 +268,9 @@ class Checkpoint(_Model):
 
 class Restart(_Model):
     max_restarts: int = Field(20, ge=0, le=10_000)
-    zone_cooldown: Annotated[timedelta, Field(description="How long a preempted zone is avoided.")] = (
-        timedelta(minutes=30)
-    )
+    zone_cooldown: Annotated[
+        timedelta, Field(description="How long a preempted zone is avoided.")
+    ] = timedelta(minutes=30)
     _iv = field_validator("zone_cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
 
@@ -280,19 +308,19 @@ class Policy(_Model):
 
     name: str = Field("job", min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
-    job: Job = Field(default_factory=Job)
-    resources: Resources = Field(default_factory=Resources)
+    job: Job = Field(default_factory=lambda: Job())
+    resources: Resources = Field(default_factory=lambda: Resources())
     market: MarketChoice = MarketChoice.SPOT_THEN_ON_DEMAND
-    bid_cap: BidCap = Field(default_factory=BidCap)
-    budget: Budget = Field(default_factory=Budget)
+    bid_cap: BidCap = Field(default_factory=lambda: BidCap())
+    budget: Budget = Field(default_factory=lambda: Budget())
     deadline: datetime | timedelta | None = Field(
         None, description="ISO time (2026-12-24T18:00:00Z) or a duration from submission (48h)."
     )
-    residency: Residency = Field(default_factory=Residency)
-    latency: Latency = Field(default_factory=Latency)
-    preferences: Preferences = Field(default_factory=Preferences)
-    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    restart: Restart = Field(default_factory=Restart)
+    residency: Residency = Field(default_factory=lambda: Residency())
+    latency: Latency = Field(default_factory=lambda: Latency())
+    preferences: Preferences = Field(default_factory=lambda: Preferences())
+    checkpoint: Checkpoint = Field(default_factory=lambda: Checkpoint())
+    restart: Restart = Field(default_factory=lambda: Restart())
     windows: list[TimeWindow] = Field(default_factory=list)
 
     @field_validator("deadline", mode="before")

@@ -9,6 +9,7 @@ to do after a failure is decided elsewhere (planner, decide()).
 from __future__ import annotations
 
 import abc
+import builtins
 import logging
 import random
 import time
@@ -106,7 +107,7 @@ class Provider(abc.ABC):
         """One instance; raises ProviderError(NOT_FOUND) when the cloud has no such instance."""
 
     @abc.abstractmethod
-    def list(self, tags: Mapping[str, str] | None = None) -> list[Instance]:
+    def list(self, tags: Mapping[str, str] | None = None) -> builtins.list[Instance]:
         """Instances carrying all of ``tags`` (default: every instance this tool manages)."""
 
     @abc.abstractmethod
@@ -114,7 +115,7 @@ class Provider(abc.ABC):
         """Terminate; unknown or already-gone ids are not an error."""
 
     @abc.abstractmethod
-    def interruptions(self, since: datetime) -> list[Interruption]:
+    def interruptions(self, since: datetime) -> builtins.list[Interruption]:
         """Preemptions and notices the API reports since ``since``."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
@@ -146,9 +147,7 @@ class RedactingFilter(logging.Filter):
         if _SECRET_VALUES:
             record.msg = redact(str(record.msg))
             if record.args:
-                record.args = tuple(
-                    redact(a) if isinstance(a, str) else a for a in record.args
-                )
+                record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
         return True
 
 
@@ -197,7 +196,9 @@ def call_with_retries(
     def _log(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, ProviderError):
-            log.warning("%s: %s (%s), retry %d", what, exc.kind.value, exc.code, state.attempt_number)
+            log.warning(
+                "%s: %s (%s), retry %d", what, exc.kind.value, exc.code, state.attempt_number
+            )
             if on_retry:
                 on_retry(exc, state.attempt_number)
 

@@ -28,11 +28,28 @@ from provisioner.models import Offer
 if TYPE_CHECKING:
     import numpy as np
 
-OWN_COLUMNS = (
-    "provider,region,zone,instance_type,gpu,gpu_count,vcpus,memory_gib,price,spot_price,"
-    "price_date,interruption_band"
-).split(",")
-SKYPILOT_COLUMNS = {"InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice", "Region"}
+OWN_COLUMNS = [
+    "provider",
+    "region",
+    "zone",
+    "instance_type",
+    "gpu",
+    "gpu_count",
+    "vcpus",
+    "memory_gib",
+    "price",
+    "spot_price",
+    "price_date",
+    "interruption_band",
+]
+SKYPILOT_COLUMNS = {
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "Price",
+    "SpotPrice",
+    "Region",
+}
 GCP_PRICELIST_COLUMNS = {"machine_type", "region", "gpu_type", "gpu_count", "hour", "hour_spot"}
 
 BANDS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
@@ -80,10 +97,10 @@ def read_offers(path: str | os.PathLike[str], provider: str | None = None) -> li
         try:
             if set(OWN_COLUMNS) <= cols:
                 return _read_own(reader, p)
-            if SKYPILOT_COLUMNS <= cols:
+            if cols >= SKYPILOT_COLUMNS:
                 prov = provider or _provider_from_name(p)
                 return _read_skypilot(reader, p, prov)
-            if GCP_PRICELIST_COLUMNS <= cols:
+            if cols >= GCP_PRICELIST_COLUMNS:
                 return _read_gcp_pricelist(reader)
         except (ValueError, KeyError) as exc:
             raise CatalogError(f"{p}:{reader.line_num}: {exc}") from None

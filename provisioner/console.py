@@ -11,17 +11,15 @@ if TYPE_CHECKING:
 
 def console(stderr: bool = False) -> Console:
     """A Console writing to the *current* stdout/stderr (so redirection and tests work)."""
-    from rich.console import Console
-
     import sys
+
+    from rich.console import Console
 
     no_color = os.environ.get("NO_COLOR", "") != ""
     stream = sys.stderr if stderr else sys.stdout
     # Not a terminal (a pipe, a file, a test): wide enough that tables are not truncated.
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 160
-    return Console(
-        stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width
-    )
+    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width)
 
 
 def error(message: str) -> None:

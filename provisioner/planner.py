@@ -149,7 +149,9 @@ def _region_matches(spec: str, provider: str, region: str) -> bool:
     return spec == region
 
 
-def _region_verdicts(policy: Policy, cols: CatalogColumns) -> tuple[list[int], list[float], list[float]]:
+def _region_verdicts(
+    policy: Policy, cols: CatalogColumns
+) -> tuple[list[int], list[float], list[float]]:
     """Per region code: (reason code or 0, worst RTT ms, weighted mean RTT ms)."""
     res = policy.residency
     allow = set(res.allow)
@@ -164,7 +166,9 @@ def _region_verdicts(policy: Policy, cols: CatalogColumns) -> tuple[list[int], l
             p, _, r = t.region.partition(":")
             reg = table.get((p, r)) if r else None
             if reg is None:
-                raise PlanError(f"latency.targets: unknown region {t.region!r} (use provider:region)")
+                raise PlanError(
+                    f"latency.targets: unknown region {t.region!r} (use provider:region)"
+                )
             targets.append((reg.lat, reg.lon, t.weight, t.name))
     verdicts: list[int] = []
     worst: list[float] = []
@@ -177,12 +181,12 @@ def _region_verdicts(policy: Policy, cols: CatalogColumns) -> tuple[list[int], l
         elif allow or deny:
             if reg is None:
                 verdict = _CODE["residency"]  # unknown jurisdiction can't be shown compliant
-            elif allow and not reg.in_any(allow):
+            elif (allow and not reg.in_any(allow)) or (deny and reg.in_any(deny)):
                 verdict = _CODE["residency"]
-            elif deny and reg.in_any(deny):
-                verdict = _CODE["residency"]
-        if not verdict and res.allow_regions and not any(
-            _region_matches(s, provider, code) for s in res.allow_regions
+        if (
+            not verdict
+            and res.allow_regions
+            and not any(_region_matches(s, provider, code) for s in res.allow_regions)
         ):
             verdict = _CODE["denied_region"]
         if not verdict and any(_region_matches(s, provider, code) for s in res.deny_regions):
@@ -196,7 +200,9 @@ def _region_verdicts(policy: Policy, cols: CatalogColumns) -> tuple[list[int], l
                 if measured is not None:
                     rtts.append((measured, w))
                 elif reg is not None:
-                    rtts.append((estimate_rtt_ms(great_circle_km(t_lat, t_lon, reg.lat, reg.lon)), w))
+                    rtts.append(
+                        (estimate_rtt_ms(great_circle_km(t_lat, t_lon, reg.lat, reg.lon)), w)
+                    )
                 else:
                     rtts.append((math.nan, w))
             worst.append(max(r for r, _ in rtts))
@@ -260,14 +266,22 @@ def plan_offers(
         counts[reason] += len(rows) * n_markets
         if len(examples[reason]) < EXAMPLES_PER_REASON and len(rows):
             o = catalog.offers[int(rows[0])]
-            detail = f" ({spec.vram_gb:g} GB < {need_vram:.1f} GB)" if reason == "vram" and spec and need_vram else ""
+            detail = (
+                f" ({spec.vram_gb:g} GB < {need_vram:.1f} GB)"
+                if reason == "vram" and spec and need_vram
+                else ""
+            )
             examples[reason].append(_describe(o, markets[0]) + detail)
     rows = np.sort(np.concatenate(keep_rows)) if keep_rows else np.empty(0, dtype=np.int64)
 
     # Per-row facts (columns gathered once for the surviving rows).
     res = policy.resources
     region_verdict, region_worst_rtt, region_mean_rtt = _region_verdicts(policy, cols)
-    rv = np.asarray(region_verdict, dtype=np.int16)[cols.region[rows]] if len(rows) else np.empty(0, np.int16)
+    rv = (
+        np.asarray(region_verdict, dtype=np.int16)[cols.region[rows]]
+        if len(rows)
+        else np.empty(0, np.int16)
+    )
     worst_rtt = np.asarray(region_worst_rtt)[cols.region[rows]] if len(rows) else np.empty(0)
     mean_rtt = np.asarray(region_mean_rtt)[cols.region[rows]] if len(rows) else np.empty(0)
     gpu_count = cols.gpu_count[rows]
@@ -336,9 +350,9 @@ def plan_offers(
     cand_cap: list[np.ndarray] = []
     cand_reason: list[np.ndarray] = []
     for mi, market in enumerate(markets):
-        reason = base.copy()
+        cand = base.copy()
         price = spot if market is Market.SPOT else on_demand
-        reason[(reason == 0) & np.isnan(price)] = _CODE["market"]
+        cand[(cand == 0) & np.isnan(price)] = _CODE["market"]
         cap = np.full(len(rows), np.inf)
         if market is Market.SPOT:
             if bid.max_spot_price_per_hour is not None:
@@ -349,40 +363,42 @@ def plan_offers(
                 # unknown on-demand price: the fraction cannot be honoured, so nothing passes
                 frac = np.where(np.isnan(on_demand), 0.0, on_demand * bid.max_fraction_of_on_demand)
                 cap = np.minimum(cap, frac)
-            reason[(reason == 0) & ~(price <= cap)] = _CODE["bid_cap"]
+            cand[(cand == 0) & ~(price <= cap)] = _CODE["bid_cap"]
         if budget.max_price_per_hour is not None:
-            reason[(reason == 0) & ~(price <= budget.max_price_per_hour)] = _CODE["budget_hourly"]
-        reason[(reason == 0) & latency_bad] = _CODE["latency"]
+            cand[(cand == 0) & ~(price <= budget.max_price_per_hour)] = _CODE["budget_hourly"]
+        cand[(cand == 0) & latency_bad] = _CODE["latency"]
         if deadline is not None:
             remaining_h = (deadline - ctx.now).total_seconds() / 3600.0
             late = hours > remaining_h  # NaN (unsized) passes: decide() watches the clock
-            reason[(reason == 0) & late] = _CODE["deadline"]
+            cand[(cand == 0) & late] = _CODE["deadline"]
             if remaining_h <= 0:
-                reason[reason == 0] = _CODE["deadline"]
+                cand[reason == 0] = _CODE["deadline"]
         if budget.max_total is not None:
             over = price * hours > budget.max_total
-            reason[(reason == 0) & over] = _CODE["budget_total"]
-        reason[(reason == 0) & cooldown_mask] = _CODE["cooldown"]
-        reason[(reason == 0) & unavailable_mask] = _CODE["unavailable"]
+            cand[(cand == 0) & over] = _CODE["budget_total"]
+        cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]
+        cand[(cand == 0) & unavailable_mask] = _CODE["unavailable"]
         cand_rows.append(rows)
         cand_market.append(mi)
         cand_price.append(price)
         cand_cap.append(cap)
-        cand_reason.append(reason)
+        cand_reason.append(cand)
 
     # Count rejections and gather examples.
-    for mi, reason in enumerate(cand_reason):
-        binc = np.bincount(reason, minlength=len(REASONS) + 1)
+    for mi, codes in enumerate(cand_reason):
+        binc = np.bincount(codes, minlength=len(REASONS) + 1)
         for r, code in _CODE.items():
             c = int(binc[code])
             if not c:
                 continue
             counts[r] += c
             if len(examples[r]) < EXAMPLES_PER_REASON:
-                idx = np.flatnonzero(reason == code)[: EXAMPLES_PER_REASON - len(examples[r])]
+                idx = np.flatnonzero(codes == code)[: EXAMPLES_PER_REASON - len(examples[r])]
                 for j in idx:
                     o = catalog.offers[int(rows[j])]
-                    examples[r].append(_example(o, markets[mi], r, cand_cap[mi][j], worst_rtt[j], hours[j]))
+                    examples[r].append(
+                        _example(o, markets[mi], r, cand_cap[mi][j], worst_rtt[j], hours[j])
+                    )
 
     # Score eligible candidates.
     elig_j: list[np.ndarray] = [np.flatnonzero(r == 0) for r in cand_reason]
@@ -398,7 +414,9 @@ def plan_offers(
         sized = not np.isnan(hours_all).all()
         if sized:  # compare jobs where sized; unsized rows fall back to price per hour
             cost = np.where(np.isnan(hours_all), np.nan, cost)
-            cost = np.where(np.isnan(cost), np.nanmax(cost) * 2 if np.isfinite(np.nanmax(cost)) else 1.0, cost)
+            cost = np.where(
+                np.isnan(cost), np.nanmax(cost) * 2 if np.isfinite(np.nanmax(cost)) else 1.0, cost
+            )
         prefs = policy.preferences
         wsum = prefs.price + prefs.latency + prefs.interruption_risk + prefs.tflops_per_dollar
         score = np.zeros(len(j_all))
@@ -408,7 +426,9 @@ def plan_offers(
         if prefs.latency and policy.latency.targets:
             score += prefs.latency * np.nan_to_num(rtt_all, nan=300.0) / 100.0
         is_spot = np.asarray([markets[m] is Market.SPOT for m in m_all], dtype=bool)
-        risk = np.where(np.isnan(cols.band_risk[rows][j_all]), DEFAULT_SPOT_RISK, cols.band_risk[rows][j_all])
+        risk = np.where(
+            np.isnan(cols.band_risk[rows][j_all]), DEFAULT_SPOT_RISK, cols.band_risk[rows][j_all]
+        )
         risk = np.where(is_spot, risk, 0.0)
         score += prefs.interruption_risk * risk / RISK_SCALE
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -418,10 +438,7 @@ def plan_offers(
             score += prefs.tflops_per_dollar * np.where(tpd > 0, best_tpd / tpd, 10.0)
         score = score / wsum if wsum > 0 else price_all
         k = len(score) if top is None else min(top, len(score))
-        if k < len(score):
-            part = np.argpartition(score, k - 1)[:k]
-        else:
-            part = np.arange(len(score))
+        part = np.argpartition(score, k - 1)[:k] if k < len(score) else np.arange(len(score))
         order = part[np.lexsort((price_all[part], score[part]))]
         for rank, q in enumerate(order, start=1):
             j = int(j_all[q])
@@ -444,14 +461,14 @@ def plan_offers(
                     est_rtt_ms=None if math.isnan(rtt_all[q]) else float(rtt_all[q]),
                     est_hours=None if math.isnan(h) else h,
                     est_job_cost=None if math.isnan(h) else h * price_q,
-                    tflops_per_dollar=float(tpd[q]) if math.isfinite(tpd[q]) and tpd[q] > 0 else None,
+                    tflops_per_dollar=float(tpd[q])
+                    if math.isfinite(tpd[q]) and tpd[q] > 0
+                    else None,
                     reasons=tuple(reasons_txt),
                 )
             )
 
-    rejections = {
-        r: Rejection(r, counts[r], tuple(examples[r])) for r in REASONS if counts[r]
-    }
+    rejections = {r: Rejection(r, counts[r], tuple(examples[r])) for r in REASONS if counts[r]}
     notes: list[str] = []
     if policy.windows:
         from policies.cron import in_window, next_window_start
@@ -459,7 +476,9 @@ def plan_offers(
         wins = [(win.cron, win.duration) for win in policy.windows]
         if not in_window(wins, ctx.now):
             nxt = next_window_start(wins, ctx.now)
-            notes.append(f"outside the policy's time windows; next opens {nxt.isoformat() if nxt else 'never'}")
+            notes.append(
+                f"outside the policy's time windows; next opens {nxt.isoformat() if nxt else 'never'}"
+            )
     return Plan(
         policy=policy,
         placements=placements,

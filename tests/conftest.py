@@ -10,7 +10,9 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_state(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each test gets its own XDG state/config directories: no test touches the user's store."""
     base = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))

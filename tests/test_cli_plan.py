@@ -32,7 +32,17 @@ def test_plan_spot_finetune_only_eea_and_under_the_cap() -> None:
             assert p["bid_cap_per_hour"] is not None
             assert p["price_per_hour"] <= p["bid_cap_per_hour"] <= 1.20 * p["gpu_count"]
     assert doc["rejected"]["residency"] > 0 and doc["rejected"]["vram"] > 0
-    keys = {"provider", "region", "zone", "instance_type", "gpu", "gpu_count", "market", "price_per_hour", "bid_cap_per_hour"}
+    keys = {
+        "provider",
+        "region",
+        "zone",
+        "instance_type",
+        "gpu",
+        "gpu_count",
+        "market",
+        "price_per_hour",
+        "bid_cap_per_hour",
+    }
     assert keys <= set(doc["placements"][0])
 
 
@@ -68,7 +78,9 @@ def test_plan_reads_skypilot_layout_catalog(tmp_path: Path) -> None:
         "g5.xlarge,A10G,1,4,16,1.2,0.45,eu-central-1,eu-central-1a\n"
         "g5.xlarge,A10G,1,4,16,1.0,0.30,us-east-1,us-east-1a\n"
     )
-    code, out, _ = invoke("plan", "--policy", FINETUNE, "--catalog", str(cat), "--provider", "aws", "--json")
+    code, out, _ = invoke(
+        "plan", "--policy", FINETUNE, "--catalog", str(cat), "--provider", "aws", "--json"
+    )
     assert code == 0
     doc = json.loads(out)
     assert [p["zone"] for p in doc["placements"]] == ["eu-central-1a", "eu-central-1a"]
@@ -83,7 +95,9 @@ def test_bad_catalog_exits_2(tmp_path: Path) -> None:
 
 
 def test_catalog_show_filters() -> None:
-    code, out, _ = invoke("catalog", "show", "--gpu", "a100-80gb", "--provider", "gcp", "--json", "--limit", "0")
+    code, out, _ = invoke(
+        "catalog", "show", "--gpu", "a100-80gb", "--provider", "gcp", "--json", "--limit", "0"
+    )
     assert code == 0
     doc = json.loads(out)
     assert doc["total"] > 0
@@ -121,5 +135,7 @@ def test_import_is_light() -> None:
         "bad=[m for m in ('numpy','sqlalchemy','boto3','rich') if m in sys.modules];"
         "print(','.join(bad))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == ""

@@ -16,14 +16,27 @@ from provisioner.regions import estimate_rtt_ms, great_circle_km, regions
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
-def offer(provider: str = "aws", region: str = "eu-central-1", zone: str = "eu-central-1a",
-          itype: str = "g5.xlarge", gpu: str = "A10G", count: int = 1,
-          price: float | None = 1.0, spot: float | None = 0.4, band: str = "") -> Offer:
+def offer(
+    provider: str = "aws",
+    region: str = "eu-central-1",
+    zone: str = "eu-central-1a",
+    itype: str = "g5.xlarge",
+    gpu: str = "A10G",
+    count: int = 1,
+    price: float | None = 1.0,
+    spot: float | None = 0.4,
+    band: str = "",
+) -> Offer:
     return Offer(provider, region, zone, itype, gpu, count, 4, 16, price, spot, "2026-11-30", band)
 
 
 def run(policy_yaml: str, offers: list[Offer], **ctx: object) -> object:
-    return plan_offers(parse_policy(policy_yaml), Catalog.from_offers(offers), PlanContext(now=NOW, **ctx), top=None)  # type: ignore[arg-type]
+    return plan_offers(
+        parse_policy(policy_yaml),
+        Catalog.from_offers(offers),
+        PlanContext(now=NOW, **ctx),
+        top=None,
+    )  # type: ignore[arg-type]
 
 
 def test_cheapest_eligible_first_and_rejections_add_up() -> None:
@@ -61,20 +74,33 @@ def test_spot_then_on_demand_ranks_both_markets() -> None:
 
 
 def test_budget_hourly_applies_to_every_market() -> None:
-    p = run("market: spot-then-on-demand\nbudget: {max_price_per_hour: 0.5}\n", [offer(price=1.0, spot=0.3)])
+    p = run(
+        "market: spot-then-on-demand\nbudget: {max_price_per_hour: 0.5}\n",
+        [offer(price=1.0, spot=0.3)],
+    )
     assert [pl.market for pl in p.placements] == [Market.SPOT]
     assert p.rejected == {"budget_hourly": 1}
 
 
 def test_denied_and_allowed_regions() -> None:
-    offers = [offer(), offer(region="eu-west-1", zone="eu-west-1a"), offer(provider="gcp", region="europe-west4", zone="")]
-    p = run("residency: {deny_regions: [eu-west-1], allow_regions: ['aws:eu-central-1', 'aws:eu-west-1']}\nmarket: spot\n", offers)
+    offers = [
+        offer(),
+        offer(region="eu-west-1", zone="eu-west-1a"),
+        offer(provider="gcp", region="europe-west4", zone=""),
+    ]
+    p = run(
+        "residency: {deny_regions: [eu-west-1], allow_regions: ['aws:eu-central-1', 'aws:eu-west-1']}\nmarket: spot\n",
+        offers,
+    )
     assert {pl.offer.region for pl in p.placements} == {"eu-central-1"}
     assert p.rejected == {"denied_region": 2}
 
 
 def test_provider_restriction() -> None:
-    p = run("residency: {providers: [gcp]}\nmarket: spot\n", [offer(), offer(provider="gcp", region="europe-west4", zone="")])
+    p = run(
+        "residency: {providers: [gcp]}\nmarket: spot\n",
+        [offer(), offer(provider="gcp", region="europe-west4", zone="")],
+    )
     assert [pl.offer.provider for pl in p.placements] == ["gcp"]
     assert p.rejected == {"provider": 1}
 
@@ -119,14 +145,20 @@ def test_rtt_model() -> None:
 
 def test_workload_sizes_vram_and_excludes_small_gpus() -> None:
     offers = [offer(), offer(gpu="T4", itype="g4dn.xlarge"), offer(gpu="A100-80GB", itype="p4de")]
-    p = run("market: spot\nresources: {workload: {parameters_b: 7, method: lora, batch_size: 4}}\n", offers)
+    p = run(
+        "market: spot\nresources: {workload: {parameters_b: 7, method: lora, batch_size: 4}}\n",
+        offers,
+    )
     assert p.required_vram_gb is not None and 18 < p.required_vram_gb < 24
     assert {pl.offer.gpu for pl in p.placements} == {"A10G", "A100-80GB"}
     assert p.rejected == {"vram": 1}
 
 
 def test_duration_deadline_and_total_budget() -> None:
-    offers = [offer(gpu="T4", itype="g4dn.xlarge", spot=0.2), offer(gpu="A100", itype="p4", spot=1.0)]
+    offers = [
+        offer(gpu="T4", itype="g4dn.xlarge", spot=0.2),
+        offer(gpu="A100", itype="p4", spot=1.0),
+    ]
     # 24 h on an A100; a T4 is ~4.8x slower (bf16 312 vs 65 TFLOPS)
     pol = "market: spot\njob: {compute_hours: 24, reference_gpu: A100}\ndeadline: 48h\n"
     p = run(pol, offers, submitted_at=NOW)
@@ -140,8 +172,12 @@ def test_duration_deadline_and_total_budget() -> None:
 
 def test_cooldown_and_unavailable_from_context() -> None:
     offers = [offer(), offer(zone="eu-central-1b"), offer(zone="eu-central-1c")]
-    p = run("market: spot\n", offers, cooldown=frozenset({("aws", "eu-central-1a")}),
-            unavailable=frozenset({("aws", "eu-central-1b", "g5.xlarge")}))
+    p = run(
+        "market: spot\n",
+        offers,
+        cooldown=frozenset({("aws", "eu-central-1a")}),
+        unavailable=frozenset({("aws", "eu-central-1b", "g5.xlarge")}),
+    )
     assert [pl.offer.zone for pl in p.placements] == ["eu-central-1c"]
     assert p.rejected == {"cooldown": 1, "unavailable": 1}
 
@@ -173,38 +209,67 @@ def catalogs(draw: st.DrawFn) -> list[Offer]:
         price = draw(st.one_of(st.none(), st.floats(0.01, 100, allow_nan=False)))
         spot = draw(st.one_of(st.none(), st.floats(0.001, 100, allow_nan=False)))
         out.append(
-            Offer(provider, region, draw(st.sampled_from(["", region + "-a", region + "-b"])),
-                  draw(st.sampled_from(["x.small", "x.large", "x.huge"])),
-                  draw(st.sampled_from(["T4", "A10G", "L4", "A100", "A100-80GB", "H100", "V100", "MI300X"])),
-                  draw(st.sampled_from([1, 2, 4, 8])), 8, 64, price, spot, "",
-                  draw(st.sampled_from(["", "<5%", "5-10%", ">20%"])))
+            Offer(
+                provider,
+                region,
+                draw(st.sampled_from(["", region + "-a", region + "-b"])),
+                draw(st.sampled_from(["x.small", "x.large", "x.huge"])),
+                draw(
+                    st.sampled_from(
+                        ["T4", "A10G", "L4", "A100", "A100-80GB", "H100", "V100", "MI300X"]
+                    )
+                ),
+                draw(st.sampled_from([1, 2, 4, 8])),
+                8,
+                64,
+                price,
+                spot,
+                "",
+                draw(st.sampled_from(["", "<5%", "5-10%", ">20%"])),
+            )
         )
     return out
 
 
 @st.composite
 def policies(draw: st.DrawFn) -> Policy:
-    allow = draw(st.lists(st.sampled_from(["EU", "EEA", "GDPR", "CN-mainland", "US", "DE", "JP", "SG"]), max_size=3, unique=True))
+    allow = draw(
+        st.lists(
+            st.sampled_from(["EU", "EEA", "GDPR", "CN-mainland", "US", "DE", "JP", "SG"]),
+            max_size=3,
+            unique=True,
+        )
+    )
     deny = draw(st.lists(st.sampled_from(["US", "CN-mainland", "FR"]), max_size=1))
     doc = {
         "market": draw(st.sampled_from(["spot", "on-demand", "spot-then-on-demand"])),
         "resources": {"gpu_count": draw(st.sampled_from([1, 2, 4, 8]))},
         "residency": {"allow": allow, "deny": deny},
         "bid_cap": {
-            k: v for k, v in {
+            k: v
+            for k, v in {
                 "max_spot_price_per_hour": draw(st.one_of(st.none(), st.floats(0.01, 50))),
                 "max_spot_price_per_gpu_hour": draw(st.one_of(st.none(), st.floats(0.01, 10))),
                 "max_fraction_of_on_demand": draw(st.one_of(st.none(), st.floats(0.05, 1))),
-            }.items() if v is not None
+            }.items()
+            if v is not None
         },
-        "budget": {k: v for k, v in {"max_price_per_hour": draw(st.one_of(st.none(), st.floats(0.05, 60)))}.items() if v is not None},
+        "budget": {
+            k: v
+            for k, v in {
+                "max_price_per_hour": draw(st.one_of(st.none(), st.floats(0.05, 60)))
+            }.items()
+            if v is not None
+        },
     }
     return Policy.model_validate(doc)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(policy=policies(), offers=catalogs())
-def test_no_placement_breaks_residency_bid_cap_or_budget(policy: Policy, offers: list[Offer]) -> None:
+def test_no_placement_breaks_residency_bid_cap_or_budget(
+    policy: Policy, offers: list[Offer]
+) -> None:
     p = plan_offers(policy, Catalog.from_offers(offers), PlanContext(now=NOW), top=None)
     allow, deny = set(policy.residency.allow), set(policy.residency.deny)
     bid, budget = policy.bid_cap, policy.budget
@@ -228,7 +293,9 @@ def test_no_placement_breaks_residency_bid_cap_or_budget(policy: Policy, offers:
             if bid.max_spot_price_per_gpu_hour is not None:
                 assert price <= bid.max_spot_price_per_gpu_hour * o.gpu_count + 1e-12
             if bid.max_fraction_of_on_demand is not None:
-                assert o.price is not None and price <= bid.max_fraction_of_on_demand * o.price + 1e-12
+                assert (
+                    o.price is not None and price <= bid.max_fraction_of_on_demand * o.price + 1e-12
+                )
             if pl.bid_cap_per_hour is not None:
                 assert price <= pl.bid_cap_per_hour
         else:

@@ -53,7 +53,7 @@ def test_unknown_top_level_key() -> None:
 
 def test_several_errors_are_all_reported() -> None:
     msgs = issues("resources:\n  gpu_count: 0\nmarket: cheap\n")
-    assert any("p.yaml:2:14: resources.gpu_count must be >= 1" == m for m in msgs)
+    assert any(m == "p.yaml:2:14: resources.gpu_count must be >= 1" for m in msgs)
     assert any(m.startswith("p.yaml:3:9: market must be one of") for m in msgs)
 
 

@@ -32,18 +32,50 @@ def check(text: str) -> None:
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
-    st.text(max_size=12), st.sampled_from(["spot", "EEA", "48h", "A100", "SIGUSR1", "-1", "0"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["spot", "EEA", "48h", "A100", "SIGUSR1", "-1", "0"]),
 )
 keys = st.one_of(
-    st.sampled_from(["name", "job", "resources", "gpus", "gpu_count", "workload", "parameters_b",
-                     "market", "bid_cap", "max_spot_price_per_gpu_hour", "budget", "max_total",
-                     "deadline", "residency", "allow", "latency", "targets", "lat", "lon",
-                     "checkpoint", "interval", "restart", "windows", "cron", "duration"]),
+    st.sampled_from(
+        [
+            "name",
+            "job",
+            "resources",
+            "gpus",
+            "gpu_count",
+            "workload",
+            "parameters_b",
+            "market",
+            "bid_cap",
+            "max_spot_price_per_gpu_hour",
+            "budget",
+            "max_total",
+            "deadline",
+            "residency",
+            "allow",
+            "latency",
+            "targets",
+            "lat",
+            "lon",
+            "checkpoint",
+            "interval",
+            "restart",
+            "windows",
+            "cron",
+            "duration",
+        ]
+    ),
     st.text(max_size=8),
 )
-documents = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)), max_leaves=25)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)),
+    max_leaves=25,
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,9 +92,13 @@ def test_mutated_example(data: st.DataObject) -> None:
         op = data.draw(st.sampled_from(["delete", "insert", "dup", "swap"]))
         i = data.draw(st.integers(0, len(text)))
         if op == "delete":
-            text = text[:i] + text[i + data.draw(st.integers(1, 20)):]
+            text = text[:i] + text[i + data.draw(st.integers(1, 20)) :]
         elif op == "insert":
-            text = text[:i] + data.draw(st.text(alphabet=":-[]{}&*!|>'\"#%@` \n\tx0", max_size=6)) + text[i:]
+            text = (
+                text[:i]
+                + data.draw(st.text(alphabet=":-[]{}&*!|>'\"#%@` \n\tx0", max_size=6))
+                + text[i:]
+            )
         elif op == "dup":
             lines = text.splitlines()
             j = data.draw(st.integers(0, max(0, len(lines) - 1)))
@@ -105,7 +141,9 @@ def test_cli_never_prints_a_traceback(tmp_path: Path) -> None:
     for f in (bad, binary, tmp_path / "missing.yaml", tmp_path):
         proc = subprocess.run(
             [sys.executable, "-m", "provisioner", "policy", "check", str(f)],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr + proc.stdout

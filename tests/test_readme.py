@@ -12,9 +12,13 @@ def quick_start_commands() -> list[str]:
     text = (REPO / "README.md").read_text()
     m = re.search(r"^#{1,6}[^\n]*quick ?start[^\n]*\n", text, re.I | re.M)
     assert m, "README needs a Quick start heading"
-    block = re.search(r"^```[^\n]*\n(.*?)^```", text[m.end():], re.S | re.M)
+    block = re.search(r"^```[^\n]*\n(.*?)^```", text[m.end() :], re.S | re.M)
     assert block
-    return [ln.strip() for ln in block.group(1).splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return [
+        ln.strip()
+        for ln in block.group(1).splitlines()
+        if ln.strip() and not ln.strip().startswith("#")
+    ]
 
 
 def test_quick_start_has_two_commands() -> None:

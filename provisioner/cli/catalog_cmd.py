@@ -14,14 +14,35 @@ def catalog() -> None:
 
 
 @catalog.command()
-@click.option("--catalog", "catalogs", multiple=True, type=click.Path(dir_okay=False), help="Catalog CSV (repeatable).")
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Catalog CSV (repeatable).",
+)
 @click.option("--gpu", default=None, help="GPU model (A100, H100, L4, ...).")
 @click.option("--provider", default=None, help="aws, gcp, azure, alibaba, tencent.")
 @click.option("--region", "regions", multiple=True, help="Region code (repeatable).")
-@click.option("--market", type=click.Choice(["spot", "on-demand"]), default=None, help="Only offers priced on this market.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(0), help="Rows to print (0: all).")
+@click.option(
+    "--market",
+    type=click.Choice(["spot", "on-demand"]),
+    default=None,
+    help="Only offers priced on this market.",
+)
+@click.option(
+    "--limit", default=50, show_default=True, type=click.IntRange(0), help="Rows to print (0: all)."
+)
 @json_option
-def show(catalogs: tuple[str, ...], gpu: str | None, provider: str | None, regions: tuple[str, ...], market: str | None, limit: int, as_json: bool) -> None:
+def show(
+    catalogs: tuple[str, ...],
+    gpu: str | None,
+    provider: str | None,
+    regions: tuple[str, ...],
+    market: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
     """Print catalog rows, cheapest first. Exits 3 when no row matches."""
     from provisioner.gpus import canonical_gpu
 
@@ -35,7 +56,11 @@ def show(catalogs: tuple[str, ...], gpu: str | None, provider: str | None, regio
         rows = [o for o in rows if o.spot_price is not None]
     elif market == "on-demand":
         rows = [o for o in rows if o.price is not None]
-    key = (lambda o: o.spot_price) if market == "spot" else (lambda o: o.price if o.price is not None else float("inf"))
+    key = (
+        (lambda o: o.spot_price)
+        if market == "spot"
+        else (lambda o: o.price if o.price is not None else float("inf"))
+    )
     rows.sort(key=lambda o: (key(o), o.provider, o.region, o.zone))
     total = len(rows)
     if limit:

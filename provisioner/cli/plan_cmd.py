@@ -5,11 +5,23 @@ from __future__ import annotations
 import click
 
 from provisioner.cli import EXIT_NOTHING_ELIGIBLE, EXIT_OK
-from provisioner.cli.common import fail, json_option, load_catalog_or_exit, load_policy_or_exit, print_json
+from provisioner.cli.common import (
+    fail,
+    json_option,
+    load_catalog_or_exit,
+    load_policy_or_exit,
+    print_json,
+)
 
 
 @click.command()
-@click.option("--policy", "policy_path", required=True, type=click.Path(dir_okay=False), help="Policy YAML file.")
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Policy YAML file.",
+)
 @click.option(
     "--catalog",
     "catalogs",
@@ -17,10 +29,20 @@ from provisioner.cli.common import fail, json_option, load_catalog_or_exit, load
     type=click.Path(dir_okay=False),
     help="Catalog CSV (repeatable; own layout, SkyPilot vms.csv, GCP price list). Default: built-in.",
 )
-@click.option("--provider", default=None, help="Provider of catalog rows that have no Provider column.")
-@click.option("--top", default=10, show_default=True, type=click.IntRange(1, 10_000), help="Placements to show.")
+@click.option(
+    "--provider", default=None, help="Provider of catalog rows that have no Provider column."
+)
+@click.option(
+    "--top",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Placements to show.",
+)
 @json_option
-def plan(policy_path: str, catalogs: tuple[str, ...], provider: str | None, top: int, as_json: bool) -> None:
+def plan(
+    policy_path: str, catalogs: tuple[str, ...], provider: str | None, top: int, as_json: bool
+) -> None:
     """Rank the GPU offers eligible under a policy, cheapest-best first.
 
     Exits 0 with placements, 3 when nothing is eligible (reasons printed), 2 on a bad policy.

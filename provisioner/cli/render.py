@@ -33,9 +33,18 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
     if plan.placements:
         t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         for col, justify in [
-            ("#", "right"), ("provider", "left"), ("region/zone", "left"), ("instance", "left"),
-            ("GPUs", "left"), ("market", "left"), ("$/h", "right"), ("cap $/h", "right"),
-            ("band", "left"), ("RTT ms", "right"), ("est h", "right"), ("est $", "right"),
+            ("#", "right"),
+            ("provider", "left"),
+            ("region/zone", "left"),
+            ("instance", "left"),
+            ("GPUs", "left"),
+            ("market", "left"),
+            ("$/h", "right"),
+            ("cap $/h", "right"),
+            ("band", "left"),
+            ("RTT ms", "right"),
+            ("est h", "right"),
+            ("est $", "right"),
             ("TFLOPS/$", "right"),
         ]:
             t.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -70,14 +79,32 @@ def render_offers(offers: list[Offer]) -> None:
     from rich.table import Table
 
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("provider", "region", "zone", "instance", "GPUs", "vCPU", "GiB", "on-demand $/h", "spot $/h", "band", "date"):
+    for col in (
+        "provider",
+        "region",
+        "zone",
+        "instance",
+        "GPUs",
+        "vCPU",
+        "GiB",
+        "on-demand $/h",
+        "spot $/h",
+        "band",
+        "date",
+    ):
         t.add_column(col)
     for o in offers:
         t.add_row(
-            o.provider, o.region, o.zone or "-", o.instance_type, f"{o.gpu_count}x {o.gpu}",
-            f"{o.vcpus:g}", f"{o.memory_gib:g}",
+            o.provider,
+            o.region,
+            o.zone or "-",
+            o.instance_type,
+            f"{o.gpu_count}x {o.gpu}",
+            f"{o.vcpus:g}",
+            f"{o.memory_gib:g}",
             "-" if o.price is None else f"{o.price:.4f}",
             "-" if o.spot_price is None else f"{o.spot_price:.4f}",
-            o.interruption_band or "-", o.price_date or "-",
+            o.interruption_band or "-",
+            o.price_date or "-",
         )
     console().print(t)

@@ -28,14 +28,25 @@ from provisioner.store.schema import (
     PriceRow,
 )
 
-__all__ = ["ACTIVE_STATES", "AttemptRow", "EventRow", "InstanceRow", "JobRow", "Store", "default_url", "state_dir"]
+__all__ = [
+    "ACTIVE_STATES",
+    "AttemptRow",
+    "EventRow",
+    "InstanceRow",
+    "JobRow",
+    "Store",
+    "default_url",
+    "state_dir",
+]
 
 ACTIVE_STATES = ("pending", "running", "recovering", "waiting")
 FINAL_STATES = ("succeeded", "failed", "cancelled", "stopped")
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return Path(base) / "provisioner"
 
 
@@ -107,7 +118,9 @@ class Store:
         from alembic.config import Config
 
         cfg = Config()
-        cfg.set_main_option("script_location", str(Path(__file__).resolve().parents[1] / "migrations"))
+        cfg.set_main_option(
+            "script_location", str(Path(__file__).resolve().parents[1] / "migrations")
+        )
         with self.engine.begin() as conn:
             if self.is_postgres:
                 from sqlalchemy import text
@@ -165,7 +178,15 @@ class Store:
         )
         with self.session() as s:
             s.add(job)
-            s.add(EventRow(job_id=job.id, at=now, kind="submitted", message=f"job {job.id} submitted ({provider})", data={}))
+            s.add(
+                EventRow(
+                    job_id=job.id,
+                    at=now,
+                    kind="submitted",
+                    message=f"job {job.id} submitted ({provider})",
+                    data={},
+                )
+            )
         return job
 
     def job(self, job_id: str) -> JobRow | None:
@@ -175,7 +196,11 @@ class Store:
             if row is None:
                 rows = s.scalars(select(JobRow).where(JobRow.id.startswith(job_id))).all()
                 if len(rows) != 1:
-                    rows = s.scalars(select(JobRow).where(JobRow.name == job_id).order_by(JobRow.submitted_at.desc())).all()[:1]
+                    rows = s.scalars(
+                        select(JobRow)
+                        .where(JobRow.name == job_id)
+                        .order_by(JobRow.submitted_at.desc())
+                    ).all()[:1]
                 row = rows[0] if len(rows) == 1 else None
             return self._fix(row)
 
@@ -186,13 +211,24 @@ class Store:
                 q = q.where(JobRow.state.in_(states))
             if limit:
                 q = q.limit(limit)
-            return [self._fix(r) for r in s.scalars(q).all()]  # type: ignore[misc]
+            return [self._fix(r) for r in s.scalars(q).all()]
 
     @staticmethod
     def _fix(row: Any) -> Any:
         if row is None:
             return None
-        for attr in ("submitted_at", "updated_at", "deadline", "lease_until", "created_at", "launched_at", "ended_at", "last_seen_at", "at", "until"):
+        for attr in (
+            "submitted_at",
+            "updated_at",
+            "deadline",
+            "lease_until",
+            "created_at",
+            "launched_at",
+            "ended_at",
+            "last_seen_at",
+            "at",
+            "until",
+        ):
             if hasattr(row, attr):
                 setattr(row, attr, _aware(getattr(row, attr)))
         return row
@@ -200,14 +236,20 @@ class Store:
     def update_job(self, job_id: str, **values: Any) -> None:
         values.setdefault("updated_at", datetime.now(UTC))
         with self.session() as s:
-            s.execute(update(JobRow).where(JobRow.id == job_id).values(version=JobRow.version + 1, **values))
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id)
+                .values(version=JobRow.version + 1, **values)
+            )
 
     def request_cancel(self, job_id: str) -> None:
         self.update_job(job_id, cancel_requested=True)
 
     # -- leases (one supervisor per job; several daemon replicas share the jobs) ---------------
 
-    def claim_jobs(self, owner: str, now: datetime, lease: timedelta, limit: int = 100_000) -> list[str]:
+    def claim_jobs(
+        self, owner: str, now: datetime, lease: timedelta, limit: int = 100_000
+    ) -> list[str]:
         """Claim (or renew) jobs for ``owner``: unowned, owned by us, or whose lease expired.
 
         On PostgreSQL the candidate rows are locked with ``FOR UPDATE SKIP LOCKED``, so replicas
@@ -218,14 +260,18 @@ class Store:
             q = (
                 select(JobRow.id)
                 .where(JobRow.state.in_(ACTIVE_STATES))
-                .where((JobRow.owner.is_(None)) | (JobRow.owner == owner) | (JobRow.lease_until < now))
+                .where(
+                    (JobRow.owner.is_(None)) | (JobRow.owner == owner) | (JobRow.lease_until < now)
+                )
                 .limit(limit)
             )
             if self.is_postgres:
                 q = q.with_for_update(skip_locked=True)
             ids = list(s.scalars(q).all())
             if ids:
-                s.execute(update(JobRow).where(JobRow.id.in_(ids)).values(owner=owner, lease_until=until))
+                s.execute(
+                    update(JobRow).where(JobRow.id.in_(ids)).values(owner=owner, lease_until=until)
+                )
             return ids
 
     def release_jobs(self, owner: str, job_ids: Iterable[str] | None = None) -> None:
@@ -240,11 +286,17 @@ class Store:
     def add_attempt(self, row: AttemptRow) -> None:
         with self.session() as s:
             s.add(row)
-            s.execute(update(JobRow).where(JobRow.id == row.job_id).values(attempt=row.attempt, updated_at=row.created_at))
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == row.job_id)
+                .values(attempt=row.attempt, updated_at=row.created_at)
+            )
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
         with self.session() as s:
-            rows = s.scalars(select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt)).all()
+            rows = s.scalars(
+                select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt)
+            ).all()
             return [self._fix(r) for r in rows]
 
     def attempts_for(self, job_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
@@ -254,14 +306,22 @@ class Store:
         with self.session() as s:
             for chunk_start in range(0, len(job_ids), 5000):
                 chunk = list(job_ids[chunk_start : chunk_start + 5000])
-                rows = s.scalars(select(AttemptRow).where(AttemptRow.job_id.in_(chunk)).order_by(AttemptRow.attempt)).all()
+                rows = s.scalars(
+                    select(AttemptRow)
+                    .where(AttemptRow.job_id.in_(chunk))
+                    .order_by(AttemptRow.attempt)
+                ).all()
                 for r in rows:
                     out[r.job_id].append(self._fix(r))
         return out
 
     def update_attempt(self, job_id: str, attempt: int, **values: Any) -> None:
         with self.session() as s:
-            s.execute(update(AttemptRow).where(AttemptRow.job_id == job_id, AttemptRow.attempt == attempt).values(**values))
+            s.execute(
+                update(AttemptRow)
+                .where(AttemptRow.job_id == job_id, AttemptRow.attempt == attempt)
+                .values(**values)
+            )
 
     # -- instances ----------------------------------------------------------------------------
 
@@ -278,13 +338,31 @@ class Store:
 
     # -- events -------------------------------------------------------------------------------
 
-    def add_event(self, job_id: str | None, kind: str, message: str, *, at: datetime | None = None, **data: Any) -> None:
+    def add_event(
+        self,
+        job_id: str | None,
+        kind: str,
+        message: str,
+        *,
+        at: datetime | None = None,
+        **data: Any,
+    ) -> None:
         from providers.base import redact
 
         with self.session() as s:
-            s.add(EventRow(job_id=job_id, at=at or datetime.now(UTC), kind=kind, message=redact(message), data=data))
+            s.add(
+                EventRow(
+                    job_id=job_id,
+                    at=at or datetime.now(UTC),
+                    kind=kind,
+                    message=redact(message),
+                    data=data,
+                )
+            )
 
-    def events(self, job_id: str | None = None, after_id: int = 0, limit: int | None = None) -> list[EventRow]:
+    def events(
+        self, job_id: str | None = None, after_id: int = 0, limit: int | None = None
+    ) -> list[EventRow]:
         with self.session() as s:
             q = select(EventRow).where(EventRow.id > after_id).order_by(EventRow.id)
             if job_id is not None:
@@ -295,15 +373,21 @@ class Store:
 
     # -- cooldowns ----------------------------------------------------------------------------
 
-    def cool_down(self, job_id: str, provider: str, location: str, until: datetime, reason: str) -> None:
+    def cool_down(
+        self, job_id: str, provider: str, location: str, until: datetime, reason: str
+    ) -> None:
         with self.session() as s:
-            s.merge(CooldownRow(job_id=job_id, provider=provider, location=location, until=until, reason=reason))
+            s.merge(
+                CooldownRow(
+                    job_id=job_id, provider=provider, location=location, until=until, reason=reason
+                )
+            )
 
     def cooldowns(self, job_id: str, now: datetime) -> dict[tuple[str, str], datetime]:
         with self.session() as s:
             s.execute(delete(CooldownRow).where(CooldownRow.until < now))
             rows = s.scalars(select(CooldownRow).where(CooldownRow.job_id == job_id)).all()
-            return {(r.provider, r.location): _aware(r.until) for r in rows}  # type: ignore[misc]
+            return {(r.provider, r.location): _aware(r.until) or r.until for r in rows}
 
     # -- prices ---------------------------------------------------------------------------------
 
@@ -311,8 +395,17 @@ class Store:
         n = 0
         with self.session() as s:
             for q in quotes:
-                s.merge(PriceRow(provider=q.provider, region=q.region, zone=q.zone or "", instance_type=q.instance_type,
-                                 spot_price=q.spot_price, on_demand_price=q.on_demand_price, at=q.at))
+                s.merge(
+                    PriceRow(
+                        provider=q.provider,
+                        region=q.region,
+                        zone=q.zone or "",
+                        instance_type=q.instance_type,
+                        spot_price=q.spot_price,
+                        on_demand_price=q.on_demand_price,
+                        at=q.at,
+                    )
+                )
                 n += 1
         return n
 

@@ -46,7 +46,9 @@ def upgrade() -> None:
     op.create_table(
         "attempts",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("job_id", sa.String(64), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "job_id", sa.String(64), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("attempt", sa.Integer, nullable=False),
         sa.Column("token", sa.String(96), nullable=False),
         sa.Column("provider", sa.String(32), nullable=False),
