@@ -13,16 +13,19 @@ Nothing here imports a cloud SDK.
   checks a tag dict against it client-side.
 - :func:`price_str` formats a bid cap as the wire wants it (a decimal string, never ``1e-05``).
 - :func:`utc` makes a datetime timezone-aware (UTC) so ``since`` comparisons never raise.
+- :func:`user_data_for` is what a VM gets at boot: the request's ``user_data``, else the
+  bootstrap script rendered from its ``job_spec`` (:mod:`provisioner.bootstrap`); a spec that
+  cannot be rendered (a secret in it, over the cloud's size limit) is ProviderError(INVALID).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from providers.base import ErrorKind, ProviderError
-from provisioner.models import TAG_MANAGED, InstanceState
+from provisioner.models import TAG_MANAGED, InstanceState, LaunchRequest
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,9 @@ class ErrorTable:
     def error(self, code: str, message: str, status: int | None = None) -> ProviderError:
         """The classified :class:`ProviderError` for a cloud error (message is redacted)."""
         return ProviderError(
-            self.kind_of(code, status), code or f"HTTP{status or ''}", message,
+            self.kind_of(code, status),
+            code or f"HTTP{status or ''}",
+            message,
             provider=self.provider,
         )
 
@@ -104,3 +109,23 @@ def utc(value: datetime) -> datetime:
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
+
+
+def user_data_for(
+    request: LaunchRequest,
+    cloud: str,
+    *,
+    package_spec: str = "provisioner",
+    pip_args: Sequence[str] = (),
+) -> str:
+    """The script the VM runs at boot (``""`` when the request has neither script nor spec)."""
+    if request.user_data or not request.job_spec:
+        return request.user_data
+    from provisioner.bootstrap import BootstrapError, render_bootstrap
+
+    try:
+        return render_bootstrap(
+            request.job_spec, cloud=cloud, package_spec=package_spec, pip_args=pip_args
+        )
+    except BootstrapError as exc:
+        raise ProviderError(ErrorKind.INVALID, "Bootstrap", str(exc), provider=cloud) from None

@@ -32,6 +32,7 @@ from providers._common import (
     normalise_state,
     now_utc,
     price_str,
+    user_data_for,
     utc,
     wanted_tags,
 )
@@ -120,6 +121,9 @@ class AWSProvider(Provider):
     (/``aws_session_token``) or ``profile``; None uses boto3's default chain (environment,
     shared files, instance role). ``endpoint``: an EC2 endpoint URL (moto's server in tests).
     ``subnets`` maps a zone to the subnet to launch into there; ``subnet`` is used otherwise.
+    ``instance_profile`` (name or ARN) gives the VM its identity for the checkpoint store.
+    ``package_spec``/``pip_args``: how the bootstrap script installs provisioner on the VM
+    when a request carries a ``job_spec`` and no ``user_data``.
     """
 
     name = "aws"
@@ -138,6 +142,8 @@ class AWSProvider(Provider):
         instance_profile: str | None = None,
         key_name: str | None = None,
         retry: RetryPolicy | None = None,
+        package_spec: str = "provisioner",
+        pip_args: Iterable[str] = (),
     ) -> None:
         import boto3
 
@@ -151,6 +157,8 @@ class AWSProvider(Provider):
         self.instance_profile = instance_profile
         self.key_name = key_name
         self.retry = retry or RetryPolicy()
+        self.package_spec = package_spec
+        self.pip_args = list(pip_args)
 
         creds = dict(credentials or {})
         register_secret(creds.get("aws_secret_access_key"))
@@ -212,29 +220,51 @@ class AWSProvider(Provider):
             self._gpu_types[region] = self._call(region, "DescribeInstanceTypes", fetch)
         return self._gpu_types[region]
 
-    def offers(self, regions: Iterable[str] | None = None) -> list[Offer]:
-        out: list[Offer] = []
-        for region in regions or self.regions:
-            prices = _catalog_prices(region)
-            for t in self._types_with_gpus(region):
-                gpu = t["GpuInfo"]["Gpus"][0]
-                itype = t["InstanceType"]
-                price, spot, date = prices.get(itype, (None, None, ""))
-                out.append(
-                    Offer(
-                        provider="aws",
-                        region=region,
-                        zone="",
-                        instance_type=itype,
-                        gpu=_gpu_name(gpu),
-                        gpu_count=_whole_gpus(t),
-                        vcpus=float(t.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
-                        memory_gib=round(t.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024, 2),
-                        price=price,
-                        spot_price=spot,
-                        price_date=date,
-                    )
+    def _zones_of(self, region: str, types: builtins.list[str]) -> dict[str, builtins.list[str]]:
+        """instance type -> the zones of ``region`` that offer it."""
+
+        def fetch(ec2: EC2Client) -> dict[str, builtins.list[str]]:
+            zones: dict[str, builtins.list[str]] = {}
+            for i in range(0, len(types), 100):  # at most 200 values per filter
+                pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+                    LocationType="availability-zone",
+                    Filters=[{"Name": "instance-type", "Values": types[i : i + 100]}],
                 )
+                for page in pages:
+                    for row in page["InstanceTypeOfferings"]:
+                        zones.setdefault(row["InstanceType"], []).append(row["Location"])
+            return zones
+
+        return self._call(region, "DescribeInstanceTypeOfferings", fetch)
+
+    def offers(self, regions: Iterable[str] | None = None) -> builtins.list[Offer]:
+        """One offer per GPU type and zone that offers it, priced from the catalog."""
+        out: builtins.list[Offer] = []
+        for region in regions or self.regions:
+            types = self._types_with_gpus(region)
+            zones = self._zones_of(region, [t["InstanceType"] for t in types])
+            priced = _CatalogPrices.for_region(region)
+            for t in types:
+                itype = t["InstanceType"]
+                # a type no zone offers cannot be launched here (unless EC2 named no zones)
+                for zone in sorted(zones.get(itype, () if zones else [""])):
+                    known = priced.find(zone, itype)
+                    out.append(
+                        Offer(
+                            provider="aws",
+                            region=region,
+                            zone=zone,
+                            instance_type=itype,
+                            gpu=_gpu_name(t["GpuInfo"]["Gpus"][0]),
+                            gpu_count=_whole_gpus(t),
+                            vcpus=float(t.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
+                            memory_gib=round(t.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024, 2),
+                            price=known.price if known else None,
+                            spot_price=known.spot_price if known else None,
+                            price_date=known.price_date if known else "",
+                            interruption_band=known.interruption_band if known else "",
+                        )
+                    )
         return out
 
     def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
@@ -243,7 +273,7 @@ class AWSProvider(Provider):
             types = [t["InstanceType"] for t in self._types_with_gpus(region)]
             if not types:
                 continue
-            on_demand = _catalog_prices(region)
+            priced = _CatalogPrices.for_region(region)
 
             def fetch(ec2: EC2Client, types: list[str] = types) -> dict[tuple[str, str], Any]:
                 latest: dict[tuple[str, str], Any] = {}
@@ -267,7 +297,7 @@ class AWSProvider(Provider):
                         zone=zone,
                         instance_type=itype,
                         spot_price=float(row["SpotPrice"]),
-                        on_demand_price=on_demand.get(itype, (None, None, ""))[0],
+                        on_demand_price=getattr(priced.find(zone, itype), "price", None),
                         at=utc(row["Timestamp"]),
                     )
                 )
@@ -298,8 +328,13 @@ class AWSProvider(Provider):
         instance = self._instance(response["Instances"][0], region)
         if not instance.tags:  # EC2 may answer before the tags are visible
             instance = _with_tags(instance, request.tags)
-        log.info("aws: launched %s (%s, %s) for %s", instance.id, offer.instance_type,
-                 request.market.value, request.token)
+        log.info(
+            "aws: launched %s (%s, %s) for %s",
+            instance.id,
+            offer.instance_type,
+            request.market.value,
+            request.token,
+        )
         return instance
 
     def _run_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
@@ -319,8 +354,11 @@ class AWSProvider(Provider):
             ],
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
         }
-        if request.user_data:
-            params["UserData"] = request.user_data  # boto3 base64-encodes it
+        user_data = user_data_for(
+            request, "aws", package_spec=self.package_spec, pip_args=self.pip_args
+        )
+        if user_data:
+            params["UserData"] = user_data  # boto3 base64-encodes it
         if offer.zone:
             params["Placement"] = {"AvailabilityZone": offer.zone}
         subnet = self.subnets.get(offer.zone) or self.subnet
@@ -499,9 +537,9 @@ class AWSProvider(Provider):
         caller sees it again on the next call and should de-duplicate by instance id.
         """
         since = utc(since)
-        filters = [
-            _tag_filter(k, v) for k, v in wanted_tags(None).items()
-        ] + [{"Name": "state-reason-code", "Values": list(SPOT_REASONS)}]
+        filters = [_tag_filter(k, v) for k, v in wanted_tags(None).items()] + [
+            {"Name": "state-reason-code", "Values": list(SPOT_REASONS)}
+        ]
         out: list[Interruption] = []
         for region in self.regions:
             for d in self._describe_raw(region, filters):
@@ -590,19 +628,28 @@ def _gpu_name(gpu: Mapping[str, Any]) -> str:
     return raw
 
 
-def _catalog_prices(region: str) -> dict[str, tuple[float | None, float | None, str]]:
-    """instance type -> (on-demand, lowest spot, price date) from the catalog; {} without one."""
-    try:
-        from provisioner.catalog import Catalog
+class _CatalogPrices:
+    """The catalog's AWS rows for one region, looked up by zone and type (empty without one)."""
 
-        rows = Catalog.load().filter(provider="aws", regions=[region])
-    except Exception as exc:  # the catalog is optional here: offers still list the types
-        log.debug("aws: no catalog prices for %s: %s", region, exc)
-        return {}
-    out: dict[str, tuple[float | None, float | None, str]] = {}
-    for o in rows:
-        price, spot, date = out.get(o.instance_type, (None, None, ""))
-        if o.spot_price is not None and (spot is None or o.spot_price < spot):
-            spot = o.spot_price
-        out[o.instance_type] = (price if price is not None else o.price, spot, date or o.price_date)
-    return out
+    def __init__(self, rows: Iterable[Offer]) -> None:
+        self.by_zone: dict[tuple[str, str], Offer] = {}
+        self.by_type: dict[str, Offer] = {}
+        for o in rows:
+            self.by_zone[(o.zone, o.instance_type)] = o
+            best = self.by_type.get(o.instance_type)
+            if best is None or (o.spot_price or float("inf")) < (best.spot_price or float("inf")):
+                self.by_type[o.instance_type] = o
+
+    @classmethod
+    def for_region(cls, region: str) -> _CatalogPrices:
+        try:
+            from provisioner.catalog import Catalog
+
+            return cls(Catalog.load().filter(provider="aws", regions=[region]))
+        except Exception as exc:  # the catalog is optional here: offers still list the types
+            log.debug("aws: no catalog prices for %s: %s", region, exc)
+            return cls(())
+
+    def find(self, zone: str, instance_type: str) -> Offer | None:
+        """The zone's own row, else the region's cheapest-spot row for the type."""
+        return self.by_zone.get((zone, instance_type)) or self.by_type.get(instance_type)

@@ -99,9 +99,7 @@ def test_same_request_twice_gives_one_instance(harness: Harness, provider: Provi
     assert [i.id for i in provider.list({TAG_JOB: "job-a"})] == [first.id]
 
 
-def test_list_by_tag_returns_only_that_jobs_instances(
-    harness: Harness, provider: Provider
-) -> None:
+def test_list_by_tag_returns_only_that_jobs_instances(harness: Harness, provider: Provider) -> None:
     a = provider.launch(request_for(harness, Market.SPOT, job="job-a", cap=0.5))
     b = provider.launch(request_for(harness, Market.SPOT, job="job-b", cap=0.5))
 
@@ -144,9 +142,7 @@ def test_terminate(harness: Harness, provider: Provider) -> None:
     provider.terminate([inst.id, harness.missing_id])  # gone or unknown ids: not an error
 
 
-def test_preemption_is_seen_by_get_and_interruptions(
-    harness: Harness, provider: Provider
-) -> None:
+def test_preemption_is_seen_by_get_and_interruptions(harness: Harness, provider: Provider) -> None:
     inst = provider.launch(request_for(harness, Market.SPOT, cap=0.5))
     since = datetime.now(UTC) - timedelta(seconds=5)
     harness.preempt(inst.id)

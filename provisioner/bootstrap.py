@@ -1,0 +1,283 @@
+"""The one bootstrap script every cloud runs on a new VM (cloud-init user data, GCP startup-script).
+
+:func:`render_bootstrap` returns a POSIX ``sh`` script that
+
+1. writes the job spec as JSON to ``/etc/provisioner/job.json`` (with ``cloud`` set, which tells
+   the node agent which metadata endpoint and notice format to poll);
+2. finds a Python >= 3.11 (installing one with apt/dnf/yum/zypper/apk if needed);
+3. installs provisioner into ``/opt/provisioner/venv`` with pip (``package_spec``: a name with
+   extras, a wheel URL, ...; ``pip_args``: e.g. ``--index-url``), once per package spec;
+4. starts ``python3 -m provisioner.agent --spec /etc/provisioner/job.json`` as the systemd unit
+   ``provisioner-agent.service``, or with ``nohup`` where there is no systemd.
+
+The script is idempotent (GCP runs a startup script on every boot). It never carries a
+credential: the agent uses the VM's own identity (instance role, service account, managed
+identity) for the checkpoint store; spec keys or values that look like secrets are refused.
+``PROVISIONER_BOOTSTRAP_ROOT`` (unset on a VM) moves every path under a directory and implies
+``nohup``; the tests use it to run the script for real.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+SPEC_PATH = "/etc/provisioner/job.json"
+VENV = "/opt/provisioner/venv"
+UNIT = "provisioner-agent.service"
+HEREDOC = "PROVISIONER_JOB_SPEC"
+
+#: cloud -> (limit in bytes, measured after base64?) for user data / startup script (docs)
+USER_DATA_LIMITS: dict[str, tuple[int, bool]] = {
+    "aws": (16 * 1024, False),  # EC2: 16 KB raw, before base64
+    "gcp": (256 * 1024, False),  # one metadata value
+    "azure": (64 * 1024, False),  # custom data: 64 KB
+    "alibaba": (32 * 1024, False),  # ECS UserData: 32 KB raw
+    "tencent": (16 * 1024, True),  # CVM UserData: 16 KB base64-encoded
+    "sim": (1024 * 1024, False),
+}
+
+#: words (in a key split at ``_``, ``-``, ``.`` and case changes) that name a credential
+_SECRET_WORDS = frozenset(
+    {
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "token",
+        "tokens",
+        "credential",
+        "credentials",
+        "auth",
+        "apikey",
+        "accesskey",
+        "privatekey",
+        "sessionkey",
+    }
+)
+_SECRET_PAIRS = frozenset(
+    {
+        ("private", "key"),
+        ("access", "key"),
+        ("api", "key"),
+        ("session", "key"),
+        ("account", "key"),
+        ("secret", "key"),
+    }
+)
+_SECRET_VALUE = re.compile(
+    r"(?:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"  # AWS access key ids
+    r"|(?:-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+    r"|(?:[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)"  # user:password@ in a URL
+)
+
+
+class BootstrapError(ValueError):
+    """The spec or the options cannot be made into a safe, small enough bootstrap script."""
+
+
+def render_bootstrap(
+    spec: Mapping[str, Any],
+    *,
+    cloud: str,
+    package_spec: str = "provisioner",
+    pip_args: Sequence[str] = (),
+) -> str:
+    """The bootstrap script for ``spec`` on ``cloud`` (raises :class:`BootstrapError`)."""
+    if cloud not in USER_DATA_LIMITS:
+        raise BootstrapError(f"unknown cloud {cloud!r} (known: {', '.join(USER_DATA_LIMITS)})")
+    if not package_spec.strip():
+        raise BootstrapError("empty package spec")
+    for where in _secrets_in(spec, "spec"):
+        raise BootstrapError(f"{where} looks like a credential; bootstrap scripts carry none")
+    for i, arg in enumerate([package_spec, *pip_args]):
+        if _SECRET_VALUE.search(arg):
+            raise BootstrapError(f"pip argument {i} carries a credential")
+
+    doc = {**spec, "cloud": cloud}
+    spec_json = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True, default=str)
+    script = _TEMPLATE.format(
+        cloud=cloud,
+        job=_comment(str(doc.get("job_id", "?"))),
+        attempt=_comment(str(doc.get("attempt", "?"))),
+        spec_path=SPEC_PATH,
+        venv=VENV,
+        unit=UNIT,
+        package=shlex.quote(package_spec),
+        marker=shlex.quote(" ".join([package_spec, *pip_args])),
+        pip_args=" ".join(shlex.quote(a) for a in pip_args),
+        heredoc=HEREDOC,
+        spec_json=spec_json,
+    )
+    check_size(script, cloud)
+    return script
+
+
+def check_size(script: str, cloud: str) -> None:
+    """Raise :class:`BootstrapError` when ``script`` is over ``cloud``'s user-data limit."""
+    limit, encoded = USER_DATA_LIMITS[cloud]
+    raw = script.encode()
+    size = len(base64.b64encode(raw)) if encoded else len(raw)
+    if size > limit:
+        how = "base64-encoded " if encoded else ""
+        raise BootstrapError(
+            f"bootstrap script is {size} bytes {how}for {cloud}; the limit is {limit}"
+        )
+
+
+def spec_from_script(script: str) -> dict[str, Any]:
+    """The job spec a rendered script writes (the inverse of the heredoc in the template)."""
+    start = script.index(f"<<'{HEREDOC}'\n") + len(HEREDOC) + 5
+    end = script.index(f"\n{HEREDOC}\n", start)
+    doc = json.loads(script[start:end])
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _secrets_in(value: Any, path: str) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}"
+            if _names_secret(str(key)) and item not in (None, "", False):
+                yield where
+            else:
+                yield from _secrets_in(item, where)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _secrets_in(item, f"{path}[{i}]")
+    elif isinstance(value, str) and _SECRET_VALUE.search(value):
+        yield path
+
+
+def _names_secret(key: str) -> bool:
+    """True for keys such as ``HF_TOKEN``, ``aws_secret_access_key``, ``apiKey``, ``password``
+    (not ``TOKENIZERS_PARALLELISM`` or ``author``)."""
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+", key)]
+    pairs = set(itertools.pairwise(words))
+    return bool(_SECRET_WORDS.intersection(words) or _SECRET_PAIRS & pairs)
+
+
+def _comment(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)[:80]
+
+
+_TEMPLATE = r"""#!/bin/sh
+# provisioner bootstrap: job {job}, attempt {attempt}, cloud {cloud}.
+# Generated by provisioner.bootstrap. It carries no credentials: the node agent uses this
+# VM's own identity. Safe to run again (GCP runs startup scripts on every boot).
+set -eu
+umask 022
+ROOT="${{PROVISIONER_BOOTSTRAP_ROOT:-}}"
+SPEC="$ROOT{spec_path}"
+VENV="$ROOT{venv}"
+LOG="$ROOT/var/log/provisioner-agent.log"
+PACKAGE={package}
+MARKER={marker}
+
+say() {{ echo "provisioner-bootstrap: $*" >&2; }}
+have() {{ command -v "$1" >/dev/null 2>&1; }}
+
+mkdir -p "$(dirname "$SPEC")" "$(dirname "$LOG")" "$(dirname "$VENV")"
+cat > "$SPEC.tmp" <<'{heredoc}'
+{spec_json}
+{heredoc}
+chmod 0644 "$SPEC.tmp"
+mv -f "$SPEC.tmp" "$SPEC"
+say "job spec written to $SPEC"
+
+pkg_install() {{
+  if have apt-get; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+  elif have dnf; then dnf install -y -q "$@"
+  elif have yum; then yum install -y -q "$@"
+  elif have zypper; then zypper --non-interactive install "$@"
+  elif have apk; then apk add --no-cache "$@"
+  else say "no package manager to install $*"; return 1
+  fi
+}}
+
+new_enough() {{
+  "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' >/dev/null 2>&1
+}}
+
+find_python() {{
+  for py in python3 python3.13 python3.12 python3.11; do
+    if have "$py" && new_enough "$py"; then command -v "$py"; return 0; fi
+  done
+  return 1
+}}
+
+PY=$(find_python) || {{
+  say "installing Python >= 3.11"
+  pkg_install python3 python3-pip || true
+  PY=$(find_python) || {{
+    for v in 3.12 3.11; do
+      pkg_install "python$v" "python$v-venv" || pkg_install "python$v" "python$v-pip" || true
+      PY=$(find_python) && break
+    done
+  }}
+}}
+[ -n "${{PY:-}}" ] || {{ say "no Python >= 3.11 could be installed"; exit 1; }}
+
+if [ ! -x "$VENV/bin/python3" ] || [ "$(cat "$VENV/.provisioner-package" 2>/dev/null)" != "$MARKER" ]; then
+  say "installing $PACKAGE with $PY"
+  if ! "$PY" -m venv "$VENV"; then
+    v=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    pkg_install "python$v-venv" || pkg_install python3-venv || true
+    "$PY" -m venv "$VENV"
+  fi
+  "$VENV/bin/python3" -m pip install -q --upgrade pip || say "pip upgrade failed; going on"
+  "$VENV/bin/python3" -m pip install -q {pip_args} "$PACKAGE"
+  echo "$MARKER" > "$VENV/.provisioner-package"
+fi
+
+agent_alive() {{  # a live agent process (not a zombie, not a reused pid)
+  if [ -r "/proc/$1/cmdline" ]; then
+    tr '\000' ' ' < "/proc/$1/cmdline" | grep -q "provisioner.agent"
+  else
+    kill -0 "$1" 2>/dev/null
+  fi
+}}
+
+if [ -z "$ROOT" ] && have systemctl && [ -d /run/systemd/system ]; then
+  cat > /etc/systemd/system/{unit} <<UNIT
+[Unit]
+Description=provisioner node agent
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=simple
+ExecStart=$VENV/bin/python3 -m provisioner.agent --spec $SPEC
+Environment=PYTHONUNBUFFERED=1
+Restart=on-failure
+RestartSec=5
+KillMode=mixed
+TimeoutStopSec=150
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now {unit}
+  say "agent started as {unit}"
+else
+  PIDFILE="$ROOT/run/provisioner-agent.pid"
+  mkdir -p "$(dirname "$PIDFILE")"
+  if [ -f "$PIDFILE" ] && agent_alive "$(cat "$PIDFILE")"; then
+    say "agent already running (pid $(cat "$PIDFILE"))"
+  else
+    nohup "$VENV/bin/python3" -m provisioner.agent --spec "$SPEC" >>"$LOG" 2>&1 </dev/null &
+    echo $! > "$PIDFILE"
+    say "agent started with nohup (pid $!)"
+  fi
+fi
+"""
