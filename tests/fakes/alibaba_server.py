@@ -451,13 +451,13 @@ class AlibabaFakeServer:
         size = int(params.get("MaxResults") or params.get("PageSize") or 10)
         start = int(params.get("NextToken") or 0)
         page = rows[start : start + size]
-        answer = json.loads(json.dumps(page))
         for inst in page:  # a new instance is Pending once, then Running
             if inst["InstanceId"] in self._state.fresh:
                 self._state.fresh.discard(inst["InstanceId"])
             elif inst["Status"] == "Pending":
                 inst["Status"] = "Running"
                 inst["PublicIpAddress"] = {"IpAddress": ["47.96.0.1"]}
+        answer = json.loads(json.dumps(page))
         nxt = str(start + size) if start + size < len(rows) else ""
         return {
             "TotalCount": len(rows),

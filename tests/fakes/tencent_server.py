@@ -445,14 +445,14 @@ class TencentFakeServer:
             raise ApiError("InvalidParameterValue.LimitExceeded", "Limit is at most 100.")
         offset = int(params.get("Offset") or 0)
         page = rows[offset : offset + limit]
-        answer = [{k: v for k, v in i.items() if not k.startswith("_")} for i in page]
-        answer = json.loads(json.dumps(answer))
         for inst in page:  # a new instance is PENDING once, then RUNNING
             if inst["InstanceId"] in self._state.fresh:
                 self._state.fresh.discard(inst["InstanceId"])
             elif inst["InstanceState"] == "PENDING":
                 inst["InstanceState"] = "RUNNING"
                 inst["PublicIpAddresses"] = ["129.204.0.1"]
+        answer = [{k: v for k, v in i.items() if not k.startswith("_")} for i in page]
+        answer = json.loads(json.dumps(answer))
         return {"TotalCount": len(rows), "InstanceSet": answer}
 
     def _do_TerminateInstances(self, params: dict[str, Any]) -> dict[str, Any]:
