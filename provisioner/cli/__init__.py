@@ -30,6 +30,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("provisioner.cli.plan_cmd", "plan", "Rank eligible GPU offers for a policy."),
     "policy": ("provisioner.cli.policy_cmd", "policy", "Check a policy file or print its schema."),
     "catalog": ("provisioner.cli.catalog_cmd", "catalog", "Show or refresh the offer catalog."),
+    "providers": (
+        "provisioner.cli.providers_cmd",
+        "providers",
+        "Which clouds can be used here: SDK installed, credentials found.",
+    ),
 }
 
 
