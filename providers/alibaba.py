@@ -52,6 +52,7 @@ from providers.base import (
     RedactingFilter,
     RetryPolicy,
     call_with_retries,
+    redact,
     register_secret,
 )
 from provisioner.models import (
@@ -230,11 +231,29 @@ def _list(node: Any, *keys: str) -> list[Any]:
     return list(node) if isinstance(node, list) else []
 
 
+class _RenderedRedactor(RedactingFilter):
+    """Scrubs registered secrets from the *rendered* message, whatever its arguments are.
+
+    The SDK logs objects (a pretty-printed response) as arguments, which the plain
+    :class:`RedactingFilter` leaves alone; a cloud that echoes a credential in an error body
+    would put it in the log. Rendering first closes that gap.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            rendered = record.getMessage()
+        except Exception:  # a malformed record: leave it to the handler
+            return True
+        record.msg = redact(rendered)
+        record.args = None
+        return True
+
+
 def _install_log_filters() -> None:
-    for name in ("provisioner.providers", "alibabacloud", "darabonba", "Tea"):
+    for name in ("provisioner.providers", log.name, "alibabacloud", "darabonba", "Tea"):
         logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-            logger.addFilter(RedactingFilter())
+        if not any(isinstance(f, _RenderedRedactor) for f in logger.filters):
+            logger.addFilter(_RenderedRedactor())
 
 
 # -- the adapter -------------------------------------------------------------------------------

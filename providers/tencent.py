@@ -59,6 +59,7 @@ from providers.base import (
     RedactingFilter,
     RetryPolicy,
     call_with_retries,
+    redact,
     register_secret,
 )
 from provisioner.models import (
@@ -264,11 +265,29 @@ def _unit_price(price: Any) -> float | None:
     return discounted if discounted else _num(price.get("UnitPrice"))
 
 
+class _RenderedRedactor(RedactingFilter):
+    """Scrubs registered secrets from the *rendered* message, whatever its arguments are.
+
+    The SDK logs objects (a pretty-printed response) as arguments, which the plain
+    :class:`RedactingFilter` leaves alone; a cloud that echoes a credential in an error body
+    would put it in the log. Rendering first closes that gap.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            rendered = record.getMessage()
+        except Exception:  # a malformed record: leave it to the handler
+            return True
+        record.msg = redact(rendered)
+        record.args = None
+        return True
+
+
 def _install_log_filters() -> None:
-    for name in ("provisioner.providers", "tencentcloud_sdk_common"):
+    for name in ("provisioner.providers", log.name, "tencentcloud_sdk_common"):
         logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-            logger.addFilter(RedactingFilter())
+        if not any(isinstance(f, _RenderedRedactor) for f in logger.filters):
+            logger.addFilter(_RenderedRedactor())
 
 
 # -- the adapter -------------------------------------------------------------------------------
