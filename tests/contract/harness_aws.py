@@ -55,6 +55,7 @@ STATUS = {
 }
 
 _server: Any = None
+_image: str | None = None
 _server_lock = threading.Lock()
 
 
@@ -111,7 +112,6 @@ class AWSHarness:
         self._sent: dict[str, list[dict[str, str]]] = defaultdict(list)
         self._inject: dict[str, list[str]] = defaultdict(list)
         self._providers: list[AWSProvider] = []
-        self._image: str | None = None
 
     # -- the adapter ------------------------------------------------------------------------
 
@@ -129,7 +129,8 @@ class AWSHarness:
 
     def _moto_image(self) -> str:
         """One of moto's stock AMIs (so DescribeImages finds its root device)."""
-        if self._image is None:
+        global _image
+        if _image is None:  # the stock AMIs keep their ids across resets
             import boto3
 
             ec2 = boto3.client(
@@ -141,8 +142,8 @@ class AWSHarness:
             )
             images = ec2.describe_images(Owners=["amazon"])["Images"]
             ec2.close()
-            self._image = sorted(i["ImageId"] for i in images if i.get("RootDeviceName"))[0]
-        return self._image
+            _image = sorted(i["ImageId"] for i in images if i.get("RootDeviceName"))[0]
+        return _image
 
     def offer(self, market: Market) -> Offer:
         return Offer(
