@@ -35,6 +35,21 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "providers",
         "Which clouds can be used here: SDK installed, credentials found.",
     ),
+    "up": ("provisioner.cli.up_cmd", "up", "Submit a job and supervise it through interruptions."),
+    "jobs": ("provisioner.cli.jobs_cmd", "jobs", "List jobs."),
+    "daemon": ("provisioner.cli.daemon_cmd", "daemon", "Run the controller (under systemd)."),
+    "status": ("provisioner.cli.jobs_cmd", "status", "Show a job's state, placement and spend."),
+    "logs": ("provisioner.cli.jobs_cmd", "logs", "Print a job's events (-f to follow)."),
+    "down": (
+        "provisioner.cli.jobs_cmd",
+        "down",
+        "Stop a job: terminate instances, keep checkpoints.",
+    ),
+    "cost": (
+        "provisioner.cli.jobs_cmd",
+        "cost",
+        "What a job cost, per attempt, spot vs on-demand.",
+    ),
 }
 
 

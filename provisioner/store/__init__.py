@@ -26,6 +26,7 @@ from provisioner.store.schema import (
     InstanceRow,
     JobRow,
     PriceRow,
+    ReplicaRow,
 )
 
 __all__ = [
@@ -151,12 +152,14 @@ class Store:
         deadline: datetime | None,
         work_total_h: float | None,
         job_id: str | None = None,
+        workdir: str | None = None,
     ) -> JobRow:
         job = JobRow(
             id=job_id or new_job_id(name),
             name=name,
             policy_yaml=policy_yaml,
             policy_path=policy_path,
+            workdir=workdir,
             provider=provider,
             provider_options=dict(provider_options or {}),
             state="pending",
@@ -415,6 +418,29 @@ class Store:
             if provider:
                 q = q.where(PriceRow.provider == provider)
             return [self._fix(r) for r in s.scalars(q).all()]
+
+
+def heartbeat(store: Store, owner: str, now: datetime, version: str = "") -> None:
+    """Record that daemon replica ``owner`` is alive."""
+    with store.session() as s:
+        row = s.get(ReplicaRow, owner)
+        if row is None:
+            s.add(ReplicaRow(owner=owner, started_at=now, last_seen=now, version=version))
+        else:
+            row.last_seen = now
+
+
+def live_replicas(
+    store: Store, now: datetime, within: timedelta = timedelta(seconds=30)
+) -> list[str]:
+    with store.session() as s:
+        rows = s.scalars(select(ReplicaRow)).all()
+        return [r.owner for r in rows if (_aware(r.last_seen) or now) >= now - within]
+
+
+def drop_replica(store: Store, owner: str) -> None:
+    with store.session() as s:
+        s.execute(delete(ReplicaRow).where(ReplicaRow.owner == owner))
 
 
 def metadata_tables() -> list[str]:

@@ -38,6 +38,7 @@ class JobRow(Base):
     name: Mapped[str] = mapped_column(String(63))
     policy_yaml: Mapped[str] = mapped_column(Text)
     policy_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    workdir: Mapped[str | None] = mapped_column(Text, nullable=True)  # relative paths resolve here
     provider: Mapped[str] = mapped_column(String(32))
     provider_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), index=True)
@@ -137,3 +138,14 @@ class PriceRow(Base):
     spot_price: Mapped[float | None] = mapped_column(Float, nullable=True)
     on_demand_price: Mapped[float | None] = mapped_column(Float, nullable=True)
     at: Mapped[datetime]
+
+
+class ReplicaRow(Base):
+    """A running daemon replica and its heartbeat (``provisioner up`` hands jobs to one)."""
+
+    __tablename__ = "replicas"
+
+    owner: Mapped[str] = mapped_column(String(128), primary_key=True)
+    started_at: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    version: Mapped[str] = mapped_column(String(32))

@@ -23,6 +23,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(63), nullable=False),
         sa.Column("policy_yaml", sa.Text, nullable=False),
         sa.Column("policy_path", sa.Text, nullable=True),
+        sa.Column("workdir", sa.Text, nullable=True),
         sa.Column("provider", sa.String(32), nullable=False),
         sa.Column("provider_options", sa.JSON, nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
@@ -120,6 +121,15 @@ def upgrade() -> None:
     )
 
 
+    op.create_table(
+        "replicas",
+        sa.Column("owner", sa.String(128), primary_key=True),
+        sa.Column("started_at", TS, nullable=False),
+        sa.Column("last_seen", TS, nullable=False),
+        sa.Column("version", sa.String(32), nullable=False),
+    )
+
+
 def downgrade() -> None:
-    for table in ("prices", "cooldowns", "events", "instances", "attempts", "jobs"):
+    for table in ("replicas", "prices", "cooldowns", "events", "instances", "attempts", "jobs"):
         op.drop_table(table)

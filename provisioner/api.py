@@ -1,0 +1,165 @@
+"""Python API for pipeline orchestration: submit a job, wait for it, cancel it.
+
+    import provisioner
+    job = provisioner.up("policies/spot-finetune.yaml")       # sim provider, SQLite store
+    job.wait()                                                 # supervises unless a daemon does
+    print(job.status, job.spent_usd)
+
+When a daemon (``provisioner daemon``) is alive on the same store, ``up`` hands the job over
+and ``wait`` only watches the store; otherwise ``wait`` runs the reconciler itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from policies.loader import load_policy, parse_policy
+from policies.model import Policy
+from provisioner.store import FINAL_STATES, Store, live_replicas
+
+DEFAULT_PROVIDER = "sim"
+
+
+class JobFailed(RuntimeError):
+    """Raised by :meth:`Job.wait` (with ``raise_on_failure``) when a job did not succeed."""
+
+
+def submit(
+    policy: Policy | str | os.PathLike[str],
+    *,
+    provider: str | None = None,
+    provider_options: dict[str, Any] | None = None,
+    store: Store | str | None = None,
+    now: datetime | None = None,
+    job_id: str | None = None,
+) -> tuple[Store, str]:
+    """Validate the policy and record the job in the store; returns (store, job id)."""
+    if isinstance(policy, Policy):
+        import yaml
+
+        text = yaml.safe_dump(policy.model_dump(mode="json", exclude_none=True), sort_keys=False)
+        pol, path = policy, None
+    else:
+        path = str(policy)
+        text = Path(path).read_text(encoding="utf-8")
+        pol = load_policy(path)
+        parse_policy(text, path)  # what the store keeps is what was validated
+    st = store if isinstance(store, Store) else Store(store)
+    now = now or datetime.now(UTC)
+    work_total = pol.job.compute_hours
+    prov = provider or DEFAULT_PROVIDER
+    job = st.submit(
+        name=pol.name,
+        policy_yaml=text,
+        policy_path=path,
+        provider=prov,
+        provider_options=dict(provider_options or {}),
+        now=now,
+        deadline=pol.deadline_at(now),
+        work_total_h=work_total,
+        job_id=job_id,
+        workdir=os.getcwd(),
+    )
+    return st, job.id
+
+
+class Job:
+    """A handle on one job in the store."""
+
+    def __init__(
+        self, store: Store, job_id: str, *, provider_factory: Callable[..., Any] | None = None
+    ) -> None:
+        self.store = store
+        self.id = job_id
+        self._factory = provider_factory
+
+    def refresh(self) -> Any:
+        row = self.store.job(self.id)
+        if row is None:
+            raise KeyError(self.id)
+        return row
+
+    @property
+    def status(self) -> str:
+        return str(self.refresh().state)
+
+    @property
+    def spent_usd(self) -> float:
+        return float(self.refresh().spent_usd)
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return dict(self.refresh().result or {})
+
+    def events(self) -> list[Any]:
+        return self.store.events(self.id)
+
+    def cancel(self) -> None:
+        """Terminate the job's instances (checkpoints stay) and mark it cancelled."""
+        from provisioner.reconciler import cancel_job, default_provider_factory
+
+        cancel_job(self.store, self.id, provider_factory=self._factory or default_provider_factory)
+
+    def supervised_by_daemon(self) -> bool:
+        return bool(live_replicas(self.store, datetime.now(UTC)))
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        poll_s: float = 1.0,
+        raise_on_failure: bool = False,
+        on_pass: Callable[[Any], None] | None = None,
+    ) -> str:
+        """Block until the job ends; supervise it here unless a daemon does. Returns the state."""
+        from provisioner.reconciler import Reconciler, default_provider_factory
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        rec: Reconciler | None = None
+        try:
+            while True:
+                row = self.refresh()
+                if row.state in FINAL_STATES:
+                    break
+                if not self.supervised_by_daemon():
+                    if rec is None:
+                        rec = Reconciler(
+                            self.store,
+                            job_ids=[self.id],
+                            provider_factory=self._factory or default_provider_factory,
+                            lease=timedelta(seconds=max(10.0, 5 * poll_s)),
+                        )
+                    report = rec.run_pass()
+                    if on_pass:
+                        on_pass(report)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"job {self.id} still {row.state} after {timeout} s")
+                time.sleep(poll_s)
+        finally:
+            if rec is not None:
+                self.store.release_jobs(rec.owner)
+                rec.close()
+        state = self.status
+        if raise_on_failure and state != "succeeded":
+            raise JobFailed(f"job {self.id} ended {state}: {self.refresh().reason}")
+        return state
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id}>"
+
+
+def up(
+    policy: Policy | str | os.PathLike[str],
+    *,
+    provider: str | None = None,
+    provider_options: dict[str, Any] | None = None,
+    store: Store | str | None = None,
+) -> Job:
+    """Submit a job under ``policy``; call :meth:`Job.wait` to see it through."""
+    st, job_id = submit(policy, provider=provider, provider_options=provider_options, store=store)
+    return Job(st, job_id)

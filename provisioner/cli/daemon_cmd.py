@@ -1,0 +1,44 @@
+"""``provisioner daemon``."""
+
+from __future__ import annotations
+
+import click
+
+from provisioner.cli import EXIT_BAD_INPUT
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Daemon configuration YAML (store, intervals, metrics, providers).",
+)
+@click.option(
+    "--store",
+    "store_url",
+    envvar="PROVISIONER_STORE",
+    default=None,
+    help="Store URL (overrides the config): sqlite:///... or postgresql+psycopg://...",
+)
+@click.option("--metrics-port", type=int, default=None, help="Prometheus port (0: any free port).")
+def daemon(config_path: str | None, store_url: str | None, metrics_port: int | None) -> None:
+    """Run the controller: owns every job in the store, heals state, reaps orphans.
+
+    Meant for systemd (Type=notify; see systemd/provisioner.service). Logs JSON lines to
+    stdout. SIGTERM finishes the current pass and leaves jobs running; SIGHUP reloads.
+    """
+    from policies.loader import PolicyError
+    from provisioner.console import error
+    from provisioner.daemon.service import Daemon
+    from provisioner.logs import setup_logging
+
+    setup_logging(1, json_lines=True)
+    try:
+        d = Daemon(config_path, store_url, metrics_port=metrics_port)
+    except PolicyError as exc:
+        for issue in exc.issues:
+            error(str(issue))
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    raise SystemExit(d.run())

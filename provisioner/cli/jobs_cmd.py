@@ -1,0 +1,307 @@
+"""``provisioner jobs | status | logs | down | cost``: jobs in the store, wherever they run."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from provisioner.cli import EXIT_NOT_FOUND, EXIT_OK
+from provisioner.cli.common import fail, json_option, print_json
+
+store_option = click.option(
+    "--store",
+    "store_url",
+    envvar="PROVISIONER_STORE",
+    default=None,
+    help="Store URL (default: SQLite in the XDG state directory; env PROVISIONER_STORE).",
+)
+
+
+def _store(url: str | None) -> Any:
+    from provisioner.store import Store, redacted_url
+
+    try:
+        return Store(url)
+    except Exception as exc:  # a bad URL or an unreachable database: say so, no traceback
+        fail(f"cannot open the store {redacted_url(url or '')}: {exc.__class__.__name__}: {exc}", 2)
+
+
+def _job_or_exit(store: Any, job_id: str) -> Any:
+    job = store.job(job_id)
+    if job is None:
+        fail(f"no job {job_id!r} (see `provisioner jobs`)", EXIT_NOT_FOUND)
+    return job
+
+
+def _ago(t: datetime | None) -> str:
+    if t is None:
+        return "-"
+    s = (datetime.now(UTC) - t).total_seconds()
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s / n:.0f}{unit} ago"
+    return f"{s:.0f}s ago"
+
+
+def job_summary(store: Any, job: Any) -> dict[str, Any]:
+    attempts = store.attempts(job.id)
+    cur = attempts[-1] if attempts else None
+    return {
+        "id": job.id,
+        "name": job.name,
+        "state": job.state,
+        "provider": job.provider,
+        "submitted_at": job.submitted_at.isoformat(),
+        "deadline": job.deadline.isoformat() if job.deadline else None,
+        "attempt": job.attempt,
+        "restarts": job.restarts,
+        "spent_usd": round(job.spent_usd, 4),
+        "progress": job.progress,
+        "reason": job.reason,
+        "placement": None
+        if cur is None
+        else {
+            "provider": cur.provider,
+            "region": cur.region,
+            "zone": cur.zone,
+            "instance_type": cur.instance_type,
+            "gpu": f"{cur.gpu_count}x {cur.gpu}",
+            "market": cur.market,
+            "price_per_hour": cur.price_per_hour,
+            "bid_cap_per_hour": cur.bid_cap_per_hour,
+            "instance_id": cur.instance_id,
+            "attempt_state": cur.state,
+        },
+        "result": job.result,
+    }
+
+
+@click.command()
+@store_option
+@click.option("--all", "show_all", is_flag=True, help="Include finished jobs.")
+@json_option
+def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
+    """List jobs (active ones unless --all)."""
+    from provisioner.store import ACTIVE_STATES
+
+    store = _store(store_url)
+    rows = store.jobs(None if show_all else list(ACTIVE_STATES))
+    if as_json:
+        print_json([job_summary(store, j) for j in rows])
+        return
+    from rich.table import Table
+
+    from provisioner.console import console
+
+    t = Table(box=None, header_style="bold")
+    for c in (
+        "job",
+        "state",
+        "provider",
+        "attempt",
+        "restarts",
+        "spent $",
+        "progress",
+        "submitted",
+    ):
+        t.add_column(c)
+    for j in rows:
+        prog = j.progress or {}
+        step = prog.get("step")
+        total = prog.get("total_steps")
+        ptxt = (
+            f"{step}/{total}"
+            if step is not None and total
+            else (str(step) if step is not None else "-")
+        )
+        t.add_row(
+            j.id,
+            j.state,
+            j.provider,
+            str(j.attempt),
+            str(j.restarts),
+            f"{j.spent_usd:.4f}",
+            ptxt,
+            _ago(j.submitted_at),
+        )
+    console().print(
+        t if rows else "no jobs" + ("" if show_all else " (active; --all for finished ones)")
+    )
+
+
+@click.command()
+@click.argument("job_id", required=False)
+@store_option
+@json_option
+def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
+    """Show a job's state, placement, progress and spend (the latest job if none is named)."""
+    store = _store(store_url)
+    if job_id is None:
+        rows = store.jobs(limit=1)
+        if not rows:
+            fail("no jobs yet (start one with `provisioner up --policy FILE`)", EXIT_NOT_FOUND)
+        job = rows[0]
+    else:
+        job = _job_or_exit(store, job_id)
+    doc = job_summary(store, job)
+    if as_json:
+        print_json(doc)
+        return
+    from provisioner.console import console
+
+    out = console()
+    out.print(
+        f"[bold]{job.id}[/] ({job.name}): [bold]{job.state}[/]"
+        + (f" — {job.reason}" if job.reason else "")
+    )
+    pl = doc["placement"]
+    if pl:
+        out.print(
+            f"  attempt {job.attempt}: {pl['provider']}:{pl['zone'] or pl['region']} {pl['instance_type']} "
+            f"({pl['gpu']}) {pl['market']} ${pl['price_per_hour']:.4f}/h"
+            + (f" (cap ${pl['bid_cap_per_hour']:.4f}/h)" if pl["bid_cap_per_hour"] else "")
+            + f", instance {pl['instance_id'] or '-'} [{pl['attempt_state']}]"
+        )
+    prog = job.progress or {}
+    if prog:
+        out.print(
+            f"  progress: step {prog.get('step')} of {prog.get('total_steps', '?')}, last checkpoint {prog.get('last_checkpoint') or '-'}"
+        )
+    out.print(
+        f"  restarts {job.restarts}, spent ${job.spent_usd:.4f}"
+        + (f", deadline {job.deadline:%Y-%m-%d %H:%M} UTC" if job.deadline else "")
+    )
+    if job.result:
+        out.print(f"  result: {job.result}")
+
+
+@click.command()
+@click.argument("job_id")
+@store_option
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new events until the job ends.")
+@json_option
+def logs(job_id: str, store_url: str | None, follow: bool, as_json: bool) -> None:
+    """Print a job's events (launches and why, notices, preemptions, checkpoints, restarts)."""
+    from provisioner.store import FINAL_STATES
+
+    store = _store(store_url)
+    job = _job_or_exit(store, job_id)
+    last = 0
+    while True:
+        for ev in store.events(job.id, after_id=last):
+            last = ev.id
+            if as_json:
+                import json
+
+                click.echo(
+                    json.dumps(
+                        {
+                            "id": ev.id,
+                            "at": ev.at.isoformat(),
+                            "kind": ev.kind,
+                            "message": ev.message,
+                            "data": ev.data,
+                        },
+                        default=str,
+                    )
+                )
+            else:
+                click.echo(f"{ev.at:%Y-%m-%d %H:%M:%S} {ev.kind:<12} {ev.message}")
+        if not follow:
+            break
+        cur = store.job(job.id)
+        if cur is None or cur.state in FINAL_STATES:
+            for ev in store.events(job.id, after_id=last):
+                click.echo(f"{ev.at:%Y-%m-%d %H:%M:%S} {ev.kind:<12} {ev.message}")
+            break
+        time.sleep(1.0)
+
+
+@click.command()
+@click.argument("job_id")
+@store_option
+@json_option
+def down(job_id: str, store_url: str | None, as_json: bool) -> None:
+    """Stop a job: terminate its instances, keep its checkpoints."""
+    from provisioner.reconciler import cancel_job
+
+    store = _store(store_url)
+    job = _job_or_exit(store, job_id)
+    terminated = cancel_job(store, job.id)
+    if as_json:
+        print_json({"id": job.id, "state": "cancelled", "terminated": terminated})
+    else:
+        click.echo(
+            f"{job.id}: cancelled; terminated {len(terminated)} instance(s); checkpoints kept"
+        )
+    raise SystemExit(EXIT_OK)
+
+
+@click.command()
+@click.argument("job_id")
+@store_option
+@json_option
+def cost(job_id: str, store_url: str | None, as_json: bool) -> None:
+    """What a job cost, per attempt and instance, spot versus on-demand."""
+    store = _store(store_url)
+    job = _job_or_exit(store, job_id)
+    rows = []
+    totals = {"spot": 0.0, "on-demand": 0.0}
+    hours = {"spot": 0.0, "on-demand": 0.0}
+    for a in store.attempts(job.id):
+        end = a.ended_at or datetime.now(UTC)
+        h = ((end - a.launched_at).total_seconds() / 3600.0) if a.launched_at else 0.0
+        totals[a.market] = totals.get(a.market, 0.0) + a.cost_usd
+        hours[a.market] = hours.get(a.market, 0.0) + h
+        rows.append(
+            {
+                "attempt": a.attempt,
+                "instance_id": a.instance_id,
+                "provider": a.provider,
+                "zone": a.zone or a.region,
+                "instance_type": a.instance_type,
+                "market": a.market,
+                "price_per_hour": a.price_per_hour,
+                "hours": round(h, 4),
+                "cost_usd": round(a.cost_usd, 4),
+                "state": a.state,
+                "end_reason": a.end_reason,
+            }
+        )
+    doc = {
+        "id": job.id,
+        "total_usd": round(sum(totals.values()), 4),
+        "by_market_usd": {k: round(v, 4) for k, v in totals.items()},
+        "hours_by_market": {k: round(v, 4) for k, v in hours.items()},
+        "attempts": rows,
+    }
+    if as_json:
+        print_json(doc)
+        return
+    from rich.table import Table
+
+    from provisioner.console import console
+
+    t = Table(box=None, header_style="bold")
+    for c in ("attempt", "instance", "where", "type", "market", "$/h", "hours", "cost $", "ended"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(
+            str(r["attempt"]),
+            r["instance_id"] or "-",
+            f"{r['provider']}:{r['zone']}",
+            r["instance_type"],
+            r["market"],
+            f"{r['price_per_hour']:.4f}",
+            f"{r['hours']:.3f}",
+            f"{r['cost_usd']:.4f}",
+            r["end_reason"] or r["state"],
+        )
+    out = console()
+    out.print(t)
+    out.print(
+        f"total ${doc['total_usd']:.4f} (spot ${totals['spot']:.4f}, on-demand ${totals['on-demand']:.4f})"
+    )

@@ -1,0 +1,236 @@
+"""``provisioner up``: submit a job and see it through interruptions."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+from provisioner.cli import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_NOTHING_ELIGIBLE, EXIT_OK
+from provisioner.cli.common import fail, json_option, load_policy_or_exit, print_json
+from provisioner.cli.jobs_cmd import _store, job_summary, store_option
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(f"--provider-option {pair!r}: expected KEY=VALUE")
+        out[key.replace("-", "_")] = yaml.safe_load(value)
+    return out
+
+
+@click.command()
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Policy YAML file.",
+)
+@click.option(
+    "--provider", default="sim", show_default=True, help="sim, aws, gcp, azure, alibaba or tencent."
+)
+@click.option(
+    "-o",
+    "--provider-option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Provider option (repeatable), e.g. -o region=eu-west-1, -o seconds_per_hour=60.",
+)
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Submit and return; a running daemon (or `provisioner wait`) supervises.",
+)
+@store_option
+@json_option
+def up(
+    policy_path: str,
+    provider: str,
+    options: tuple[str, ...],
+    detach: bool,
+    store_url: str | None,
+    as_json: bool,
+) -> None:
+    """Submit a job under a policy and supervise it until it finishes.
+
+    The job starts on the cheapest eligible offer; on an interruption it is checkpointed and
+    restarted from the latest checkpoint on the next cheapest eligible offer. If a daemon is
+    running on the same store, the job is handed to it. Ctrl-C terminates the job's instances
+    (checkpoints are kept) and exits 130. Exit 0: the job succeeded; 3: nothing eligible;
+    5: the job failed or was stopped.
+    """
+    from provisioner.api import Job, submit
+    from provisioner.planner import PlanError, plan_offers
+    from provisioner.providers_config import provider_defaults
+    from provisioner.store import live_replicas
+
+    policy = load_policy_or_exit(policy_path)
+    try:
+        plan = plan_offers(policy, _catalog(), top=3)
+    except PlanError as exc:
+        fail(f"{policy_path}: {exc}")
+    if not plan.placements:
+        from provisioner.cli.render import render_plan
+
+        render_plan(plan, _catalog())
+        raise SystemExit(EXIT_NOTHING_ELIGIBLE)
+    opts = {**provider_defaults(provider), **_parse_options(options)}
+    store = _store(store_url)
+    _, job_id = submit(policy_path, provider=provider, provider_options=opts, store=store)
+    job = Job(store, job_id)
+    daemon = bool(live_replicas(store, datetime.now(UTC)))
+    if detach or daemon:
+        who = "the running daemon" if daemon else "nobody yet: start `provisioner daemon`"
+        if as_json:
+            print_json(
+                {"id": job_id, "state": "pending", "supervised_by": "daemon" if daemon else None}
+            )
+        else:
+            click.echo(
+                f"submitted {job_id} ({provider}); supervised by {who}. Follow with `provisioner logs {job_id} -f`."
+            )
+        raise SystemExit(EXIT_OK)
+    code = _supervise(job, as_json)
+    raise SystemExit(code)
+
+
+def _catalog() -> Any:
+    from provisioner.catalog import builtin_catalog
+
+    return builtin_catalog()
+
+
+def _supervise(job: Any, as_json: bool) -> int:
+    """Run reconcile passes here, with a live view, until the job ends or Ctrl-C."""
+    from provisioner.console import console
+    from provisioner.reconciler import Reconciler
+    from provisioner.store import FINAL_STATES
+
+    out = console(stderr=as_json)
+    interrupted = {"n": 0}
+
+    def on_sigint(_sig: int, _frm: Any) -> None:
+        interrupted["n"] += 1
+        if interrupted["n"] > 1:
+            raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    old_term = signal.signal(signal.SIGTERM, on_sigint)
+    rec = Reconciler(job.store, job_ids=[job.id], lease=timedelta(seconds=15))
+    seen_events = 0
+    start = time.monotonic()
+    try:
+        from rich.live import Live
+
+        with Live(
+            _view(job, start),
+            console=out,
+            refresh_per_second=2,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        ) as live:
+            while True:
+                if interrupted["n"]:
+                    break
+                rec.run_pass()
+                for ev in job.store.events(job.id, after_id=seen_events):
+                    seen_events = ev.id
+                    live.console.print(f"[dim]{ev.at:%H:%M:%S}[/] {ev.kind:<13} {ev.message}")
+                live.update(_view(job, start))
+                if job.refresh().state in FINAL_STATES:
+                    break
+                for _ in range(10):
+                    if interrupted["n"]:
+                        break
+                    time.sleep(0.1)
+    except KeyboardInterrupt:
+        interrupted["n"] = max(interrupted["n"], 1)
+    finally:
+        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, old_term)
+        if interrupted["n"]:
+            out.print(
+                "[yellow]interrupted:[/] terminating the job's instances (checkpoints are kept)..."
+            )
+            job.cancel()
+        job.store.release_jobs(rec.owner)
+        rec.close()
+    row = job.refresh()
+    if as_json:
+        print_json(job_summary(job.store, row) | {"cost": _cost(job)})
+    else:
+        _print_cost(job, out)
+    if interrupted["n"]:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if row.state == "succeeded" else EXIT_JOB_FAILED
+
+
+def _view(job: Any, start: float) -> Any:
+    from rich.table import Table
+
+    row = job.refresh()
+    atts = job.store.attempts(job.id)
+    cur = atts[-1] if atts else None
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row(
+        "job",
+        f"{row.id} [{row.state}]"
+        + (f" {row.reason}" if row.reason and row.state != "running" else ""),
+    )
+    if cur:
+        t.add_row(
+            "placement",
+            f"{cur.provider}:{cur.zone} {cur.instance_type} ({cur.gpu_count}x {cur.gpu}) "
+            f"{cur.market} ${cur.price_per_hour:.4f}/h [{cur.state}]",
+        )
+    prog = row.progress or {}
+    if prog:
+        t.add_row(
+            "progress",
+            f"step {prog.get('step')} / {prog.get('total_steps', '?')}, checkpoint {prog.get('last_checkpoint') or '-'}",
+        )
+    preempted = sum(1 for a in atts if a.state == "preempted")
+    t.add_row(
+        "spent",
+        f"${row.spent_usd:.4f}   interruptions {preempted}   restarts {row.restarts}   "
+        f"elapsed {time.monotonic() - start:.0f}s",
+    )
+    return t
+
+
+def _cost(job: Any) -> dict[str, Any]:
+    by: dict[str, float] = {}
+    for a in job.store.attempts(job.id):
+        by[a.market] = by.get(a.market, 0.0) + a.cost_usd
+    return {
+        "total_usd": round(sum(by.values()), 6),
+        "by_market_usd": {k: round(v, 6) for k, v in by.items()},
+    }
+
+
+def _print_cost(job: Any, out: Any) -> None:
+    row = job.refresh()
+    c = _cost(job)
+    markets = ", ".join(f"{k} ${v:.4f}" for k, v in c["by_market_usd"].items()) or "nothing billed"
+    out.print(
+        f"[bold]{row.id}[/] {row.state}: cost ${c['total_usd']:.4f} ({markets}); restarts {row.restarts}"
+    )
+    if row.result:
+        res = row.result
+        keys = {k: res[k] for k in ("final_loss", "params_sha256", "steps") if k in res}
+        if keys:
+            out.print(f"result: {keys}")
+    sys.stdout.flush()

@@ -1,0 +1,113 @@
+"""The daemon's configuration file (YAML), validated like a policy: errors name file:line."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from policies.model import parse_duration
+
+
+def _dur(v: Any) -> timedelta:
+    return parse_duration(v)
+
+
+class MetricsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    port: int = Field(9464, ge=0, le=65535, description="Prometheus port (0: any free port).")
+    address: str = "127.0.0.1"
+    enabled: bool = True
+
+
+class DaemonConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    store: str | None = Field(None, description="Store URL; default SQLite in the state directory.")
+    reconcile_interval: Annotated[timedelta, Field(description="Between reconcile passes.")] = (
+        timedelta(seconds=5)
+    )
+    interruption_poll_interval: Annotated[timedelta, Field()] = timedelta(seconds=5)
+    price_refresh_interval: Annotated[timedelta, Field()] = timedelta(hours=1)
+    reap_interval: Annotated[timedelta, Field()] = timedelta(seconds=60)
+    lease: Annotated[
+        timedelta, Field(description="Job lease; another replica takes over after it.")
+    ] = timedelta(seconds=10)
+    metrics: MetricsConfig = Field(default_factory=lambda: MetricsConfig())
+    providers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Options per provider for price refresh and reaping."
+    )
+
+    _d = field_validator(
+        "reconcile_interval",
+        "interruption_poll_interval",
+        "price_refresh_interval",
+        "reap_interval",
+        "lease",
+        mode="before",
+    )(classmethod(lambda cls, v: _dur(v)))
+
+
+def load_config(path: str | None) -> DaemonConfig:
+    """Read the config; a missing default file means defaults. Errors name file:line:column."""
+    if path is None:
+        return DaemonConfig()
+    p = Path(path)
+    if not p.exists():
+        from policies.loader import PolicyError, PolicyIssue
+
+        raise PolicyError([PolicyIssue(str(p), 0, 0, "", "no such file")])
+    import yaml
+    from pydantic import ValidationError
+
+    from policies.loader import PolicyError, PolicyIssue
+
+    text = p.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text) or {}
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise PolicyError(
+            [
+                PolicyIssue(
+                    str(p),
+                    (mark.line + 1) if mark else 1,
+                    (mark.column + 1) if mark else 1,
+                    "",
+                    f"YAML syntax error: {exc.problem}",
+                )
+            ]
+        ) from None
+    try:
+        return DaemonConfig.model_validate(data)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors():
+            line, col = _locate(node, tuple(err["loc"]))
+            field = ".".join(str(x) for x in err["loc"])
+            issues.append(PolicyIssue(str(p), line, col, field, str(err["msg"]).lower()))
+        raise PolicyError(issues) from None
+
+
+def _locate(node: Any, loc: tuple[Any, ...]) -> tuple[int, int]:
+    import yaml
+
+    best = (1, 1)
+    cur = node
+    for part in loc:
+        if isinstance(cur, yaml.MappingNode):
+            nxt = None
+            for k, v in cur.value:
+                if getattr(k, "value", None) == part:
+                    best = (k.start_mark.line + 1, k.start_mark.column + 1)
+                    nxt = v
+                    break
+            if nxt is None:
+                break
+            cur = nxt
+        else:
+            break
+    return best

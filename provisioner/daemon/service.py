@@ -1,0 +1,273 @@
+"""``provisioner daemon``: the long-running controller under systemd.
+
+Periodic work runs on APScheduler (one thread pool, each job never overlapping itself):
+reconcile passes, interruption polling at each provider (an interruption triggers a pass at
+once), price refresh, orphan reaping, and the sd_notify watchdog. Signals: SIGTERM finishes
+the current pass, releases this replica's leases and exits leaving jobs running (the next
+daemon adopts their instances); SIGHUP reloads the configuration.
+
+Several replicas may share one PostgreSQL store: each pass claims jobs with a lease
+(``SELECT ... FOR UPDATE SKIP LOCKED``), renews it every pass, and a replica that dies stops
+renewing, so another takes its jobs over once the lease runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from provisioner.daemon.config import DaemonConfig, load_config
+from provisioner.daemon.metrics import Metrics
+from provisioner.daemon.sdnotify import Notifier, watchdog_interval_s
+
+log = logging.getLogger("provisioner.daemon")
+
+
+class Daemon:
+    def __init__(
+        self,
+        config_path: str | None,
+        store_url: str | None = None,
+        *,
+        metrics_port: int | None = None,
+    ) -> None:
+        self.config_path = config_path
+        self.store_url_override = store_url
+        self.metrics_port_override = metrics_port
+        self.config: DaemonConfig = load_config(config_path)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.notifier = Notifier()
+        self.metrics = Metrics()
+        self.stop_event = threading.Event()
+        self.reload_event = threading.Event()
+        self.pass_lock = threading.Lock()
+        self.last_interruption_poll = datetime.now(UTC) - timedelta(minutes=10)
+        self.store: Any = None
+        self.reconciler: Any = None
+        self.scheduler: Any = None
+        self.passes = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def open(self) -> None:
+        from provisioner.reconciler import Reconciler
+        from provisioner.store import Store, heartbeat
+
+        url = self.store_url_override or self.config.store
+        self.store = Store(url)
+        heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
+        self.reconciler = Reconciler(self.store, owner=self.owner, lease=self.config.lease)
+        if self.config.metrics.enabled:
+            port = (
+                self.metrics_port_override
+                if self.metrics_port_override is not None
+                else self.config.metrics.port
+            )
+            self.metrics_port = self.metrics.serve(port, self.config.metrics.address)
+            log.info(
+                "metrics on http://%s:%d/metrics", self.config.metrics.address, self.metrics_port
+            )
+
+    def schedule(self) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        sched = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(4)},
+            timezone=UTC,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
+        )
+        c = self.config
+        now = datetime.now(UTC)
+        sched.add_job(
+            self.reconcile,
+            "interval",
+            seconds=c.reconcile_interval.total_seconds(),
+            id="reconcile",
+            next_run_time=now,
+        )
+        sched.add_job(
+            self.poll_interruptions,
+            "interval",
+            seconds=c.interruption_poll_interval.total_seconds(),
+            id="interruptions",
+        )
+        sched.add_job(
+            self.refresh_prices,
+            "interval",
+            seconds=c.price_refresh_interval.total_seconds(),
+            id="prices",
+        )
+        sched.add_job(self.reap, "interval", seconds=c.reap_interval.total_seconds(), id="reap")
+        wd = watchdog_interval_s()
+        if wd:
+            sched.add_job(self.watchdog, "interval", seconds=wd, id="watchdog", next_run_time=now)
+        sched.start()
+        self.scheduler = sched
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop_event.set())
+        signal.signal(signal.SIGHUP, lambda *_: self.reload_event.set())
+        self.open()
+        self.schedule()
+        self.notifier.ready(
+            f"owner {self.owner}; reconciling every {self.config.reconcile_interval.total_seconds():g}s"
+        )
+        log.info("daemon %s ready (store %s)", self.owner, _safe(self.store.url))
+        while not self.stop_event.wait(0.5):
+            if self.reload_event.is_set():
+                self.reload_event.clear()
+                self.reload()
+        self.shutdown()
+        return 0
+
+    def reload(self) -> None:
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path)
+        except Exception as exc:
+            log.error("reload failed, keeping the old configuration: %s", exc)
+        else:
+            self.config = new
+            if self.scheduler is not None:
+                self.scheduler.shutdown(wait=True)
+            self.schedule()
+            log.info("configuration reloaded")
+        self.notifier.ready("reloaded")
+
+    def shutdown(self) -> None:
+        from provisioner.store import drop_replica
+
+        self.notifier.stopping()
+        log.info("stopping: finishing the current pass; jobs keep running")
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=True)  # waits for a pass in flight
+        with self.pass_lock:
+            if self.store is not None:
+                self.store.release_jobs(self.owner)
+                drop_replica(self.store, self.owner)
+        if self.reconciler is not None:
+            self.reconciler.close()
+        self.metrics.close()
+        log.info("stopped")
+
+    # -- periodic work ------------------------------------------------------------------------
+
+    def reconcile(self) -> None:
+        from provisioner.store import heartbeat
+
+        if self.stop_event.is_set():
+            return
+        with self.pass_lock:
+            t0 = time.perf_counter()
+            try:
+                report = self.reconciler.run_pass()
+            except Exception:
+                log.exception("reconcile pass failed; the next pass retries")
+                return
+            heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
+            self.passes += 1
+            m = self.metrics
+            m.pass_seconds.observe(time.perf_counter() - t0)
+            m.passes.inc()
+            m.reaped.inc(report.reaped)
+            m.owned.set(report.jobs)
+            self._update_gauges()
+            self.notifier.status(
+                f"pass {self.passes}: {report.jobs} jobs, {report.launches} launches, "
+                f"{report.finished} finished, {report.seconds * 1000:.0f} ms"
+            )
+
+    def _update_gauges(self) -> None:
+        from sqlalchemy import func, select
+
+        from provisioner.store.schema import JobRow
+
+        with self.store.session() as s:
+            rows = s.execute(
+                select(JobRow.state, func.count(), func.sum(JobRow.spent_usd)).group_by(
+                    JobRow.state
+                )
+            ).all()
+        self.metrics.jobs.clear()
+        total = 0.0
+        for state, count, spent in rows:
+            self.metrics.jobs.labels(state=state).set(count)
+            total += float(spent or 0.0)
+        self.metrics.dollars.set(total)
+
+    def poll_interruptions(self) -> None:
+        since = self.last_interruption_poll
+        now = datetime.now(UTC)
+        found = 0
+        for prov in list(self.reconciler._providers.values()):
+            try:
+                items = prov.interruptions(since)
+            except Exception as exc:
+                log.warning("interruption poll at %s failed: %s", getattr(prov, "name", "?"), exc)
+                continue
+            for it in items:
+                found += 1
+                self.metrics.interruptions.labels(provider=it.provider).inc()
+        self.last_interruption_poll = now
+        if found and self.scheduler is not None:
+            self.scheduler.modify_job("reconcile", next_run_time=datetime.now(UTC))
+
+    def refresh_prices(self) -> None:
+        from providers.base import get
+
+        for name, opts in self.config.providers.items():
+            try:
+                prov = get(name, **opts)
+                quotes = prov.prices()
+                n = self.store.save_prices(quotes)
+                prov.close()
+                log.info("refreshed %d prices from %s", n, name)
+            except Exception as exc:
+                log.warning("price refresh at %s failed: %s", name, exc)
+
+    def reap(self) -> None:
+        """Orphans at configured providers that have no active job here (the pass reaps the rest)."""
+        from providers.base import get
+        from provisioner.models import TAG_MANAGED
+        from provisioner.store import FINAL_STATES
+
+        for name, opts in self.config.providers.items():
+            try:
+                prov = get(name, **opts)
+                orphans = []
+                for inst in prov.list({TAG_MANAGED: "true"}):
+                    if not inst.state.alive or not inst.job_id:
+                        continue
+                    job = self.store.job(inst.job_id)
+                    if job is None or job.id != inst.job_id or job.state in FINAL_STATES:
+                        orphans.append(inst.id)
+                if orphans:
+                    prov.terminate(orphans)
+                    self.metrics.reaped.inc(len(orphans))
+                    log.warning("reaped %d orphan instance(s) at %s", len(orphans), name)
+                prov.close()
+            except Exception as exc:
+                log.warning("reaping at %s failed: %s", name, exc)
+
+    def watchdog(self) -> None:
+        self.notifier.watchdog()
+
+
+def _version() -> str:
+    from provisioner import __version__
+
+    return __version__
+
+
+def _safe(url: str) -> str:
+    from provisioner.store import redacted_url
+
+    return redacted_url(url)

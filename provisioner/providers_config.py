@@ -1,0 +1,30 @@
+"""Default options per provider (from the config file, then built-in defaults)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+#: The sim provider's demo defaults: one simulated hour per minute, and the first spot
+#: instance of each job taken back after 20 s (with the mimicked cloud's notice), so that a
+#: first run shows a preemption, a checkpoint and a restart in another zone.
+SIM_DEFAULTS: dict[str, Any] = {"seconds_per_hour": 60, "preempt_first_after_s": 20}
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "provisioner" / "providers.yaml"
+
+
+def provider_defaults(name: str) -> dict[str, Any]:
+    """Options for ``name`` from ``$XDG_CONFIG_HOME/provisioner/providers.yaml`` (no secrets
+    there: credentials come from each SDK's usual chain), else built-in defaults."""
+    path = config_path()
+    if path.exists():
+        import yaml
+
+        doc = yaml.safe_load(path.read_text()) or {}
+        if isinstance(doc, dict) and isinstance(doc.get(name), dict):
+            return dict(doc[name])
+    return dict(SIM_DEFAULTS) if name == "sim" else {}

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from provisioner.store import Store, heartbeat, live_replicas
+from provisioner.store.schema import Base
+from tests.pg import fresh_database
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        s = Store(f"sqlite:///{tmp_path / 'p.db'}")
+        yield s
+        s.close()
+    else:
+        with fresh_database() as url:
+            s = Store(url)
+            yield s
+            s.close()
+
+
+def submit(store: Store, name: str = "job") -> str:
+    return store.submit(
+        name=name,
+        policy_yaml="name: x\n",
+        policy_path=None,
+        provider="sim",
+        provider_options={},
+        now=NOW,
+        deadline=None,
+        work_total_h=None,
+    ).id
+
+
+def test_migrations_create_the_orm_schema(store: Store) -> None:
+    insp = inspect(store.engine)
+    for table in Base.metadata.sorted_tables:
+        cols = {c["name"] for c in insp.get_columns(table.name)}
+        assert cols == {c.name for c in table.columns}, table.name
+
+
+def test_migrate_twice_is_harmless(store: Store) -> None:
+    store.migrate()
+    assert submit(store)
+
+
+def test_submit_find_by_prefix_and_name(store: Store) -> None:
+    jid = submit(store, "llama")
+    assert store.job(jid).state == "pending"  # type: ignore[union-attr]
+    assert store.job(jid[:8]).id == jid  # type: ignore[union-attr]
+    assert store.job("llama").id == jid  # type: ignore[union-attr]
+    assert store.job("nope") is None
+    assert [e.kind for e in store.events(jid)] == ["submitted"]
+
+
+def test_datetimes_come_back_aware(store: Store) -> None:
+    jid = submit(store)
+    assert store.job(jid).submitted_at == NOW  # type: ignore[union-attr]
+
+
+def test_leases_one_owner_until_expiry(store: Store) -> None:
+    ids = {submit(store, f"j{i}") for i in range(5)}
+    assert set(store.claim_jobs("a", NOW, timedelta(seconds=10))) == ids
+    assert store.claim_jobs("b", NOW + timedelta(seconds=5), timedelta(seconds=10)) == []
+    assert (
+        set(store.claim_jobs("a", NOW + timedelta(seconds=5), timedelta(seconds=10))) == ids
+    )  # renew
+    assert (
+        set(store.claim_jobs("b", NOW + timedelta(seconds=16), timedelta(seconds=10))) == ids
+    )  # expired
+    store.release_jobs("b")
+    assert set(store.claim_jobs("c", NOW + timedelta(seconds=16), timedelta(seconds=10))) == ids
+
+
+def test_concurrent_claims_never_share_a_job(store: Store) -> None:
+    if not store.is_postgres:
+        pytest.skip("several replicas need PostgreSQL")
+    for i in range(40):
+        submit(store, f"j{i}")
+    results: dict[str, list[str]] = {}
+
+    def claim(owner: str) -> None:
+        s = Store(store.url, migrate=False)
+        results[owner] = s.claim_jobs(owner, NOW, timedelta(seconds=30), limit=15)
+        s.close()
+
+    threads = [threading.Thread(target=claim, args=(f"r{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [j for ids in results.values() for j in ids]
+    assert len(claimed) == len(set(claimed)), "a job was claimed twice"
+    assert len(claimed) == 40  # 4 x limit 15 >= 40: all claimed, none twice
+
+
+def test_cooldowns_expire(store: Store) -> None:
+    jid = submit(store)
+    store.cool_down(jid, "aws", "eu-west-1a", NOW + timedelta(minutes=30), "preempted")
+    assert store.cooldowns(jid, NOW) == {("aws", "eu-west-1a"): NOW + timedelta(minutes=30)}
+    assert store.cooldowns(jid, NOW + timedelta(hours=1)) == {}
+
+
+def test_replica_heartbeats(store: Store) -> None:
+    heartbeat(store, "r1", NOW)
+    assert live_replicas(store, NOW + timedelta(seconds=10)) == ["r1"]
+    assert live_replicas(store, NOW + timedelta(minutes=5)) == []
+
+
+def test_events_never_carry_a_registered_secret(store: Store) -> None:
+    from providers.base import register_secret
+
+    register_secret("AKIASECRETVALUE123")
+    jid = submit(store)
+    store.add_event(jid, "x", "failed with key AKIASECRETVALUE123 in message")
+    assert "AKIASECRETVALUE123" not in store.events(jid)[-1].message
