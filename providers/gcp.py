@@ -859,8 +859,9 @@ class GCPProvider(Provider):
         except ProviderError as err:
             if err.kind is not ErrorKind.NOT_FOUND:
                 raise
-            ops = self._preemptions(zone=zone, target=name)
-            if not ops:
+            # gone: deleted by a preemption (DELETE action), unless deleted since by a user
+            ops = self._preemptions(zone=zone, target=name, deletes=True)
+            if not ops or ops[-1].operation_type != PREEMPTED_OP:
                 raise
             return self._deleted_by_preemption(ops[-1], zone, name)
         preempted = False
@@ -956,12 +957,16 @@ class GCPProvider(Provider):
     # -- interruptions ----------------------------------------------------------------------------
 
     def _preemptions(
-        self, zone: str | None = None, target: str | None = None
+        self, zone: str | None = None, target: str | None = None, *, deletes: bool = False
     ) -> builtins.list[Any]:
-        """``compute.instances.preempted`` operations (of one zone/instance, or the project)."""
+        """``compute.instances.preempted`` operations (of one zone/instance, or the project),
+        oldest first; with ``deletes``, the ``delete`` operations too."""
         from google.cloud import compute_v1
 
-        expr = f'(operationType = "{PREEMPTED_OP}")'
+        if deletes:
+            expr = f'operationType eq "({re.escape(PREEMPTED_OP)}|delete)"'
+        else:
+            expr = f'(operationType = "{PREEMPTED_OP}")'
         c = self.clients()
         if zone:
             request = compute_v1.ListZoneOperationsRequest(

@@ -1,0 +1,454 @@
+"""GCP adapter tests beyond the contract suite: what reached the wire, the bid cap enforced
+before launch, operation errors, preemption with either termination action, and prices.
+
+Everything runs the real google-cloud-compute SDK (REST transport) against
+tests/fakes/gcp_server.py on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+pytest.importorskip("google.cloud.compute_v1")
+
+from fakes.gcp_server import GCPServer, matches_filter
+
+from providers.base import ErrorKind, ProviderError, RetryPolicy, redact
+from providers.gcp import (
+    GCPProvider,
+    _parse_sku,
+    accelerator_type,
+    classify,
+    gpu_name,
+    label,
+    request_id,
+)
+from provisioner.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    InstanceState,
+    LaunchRequest,
+    Market,
+    Offer,
+)
+
+PROJECT = "adapter-test"
+ZONE = "us-central1-a"
+TOKEN = "ya29.adapter-test-token-abcdef0123456789"
+FAST = RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)
+
+
+@pytest.fixture
+def server() -> Iterator[GCPServer]:
+    with GCPServer(PROJECT, token=TOKEN) as s:
+        yield s
+
+
+def make_provider(server: GCPServer, **kw: object) -> GCPProvider:
+    from google.oauth2.credentials import Credentials
+
+    options: dict[str, object] = {
+        "project": PROJECT,
+        "zones": [ZONE],
+        "endpoint": server.endpoint,
+        "credentials": Credentials(token=TOKEN),
+        "retry": FAST,
+    }
+    options.update(kw)
+    return GCPProvider(**options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def provider(server: GCPServer) -> Iterator[GCPProvider]:
+    p = make_provider(server)
+    yield p
+    p.close()
+
+
+def g2_offer(spot_price: float | None = 0.397336) -> Offer:
+    return Offer(
+        "gcp", "us-central1", ZONE, "g2-standard-4", "L4", 1, 4, 16.0, 0.706832, spot_price
+    )
+
+
+def request(
+    offer: Offer | None = None,
+    market: Market = Market.SPOT,
+    cap: float | None = 0.5,
+    job: str = "job-a",
+    attempt: int = 1,
+) -> LaunchRequest:
+    return LaunchRequest(
+        job,
+        attempt,
+        offer or g2_offer(),
+        market,
+        bid_cap_per_hour=cap,
+        user_data="#!/bin/sh\necho hi\n",
+    )
+
+
+# -- the wire -------------------------------------------------------------------------------------
+
+
+def test_spot_insert_carries_scheduling_request_id_labels_and_startup_script(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    req = request(job="Team.Alpha/Run-1")
+    inst = provider.launch(req)
+
+    [sent] = server.launch_requests()
+    assert sent.path == f"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances"
+    assert sent.query["requestId"] == request_id(req.token)
+    body = sent.body
+    assert body["name"] == req.name
+    assert body["machineType"].endswith(f"zones/{ZONE}/machineTypes/g2-standard-4")
+    assert body["scheduling"] == {
+        "provisioningModel": "SPOT",
+        "instanceTerminationAction": "DELETE",
+        "onHostMaintenance": "TERMINATE",
+        "automaticRestart": False,
+    }
+    assert "guestAccelerators" not in body  # G2 comes with its L4
+    assert body["labels"] == {
+        "provisioner-managed": "true",
+        "provisioner-job": "team-alpha-run-1",
+        "provisioner-attempt": "1",
+    }
+    items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    assert items["startup-script"] == "#!/bin/sh\necho hi\n"
+    assert "maxPrice" not in str(body)  # GCP takes no bid
+
+    # the exact tags come back (from metadata), not the sanitised labels
+    assert inst.tags[TAG_JOB] == "Team.Alpha/Run-1"
+    assert inst.id == f"{ZONE}/{req.name}"
+    assert [i.id for i in provider.list({TAG_JOB: "Team.Alpha/Run-1"})] == [inst.id]
+    assert provider.list({TAG_JOB: "team-alpha-run-1"}) == []
+
+
+def test_request_id_is_stable_for_a_token_and_a_retried_insert_repeats_it(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    req = request()
+    assert request_id(req.token) == request_id(request().token)
+    assert request_id(req.token) != request_id(request(attempt=2).token)
+    server.inject_error("backendError", operation="insert")  # 503, then the retry works
+
+    provider.launch(req)
+
+    ids = [r.query["requestId"] for r in server.launch_requests()]
+    assert ids == [request_id(req.token)] * 2
+
+
+def test_on_demand_insert_is_standard_and_restarts(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    inst = provider.launch(request(market=Market.ON_DEMAND, cap=None))
+
+    scheduling = server.launch_requests()[0].body["scheduling"]
+    assert scheduling["provisioningModel"] == "STANDARD"
+    assert scheduling["automaticRestart"] is True
+    assert "instanceTerminationAction" not in scheduling
+    assert inst.market is Market.ON_DEMAND
+
+
+def test_attached_gpus_are_sent_as_guest_accelerators(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    offer = Offer("gcp", "us-central1", ZONE, "n1-standard-8", "T4", 1, 8, 30.0, 0.73, 0.18)
+    provider.launch(request(offer))
+
+    body = server.launch_requests()[0].body
+    assert body["guestAccelerators"] == [
+        {"acceleratorType": f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4", "acceleratorCount": 1}
+    ]
+
+
+def test_second_launch_finds_the_first_without_inserting(server: GCPServer) -> None:
+    first = make_provider(server).launch(request())
+    again = make_provider(server).launch(request())  # a fresh adapter: found on the server
+
+    assert again.id == first.id
+    assert len(server.launch_requests()) == 1
+
+
+# -- the bid cap: enforced before launch ----------------------------------------------------------
+
+
+def test_cap_below_the_known_price_is_refused_before_anything_is_sent(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request(g2_offer(spot_price=0.6), cap=0.5))
+
+    assert caught.value.kind is ErrorKind.PRICE_TOO_LOW
+    assert caught.value.code == "PriceAboveCap"
+    assert caught.value.kind.try_next_offer
+    assert "before launch" in caught.value.message
+    assert server.launch_requests() == []
+    assert provider.accepts_bid_cap is False
+
+
+def test_live_quote_is_the_known_price(server: GCPServer, provider: GCPProvider) -> None:
+    provider.prices(["us-central1"])  # g2-standard-4 spot 0.397336 there
+    offer = g2_offer(spot_price=None)
+
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request(offer, cap=0.39))
+    assert caught.value.kind is ErrorKind.PRICE_TOO_LOW
+    assert server.launch_requests() == []
+
+    inst = provider.launch(request(offer, cap=0.40))
+    assert inst.price_per_hour == pytest.approx(0.397336)
+
+
+def test_unknown_price_launches_and_says_the_cap_was_not_checked(
+    server: GCPServer, provider: GCPProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="provisioner.providers.gcp")
+    provider.launch(request(g2_offer(spot_price=None), cap=0.01))
+
+    assert len(server.launch_requests()) == 1
+    assert "cannot be checked" in caplog.text
+
+
+# -- operations and errors --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("ZONE_RESOURCE_POOL_EXHAUSTED", ErrorKind.CAPACITY),
+        ("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", ErrorKind.CAPACITY),
+        ("QUOTA_EXCEEDED", ErrorKind.QUOTA),
+    ],
+)
+def test_failed_operation_is_classified_by_its_error_code(
+    server: GCPServer, provider: GCPProvider, code: str, kind: ErrorKind
+) -> None:
+    server.inject_error(code, operation="insert")
+
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request())
+
+    assert (caught.value.kind, caught.value.code) == (kind, code)
+    # the operation was polled on our endpoint, with our own ZoneOperationsClient
+    waits = [r for r in server.requests if r.path.endswith("/wait")]
+    assert waits and all(f"/zones/{ZONE}/operations/" in r.path for r in waits)
+    assert provider.list() == []
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "kind"),
+    [
+        ("forbidden", 403, ErrorKind.AUTH),
+        ("quotaExceeded", 403, ErrorKind.QUOTA),
+        ("userRateLimitExceeded", 403, ErrorKind.THROTTLED),
+        ("rateLimitExceeded", 429, ErrorKind.THROTTLED),
+        ("notFound", 404, ErrorKind.NOT_FOUND),
+        ("backendError", 503, ErrorKind.TRANSIENT),
+        ("internalError", 500, ErrorKind.TRANSIENT),
+        ("invalid", 400, ErrorKind.INVALID),
+        ("conditionNotMet", 412, ErrorKind.INVALID),
+    ],
+)
+def test_http_errors_are_classified_by_reason_then_status(
+    server: GCPServer, provider: GCPProvider, reason: str, status: int, kind: ErrorKind
+) -> None:
+    server.inject_error(reason, operation="get", status=status, times=10)
+
+    with pytest.raises(ProviderError) as caught:
+        provider.get(f"{ZONE}/prov-x-a1")
+
+    assert caught.value.kind is kind
+    assert caught.value.code == reason
+    gets = [r for r in server.requests if r.method == "GET" and r.path.endswith("/prov-x-a1")]
+    assert len(gets) == (FAST.attempts if kind.retryable else 1)
+
+
+def test_a_401_refresh_failure_is_auth(server: GCPServer) -> None:
+    from google.oauth2.credentials import Credentials
+
+    p = make_provider(server, credentials=Credentials(token="ya29.wrong-token-000000"))
+    with pytest.raises(ProviderError) as caught:
+        p.list()
+    assert caught.value.kind is ErrorKind.AUTH
+
+
+def test_classify_leaves_foreign_errors_alone() -> None:
+    assert classify(KeyError("x")) is None
+    err = classify(ConnectionResetError("peer"))
+    assert err is not None and err.kind is ErrorKind.TRANSIENT
+
+
+def test_the_access_token_is_registered_as_a_secret(provider: GCPProvider) -> None:
+    assert redact(f"Bearer {TOKEN}") == "Bearer ***"
+
+
+# -- preemption --------------------------------------------------------------------------------------
+
+
+def test_preempted_and_deleted_spot_vm_reads_preempted(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    inst = provider.launch(request())
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    server.preempt(inst.id.rsplit("/", 1)[-1], ZONE)
+
+    got = provider.get(inst.id)
+    assert (got.state, got.raw_state) == (InstanceState.PREEMPTED, "DELETED")
+    assert "compute.instances.preempted" in got.state_reason
+    [found] = provider.interruptions(since)
+    assert (found.instance_id, found.kind, found.zone) == (inst.id, "preempted", ZONE)
+    assert provider.interruptions(datetime.now(UTC) + timedelta(minutes=1)) == []
+    provider.terminate([inst.id])  # already gone: not an error
+
+
+def test_preempted_and_stopped_spot_vm_reads_preempted_in_get_and_list(server: GCPServer) -> None:
+    provider = make_provider(server, termination_action="STOP")
+    inst = provider.launch(request())
+    assert server.launch_requests()[0].body["scheduling"]["instanceTerminationAction"] == "STOP"
+    server.preempt(inst.id.rsplit("/", 1)[-1], ZONE)
+
+    got = provider.get(inst.id)
+    assert (got.state, got.raw_state) == (InstanceState.PREEMPTED, "TERMINATED")
+    assert got.tags[TAG_ATTEMPT] == "1"
+    [listed] = provider.list({TAG_JOB: "job-a"})
+    assert listed.state is InstanceState.PREEMPTED
+
+    provider.terminate([inst.id])
+    with pytest.raises(ProviderError) as caught:
+        provider.get(inst.id)
+    assert caught.value.kind is ErrorKind.NOT_FOUND
+
+
+def test_get_and_terminate_take_a_bare_name(server: GCPServer, provider: GCPProvider) -> None:
+    inst = provider.launch(request())
+    name = inst.id.rsplit("/", 1)[-1]
+
+    assert provider.get(name).id == inst.id
+    provider.terminate([name, "prov-unknown-a1"])
+    assert server.instances() == []
+
+
+# -- offers and prices -------------------------------------------------------------------------------
+
+
+def test_offers_from_machine_and_accelerator_types(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    offers = provider.offers(["us-central1"])
+
+    assert {o.zone for o in offers} == {ZONE}  # only the configured zone
+    by_type = {(o.instance_type, o.gpu_count): o for o in offers}
+    g2 = by_type[("g2-standard-4", 1)]
+    assert (g2.gpu, g2.vcpus, g2.memory_gib) == ("L4", 4.0, 16.0)
+    assert by_type[("a2-highgpu-1g", 1)].gpu == "A100"
+    t4 = [o for o in offers if o.gpu == "T4"]
+    assert {(o.instance_type, o.gpu_count) for o in t4} == {
+        ("n1-standard-8", 1),
+        ("n1-standard-16", 2),
+        ("n1-standard-32", 4),
+    }
+    mt = [r for r in server.requests if r.path.endswith("/aggregated/machineTypes")]
+    assert mt[0].query["filter"].startswith('name eq "(')
+
+
+def test_prices_add_up_component_skus(server: GCPServer, provider: GCPProvider) -> None:
+    quotes = {
+        (q.region, q.instance_type): q for q in provider.prices(["us-central1", "europe-west4"])
+    }
+
+    g2 = quotes[("us-central1", "g2-standard-4")]
+    assert g2.spot_price == pytest.approx(4 * 0.014017 + 16 * 0.00164 + 0.315028)
+    assert g2.spot_price == pytest.approx(0.397336, abs=1e-6)
+    assert g2.on_demand_price == pytest.approx(0.706832, abs=1e-6)
+    assert g2.zone == ""
+    a2 = quotes[("us-central1", "a2-highgpu-1g")]
+    assert a2.spot_price == pytest.approx(12 * 0.01659 + 85 * 0.00222 + 1.540017)
+    assert ("europe-west4", "g2-standard-8") in quotes
+    assert ("europe-west4", "a2-highgpu-1g") not in quotes  # no A2 SKUs there
+    pages = [r for r in server.requests if r.path.endswith("/skus")]
+    assert len(pages) == 3  # 20 SKUs, 8 a page, followed by nextPageToken
+    assert all(r.query["currencyCode"] == "USD" for r in pages)
+
+    only = provider.prices(["europe-west4"])
+    assert {q.region for q in only} == {"europe-west4"}
+
+
+def test_billing_api_key_goes_in_a_header(server: GCPServer) -> None:
+    server.token = None  # an API key instead of OAuth for the Billing API
+    key = "AIzaFakeBillingKey0123456789"
+    provider = make_provider(server, billing_api_key=key)
+    provider.prices(["us-central1"])
+
+    page = next(r for r in server.requests if r.path.endswith("/skus"))
+    assert "key" not in page.query
+    assert page.headers.get("X-Goog-Api-Key") == key
+    assert redact(key) == "***"
+
+
+@pytest.mark.parametrize(
+    ("description", "usage", "expected"),
+    [
+        ("Spot Preemptible G2 Instance Core running in Americas", "Preemptible", ("G2", "core")),
+        ("G2 Instance Ram running in Americas", "OnDemand", ("G2", "ram")),
+        ("N1 Predefined Instance Core running in Americas", "OnDemand", ("N1", "core")),
+        (
+            "Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas",
+            "Preemptible",
+            ("nvidia-tesla-t4", "gpu"),
+        ),
+        ("Nvidia H100 80GB GPU running in Americas", "OnDemand", ("nvidia-h100-80gb", "gpu")),
+        ("Nvidia A100 80GB GPU running in Americas", "OnDemand", ("nvidia-a100-80gb", "gpu")),
+        ("Commitment v1: G2 Cpu in Americas for 1 Year", "Commit1Yr", None),
+        ("Storage PD Capacity", "OnDemand", None),
+    ],
+)
+def test_parse_sku(description: str, usage: str, expected: tuple[str, str] | None) -> None:
+    sku = {
+        "description": description,
+        "category": {"usageType": usage},
+        "pricingInfo": [
+            {
+                "pricingExpression": {
+                    "tieredRates": [{"unitPrice": {"units": "1", "nanos": 250000000}}]
+                }
+            }
+        ],
+    }
+    parsed = _parse_sku(sku)
+    if expected is None:
+        assert parsed is None
+    else:
+        assert parsed == (usage, *expected, 1.25)
+
+
+# -- small pieces ------------------------------------------------------------------------------------
+
+
+def test_names() -> None:
+    assert accelerator_type("L4") == "nvidia-l4"
+    assert accelerator_type("T4") == "nvidia-tesla-t4"
+    assert accelerator_type("A100-80GB") == "nvidia-a100-80gb"
+    assert accelerator_type("H100") == "nvidia-h100-80gb"
+    with pytest.raises(ProviderError):
+        accelerator_type("Voodoo3")
+    assert gpu_name("nvidia-tesla-t4") == "T4"
+    assert gpu_name("nvidia-l4") == "L4"
+    assert label("Team.Alpha/Run_1") == "team-alpha-run_1"
+    assert len(label("x" * 100)) == 63
+
+
+def test_fake_filter_grammar() -> None:
+    inst = {"name": "prov-a", "labels": {"provisioner-job": "j"}, "status": "RUNNING"}
+    assert matches_filter(inst, '(labels.provisioner-job = "j") AND (status = "RUNNING")')
+    assert not matches_filter(inst, 'labels.provisioner-job = "k"')
+    assert matches_filter(inst, 'name eq "prov-.*"')
+    assert matches_filter(inst, "labels.provisioner-job:*")
+    with pytest.raises(ValueError):
+        matches_filter(inst, "name ~~ x")
