@@ -24,6 +24,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -327,7 +328,7 @@ class AWSProvider(Provider):
         response = self._call(region, "RunInstances", lambda ec2: ec2.run_instances(**params))
         instance = self._instance(response["Instances"][0], region)
         if not instance.tags:  # EC2 may answer before the tags are visible
-            instance = _with_tags(instance, request.tags)
+            instance = replace(instance, tags=dict(request.tags))
         log.info(
             "aws: launched %s (%s, %s) for %s",
             instance.id,
@@ -597,12 +598,6 @@ def _whole_gpus(itype: Mapping[str, Any]) -> int:
 
 def _tag_filter(key: str, value: str) -> dict[str, Any]:
     return {"Name": f"tag:{key}", "Values": [value]}
-
-
-def _with_tags(instance: Instance, tags: Mapping[str, str]) -> Instance:
-    from dataclasses import replace
-
-    return replace(instance, tags=dict(tags))
 
 
 def _transition_time(reason: str) -> datetime | None:
