@@ -22,6 +22,10 @@ What the cloud is asked, and how its answers are read:
   ``ClientException``/``ServerException`` with ``.code``; classified by code in
   :func:`classify_code`.
 
+Credentials: ``credentials=`` (``{"access_key_id", "access_key_secret"}`` or a pair), else
+``ALIBABA_CLOUD_ACCESS_KEY_ID``/``ALIBABA_CLOUD_ACCESS_KEY_SECRET``, else the SDK's default
+chain (profile file, RAM role); the key pair is registered for redaction.
+
 Prices: Alibaba answers in the account's currency (``Currency`` in the price history; CNY on the
 China site). The planner works in USD: prices are converted with ``cny_to_usd`` when the cloud
 says CNY, and a USD bid cap is converted back for ``SpotPriceLimit`` when ``currency="CNY"``.

@@ -30,6 +30,11 @@ What the cloud is asked, and how its answers are read:
   spot market in that zone) is CAPACITY: the planner takes the next offer, as for a sold-out
   zone; it is never retried in place.
 
+Credentials: ``credentials=`` (``{"secret_id", "secret_key"}`` or a pair), else
+``TENCENTCLOUD_SECRET_ID``/``TENCENTCLOUD_SECRET_KEY``, else the SDK's profile file
+(``~/.tencentcloud/credentials``); both values are registered for redaction, and the SDK's
+DEBUG lines are redacted after rendering.
+
 Prices are in the account's currency (``currency``: USD on the international site, CNY on the
 China site, converted with ``cny_to_usd``); bid caps arrive in USD and are converted back.
 
@@ -375,11 +380,18 @@ class TencentProvider(Provider):
             raise ProviderUnavailable(
                 "the Tencent Cloud SDK is not installed: pip install 'provisioner[tencent]'"
             ) from exc
+        if not (self._secret_id and self._secret_key):  # the SDK's profile file, if any
+            found = credential.ProfileCredential().get_credential()
+            if found is not None:
+                self._secret_id, self._secret_key = found.secret_id, found.secret_key
+                register_secret(self._secret_id)
+                register_secret(self._secret_key)
         if not (self._secret_id and self._secret_key):
             raise ProviderError(
                 ErrorKind.AUTH,
                 "MissingCredentials",
-                f"no credentials: pass credentials= or set {ENV_SECRET_ID}/{ENV_SECRET_KEY}",
+                f"no credentials: pass credentials=, set {ENV_SECRET_ID}/{ENV_SECRET_KEY}, "
+                "or write ~/.tencentcloud/credentials",
                 provider=NAME,
             )
         http = HttpProfile(

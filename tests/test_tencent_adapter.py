@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,9 +120,12 @@ def test_sdk_missing_is_provider_unavailable(
         make_provider(server).list()
 
 
-def test_no_credentials_is_auth(server: TencentFakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_credentials_is_auth(
+    server: TencentFakeServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("TENCENTCLOUD_SECRET_ID", raising=False)
     monkeypatch.delenv("TENCENTCLOUD_SECRET_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ProviderError) as caught:
         TencentProvider(endpoint=server.endpoint, retry=FAST).list()
     assert (caught.value.kind, caught.value.code) == (ErrorKind.AUTH, "MissingCredentials")
@@ -142,6 +146,20 @@ def test_credentials_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
         ErrorKind.AUTH,
         "AuthFailure.SecretIdNotFound",
     )
+
+
+def test_credentials_come_from_the_sdk_profile_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("TENCENTCLOUD_SECRET_ID", raising=False)
+    monkeypatch.delenv("TENCENTCLOUD_SECRET_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".tencentcloud").mkdir()
+    (tmp_path / ".tencentcloud" / "credentials").write_text(
+        "[default]\nsecret_id = AKIDfromProfile0001\nsecret_key = key-from-profile-0123456789\n"
+    )
+    with TencentFakeServer(known_secret_ids={"AKIDfromProfile0001"}) as srv:
+        assert TencentProvider(endpoint=srv.endpoint, retry=FAST).list() == []
 
 
 @pytest.mark.parametrize(
