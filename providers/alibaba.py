@@ -129,6 +129,8 @@ def classify_code(code: str, status: int | None = None) -> ErrorKind:
     for prefix, kind in _PREFIX:
         if code.startswith(prefix):
             return kind
+    if status == 429:
+        return ErrorKind.THROTTLED
     if status is not None and status >= 500:
         return ErrorKind.TRANSIENT
     return ErrorKind.INVALID
@@ -138,14 +140,16 @@ def classify_error(exc: BaseException) -> ProviderError | None:
     """An SDK exception as a :class:`ProviderError`; None for programming errors (re-raised)."""
     if isinstance(exc, ProviderError):
         return exc
-    code = getattr(exc, "code", None)
+    raw_code = getattr(exc, "code", None)
+    code = "" if raw_code in (None, "", "None") else str(raw_code)  # the SDK writes f"{None}"
     status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
     inner = getattr(exc, "inner_exception", None)
-    if code and code != "None" and not inner:
+    if inner is None and (code or status):
         name = type(exc).__name__
         kind = ErrorKind.THROTTLED if name == "ThrottlingException" else classify_code(code, status)
         message = str(getattr(exc, "message", "") or exc)
-        return ProviderError(kind, str(code), message, provider=NAME)
+        return ProviderError(kind, code or f"HTTP{status}", message, provider=NAME)
     if inner is not None or isinstance(exc, (ConnectionError, TimeoutError, OSError)):
         cause = inner if inner is not None else exc
         return ProviderError(ErrorKind.TRANSIENT, type(cause).__name__, str(cause), provider=NAME)

@@ -334,6 +334,28 @@ def test_5xx_retries_are_bounded(server: AlibabaFakeServer, provider: AlibabaPro
     assert len(server.calls("DescribeInstances")) == FAST.attempts
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (502, b"<html>502 Bad Gateway</html>", ErrorKind.TRANSIENT),
+        (503, b'{"Message": "busy"}', ErrorKind.TRANSIENT),  # 5xx JSON without a Code
+        (429, b'{"Message": "slow down"}', ErrorKind.THROTTLED),
+    ],
+)
+def test_gateway_answers_without_a_code_are_classified_by_status(
+    server: AlibabaFakeServer,
+    provider: AlibabaProvider,
+    status: int,
+    body: bytes,
+    kind: ErrorKind,
+) -> None:
+    server.inject_error("DescribeInstances", "", status=status, body=body, times=10)
+    with pytest.raises(ProviderError) as caught:
+        provider.list()
+    assert caught.value.kind is kind
+    assert len(server.calls("DescribeInstances")) == FAST.attempts  # retried, bounded
+
+
 def test_no_server_is_transient() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -90,14 +90,18 @@ class _Failure:
     times: int
     status: int
     message: str
+    body: bytes | None = None  # a raw (non-JSON) body, as a gateway in front of ECS sends
 
 
 class ApiError(Exception):
-    def __init__(self, code: str, message: str = "", status: int | None = None) -> None:
+    def __init__(
+        self, code: str, message: str = "", status: int | None = None, body: bytes | None = None
+    ) -> None:
         super().__init__(code)
         self.code = code
         self.message = message or code
         self.status = status or STATUS.get(code, 400)
+        self.body = body
 
 
 @dataclass
@@ -216,12 +220,18 @@ class AlibabaFakeServer:
         times: int = 1,
         status: int | None = None,
         message: str | None = None,
+        body: bytes | None = None,
     ) -> None:
-        """The next ``times`` calls of ``action`` fail with ``code`` as ECS sends it."""
+        """The next ``times`` calls of ``action`` fail with ``code`` as ECS sends it (or, with
+        ``body``, with that raw body and ``status``, as a gateway in front of it would)."""
         with self._lock:
             self._failures.setdefault(action, []).append(
                 _Failure(
-                    code, times, status or STATUS.get(code, 400), message or f"{code} (injected)"
+                    code,
+                    times,
+                    status or STATUS.get(code, 400),
+                    message or f"{code} (injected)",
+                    body,
                 )
             )
 
@@ -300,6 +310,9 @@ class AlibabaFakeServer:
             payload["RequestId"] = request_id
             self._send(h, 200, payload)
         except ApiError as err:
+            if err.body is not None:
+                self._send_raw(h, err.status, err.body, "text/html")
+                return
             self._send(
                 h,
                 err.status,
@@ -321,15 +334,18 @@ class AlibabaFakeServer:
             failure.times -= 1
             if failure.times <= 0:
                 queue.pop(0)
-        raise ApiError(failure.code, failure.message, failure.status)
+        raise ApiError(failure.code, failure.message, failure.status, failure.body)
+
+    @classmethod
+    def _send(cls, h: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        cls._send_raw(h, status, data, "application/json;charset=utf-8")
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode("utf-8")
+    def _send_raw(h: BaseHTTPRequestHandler, status: int, data: bytes, ctype: str) -> None:
         h.send_response(status)
-        h.send_header("Content-Type", "application/json;charset=utf-8")
+        h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(data)))
-        h.send_header("x-acs-request-id", str(payload.get("RequestId", "")))
         h.end_headers()
         h.wfile.write(data)
 
