@@ -77,6 +77,8 @@ BILLING_SERVICE = "6F81-5844-456A"
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
 TAGS_METADATA_KEY = "provisioner-tags"
 PREEMPTED_OP = "compute.instances.preempted"
+#: how this tool's instance names begin (provisioner.models.launch_token)
+NAME_PREFIX = "prov-"
 
 ERRORS = ErrorTable(
     "gcp",
@@ -593,7 +595,8 @@ class GCPProvider(Provider):
             raise ProviderError(
                 ErrorKind.INVALID, "WrongProvider", f"offer is for {offer.provider}", provider="gcp"
             )
-        zone = offer.zone or (self.zones[0] if len(self.zones) == 1 else "")
+        in_region = [z for z in self.zones if z.rsplit("-", 1)[0] == offer.region]
+        zone = offer.zone or (in_region[0] if in_region else "")
         if not zone:
             raise ProviderError(
                 ErrorKind.INVALID,
@@ -641,13 +644,12 @@ class GCPProvider(Provider):
         return instance
 
     def _existing(self, request: LaunchRequest, zone: str) -> Instance | None:
-        try:
-            found = self.get(f"{zone}/{request.name}")
+        """The live instance of this (job, attempt): by name in the zone, else by labels."""
+        raw = self._get_raw(zone, request.name)
+        if raw is not None:
+            found = self._instance(raw)
             if found.state.alive:
                 return found
-        except ProviderError as err:
-            if err.kind is not ErrorKind.NOT_FOUND:
-                raise
         mine = [
             i
             for i in self.list({TAG_JOB: request.job_id, TAG_ATTEMPT: str(request.attempt)})
@@ -844,9 +846,28 @@ class GCPProvider(Provider):
                     provider="gcp",
                 )
             zone = found[0].zone.rsplit("/", 1)[-1]
+        inst = self._get_raw(zone, name)
+        if inst is None:
+            # gone: deleted by a preemption (DELETE action), unless deleted since by a user
+            ops = self._preemptions(zone=zone, target=name, deletes=True)
+            if not ops or ops[-1].operation_type != PREEMPTED_OP:
+                raise ProviderError(
+                    ErrorKind.NOT_FOUND,
+                    "notFound",
+                    f"no instance {name} in {self.project}/{zone}",
+                    provider="gcp",
+                )
+            return self._deleted_by_preemption(ops[-1], zone, name)
+        preempted = False
+        if _enum_name(inst.status) in ("TERMINATED", "STOPPED", "STOPPING"):
+            preempted = bool(self._preemptions(zone=zone, target=name))
+        return self._instance(inst, preempted)
+
+    def _get_raw(self, zone: str, name: str) -> Any | None:
+        """The Instance resource, or None when Compute Engine has no such instance."""
         c = self.clients()
         try:
-            inst = self._call(
+            return self._call(
                 "get",
                 lambda: c.instances.get(
                     project=self.project,
@@ -857,17 +878,9 @@ class GCPProvider(Provider):
                 ),
             )
         except ProviderError as err:
-            if err.kind is not ErrorKind.NOT_FOUND:
-                raise
-            # gone: deleted by a preemption (DELETE action), unless deleted since by a user
-            ops = self._preemptions(zone=zone, target=name, deletes=True)
-            if not ops or ops[-1].operation_type != PREEMPTED_OP:
-                raise
-            return self._deleted_by_preemption(ops[-1], zone, name)
-        preempted = False
-        if _enum_name(inst.status) in ("TERMINATED", "STOPPED", "STOPPING"):
-            preempted = bool(self._preemptions(zone=zone, target=name))
-        return self._instance(inst, preempted)
+            if err.kind is ErrorKind.NOT_FOUND:
+                return None
+            raise
 
     def _deleted_by_preemption(self, op: Any, zone: str, name: str) -> Instance:
         return Instance(
@@ -1007,7 +1020,7 @@ class GCPProvider(Provider):
             at = _when(op.end_time or op.insert_time) or now_utc()
             name = op.target_link.rsplit("/", 1)[-1]
             zone = op.zone.rsplit("/", 1)[-1]
-            if at < since or not name.startswith("prov-"):
+            if at < since or not name.startswith(NAME_PREFIX):
                 continue
             out.append(
                 Interruption(
