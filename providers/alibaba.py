@@ -47,6 +47,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
+from providers._common import user_data_for
 from providers.base import (
     ErrorKind,
     PriceQuote,
@@ -290,6 +291,8 @@ class AlibabaProvider(Provider):
         currency: str = "USD",
         cny_to_usd: float = 0.14,
         retry: RetryPolicy | None = None,
+        package_spec: str = "provisioner",
+        pip_args: Iterable[str] = (),
         connect_timeout_ms: int = 5000,
         read_timeout_ms: int = 30000,
     ) -> None:
@@ -307,6 +310,8 @@ class AlibabaProvider(Provider):
         self.currency = currency.upper()
         self.cny_to_usd = cny_to_usd
         self.retry = retry or RetryPolicy()
+        self.package_spec = package_spec
+        self.pip_args = list(pip_args)
         self.connect_timeout_ms = connect_timeout_ms
         self.read_timeout_ms = read_timeout_ms
         self._key_id, self._key_secret = self._resolve_credentials(credentials)
@@ -653,8 +658,11 @@ class AlibabaProvider(Provider):
                 size=str(request.disk_gb), category=self.system_disk_category
             ),
         )
-        if request.user_data:
-            req.user_data = base64.b64encode(request.user_data.encode("utf-8")).decode("ascii")
+        user_data = user_data_for(
+            request, NAME, package_spec=self.package_spec, pip_args=self.pip_args
+        )
+        if user_data:
+            req.user_data = base64.b64encode(user_data.encode("utf-8")).decode("ascii")
         if request.market is Market.SPOT:
             req.spot_interruption_behavior = "Terminate"
             if request.bid_cap_per_hour is not None:

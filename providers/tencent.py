@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from providers._common import has_tags, utc, wanted_tags
+from providers._common import has_tags, user_data_for, utc, wanted_tags
 from providers.base import (
     ErrorKind,
     PriceQuote,
@@ -322,6 +322,8 @@ class TencentProvider(Provider):
         currency: str = "USD",
         cny_to_usd: float = 0.14,
         retry: RetryPolicy | None = None,
+        package_spec: str = "provisioner",
+        pip_args: Iterable[str] = (),
         timeout_s: int = 30,
     ) -> None:
         listed = list(regions or ())
@@ -339,6 +341,8 @@ class TencentProvider(Provider):
         self.currency = currency.upper()
         self.cny_to_usd = cny_to_usd
         self.retry = retry or RetryPolicy()
+        self.package_spec = package_spec
+        self.pip_args = list(pip_args)
         self.timeout_s = timeout_s
         self._secret_id, self._secret_key = self._resolve_credentials(credentials)
         register_secret(self._secret_id)
@@ -706,8 +710,11 @@ class TencentProvider(Provider):
         keys = [request.ssh_key_name] if request.ssh_key_name else self.key_ids
         if keys:
             params["LoginSettings"] = {"KeyIds": builtins.list(keys)}
-        if request.user_data:
-            params["UserData"] = base64.b64encode(request.user_data.encode("utf-8")).decode("ascii")
+        user_data = user_data_for(
+            request, NAME, package_spec=self.package_spec, pip_args=self.pip_args
+        )
+        if user_data:
+            params["UserData"] = base64.b64encode(user_data.encode("utf-8")).decode("ascii")
         if request.market is Market.SPOT:
             cap = request.bid_cap_per_hour if request.bid_cap_per_hour is not None else offer.price
             if cap is None:

@@ -7,6 +7,7 @@ tests/fakes/alibaba_server.py.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import socket
@@ -205,6 +206,28 @@ def test_usd_cap_is_converted_for_a_cny_account(server: AlibabaFakeServer) -> No
     provider.launch(request(cap=0.5))
     [sent] = server.calls("RunInstances")
     assert sent.params["SpotPriceLimit"] == "3.571"  # 0.5 / 0.14, rounded down
+
+
+def test_a_job_spec_becomes_the_bootstrap_script(
+    server: AlibabaFakeServer, provider: AlibabaProvider
+) -> None:
+    spec = {"job_id": "job-1", "attempt": 1, "command": ["python", "train.py"]}
+    req = dataclasses.replace(request(), user_data="", job_spec=spec)
+    provider.launch(req)
+    script = base64.b64decode(server.calls("RunInstances")[0].params["UserData"]).decode()
+    assert script.startswith("#!/bin/sh")
+    assert "train.py" in script and '"cloud": "alibaba"' in script
+
+
+def test_a_job_spec_carrying_a_credential_is_refused_before_the_wire(
+    server: AlibabaFakeServer, provider: AlibabaProvider
+) -> None:
+    spec = {"job_id": "job-1", "env": {"AWS_SECRET_ACCESS_KEY": "x" * 40}}
+    req = dataclasses.replace(request(), user_data="", job_spec=spec)
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(req)
+    assert caught.value.kind is ErrorKind.INVALID
+    assert server.calls("RunInstances") == []
 
 
 def test_zone_vswitch_map_wins(server: AlibabaFakeServer) -> None:

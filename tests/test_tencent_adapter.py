@@ -7,6 +7,7 @@ tests/fakes/tencent_server.py.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import socket
 import subprocess
@@ -243,6 +244,17 @@ def test_spot_without_any_price_is_invalid_and_nothing_is_sent(
         provider.launch(request(cap=None, price=None))
     assert (caught.value.kind, caught.value.code) == (ErrorKind.INVALID, "MissingMaxPrice")
     assert server.calls("RunInstances") == []
+
+
+def test_a_job_spec_becomes_the_bootstrap_script(
+    server: TencentFakeServer, provider: TencentProvider
+) -> None:
+    spec = {"job_id": "job-1", "attempt": 1, "command": ["python", "train.py"]}
+    req = dataclasses.replace(request(), user_data="", job_spec=spec)
+    provider.launch(req)
+    script = base64.b64decode(server.calls("RunInstances")[0].params["UserData"]).decode()
+    assert script.startswith("#!/bin/sh")
+    assert "train.py" in script and '"cloud": "tencent"' in script
 
 
 def test_usd_cap_is_converted_for_a_cny_account(server: TencentFakeServer) -> None:
