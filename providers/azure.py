@@ -6,7 +6,8 @@ What this adapter does, and the Azure facts behind it (see shared/reference/clou
   VM ``<name>`` (``request.name``) with ``priority: Spot``, ``evictionPolicy`` (``Delete`` by
   default), ``billingProfile.maxPrice`` (the bid cap rounded *down* to 5 decimals, so it never
   exceeds the cap; ``-1``, no price eviction, when there is no cap), the tags, and
-  ``osProfile.customData`` = base64(``request.user_data``). PUT is idempotent; the adapter
+  ``osProfile.customData`` = base64 of the request's user data (else of the bootstrap script
+  rendered from its job spec). PUT is idempotent; the adapter
   still looks the VM up first and returns it if it exists.
 - Errors are dispatched on ``e.error.code``, never on the exception class (a 409
   ``SkuNotAvailable`` arrives as ``ResourceExistsError``). ``SpotPriceGreaterThanProvidedMaxPrice``

@@ -358,3 +358,14 @@ def test_fake_odata_filter() -> None:
     assert not odata_match(item, "armRegionName eq 'EastUS'")  # values are case sensitive
     with pytest.raises(ValueError):
         odata_match(item, "armRegionName gt 'a'")
+
+
+def test_job_spec_becomes_custom_data(server: AzureServer, provider: AzureProvider) -> None:
+    spec = {"job_id": "job-a", "attempt": 1, "command": ["python", "train.py"]}
+    req = LaunchRequest("job-a", 1, t4_offer(), Market.SPOT, bid_cap_per_hour=0.5, job_spec=spec)
+    provider.launch(req)
+
+    custom = server.launch_requests()[0].body["properties"]["osProfile"]["customData"]
+    script = base64.b64decode(custom).decode()
+    assert script.startswith("#!")
+    assert '"cloud": "azure"' in script and "train.py" in script

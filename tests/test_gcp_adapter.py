@@ -452,3 +452,27 @@ def test_fake_filter_grammar() -> None:
     assert matches_filter(inst, "labels.provisioner-job:*")
     with pytest.raises(ValueError):
         matches_filter(inst, "name ~~ x")
+
+
+def test_job_spec_becomes_the_startup_script(server: GCPServer, provider: GCPProvider) -> None:
+    spec = {"job_id": "job-a", "attempt": 1, "command": ["python", "train.py"]}
+    req = LaunchRequest("job-a", 1, g2_offer(), Market.SPOT, bid_cap_per_hour=0.5, job_spec=spec)
+    provider.launch(req)
+
+    items = {i["key"]: i["value"] for i in server.launch_requests()[0].body["metadata"]["items"]}
+    script = items["startup-script"]
+    assert script.startswith("#!")
+    assert '"cloud": "gcp"' in script and "train.py" in script
+
+
+def test_offers_fall_back_on_the_catalog_when_the_api_keeps_failing(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    server.inject_error("backendError", operation="machineTypes", times=10)
+
+    offers = provider.offers(["us-central1"])
+
+    if not offers:
+        pytest.skip("no built-in catalog with GCP offers")
+    assert {o.provider for o in offers} == {"gcp"}
+    assert {o.region for o in offers} == {"us-central1"}
