@@ -1,0 +1,1 @@
+"""Example jobs for provisioner (``python -m examples.train``)."""

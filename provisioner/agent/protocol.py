@@ -1,0 +1,109 @@
+"""The job's side of the agent protocol: environment in, checkpoints and progress out.
+
+The agent starts the job with these variables set:
+
+- ``PROVISIONER_JOB_ID``, ``PROVISIONER_ATTEMPT``
+- ``PROVISIONER_CHECKPOINT_DIR``: a local directory where the job writes checkpoints
+- ``PROVISIONER_RESUME_FROM``: the local directory of the checkpoint to resume from, or empty
+- ``PROVISIONER_CHECKPOINT_SIGNAL``: the signal that asks for a checkpoint now (``SIGUSR1``)
+- ``PROVISIONER_OUTPUT_DIR``: where the job puts its result (uploaded when it exits 0)
+- ``PROVISIONER_PROGRESS_FILE``: a JSON file the job may keep up to date (``{"step": 120,
+  "total_steps": 400}``; any other keys are passed through to the progress record)
+
+A checkpoint is written in two moves: the files go into ``$PROVISIONER_CHECKPOINT_DIR/<name>/``
+(``<name>`` ends with the step number, ``ckpt-000120``), then the name is written atomically
+(temporary file + rename) to ``$PROVISIONER_CHECKPOINT_DIR/latest``. The agent watches
+``latest``, and uploads a checkpoint only once it is named there. On the signal the job
+finishes its current step, writes a checkpoint and carries on.
+
+This module is what a Python job imports to follow the protocol; a job in any other language
+does the same with files and a rename.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+ENV_JOB_ID = "PROVISIONER_JOB_ID"
+ENV_ATTEMPT = "PROVISIONER_ATTEMPT"
+ENV_CHECKPOINT_DIR = "PROVISIONER_CHECKPOINT_DIR"
+ENV_RESUME_FROM = "PROVISIONER_RESUME_FROM"
+ENV_SIGNAL = "PROVISIONER_CHECKPOINT_SIGNAL"
+ENV_OUTPUT_DIR = "PROVISIONER_OUTPUT_DIR"
+ENV_PROGRESS_FILE = "PROVISIONER_PROGRESS_FILE"
+LATEST = "latest"
+
+
+def checkpoint_name(step: int) -> str:
+    return f"ckpt-{step:09d}"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` so that a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def commit_checkpoint(checkpoint_dir: Path, name: str) -> None:
+    """Mark ``checkpoint_dir/name`` complete: the agent may now upload it."""
+    atomic_write(checkpoint_dir / LATEST, (name + "\n").encode())
+
+
+def read_latest(checkpoint_dir: Path) -> str | None:
+    try:
+        name = (checkpoint_dir / LATEST).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return name if name and (checkpoint_dir / name).is_dir() else None
+
+
+def write_checkpoint(
+    checkpoint_dir: Path, step: int, files: dict[str, bytes], *, keep: int = 3
+) -> str:
+    """Write ``files`` as the checkpoint of ``step``, commit it, keep the ``keep`` newest."""
+    name = checkpoint_name(step)
+    final = checkpoint_dir / name
+    staging = checkpoint_dir / f".{name}.partial-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True)
+    for rel, data in files.items():
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(staging, final)
+    commit_checkpoint(checkpoint_dir, name)
+    if keep > 0:
+        old = sorted(p.name for p in checkpoint_dir.glob("ckpt-*") if p.is_dir())
+        for stale in old[:-keep]:
+            shutil.rmtree(checkpoint_dir / stale, ignore_errors=True)
+    return name
+
+
+def checkpoint_signal() -> int:
+    name = os.environ.get(ENV_SIGNAL, "SIGUSR1").upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    return int(getattr(signal, name, signal.SIGUSR1))
+
+
+def report_progress(path: str | os.PathLike[str] | None, step: int, **extra: Any) -> None:
+    """Tell the agent where the job is (atomic; a missing path means no agent: a no-op)."""
+    if not path:
+        return
+    doc = {"step": step, **extra}
+    atomic_write(Path(path), json.dumps(doc, sort_keys=True).encode())

@@ -1,0 +1,378 @@
+"""The node agent: run the job, watch for an interruption notice, keep its checkpoints safe.
+
+One loop, ticking every ``TICK_S``:
+
+1. the job still running? (its exit ends the loop);
+2. every ``spec.poll_s`` (at most 1 s): one look at the metadata service for a notice;
+3. a notice (or SIGTERM/SIGINT to the agent): signal the job (``spec.signal``), wait until it
+   commits a new checkpoint or until ``min(grace, deadline - margin)``, upload it, report
+   ``interrupted``; on Azure, approve the event so the VM goes at once;
+4. every ``spec.interval_s``: signal the job for a periodic checkpoint (the fallback);
+5. any checkpoint the job commits (``latest`` changed) is uploaded by a background thread, so
+   a long upload never stops the polling;
+6. progress is written on every change and every ``spec.progress_every_s``.
+
+The job runs in the agent's own process group (on the sim cloud that group is the "VM": a
+preemption kills both), and only the job's own process gets the checkpoint signal, so helper
+processes (data loaders) are not killed by a SIGUSR1 they do not handle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from provisioner.agent import protocol
+from provisioner.agent.gpu import probe_gpus
+from provisioner.agent.notices import Notice, NoticeReader
+from provisioner.agent.spec import AgentSpec
+from provisioner.agent.store import CheckpointStore, step_of, write_text_uri
+
+log = logging.getLogger("provisioner.agent")
+
+TICK_S = 0.1
+#: Time kept back before the deadline for the upload once the job has checkpointed.
+UPLOAD_MARGIN_S = 1.0
+GPU_PROBE_EVERY_S = 30.0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
+
+
+class Syncer(threading.Thread):
+    """Uploads each checkpoint the job commits, newest first; runs beside the polling loop."""
+
+    def __init__(self, store: CheckpointStore, local_dir: Path, uploaded: str | None) -> None:
+        super().__init__(name="checkpoint-sync", daemon=True)
+        self.store = store
+        self.local_dir = local_dir
+        self.uploaded = uploaded  # name of the newest checkpoint known to be in the store
+        self.uploaded_at: datetime | None = None
+        self.error: str | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def request(self) -> None:
+        self._idle.clear()
+        self._wake.set()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(0.5)
+            self._wake.clear()
+            self.sync_once()
+            if not self._wake.is_set():
+                self._idle.set()
+
+    def sync_once(self) -> None:
+        name = protocol.read_latest(self.local_dir)
+        if not name or name == self.uploaded:
+            return
+        started = time.monotonic()
+        try:
+            self.store.upload(self.local_dir / name, name)
+        except Exception as exc:  # keep going: the next checkpoint may get through
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.error("upload of checkpoint %s failed: %s", name, self.error)
+            return
+        self.error = None
+        self.uploaded, self.uploaded_at = name, _now()
+        log.info("checkpoint %s uploaded in %.2fs", name, time.monotonic() - started)
+
+    def wait_idle(self, timeout: float) -> bool:
+        return self._idle.wait(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+
+class Agent:
+    """Runs one attempt of one job as its spec says; :meth:`run` returns the exit code."""
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self.workdir = spec.resolved_workdir()
+        self.ckpt_dir = self.workdir / "checkpoints"
+        self.output_dir = self.workdir / "output"
+        self.job_progress_file = self.workdir / "job-progress.json"
+        self.store = CheckpointStore(spec.checkpoint_uri, spec.job_id)
+        self.reader = NoticeReader(spec.cloud, spec.base_metadata_url)
+        self.state = "starting"
+        self.started_at = _now()
+        self.resumed_from: str | None = None
+        self.notice: Notice | None = None
+        self.notice_wait_until: float | None = None  # monotonic
+        self.marker_at_request: str | None = None
+        self.pending_since: float | None = None  # a checkpoint was asked for at (monotonic)
+        self.exit_code: int | None = None
+        self.note = ""
+        self.gpu: list[dict[str, Any]] | None = None
+        self._gpu_at = -1e9
+        self._stop_reason: str | None = None
+        self._skip_progress = False
+        self._reported_ckpt: str | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.syncer: Syncer | None = None
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def _resume(self) -> str:
+        """Fetch the newest checkpoint from the store; the local path to resume from, or ''."""
+        name = self.store.latest()
+        if not name:
+            return ""
+        local = self.store.download(name, self.ckpt_dir)
+        protocol.commit_checkpoint(self.ckpt_dir, name)
+        self.resumed_from = name
+        log.info("resuming from checkpoint %s", name)
+        return str(local)
+
+    def _env(self, resume_from: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.spec.env)
+        env.update(
+            {
+                protocol.ENV_JOB_ID: self.spec.job_id,
+                protocol.ENV_ATTEMPT: str(self.spec.attempt),
+                protocol.ENV_CHECKPOINT_DIR: str(self.ckpt_dir),
+                protocol.ENV_RESUME_FROM: resume_from,
+                protocol.ENV_SIGNAL: self.spec.signal_name,
+                protocol.ENV_OUTPUT_DIR: str(self.output_dir),
+                protocol.ENV_PROGRESS_FILE: str(self.job_progress_file),
+            }
+        )
+        return env
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self._stop_reason = signal.Signals(signum).name
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        for d in (self.ckpt_dir, self.output_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        try:
+            resume_from = self._resume()
+        except Exception as exc:
+            self.note = f"cannot fetch checkpoint: {exc}"
+            log.error("%s", self.note)
+            self.state, self.exit_code = "failed", 1
+            self.write_progress()
+            return 1
+        self.syncer = Syncer(self.store, self.ckpt_dir, self.resumed_from)
+        self.syncer.start()
+        log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
+        try:
+            self.proc = subprocess.Popen(
+                self.spec.command, cwd=self.workdir, env=self._env(resume_from)
+            )
+        except OSError as exc:
+            self.note = f"cannot start the job: {exc}"
+            log.error("%s", self.note)
+            self.state, self.exit_code = "failed", 127
+            self.write_progress()
+            return 127
+        self.state = "running"
+        self.write_progress()
+        rc = self._loop(self.proc)
+        return self._finish(rc)
+
+    def _loop(self, proc: subprocess.Popen[bytes]) -> int:
+        spec = self.spec
+        next_poll = next_periodic = next_progress = time.monotonic()
+        if spec.interval_s > 0:
+            next_periodic += spec.interval_s
+        last_marker = protocol.read_latest(self.ckpt_dir)
+        while True:
+            rc = proc.poll()
+            if rc is not None:
+                return rc
+            now = time.monotonic()
+            if self._stop_reason and self.notice is None:
+                self._begin_notice(None, reason=self._stop_reason)
+            if now >= next_poll and self.notice is None:
+                next_poll = now + spec.poll_s
+                notice = self.reader.poll()
+                if notice is not None:
+                    self._begin_notice(notice)
+            marker = protocol.read_latest(self.ckpt_dir)
+            if marker != last_marker:
+                last_marker = marker
+                assert self.syncer is not None
+                self.syncer.request()
+            if self.notice is not None or self._stop_reason:
+                self._follow_notice(proc, marker)
+            elif spec.interval_s > 0 and now >= next_periodic:
+                next_periodic = now + spec.interval_s
+                self._ask_checkpoint(marker)
+            if (
+                self.pending_since is not None
+                and self.notice is None
+                and (marker != self.marker_at_request or now - self.pending_since > spec.grace_s)
+            ):
+                self.pending_since = None
+                self.state = "running"
+            if now >= next_progress or self._progress_dirty():
+                next_progress = now + spec.progress_every_s
+                self.write_progress()
+            time.sleep(TICK_S)
+
+    def _ask_checkpoint(self, marker: str | None) -> None:
+        assert self.proc is not None
+        self.marker_at_request = marker
+        self.pending_since = time.monotonic()
+        self.state = "checkpointing"
+        try:
+            self.proc.send_signal(self.spec.signum)
+        except ProcessLookupError:
+            return
+        log.info("asked the job for a checkpoint (%s)", self.spec.signal_name)
+        self.write_progress()
+
+    def _begin_notice(self, notice: Notice | None, reason: str = "") -> None:
+        if notice is None:  # SIGTERM/SIGINT to the agent: the VM is going down
+            now = _now()
+            notice = Notice(self.spec.cloud, now, now + timedelta(seconds=self.spec.grace_s), reason)
+        self.notice = notice
+        left = notice.seconds_left()
+        log.warning(
+            "interruption notice (%s): %.1fs left; asking the job for a checkpoint",
+            notice.raw[:80], left,
+        )
+        wait = max(0.0, min(self.spec.grace_s, left - UPLOAD_MARGIN_S))
+        self.notice_wait_until = time.monotonic() + wait
+        self._ask_checkpoint(protocol.read_latest(self.ckpt_dir))
+
+    def _follow_notice(self, proc: subprocess.Popen[bytes], marker: str | None) -> None:
+        assert self.syncer is not None and self.notice_wait_until is not None
+        if self.state == "interrupted":
+            if self._stop_reason and proc.poll() is None:
+                proc.terminate()  # the agent was told to stop: the job goes too
+            return
+        fresh = marker is not None and marker != self.marker_at_request
+        timed_out = time.monotonic() >= self.notice_wait_until
+        if fresh:
+            self.syncer.request()
+            left = max(0.1, self.notice.seconds_left() if self.notice else 1.0)
+            self.syncer.wait_idle(timeout=left)
+            if self.syncer.uploaded != marker:
+                return  # still uploading (or failed): keep polling, try again
+        elif not timed_out:
+            return
+        else:
+            self.note = "no new checkpoint within the grace period"
+            log.warning("%s; the last one in the store is %s", self.note, self.syncer.uploaded)
+        self.state = "interrupted"
+        self.pending_since = None
+        self.write_progress()
+        if self.notice is not None and self.reader.acknowledge(self.notice):
+            log.info("approved the %s event early", self.notice.cloud)
+
+    def _progress_dirty(self) -> bool:
+        s = self.syncer
+        return s is not None and s.uploaded is not None and s.uploaded != self._reported_ckpt
+
+    def _finish(self, rc: int) -> int:
+        assert self.syncer is not None
+        code = rc if rc >= 0 else 128 - rc
+        self.exit_code = code
+        self.syncer.request()
+        self.syncer.wait_idle(timeout=max(self.spec.grace_s, 5.0))
+        self.syncer.sync_once()
+        self.syncer.stop()
+        if self._stop_reason:
+            self.state = "interrupted"  # we stopped it (the VM is going): not finished
+        elif rc == 0:
+            try:
+                self.store.upload_output(self.output_dir)
+            except Exception as exc:
+                self.note = f"cannot upload output: {exc}"
+                log.error("%s", self.note)
+                self.state, self.exit_code = "failed", 1
+                self.write_progress()
+                return 1
+            self.state = "done"
+        elif self.state != "interrupted":
+            self.state = "failed"
+        log.info("job exited with %d: %s", code, self.state)
+        self.write_progress()
+        return code
+
+    # -- progress ----------------------------------------------------------------------------
+
+    def progress(self) -> dict[str, Any]:
+        job: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            job = json.loads(self.job_progress_file.read_text(encoding="utf-8"))
+        if not isinstance(job, dict):
+            job = {}
+        s = self.syncer
+        last = s.uploaded if s else self.resumed_from
+        if time.monotonic() - self._gpu_at >= GPU_PROBE_EVERY_S:
+            self._gpu_at = time.monotonic()
+            self.gpu = probe_gpus()
+        return {
+            "job_id": self.spec.job_id,
+            "attempt": self.spec.attempt,
+            "instance_id": self.spec.instance_id,
+            "cloud": self.spec.cloud,
+            "host": socket.gethostname(),
+            "state": self.state,
+            "step": job.get("step"),
+            "total_steps": job.get("total_steps"),
+            "job": job,
+            "last_checkpoint": last,
+            "last_checkpoint_step": step_of(last),
+            "last_checkpoint_at": _iso(s.uploaded_at if s else None),
+            "resumed_from": self.resumed_from,
+            "upload_error": s.error if s else None,
+            "notice": None
+            if self.notice is None
+            else {
+                "seen_at": _iso(self.notice.seen_at),
+                "deadline": _iso(self.notice.deadline),
+                "raw": self.notice.raw,
+            },
+            "exit_code": self.exit_code,
+            "note": self.note,
+            "gpu": self.gpu,
+            "started_at": _iso(self.started_at),
+            "updated_at": _iso(_now()),
+        }
+
+    def write_progress(self) -> None:
+        doc = self.progress()
+        self._reported_ckpt = doc["last_checkpoint"]
+        try:
+            if not self.spec.progress_uri:
+                current = self.store.read_json("progress.json")
+                if current and int(current.get("attempt") or 0) > self.spec.attempt:
+                    if not self._skip_progress:
+                        log.info("a later attempt reports progress; not overwriting it")
+                    self._skip_progress = True
+                    return
+                self.store.write_progress(doc)
+            else:
+                write_text_uri(self.spec.progress_uri, json.dumps(doc, indent=2, sort_keys=True))
+        except Exception as exc:  # progress is best effort; the job goes on
+            log.warning("cannot write progress: %s", exc)

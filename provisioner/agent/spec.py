@@ -1,0 +1,181 @@
+"""The node agent's job spec: what to run, where checkpoints go, which cloud's notices to read.
+
+The controller builds one :class:`AgentSpec` per (job, attempt) and puts ``spec.to_dict()`` in
+``LaunchRequest.job_spec``. A cloud adapter renders it into the bootstrap script; the sim
+provider writes it to ``<sandbox>/spec.json`` and starts ``python -m provisioner.agent --spec
+<sandbox>/spec.json``. The JSON is flat and versioned (``"version": 1``); unknown keys are
+rejected so that a typo never passes silently.
+
+Where things live (``<root>`` = ``<checkpoint_uri>/<job_id>``, see :mod:`provisioner.agent.store`):
+
+- checkpoints: ``<root>/checkpoints/<name>/...`` and ``<root>/latest`` (the name of the newest);
+- the job's output (``result.json`` ...): ``<root>/output/``;
+- progress: ``progress_uri`` (default ``<root>/progress.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal as _signal
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from policies.model import Policy
+
+SPEC_VERSION = 1
+CLOUDS = ("aws", "gcp", "azure", "alibaba", "tencent")
+
+#: Where each cloud serves its instance metadata (the sim provider overrides this per instance).
+DEFAULT_METADATA_URL = {
+    "aws": "http://169.254.169.254",
+    "gcp": "http://metadata.google.internal",
+    "azure": "http://169.254.169.254",
+    "alibaba": "http://100.100.100.200",
+    "tencent": "http://metadata.tencentyun.com",
+}
+
+
+class SpecError(ValueError):
+    """A job spec that cannot be used; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything the node agent needs; JSON round-trips through :meth:`to_json`/:meth:`from_json`."""
+
+    job_id: str
+    attempt: int
+    command: list[str]
+    checkpoint_uri: str  # fsspec URI of the checkpoint store root (file://, s3://, gs://, az://)
+    cloud: str = "aws"  # whose metadata format to poll: aws, gcp, azure, alibaba, tencent
+    metadata_url: str = ""  # base URL of the metadata service; "" = the cloud's default
+    interval_s: float = 900.0  # periodic checkpoint signal; 0 = none (the job's own only)
+    signal: str = "SIGUSR1"  # asks the job to checkpoint now
+    grace_s: float = 60.0  # longest a checkpoint may take
+    workdir: str = ""  # the job's working directory (its local checkpoints go below it)
+    env: dict[str, str] = field(default_factory=dict)
+    progress_uri: str = ""  # "" = <checkpoint_uri>/<job_id>/progress.json
+    instance_id: str = ""  # for the progress record only
+    poll_s: float = 1.0  # metadata poll period (at most 1 s)
+    progress_every_s: float = 5.0  # how often progress is written while nothing happens
+    version: int = SPEC_VERSION
+
+    def __post_init__(self) -> None:
+        if not self.job_id:
+            raise SpecError("job_id: must not be empty")
+        if not self.command or not all(isinstance(a, str) for a in self.command):
+            raise SpecError("command: expected a non-empty list of strings (argv)")
+        if self.cloud not in CLOUDS:
+            raise SpecError(f"cloud: {self.cloud!r} is not one of {', '.join(CLOUDS)}")
+        if "://" not in self.checkpoint_uri:
+            raise SpecError(f"checkpoint_uri: {self.checkpoint_uri!r} is not a URI (file://...)")
+        if not hasattr(_signal, self.signal_name):
+            raise SpecError(f"signal: unknown signal {self.signal!r}")
+        if not 0 < self.poll_s <= 1.0:
+            raise SpecError("poll_s: the metadata endpoint is polled at least every second")
+        if self.interval_s < 0 or self.grace_s < 0:
+            raise SpecError("interval_s and grace_s must not be negative")
+        if self.version != SPEC_VERSION:
+            raise SpecError(f"version: {self.version} (this agent reads version {SPEC_VERSION})")
+
+    # -- derived ----------------------------------------------------------------------------
+
+    @property
+    def signal_name(self) -> str:
+        name = self.signal.upper()
+        return name if name.startswith("SIG") else "SIG" + name
+
+    @property
+    def signum(self) -> int:
+        return int(getattr(_signal, self.signal_name))
+
+    @property
+    def job_root(self) -> str:
+        """``<checkpoint_uri>/<job_id>``: this job's directory in the checkpoint store."""
+        return self.checkpoint_uri.rstrip("/") + "/" + self.job_id
+
+    @property
+    def progress_location(self) -> str:
+        return self.progress_uri or self.job_root + "/progress.json"
+
+    @property
+    def base_metadata_url(self) -> str:
+        url = self.metadata_url or os.environ.get("PROVISIONER_METADATA_URL") or ""
+        return (url or DEFAULT_METADATA_URL[self.cloud]).rstrip("/")
+
+    def resolved_workdir(self) -> Path:
+        return Path(self.workdir or os.getcwd()).resolve()
+
+    # -- JSON -------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgentSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(f"unknown field(s): {', '.join(unknown)}")
+        missing = [k for k in ("job_id", "attempt", "command", "checkpoint_uri") if k not in data]
+        if missing:
+            raise SpecError(f"missing field(s): {', '.join(missing)}")
+        values = dict(data)
+        values["attempt"] = int(values["attempt"])
+        values["command"] = list(values["command"])
+        values["env"] = {str(k): str(v) for k, v in (values.get("env") or {}).items()}
+        for key in ("interval_s", "grace_s", "poll_s", "progress_every_s"):
+            if key in values:
+                values[key] = float(values[key])
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise SpecError("expected a JSON object")
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> AgentSpec:
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        os.replace(tmp, p)
+
+    # -- from a policy ----------------------------------------------------------------------
+
+    @classmethod
+    def from_policy(
+        cls, policy: Policy, *, job_id: str, attempt: int, cloud: str = "aws", **overrides: Any
+    ) -> AgentSpec:
+        """The spec for one attempt of a job run under ``policy`` (command, checkpoint, env)."""
+        command = policy.job.command
+        argv = list(command) if isinstance(command, list) else ["/bin/sh", "-c", command]
+        ck = policy.checkpoint
+        values: dict[str, Any] = {
+            "job_id": job_id,
+            "attempt": attempt,
+            "command": argv,
+            "checkpoint_uri": ck.uri,
+            "interval_s": ck.interval.total_seconds(),
+            "signal": ck.signal,
+            "grace_s": ck.grace.total_seconds(),
+            "cloud": cloud,
+            "env": dict(policy.job.env),
+        }
+        values.update(overrides)
+        return cls(**values)
+
