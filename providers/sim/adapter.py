@@ -1,0 +1,355 @@
+"""The sim provider's adapter: :class:`SimProvider` speaks to the sim server over HTTP.
+
+Offers are the catalog's, for the clouds the sim mimics, relabelled ``provider="sim"``; a
+region-level catalog row becomes three zones (``us-east1-a/-b/-c`` style, in the cloud's own
+zone naming). Everything else is the server's: the adapter starts it on first use and sends it
+the options that shape the market (see :class:`providers.sim.cloud.SimConfig`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import os
+import time
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from providers._common import has_tags, utc, wanted_tags
+from providers.base import (
+    CLOUDS,
+    ErrorKind,
+    PriceQuote,
+    Provider,
+    ProviderError,
+    RetryPolicy,
+    call_with_retries,
+)
+from providers.sim.client import SimUnreachable, ensure_server, request
+from provisioner.models import Instance, InstanceState, Interruption, LaunchRequest, Market, Offer
+
+if TYPE_CHECKING:
+    from provisioner.catalog import Catalog
+
+#: How a region-level catalog row is spread over zones, in each cloud's zone naming.
+ZONE_SUFFIXES = {
+    "aws": ("a", "b", "c"),
+    "gcp": ("-a", "-b", "-c"),
+    "azure": ("-1", "-2", "-3"),
+    "alibaba": ("-a", "-b", "-c"),
+    "tencent": ("-1", "-2", "-3"),
+}
+STATES = {
+    "running": InstanceState.RUNNING,
+    "terminated": InstanceState.TERMINATED,
+    "preempted": InstanceState.PREEMPTED,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Billing:
+    """What an instance has cost so far, under the billing rules of the cloud it mimics."""
+
+    instance_id: str
+    cloud: str
+    rule: str  # "per second, 60 s minimum", ...
+    running: bool
+    real_seconds: float
+    sim_seconds: float  # the run time in simulated seconds (what is billed)
+    billed_seconds: int
+    price_per_hour: float | None
+    cost: float  # USD
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "provisioner" / "sim"
+
+
+def _trace_files(trace: str | os.PathLike[str] | Mapping[str, str] | None) -> dict[str, str]:
+    """``{zone: path}`` as given, or every ``<zone>_*.json|csv`` file of a directory."""
+    if trace is None:
+        return {}
+    if isinstance(trace, Mapping):
+        return {str(z): str(Path(p).resolve()) for z, p in trace.items()}
+    folder = Path(trace)
+    out: dict[str, str] = {}
+    for p in sorted(folder.iterdir()):
+        if p.suffix.lower() in (".json", ".csv"):
+            out.setdefault(p.stem.split("_", 1)[0], str(p.resolve()))
+    return out
+
+
+def _absolute_uri(uri: str) -> str:
+    """``file://./ckpt`` -> ``file:///abs/ckpt`` (the sandbox has another working directory)."""
+    if uri.startswith("file://"):
+        path = uri[len("file://") :]
+        if not path.startswith("/"):
+            return "file://" + os.path.abspath(path)
+    return uri
+
+
+class SimProvider(Provider):
+    """A local spot market: instances are sandboxes on this machine, served by the sim server."""
+
+    name: ClassVar[str] = "sim"
+    accepts_bid_cap: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        mimic: str | Mapping[str, str] = "aws",
+        seconds_per_hour: float = 60.0,
+        trace: str | os.PathLike[str] | Mapping[str, str] | None = None,
+        trace_offset_hours: float = 0.0,
+        seed: int = 0,
+        mtbp_hours: float | None = 12.0,
+        outage_hours: float = 0.5,
+        preempt_first_after_s: float | None = None,
+        demo_outage_s: float = 60.0,
+        notice_floor_s: float = 5.0,
+        idle_exit_s: float = 600.0,
+        terminate_grace_s: float = 2.0,
+        zones: Iterable[str] | None = None,
+        catalog: Catalog | None = None,
+        retry: RetryPolicy | None = None,
+        python: str | None = None,
+    ) -> None:
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self.state_dir = self.state_dir.resolve()
+        if isinstance(mimic, str):
+            if mimic != "all" and mimic not in CLOUDS:
+                raise ValueError(f"mimic: {mimic!r} is not one of all, {', '.join(CLOUDS)}")
+        else:
+            bad = sorted(set(mimic.values()) - set(CLOUDS))
+            if bad:
+                raise ValueError(f"mimic: unknown cloud(s) {bad}")
+        self.mimic = mimic if isinstance(mimic, str) else dict(mimic)
+        self.zones = set(zones) if zones is not None else None
+        self.retry = retry or RetryPolicy(attempts=4, base_delay=0.05, max_delay=1.0)
+        self.python = python
+        self.options: dict[str, Any] = {
+            "seconds_per_hour": float(seconds_per_hour),
+            "seed": int(seed),
+            "mtbp_hours": None if mtbp_hours is None else float(mtbp_hours),
+            "outage_hours": float(outage_hours),
+            "traces": _trace_files(trace),
+            "trace_offset_hours": float(trace_offset_hours),
+            "preempt_first_after_s": preempt_first_after_s,
+            "demo_outage_s": float(demo_outage_s),
+            "notice_floor_s": float(notice_floor_s),
+            "idle_exit_s": float(idle_exit_s),
+            "terminate_grace_s": float(terminate_grace_s),
+        }
+        self._catalog = catalog
+        self._offers: list[Offer] | None = None
+        self._zone_cloud: dict[str, str] = {}
+        self._url: str | None = None
+
+    # -- the server --------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            url = ensure_server(self.state_dir, self.python)
+            request(url + "/v1/config", "POST", self.options)
+            self._url = url
+        return self._url
+
+    def _call(self, what: str, method: str, path: str, doc: Any = None) -> Any:
+        def once() -> Any:
+            try:
+                return request(self.url + path, method, doc)
+            except SimUnreachable as exc:
+                self._url = None  # (re)start it on the next try
+                raise ProviderError(ErrorKind.TRANSIENT, "SimServerDown", str(exc), provider="sim") from None
+
+        return call_with_retries(once, lambda _e: None, policy=self.retry, what=f"sim {what}")
+
+    def configure(self, **options: Any) -> dict[str, Any]:
+        """Change server options now (any SimConfig field); returns the server's options."""
+        self.options.update(options)
+        result: dict[str, Any] = self._call("config", "POST", "/v1/config", self.options)
+        return result
+
+    def shutdown_server(self, *, terminate_all: bool = True) -> None:
+        """Stop the server (killing every instance first with ``terminate_all``)."""
+        from providers.sim.client import running_url
+
+        url = running_url(self.state_dir)
+        if url:
+            request(url + "/v1/shutdown", "POST", {"terminate_all": terminate_all})
+            pid_file = self.state_dir / "server.json"
+            deadline = time.monotonic() + 10
+            while pid_file.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self._url = None
+
+    def close(self) -> None:
+        self._url = None
+
+    # -- offers and prices ---------------------------------------------------------------------
+
+    def _clouds(self) -> list[str]:
+        if isinstance(self.mimic, dict):
+            return sorted(set(self.mimic.values()))
+        return list(CLOUDS) if self.mimic == "all" else [self.mimic]
+
+    def _all_offers(self) -> list[Offer]:
+        if self._offers is not None:
+            return self._offers
+        if self._catalog is None:
+            from provisioner.catalog import Catalog
+
+            self._catalog = Catalog.load()
+        offers: list[Offer] = []
+        for cloud in self._clouds():
+            rows = self._catalog.filter(provider=cloud)
+            zoned = {(o.region, o.instance_type) for o in rows if o.zone}
+            for o in rows:
+                if o.zone:
+                    zones: Iterable[str] = (o.zone,)
+                elif (o.region, o.instance_type) in zoned:
+                    continue
+                else:
+                    zones = (o.region + s for s in ZONE_SUFFIXES[cloud])
+                for z in zones:
+                    if isinstance(self.mimic, dict) and self.mimic.get(z) != cloud:
+                        continue
+                    if self.zones is not None and z not in self.zones:
+                        continue
+                    self._zone_cloud.setdefault(z, cloud)
+                    if self._zone_cloud[z] == cloud:
+                        offers.append(dataclasses.replace(o, provider="sim", zone=z))
+        self._offers = offers
+        return offers
+
+    def zone_cloud(self, zone: str) -> str:
+        """The cloud whose formats and rules ``zone`` follows."""
+        self._all_offers()
+        if zone in self._zone_cloud:
+            return self._zone_cloud[zone]
+        if isinstance(self.mimic, dict):
+            return self.mimic.get(zone, next(iter(self.mimic.values()), "aws"))
+        return "aws" if self.mimic == "all" else self.mimic
+
+    def offers(self, regions: Iterable[str] | None = None) -> list[Offer]:
+        wanted = set(regions) if regions is not None else None
+        return [o for o in self._all_offers() if wanted is None or o.region in wanted]
+
+    def availability(self, zones: Iterable[str]) -> dict[str, bool]:
+        """Whether each zone has spot capacity now."""
+        view = self._call("market", "POST", "/v1/market", {"zones": sorted(set(zones))})
+        return {z: bool(v["available"]) for z, v in view.items()}
+
+    def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
+        offers = self.offers(regions)
+        view = self._call("market", "POST", "/v1/market", {"zones": sorted({o.zone for o in offers})})
+        now = datetime.now(UTC)
+        return [
+            PriceQuote("sim", o.region, o.zone, o.instance_type,
+                       view.get(o.zone, {}).get("price") or o.spot_price, o.price, now)
+            for o in offers
+        ]
+
+    # -- instances -----------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        o = request.offer
+        zone = o.zone or o.region + ZONE_SUFFIXES.get(self.zone_cloud(o.region), ("a",))[0]
+        cloud = self._zone_cloud.get(zone) or (o.provider if o.provider in CLOUDS else self.zone_cloud(zone))
+        spec = None
+        if request.job_spec is not None:
+            spec = dict(request.job_spec)
+            for key in ("checkpoint_uri", "progress_uri"):
+                if spec.get(key):
+                    spec[key] = _absolute_uri(str(spec[key]))
+        body = {
+            "token": request.token,
+            "tags": request.tags,
+            "cloud": cloud,
+            "region": o.region,
+            "zone": zone,
+            "instance_type": o.instance_type,
+            "market": request.market.value,
+            "bid_cap": request.bid_cap_per_hour,
+            "price": o.price,
+            "spot_price": o.spot_price,
+            "spec": spec,
+            "pythonpath": [os.getcwd()],
+        }
+        return _instance(self._call("launch", "POST", "/v1/instances", body))
+
+    def get(self, instance_id: str) -> Instance:
+        return _instance(self._call("get", "GET", f"/v1/instances/{instance_id}"))
+
+    def list(self, tags: Mapping[str, str] | None = None) -> builtins.list[Instance]:
+        wanted = wanted_tags(tags)
+        found = self._call("list", "GET", "/v1/instances")["instances"]
+        return [_instance(d) for d in found if has_tags(d.get("tags") or {}, wanted)]
+
+    def terminate(self, instance_ids: Iterable[str]) -> None:
+        ids = [str(i) for i in instance_ids]
+        if ids:
+            self._call("terminate", "POST", "/v1/terminate", {"ids": ids})
+
+    def interruptions(self, since: datetime) -> builtins.list[Interruption]:
+        ts = utc(since).timestamp()
+        found = self._call("interruptions", "GET", f"/v1/interruptions?since={ts}")["interruptions"]
+        return [
+            Interruption(
+                instance_id=e["instance_id"], provider="sim", zone=e["zone"], kind=e["kind"],
+                at=datetime.fromtimestamp(e["at_real"], UTC),
+                deadline=datetime.fromisoformat(e["deadline"]) if e.get("deadline") else None,
+                raw=f"{e['cloud']}: {e['raw']}",
+            )
+            for e in found
+        ]
+
+    # -- sim extras ------------------------------------------------------------------------
+
+    def billing(self, instance_id: str) -> Billing:
+        d = self._call("billing", "GET", f"/v1/instances/{instance_id}/billing")
+        return Billing(**d)
+
+    def preempt(self, instance_id: str, *, notice_s: float | None = None, outage_s: float = 0.0) -> Instance:
+        """Take the instance's capacity back now: notice first (default: the cloud's, scaled)."""
+        doc = {"notice_s": notice_s, "outage_s": outage_s}
+        return _instance(self._call("preempt", "POST", f"/v1/instances/{instance_id}/preempt", doc))
+
+    def sandbox(self, instance_id: str) -> dict[str, Any]:
+        """The server's full record: sandbox path, pid (= process group), metadata URL, agent exit."""
+        result: dict[str, Any] = self._call("get", "GET", f"/v1/instances/{instance_id}")
+        return result
+
+    def inject_error(self, kind: ErrorKind, code: str, *, operation: str = "launch",
+                     times: int = 1, status: int = 400) -> None:
+        """Make the next ``times`` calls of ``operation`` fail with ``code`` (for tests)."""
+        self._call("inject", "POST", "/v1/inject", {"operation": operation, "kind": kind.value,
+                                                    "code": code, "times": times, "status": status})
+
+    def launch_requests(self) -> builtins.list[dict[str, Any]]:
+        result: builtins.list[dict[str, Any]] = self._call("requests", "GET", "/v1/requests")["launch"]
+        return result
+
+
+def _instance(d: Mapping[str, Any]) -> Instance:
+    return Instance(
+        id=str(d["id"]),
+        provider="sim",
+        region=str(d["region"]),
+        zone=str(d["zone"]),
+        instance_type=str(d["instance_type"]),
+        market=Market(d["market"]),
+        state=STATES.get(str(d["state"]), InstanceState.PENDING),
+        raw_state=str(d.get("raw_state") or ""),
+        state_reason=str(d.get("state_reason") or ""),
+        tags=dict(d.get("tags") or {}),
+        launched_at=datetime.fromtimestamp(float(d["launched_real"]), UTC),
+        price_per_hour=d.get("price_per_hour"),
+        private_ip="127.0.0.1",
+    )
+

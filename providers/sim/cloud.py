@@ -1,0 +1,534 @@
+"""The sim cloud's state: instances as local sandboxes, the spot market, notices, billing.
+
+One :class:`SimCloud` lives in the sim server process (``python -m providers.sim serve``) and
+owns ``<state_dir>``::
+
+    config.json                     the market and timing options (SimConfig)
+    events.jsonl                    interruptions: one JSON object per line (notice, preempted)
+    instances/<id>/instance.json    one instance (written atomically on every change)
+    instances/<id>/spec.json        the node agent's job spec, as the agent reads it
+    instances/<id>/work/            the job's working directory
+    instances/<id>/agent.log        the agent's and the job's output
+
+An instance is a process group (``start_new_session``) running ``python -m provisioner.agent
+--spec spec.json`` (or a placeholder process when the launch carries no job spec). The group
+is the VM: a preemption serves the notice on the instance's metadata endpoint, then SIGKILLs
+the whole group when the notice runs out. The server is a child subreaper, so the job's
+processes, orphaned when the agent dies, are reaped at once and the group is really gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from providers.sim.market import Market
+from providers.sim.metadata import MetadataService
+from providers.sim.rules import RULES, rules_for
+
+log = logging.getLogger("provisioner.sim")
+
+TAG_JOB = "provisioner-job"  # as provisioner.models.TAG_JOB (kept import-free here)
+
+
+class SimError(Exception):
+    """An API error in the mimicked cloud's words: HTTP status, kind (ErrorKind value), code."""
+
+    def __init__(self, status: int, kind: str, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status, self.kind, self.code, self.message = status, kind, code, message
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error": {"kind": self.kind, "code": self.code, "message": self.message}}
+
+
+@dataclass
+class SimConfig:
+    """Options that shape the market and the timing (sent by the adapter, kept in config.json)."""
+
+    seconds_per_hour: float = 60.0  # one simulated hour lasts this many real seconds
+    seed: int = 0
+    mtbp_hours: float | None = 12.0  # mean simulated hours between losses of a zone; None: never
+    outage_hours: float = 0.5  # mean simulated hours a zone stays unavailable
+    traces: dict[str, str] = field(default_factory=dict)  # zone -> trace file (JSON or CSV)
+    trace_offset_hours: float = 0.0  # where in the traces simulated time 0 falls
+    preempt_first_after_s: float | None = None  # demo: first spot instance of a job goes after N s
+    demo_outage_s: float = 60.0  # demo: its zone then has no capacity for N real seconds
+    notice_floor_s: float = 5.0  # a notice lasts at least this many real seconds
+    idle_exit_s: float = 600.0  # the server exits after this long idle with nothing alive
+    terminate_grace_s: float = 2.0  # SIGTERM, then SIGKILL after this long, on terminate
+    epoch: float = 0.0  # real time of simulated time 0 (set when the market is (re)defined)
+
+    MARKET_KEYS = ("seconds_per_hour", "seed", "mtbp_hours", "outage_hours", "traces",
+                   "trace_offset_hours")
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> SimConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(doc) - known)
+        if unknown:
+            raise SimError(400, "invalid", "InvalidParameter", f"unknown option(s): {unknown}")
+        cfg = cls(**doc)
+        if cfg.seconds_per_hour <= 0:
+            raise SimError(400, "invalid", "InvalidParameter", "seconds_per_hour must be > 0")
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def time_scale(self) -> float:
+        """Simulated seconds per real second."""
+        return 3600.0 / self.seconds_per_hour
+
+
+def _atomic_json(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:6]}")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def _set_subreaper() -> None:
+    """Adopt our descendants when their parent dies (Linux), so we can reap them."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def project_root() -> str:
+    """The directory holding the ``provisioner`` and ``providers`` packages."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+class SimCloud:
+    """All instances, the market and the scheduler; every public method takes the lock."""
+
+    def __init__(self, state_dir: Path, base_url: str) -> None:
+        self.dir = state_dir
+        self.base_url = base_url.rstrip("/")
+        self.lock = threading.RLock()
+        (self.dir / "instances").mkdir(parents=True, exist_ok=True)
+        cfg_path = self.dir / "config.json"
+        doc = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+        self.config = SimConfig.from_dict(doc)
+        if not self.config.epoch:
+            self.config.epoch = time.time()
+            _atomic_json(cfg_path, self.config.to_dict())
+        self.market = self._market()
+        self.instances: dict[str, dict[str, Any]] = {}
+        for path in sorted((self.dir / "instances").glob("*/instance.json")):
+            with contextlib.suppress(OSError, ValueError):
+                inst = json.loads(path.read_text())
+                self.instances[inst["id"]] = inst
+        self.by_token = {i["token"]: i["id"] for i in self.instances.values()}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.outages: dict[str, float] = {}  # zone -> real time capacity comes back
+        self.injected: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.last_activity = time.time()
+        self._last_reap = 0.0
+        self.metadata_service = MetadataService(self.approve)
+        _set_subreaper()
+
+    def _market(self) -> Market:
+        c = self.config
+        return Market(traces=c.traces, seed=c.seed, mtbp_hours=c.mtbp_hours, outage_hours=c.outage_hours)
+
+    # -- time --------------------------------------------------------------------------------
+
+    def sim_time(self, now: float) -> float:
+        c = self.config
+        return (now - c.epoch) * c.time_scale + c.trace_offset_hours * 3600.0
+
+    def touch(self) -> None:
+        self.last_activity = time.time()
+
+    # -- configuration -----------------------------------------------------------------------
+
+    def configure(self, options: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            merged = {**self.config.to_dict(), **options}
+            new = SimConfig.from_dict(merged)
+            if any(getattr(new, k) != getattr(self.config, k) for k in SimConfig.MARKET_KEYS):
+                new.epoch = time.time()  # a new market starts now
+                self.config = new
+                self.market = self._market()
+            else:
+                self.config = new
+            _atomic_json(self.dir / "config.json", self.config.to_dict())
+            return self.config.to_dict()
+
+    # -- market --------------------------------------------------------------------------------
+
+    def zone_available(self, zone: str, now: float) -> bool:
+        if self.outages.get(zone, 0.0) > now:
+            return False
+        return self.market.available(zone, self.sim_time(now))
+
+    def market_view(self, zones: list[str]) -> dict[str, Any]:
+        now = time.time()
+        with self.lock:
+            t = self.sim_time(now)
+            return {
+                z: {"available": self.zone_available(z, now), "price": self.market.price(z, t)}
+                for z in zones
+            }
+
+    # -- testing hooks -----------------------------------------------------------------------
+
+    def inject(self, doc: dict[str, Any]) -> None:
+        with self.lock:
+            self.injected.append({**doc, "times": int(doc.get("times", 1))})
+
+    def _injected(self, operation: str) -> None:
+        for entry in self.injected:
+            if entry.get("operation", "launch") == operation and entry["times"] > 0:
+                entry["times"] -= 1
+                raise SimError(int(entry.get("status", 400)), entry["kind"], entry["code"],
+                               entry.get("message", "injected error"))
+
+    # -- launch --------------------------------------------------------------------------------
+
+    def launch(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.touch()
+            self.requests.append(body)
+            self._injected("launch")
+            token = str(body.get("token") or "")
+            if token and token in self.by_token:
+                return self.view(self.instances[self.by_token[token]])
+            cloud = str(body.get("cloud") or "aws")
+            if cloud not in RULES:
+                raise SimError(400, "invalid", "InvalidParameterValue", f"cloud {cloud!r}")
+            rules = rules_for(cloud)
+            zone, market = str(body.get("zone") or ""), str(body.get("market") or "spot")
+            if not zone or market not in ("spot", "on-demand"):
+                raise SimError(400, "invalid", "InvalidParameterValue", "zone and market are required")
+            now = time.time()
+            price = body.get("price")
+            if market == "spot":
+                if not self.zone_available(zone, now):
+                    raise SimError(409, "capacity", rules.capacity_code,
+                                   f"no spot capacity for {body.get('instance_type')} in {zone}")
+                price = self.market.price(zone, self.sim_time(now)) or body.get("spot_price")
+                cap = body.get("bid_cap")
+                if cap is not None and price is not None and rules.price_code and price > cap:
+                    raise SimError(409, "price-too-low", rules.price_code,
+                                   f"bid cap {cap} is under the spot price {price} in {zone}")
+            iid = f"sim-{secrets.token_hex(6)}"
+            sandbox = self.dir / "instances" / iid
+            (sandbox / "work").mkdir(parents=True)
+            tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
+            inst: dict[str, Any] = {
+                "id": iid,
+                "token": token or iid,
+                "cloud": cloud,
+                "region": str(body.get("region") or ""),
+                "zone": zone,
+                "instance_type": str(body.get("instance_type") or ""),
+                "market": market,
+                "price_per_hour": None if price is None else float(price),
+                "bid_cap": body.get("bid_cap"),
+                "tags": tags,
+                "state": "running",
+                "raw_state": rules.raw_running,
+                "state_reason": "",
+                "launched_real": now,
+                "ended_real": None,
+                "time_scale": self.config.time_scale,
+                "sandbox": str(sandbox),
+                "metadata_url": f"{self.base_url}/i/{iid}",
+                "pid": None,
+                "agent_exit": None,
+                "notice_real": None,
+                "deadline_real": None,
+                "event_id": str(uuid.uuid4()),
+                "demo_at_real": None,
+                "kill_at_real": None,
+                "killed": False,
+                "has_agent": body.get("spec") is not None,
+            }
+            if market == "spot" and self.config.preempt_first_after_s is not None:
+                job = tags.get(TAG_JOB) or inst["token"]
+                if not any(i["tags"].get(TAG_JOB, i["token"]) == job and i["demo_at_real"]
+                           for i in self.instances.values()):
+                    inst["demo_at_real"] = now + float(self.config.preempt_first_after_s)
+            self._start(inst, body)
+            self.instances[iid] = inst
+            self.by_token[inst["token"]] = iid
+            self._save(inst)
+            log.info("launched %s (%s %s %s) pid %s", iid, cloud, zone, market, inst["pid"])
+            return self.view(inst)
+
+    def _start(self, inst: dict[str, Any], body: dict[str, Any]) -> None:
+        sandbox = Path(inst["sandbox"])
+        env = dict(os.environ)
+        paths = [project_root(), *[str(p) for p in body.get("pythonpath") or []]]
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
+        env["PROVISIONER_INSTANCE_ID"] = inst["id"]
+        spec = body.get("spec")
+        if spec is not None:
+            spec = {**spec, "cloud": inst["cloud"], "metadata_url": inst["metadata_url"],
+                    "workdir": str(sandbox / "work"), "instance_id": inst["id"]}
+            (sandbox / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
+            argv = [sys.executable, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
+        else:  # an empty VM: something to hold the process group
+            argv = [shutil.which("sleep") or "sleep", "2147483647"]
+        with open(sandbox / "agent.log", "ab") as out:
+            proc = subprocess.Popen(
+                argv, cwd=sandbox / "work", env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.procs[inst["id"]] = proc
+        inst["pid"] = proc.pid  # = the process group id (session leader)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def view(self, inst: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in inst.items() if k not in ("event_id",)}
+        out["launched_at"] = _iso(inst["launched_real"])
+        out["ended_at"] = _iso(inst["ended_real"])
+        out["notice_at"] = _iso(inst["notice_real"])
+        out["deadline"] = _iso(inst["deadline_real"])
+        return out
+
+    def get(self, iid: str) -> dict[str, Any]:
+        with self.lock:
+            self.touch()
+            self._injected("get")
+            inst = self.instances.get(iid)
+            if inst is None:
+                raise SimError(404, "not-found", "InvalidInstanceID.NotFound", f"no instance {iid}")
+            return self.view(inst)
+
+    def list_all(self) -> list[dict[str, Any]]:
+        with self.lock:
+            self.touch()
+            self._injected("list")
+            return [self.view(i) for i in sorted(self.instances.values(), key=lambda i: i["launched_real"])]
+
+    def interruptions(self, since: float) -> list[dict[str, Any]]:
+        path = self.dir / "events.jsonl"
+        out = []
+        with self.lock:
+            self.touch()
+            if path.exists():
+                for line in path.read_text().splitlines():
+                    with contextlib.suppress(ValueError):
+                        ev = json.loads(line)
+                        if ev["at_real"] >= since:
+                            out.append(ev)
+        return out
+
+    def billing(self, iid: str) -> dict[str, Any]:
+        with self.lock:
+            inst = self.instances.get(iid)
+            if inst is None:
+                raise SimError(404, "not-found", "InvalidInstanceID.NotFound", f"no instance {iid}")
+            rules = rules_for(inst["cloud"])
+            end = inst["ended_real"] or time.time()
+            real = max(0.0, end - inst["launched_real"])
+            sim = real * inst["time_scale"]
+            billed = rules.billed_seconds(sim)
+            price = inst["price_per_hour"] or 0.0
+            return {
+                "instance_id": iid,
+                "cloud": inst["cloud"],
+                "rule": rules.billing_rule,
+                "running": inst["ended_real"] is None,
+                "real_seconds": round(real, 3),
+                "sim_seconds": round(sim, 3),
+                "billed_seconds": billed,
+                "price_per_hour": inst["price_per_hour"],
+                "cost": round(billed / 3600.0 * price, 6),
+            }
+
+    def alive(self) -> int:
+        with self.lock:
+            return sum(1 for i in self.instances.values() if i["state"] == "running")
+
+    # -- effects -------------------------------------------------------------------------------
+
+    def terminate(self, ids: list[str]) -> list[str]:
+        done = []
+        with self.lock:
+            self.touch()
+            self._injected("terminate")
+            now = time.time()
+            for iid in ids:
+                inst = self.instances.get(iid)
+                if inst is None or inst["state"] != "running":
+                    continue
+                rules = rules_for(inst["cloud"])
+                inst.update(state="terminated", raw_state=rules.raw_terminated, ended_real=now,
+                            state_reason="Client.UserInitiatedShutdown" if inst["cloud"] == "aws"
+                            else "terminated by the user",
+                            kill_at_real=now + self.config.terminate_grace_s)
+                self._signal_group(inst, signal.SIGTERM)
+                self._save(inst)
+                done.append(iid)
+        return done
+
+    def preempt(self, iid: str, notice_s: float | None = None, outage_s: float = 0.0) -> dict[str, Any]:
+        """Serve the notice now (``notice_s`` real seconds; default: the cloud's, scaled)."""
+        with self.lock:
+            self.touch()
+            inst = self.instances.get(iid)
+            if inst is None:
+                raise SimError(404, "not-found", "InvalidInstanceID.NotFound", f"no instance {iid}")
+            if inst["state"] == "running" and inst["deadline_real"] is None:
+                self._serve_notice(inst, time.time(), "forced", notice_s)
+            if outage_s > 0:
+                self.outages[inst["zone"]] = max(self.outages.get(inst["zone"], 0.0),
+                                                 time.time() + outage_s)
+            return self.view(inst)
+
+    def approve(self, iid: str) -> None:
+        """Azure: the VM approved its Preempt event; it goes now."""
+        with self.lock:
+            inst = self.instances.get(iid)
+            if inst is not None and inst["deadline_real"] is not None and inst["state"] == "running":
+                inst["deadline_real"] = min(inst["deadline_real"], time.time())
+                self._save(inst)
+
+    def notice_seconds(self, cloud: str) -> float:
+        """Real seconds between a notice and the kill for ``cloud`` under the current scale."""
+        return max(self.config.notice_floor_s, rules_for(cloud).notice_s / self.config.time_scale)
+
+    def _serve_notice(self, inst: dict[str, Any], now: float, why: str,
+                      notice_s: float | None = None) -> None:
+        length = self.notice_seconds(inst["cloud"]) if notice_s is None else max(0.0, notice_s)
+        inst["notice_real"], inst["deadline_real"] = now, now + length
+        self._event(inst, "notice", now, f"{inst['cloud']} spot interruption notice ({why})")
+        self._save(inst)
+        log.info("notice to %s (%s): %.1fs", inst["id"], why, length)
+
+    def _preempt_now(self, inst: dict[str, Any], now: float) -> None:
+        rules = rules_for(inst["cloud"])
+        self._signal_group(inst, signal.SIGKILL)
+        proc = self.procs.pop(inst["id"], None)
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+            inst["agent_exit"] = proc.returncode
+        inst.update(state="preempted", raw_state=rules.raw_preempted,
+                    state_reason=rules.preempted_reason, ended_real=now)
+        self._event(inst, "preempted", now, rules.preempted_reason)
+        self._save(inst)
+        log.info("preempted %s in %s", inst["id"], inst["zone"])
+
+    def _signal_group(self, inst: dict[str, Any], sig: int) -> None:
+        """Signal the instance's process group, unless it was killed already (ids get reused)."""
+        if inst.get("pid") and not inst.get("killed"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(inst["pid"]), sig)
+            if sig == signal.SIGKILL:
+                inst["killed"] = True
+
+    def _event(self, inst: dict[str, Any], kind: str, now: float, raw: str) -> None:
+        ev = {
+            "instance_id": inst["id"], "zone": inst["zone"], "cloud": inst["cloud"], "kind": kind,
+            "at_real": now, "at": _iso(now), "deadline": _iso(inst["deadline_real"]), "raw": raw,
+        }
+        with open(self.dir / "events.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(ev, sort_keys=True) + "\n")
+
+    def _save(self, inst: dict[str, Any]) -> None:
+        _atomic_json(Path(inst["sandbox"]) / "instance.json", inst)
+
+    # -- the scheduler -------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One pass: reap, kill what is due, serve notices where capacity goes."""
+        now = time.time()
+        with self.lock:
+            for inst in self.instances.values():
+                proc = self.procs.get(inst["id"])
+                if proc is not None and proc.poll() is not None:
+                    inst["agent_exit"] = proc.returncode
+                    del self.procs[inst["id"]]
+                    self._save(inst)
+                if inst["kill_at_real"] is not None and now >= inst["kill_at_real"]:
+                    self._signal_group(inst, signal.SIGKILL)
+                    inst["kill_at_real"] = None
+                    self._save(inst)
+                if inst["state"] != "running" or inst["market"] != "spot":
+                    continue
+                if inst["deadline_real"] is None:
+                    why = self._why_preempt(inst, now)
+                    if why:
+                        self._serve_notice(inst, now, why)
+                        if why == "demo" and self.config.demo_outage_s > 0:
+                            self.outages[inst["zone"]] = now + self.config.demo_outage_s
+                if inst["deadline_real"] is not None and now >= inst["deadline_real"]:
+                    self._preempt_now(inst, now)
+        if now - self._last_reap > 0.5:
+            self._last_reap = now
+            self._reap_orphans()
+
+    def _why_preempt(self, inst: dict[str, Any], now: float) -> str | None:
+        if inst["demo_at_real"] is not None and now >= inst["demo_at_real"]:
+            return "demo"
+        age_sim = (now - inst["launched_real"]) * inst["time_scale"]
+        if age_sim < rules_for(inst["cloud"]).protection_s:
+            return None
+        if not self.zone_available(inst["zone"], now):
+            return "market"
+        return None
+
+    def _reap_orphans(self) -> None:
+        """Reap zombie children that are not our own Popen objects (adopted as subreaper)."""
+        mine = {p.pid for p in self.procs.values()}
+        me = os.getpid()
+        for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            if not entry.isdigit() or int(entry) in mine:
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            fields_ = stat.rsplit(")", 1)[-1].split()
+            if len(fields_) > 2 and fields_[0] == "Z" and int(fields_[1]) == me:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(int(entry), os.WNOHANG)
+
+    def shutdown(self, terminate_all: bool) -> None:
+        with self.lock:
+            if terminate_all:
+                self.terminate([i for i, v in self.instances.items() if v["state"] == "running"])
+                for inst in self.instances.values():
+                    if inst["kill_at_real"] is not None:
+                        self._signal_group(inst, signal.SIGKILL)
+                        inst["kill_at_real"] = None
+                        self._save(inst)
+                for proc in self.procs.values():
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=5)
+                self.procs.clear()

@@ -1,0 +1,219 @@
+"""Per-instance metadata endpoints in the exact format of the cloud each instance mimics.
+
+Served below ``http://127.0.0.1:<port>/i/<instance-id>``, so an agent's code path is the one
+it has in the cloud, with only the base URL changed:
+
+- aws: ``PUT /latest/api/token`` (header ``X-aws-ec2-metadata-token-ttl-seconds``, 1-21600)
+  gives a token; every ``GET`` needs ``X-aws-ec2-metadata-token`` (IMDSv2 required: 401
+  without it). ``/latest/meta-data/spot/instance-action``: 404 until the notice, then
+  ``{"action": "terminate", "time": "2017-09-18T08:22:00Z"}``.
+- gcp: ``Metadata-Flavor: Google`` is required (403 without it); answers carry it too.
+  ``/computeMetadata/v1/instance/preempted``: ``FALSE``, then ``TRUE``.
+- azure: ``Metadata: true`` and ``api-version`` are required (400 without).
+  ``GET /metadata/scheduledevents``: ``{"DocumentIncarnation": n, "Events": [...]}`` with a
+  ``Preempt`` event (``NotBefore`` in RFC 1123) once the notice is served; ``POST`` with
+  ``{"StartRequests": [{"EventId": ...}]}`` approves it: the VM goes at once.
+- alibaba: the hardened mode: ``PUT /latest/api/token`` (``X-aliyun-ecs-metadata-token-ttl-seconds``),
+  ``GET`` with ``X-aliyun-ecs-metadata-token``. ``/latest/meta-data/instance/spot/termination-time``:
+  404, then ``2015-01-05T18:02:00Z``.
+- tencent: ``/latest/meta-data/spot/termination-time``: 404, then ``2018-08-18 12:05:33``
+  (the sim serves UTC).
+
+Each also answers ``instance-id`` (and the zone) at the cloud's usual path.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+
+Reply = tuple[int, dict[str, str], bytes]
+
+
+@dataclass
+class MetadataView:
+    """What the metadata service knows of one instance."""
+
+    id: str
+    zone: str
+    market: str
+    cloud: str
+    deadline: float | None  # real epoch seconds of the kill, once the notice is served
+    event_id: str
+
+
+def _text(status: int, body: str, headers: dict[str, str] | None = None) -> Reply:
+    h = {"Content-Type": "text/plain"}
+    h.update(headers or {})
+    return status, h, body.encode()
+
+
+def _json(status: int, doc: Any, headers: dict[str, str] | None = None) -> Reply:
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    return status, h, json.dumps(doc).encode()
+
+
+NOT_FOUND_HTML = (
+    '<?xml version="1.0" encoding="iso-8859-1"?>\n<html><head><title>404 - Not Found</title>'
+    "</head><body><h1>404 - Not Found</h1></body></html>\n"
+)
+
+
+def _iso_z(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class MetadataService:
+    """Answers metadata requests; ``approve`` is called when an Azure VM approves its event."""
+
+    def __init__(self, approve: Callable[[str], None]) -> None:
+        self._tokens: dict[str, tuple[str, float]] = {}  # token -> (instance id, expiry)
+        self._approve = approve
+
+    def _new_token(self, instance_id: str, ttl: str | None) -> Reply:
+        try:
+            seconds = int(ttl or "")
+        except ValueError:
+            return _text(400, "Bad Request")
+        if not 1 <= seconds <= 21600:
+            return _text(400, "Bad Request")
+        token = secrets.token_urlsafe(32)
+        self._tokens[token] = (instance_id, time.time() + seconds)
+        return _text(200, token, {"X-aws-ec2-metadata-token-ttl-seconds": str(seconds)})
+
+    def _token_ok(self, instance_id: str, token: str | None) -> bool:
+        entry = self._tokens.get(token or "")
+        return entry is not None and entry[0] == instance_id and entry[1] > time.time()
+
+    def handle(
+        self,
+        inst: MetadataView,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
+        handler = getattr(self, f"_{inst.cloud}")
+        reply: Reply = handler(inst, method, path, query, {k.lower(): v for k, v in headers.items()}, body)
+        return reply
+
+    # -- the five formats ------------------------------------------------------------------
+
+    def _aws(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
+             headers: Mapping[str, str], body: bytes) -> Reply:
+        if path == "/latest/api/token":
+            if method != "PUT":
+                return _text(405, "Method Not Allowed")
+            return self._new_token(inst.id, headers.get("x-aws-ec2-metadata-token-ttl-seconds"))
+        if not self._token_ok(inst.id, headers.get("x-aws-ec2-metadata-token")):
+            return _text(401, "Unauthorized")
+        if path == "/latest/meta-data/spot/instance-action":
+            if inst.deadline is None:
+                return _text(404, NOT_FOUND_HTML, {"Content-Type": "text/html"})
+            return _json(200, {"action": "terminate", "time": _iso_z(inst.deadline)})
+        simple = {
+            "/latest/meta-data/instance-id": inst.id,
+            "/latest/meta-data/placement/availability-zone": inst.zone,
+            "/latest/meta-data/instance-life-cycle": "spot" if inst.market == "spot" else "on-demand",
+        }
+        if path in simple:
+            return _text(200, simple[path])
+        return _text(404, NOT_FOUND_HTML, {"Content-Type": "text/html"})
+
+    def _gcp(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
+             headers: Mapping[str, str], body: bytes) -> Reply:
+        flavor = {"Metadata-Flavor": "Google"}
+        if headers.get("metadata-flavor") != "Google":
+            return _text(403, "Missing Metadata-Flavor:Google header.", flavor)
+        values = {
+            "/computeMetadata/v1/instance/preempted": "TRUE" if inst.deadline else "FALSE",
+            "/computeMetadata/v1/instance/id": inst.id,
+            "/computeMetadata/v1/instance/zone": f"projects/0/zones/{inst.zone}",
+            "/computeMetadata/v1/instance/scheduling/provisioning-model": "SPOT"
+            if inst.market == "spot"
+            else "STANDARD",
+        }
+        if path in values:
+            return _text(200, values[path], flavor)
+        return _text(404, "Not Found", flavor)
+
+    def _azure(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
+               headers: Mapping[str, str], body: bytes) -> Reply:
+        if headers.get("metadata", "").lower() != "true":
+            return _json(400, {"error": "Bad request. Required metadata header not specified"})
+        if not query.get("api-version"):
+            return _json(400, {"error": "Bad request. api-version was not specified"})
+        if path == "/metadata/scheduledevents":
+            if method == "POST":
+                try:
+                    doc = json.loads(body or b"{}")
+                    ids = [r.get("EventId") for r in doc.get("StartRequests", [])]
+                except (ValueError, AttributeError):
+                    return _json(400, {"error": "Bad request. Malformed body"})
+                if inst.deadline is not None and inst.event_id in ids:
+                    self._approve(inst.id)
+                return _text(200, "")
+            events = []
+            if inst.deadline is not None:
+                events.append(
+                    {
+                        "EventId": inst.event_id,
+                        "EventType": "Preempt",
+                        "ResourceType": "VirtualMachine",
+                        "Resources": [inst.id],
+                        "EventStatus": "Scheduled",
+                        "NotBefore": format_datetime(
+                            datetime.fromtimestamp(inst.deadline, UTC), usegmt=True
+                        ),
+                        "Description": "",
+                        "EventSource": "Platform",
+                        "DurationInSeconds": -1,
+                    }
+                )
+            return _json(200, {"DocumentIncarnation": 1 if events else 0, "Events": events})
+        if path == "/metadata/instance/compute/vmId":
+            return _text(200, inst.id)
+        return _json(404, {"error": "Not found"})
+
+    def _alibaba(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
+                 headers: Mapping[str, str], body: bytes) -> Reply:
+        if path == "/latest/api/token":
+            if method != "PUT":
+                return _text(405, "Method Not Allowed")
+            return self._new_token(inst.id, headers.get("x-aliyun-ecs-metadata-token-ttl-seconds"))
+        if not self._token_ok(inst.id, headers.get("x-aliyun-ecs-metadata-token")):
+            return _text(403, "Forbidden")
+        if path == "/latest/meta-data/instance/spot/termination-time":
+            if inst.deadline is None:
+                return _text(404, "Not Found")
+            return _text(200, _iso_z(inst.deadline))
+        simple = {
+            "/latest/meta-data/instance-id": inst.id,
+            "/latest/meta-data/zone-id": inst.zone,
+        }
+        if path in simple:
+            return _text(200, simple[path])
+        return _text(404, "Not Found")
+
+    def _tencent(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
+                 headers: Mapping[str, str], body: bytes) -> Reply:
+        if path == "/latest/meta-data/spot/termination-time":
+            if inst.deadline is None:
+                return _text(404, "Not Found")
+            text = datetime.fromtimestamp(inst.deadline, UTC).strftime("%Y-%m-%d %H:%M:%S")
+            return _text(200, text)
+        simple = {
+            "/latest/meta-data/instance-id": inst.id,
+            "/latest/meta-data/placement/zone": inst.zone,
+        }
+        if path in simple:
+            return _text(200, simple[path])
+        return _text(404, "Not Found")
