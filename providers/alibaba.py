@@ -3,7 +3,7 @@
 What the cloud is asked, and how its answers are read:
 
 - **offers**: ``DescribeInstanceTypes`` (``MinimumGPUAmount=1``: GPU types with ``GPUSpec``,
-  ``GPUAmount``, cores, memory) and ``DescribeAvailableResource`` (which zones have the type in
+  ``GPUAmount``, cores, memory; vGPU slices such as ``sgn7i``/``vgn6i`` are left out) and ``DescribeAvailableResource`` (which zones have the type in
   stock for pay-as-you-go/spot), one offer per (zone, type). Prices are filled from the catalog
   where it knows the type; live prices come from :meth:`AlibabaProvider.prices`.
 - **prices**: ``DescribeSpotPriceHistory`` per GPU type (``SpotPrice`` and ``OriginPrice``, the
@@ -231,6 +231,13 @@ def catalog_offers(provider: str) -> list[Offer]:
         return []
 
 
+def _is_vgpu(itype: Mapping[str, Any]) -> bool:
+    """A slice of a GPU (vgn5i, vgn6i, sgn7i, ... or a ``GPUSpec`` like ``NVIDIA A10*1/12``)."""
+    family = str(itype.get("InstanceTypeFamily") or itype.get("InstanceTypeId") or "")
+    name = family.removeprefix("ecs.")
+    return name.startswith(("vgn", "sgn")) or "/" in str(itype.get("GPUSpec") or "")
+
+
 def _list(node: Any, *keys: str) -> list[Any]:
     """Walk Alibaba's ``{"Instances": {"Instance": [...]}}`` nesting; [] where absent."""
     for key in keys:
@@ -409,7 +416,7 @@ class AlibabaProvider(Provider):
             out.extend(
                 t
                 for t in _list(body, "InstanceTypes", "InstanceType")
-                if int(t.get("GPUAmount") or 0) > 0
+                if int(t.get("GPUAmount") or 0) > 0 and not _is_vgpu(t)
             )
             token = body.get("NextToken") or None
             if not token:

@@ -8,8 +8,10 @@ What the cloud is asked, and how its answers are read:
   price and, where spot is on sale, the spot price. The GPU model comes from the catalog by
   instance type, else from the family (GN7 -> T4, ...).
 - **prices**: ``InquiryPriceRunInstances`` (``Price.InstancePrice.UnitPriceDiscount``, else
-  ``UnitPrice``) per (zone, GPU type) for ``SPOTPAID`` and ``POSTPAID_BY_HOUR``. It needs an
-  image id; without one the prices in ``DescribeZoneInstanceConfigInfos`` are used.
+  ``UnitPrice``) per (zone, GPU type) for ``SPOTPAID`` and ``POSTPAID_BY_HOUR``, for the
+  charge types the listing says are on sale there (two calls per pair at most: restrict with
+  ``instance_types`` in a large region). It needs an image id; without one the prices in
+  ``DescribeZoneInstanceConfigInfos`` are used.
 - **launch**: ``RunInstances`` with ``InstanceChargeType=SPOTPAID`` and ``InstanceMarketOptions
   {MarketType: spot, SpotOptions: {MaxPrice: "<cap>", SpotInstanceType: one-time}}`` for spot
   (the on-demand price is the cap when none is given: Tencent requires one), or
@@ -536,22 +538,25 @@ class TencentProvider(Provider):
                     for o in self.offers([region])
                 )
                 continue
-            pairs = sorted(
-                {
-                    (str(r.get("Zone", "")), str(r.get("InstanceType", "")))
-                    for r in self._zone_configs(region)
-                    if r.get("Status", "SELL") == "SELL"
-                }
-            )
-            for zone, itype in pairs:
+            selling: dict[tuple[str, str], set[str]] = {}  # (zone, type) -> charge types on sale
+            for r in self._zone_configs(region):
+                key = (str(r.get("Zone", "")), str(r.get("InstanceType", "")))
+                charges = selling.setdefault(key, set())
+                if r.get("Status", "SELL") == "SELL":
+                    charges.add(str(r.get("InstanceChargeType", "")))
+            for (zone, itype), charges in sorted(selling.items()):
+                if not charges:
+                    continue
+                spot = self._inquire(region, zone, itype, SPOTPAID) if SPOTPAID in charges else None
+                od = self._inquire(region, zone, itype, POSTPAID) if POSTPAID in charges else None
                 out.append(
                     PriceQuote(
                         provider=NAME,
                         region=region,
                         zone=zone,
                         instance_type=itype,
-                        spot_price=self._inquire(region, zone, itype, SPOTPAID),
-                        on_demand_price=self._inquire(region, zone, itype, POSTPAID),
+                        spot_price=spot,
+                        on_demand_price=od,
                         at=datetime.now(UTC),
                     )
                 )

@@ -469,6 +469,7 @@ def test_prices_come_from_inquiry_for_both_markets(
     assert (q.spot_price, q.on_demand_price) == (pytest.approx(0.41), pytest.approx(1.30))
     assert quotes[("ap-guangzhou-6", T4)].spot_price is None  # sold out: no quote
     inquiries = server.calls("InquiryPriceRunInstances")
+    assert len(inquiries) == 10  # 6 pairs on sale pay-as-you-go, 4 of them as spot too
     spot = [i.params for i in inquiries if i.params["InstanceChargeType"] == "SPOTPAID"]
     assert spot and all(p["InstanceMarketOptions"]["MarketType"] == "spot" for p in spot)
     assert {i.params["InstanceChargeType"] for i in inquiries} == {"SPOTPAID", "POSTPAID_BY_HOUR"}

@@ -71,6 +71,7 @@ def default_types(zones: tuple[str, ...] = DEFAULT_ZONES) -> list[GpuType]:
         GpuType("ecs.gn7i-c8g1.2xlarge", "NVIDIA A10", 1, 8, 30.0, 1.20, {h: 0.36, i: 0.40}),
         GpuType("ecs.gn6i-c4g1.xlarge", "NVIDIA T4", 1, 4, 15.0, 0.80, {h: 0.22, i: 0.24, j: 0.21}),
         GpuType("ecs.gn7e-c16g1.4xlarge", "NVIDIA A100", 1, 16, 125.0, 4.00, {i: 1.20}),
+        GpuType("ecs.sgn7i-vws-m2.xlarge", "NVIDIA A10*1/12", 1, 2, 8.0, 0.30, {h: 0.09}),
     ]
 
 
@@ -507,7 +508,7 @@ class AlibabaFakeServer:
         rows: list[dict[str, Any]] = [
             {
                 "InstanceTypeId": t.instance_type,
-                "InstanceTypeFamily": t.instance_type.rsplit(".", 1)[0].replace("-c", "-"),
+                "InstanceTypeFamily": t.instance_type.split("-")[0],
                 "CpuCoreCount": t.cpu,
                 "MemorySize": t.memory_gib,
                 "GPUAmount": t.gpu_amount,
