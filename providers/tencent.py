@@ -70,6 +70,8 @@ from providers.base import (
     register_secret,
 )
 from provisioner.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
     TAG_MANAGED,
     Instance,
     InstanceState,
@@ -677,7 +679,8 @@ class TencentProvider(Provider):
         offer = request.offer
         region = offer.region or self.default_region
         attempt_tags = {k: request.tags[k] for k in sorted(request.tags)}
-        for inst in self._describe(region, tags=attempt_tags):
+        identity = {k: attempt_tags[k] for k in (TAG_MANAGED, TAG_JOB, TAG_ATTEMPT)}
+        for inst in self._describe(region, tags=identity):
             if inst.state is not InstanceState.TERMINATED:
                 log.info("tencent: %s already has instance %s", request.token, inst.id)
                 self._note([inst])

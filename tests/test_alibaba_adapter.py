@@ -260,6 +260,15 @@ def test_client_token_makes_a_resent_launch_return_the_first_instance(
     assert list(server.instances()) == [first.id]
 
 
+def test_the_lookup_is_by_job_and_attempt_not_extra_tags(
+    server: AlibabaFakeServer, provider: AlibabaProvider
+) -> None:
+    first = provider.launch(request())
+    again = provider.launch(dataclasses.replace(request(), extra_tags={"team": "other"}))
+    assert again.id == first.id
+    assert len(server.calls("RunInstances")) == 1
+
+
 def test_an_existing_tagged_instance_is_returned_without_a_launch(
     server: AlibabaFakeServer, provider: AlibabaProvider
 ) -> None:
