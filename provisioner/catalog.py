@@ -215,6 +215,34 @@ class Catalog:
     def from_offers(cls, offers: Iterable[Offer], source: str = "<memory>") -> Catalog:
         return cls(list(offers), [source])
 
+    def with_prices(self, quotes: Iterable[Any]) -> Catalog:
+        """A catalog whose prices are replaced by live quotes (provider, region, zone, type).
+
+        A quote with an empty zone applies to every zone of its region; a quote that matches
+        no offer is ignored (offers come from the catalog or the provider's offer list).
+        """
+        table: dict[tuple[str, str, str, str], Any] = {}
+        for q in quotes:
+            table[(q.provider, q.region, q.zone or "", q.instance_type)] = q
+        if not table:
+            return self
+        from dataclasses import replace
+
+        out = []
+        for o in self.offers:
+            q = table.get((o.provider, o.region, o.zone, o.instance_type)) or table.get(
+                (o.provider, o.region, "", o.instance_type)
+            )
+            if q is not None:
+                o = replace(
+                    o,
+                    spot_price=q.spot_price if q.spot_price is not None else o.spot_price,
+                    price=q.on_demand_price if q.on_demand_price is not None else o.price,
+                    price_date=q.at.date().isoformat() if getattr(q, "at", None) else o.price_date,
+                )
+            out.append(o)
+        return Catalog(out, [*self.sources, "live prices"])
+
     def merged(self, other: Catalog) -> Catalog:
         return Catalog(self.offers + other.offers, self.sources + other.sources)
 

@@ -181,7 +181,8 @@ class Reconciler:
         job_ids: Iterable[str] | None = None,
     ) -> None:
         self.store = store
-        self.catalog = catalog or builtin_catalog()
+        # Live prices stored by `catalog refresh` / the daemon's price refresh override the catalog's.
+        self.catalog = catalog or builtin_catalog().with_prices(store.prices())
         self.provider_factory = provider_factory
         self.clock = clock
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"

@@ -76,3 +76,43 @@ def show(
         render_offers(rows)
         console().print(f"{len(rows)} of {total} matching offers ({len(cat)} in catalog)")
     raise SystemExit(EXIT_OK if total else EXIT_NOT_FOUND)
+
+
+@catalog.command()
+@click.option("--provider", "provider_name", required=True, help="aws, gcp, azure, alibaba, tencent or sim.")
+@click.option("--region", "regions", multiple=True, help="Region to refresh (repeatable; default: the provider's).")
+@click.option("-o", "--provider-option", "options", multiple=True, metavar="KEY=VALUE", help="Provider option (repeatable).")
+@click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
+@json_option
+def refresh(provider_name: str, regions: tuple[str, ...], options: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+    """Fetch live spot and on-demand prices from a provider and store them.
+
+    Exits 4 when the provider refuses (credentials, quota) and 2 on a bad provider name.
+    """
+    from provisioner.cli import EXIT_PROVIDER
+    from provisioner.cli.common import fail
+    from provisioner.cli.jobs_cmd import _store
+    from provisioner.cli.up_cmd import _parse_options
+    from provisioner.console import console
+    from provisioner.providers_config import provider_defaults
+    from providers.base import ProviderError, ProviderUnavailable, get
+
+    opts = {**provider_defaults(provider_name), **_parse_options(options)}
+    try:
+        prov = get(provider_name, **opts)
+    except ValueError as exc:
+        fail(str(exc))
+    except (ProviderUnavailable, ImportError) as exc:
+        fail(f"{provider_name}: {exc} (install the extra: pip install 'provisioner[{provider_name}]')", EXIT_PROVIDER)
+    try:
+        with console(stderr=True).status(f"fetching prices from {provider_name}..."):
+            quotes = prov.prices(list(regions) or None)
+    except ProviderError as exc:
+        fail(str(exc), EXIT_PROVIDER)
+    finally:
+        prov.close()
+    n = _store(store_url).save_prices(quotes)
+    if as_json:
+        print_json({"provider": provider_name, "stored": n})
+    else:
+        console().print(f"stored {n} price quote(s) from {provider_name}")
