@@ -87,6 +87,8 @@ def write_checkpoint(
         shutil.rmtree(final)
     os.replace(staging, final)
     commit_checkpoint(checkpoint_dir, name)
+    for partial in checkpoint_dir.glob(".ckpt-*.partial-*"):  # left by a kill mid-write
+        shutil.rmtree(partial, ignore_errors=True)
     if keep > 0:
         old = sorted(p.name for p in checkpoint_dir.glob("ckpt-*") if p.is_dir())
         for stale in old[:-keep]:

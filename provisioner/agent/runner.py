@@ -54,6 +54,20 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
 
 
+def _die_with_parent() -> None:
+    """In the job's process, before exec: die when the agent dies (Linux; else a no-op).
+
+    A job must never outlive its agent: an orphaned job would go on writing checkpoints that
+    nobody uploads, next to the job of a later attempt.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Syncer(threading.Thread):
     """Uploads each checkpoint the job commits, newest first; runs beside the polling loop."""
 
@@ -65,7 +79,7 @@ class Syncer(threading.Thread):
         self.uploaded_at: datetime | None = None
         self.error: str | None = None
         self._wake = threading.Event()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
 
@@ -74,7 +88,7 @@ class Syncer(threading.Thread):
         self._wake.set()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self._wake.wait(0.5)
             self._wake.clear()
             self.sync_once()
@@ -100,7 +114,7 @@ class Syncer(threading.Thread):
         return self._idle.wait(timeout)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self._wake.set()
 
 
@@ -180,11 +194,11 @@ class Agent:
             self.write_progress()
             return 1
         self.syncer = Syncer(self.store, self.ckpt_dir, self.resumed_from)
-        self.syncer.start()
         log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
-        try:
+        try:  # started before any thread of ours, so that preexec_fn is safe
             self.proc = subprocess.Popen(
-                self.spec.command, cwd=self.workdir, env=self._env(resume_from)
+                self.spec.command, cwd=self.workdir, env=self._env(resume_from),
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             self.note = f"cannot start the job: {exc}"
@@ -192,9 +206,18 @@ class Agent:
             self.state, self.exit_code = "failed", 127
             self.write_progress()
             return 127
+        self.syncer.start()
         self.state = "running"
         self.write_progress()
-        rc = self._loop(self.proc)
+        try:
+            rc = self._loop(self.proc)
+        except BaseException as exc:  # never leave the job running without its agent
+            self.proc.kill()
+            self.proc.wait()
+            self.note = f"agent error: {type(exc).__name__}: {exc}"
+            self.state, self.exit_code = "failed", 1
+            self.write_progress()
+            raise
         return self._finish(rc)
 
     def _loop(self, proc: subprocess.Popen[bytes]) -> int:

@@ -1,0 +1,345 @@
+"""The sim provider: a real detached server, real sandboxes (process groups), real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.catalog import Catalog
+from provisioner.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
+from providers.base import ErrorKind, ProviderError
+from providers.sim import SimProvider
+from providers.sim.market import Market as SimMarket
+from providers.sim.market import StochasticZone, load_trace
+from providers.sim.rules import RULES
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_TRACES = REPO.parent / "shared" / "data" / "traces"
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 10.0, every: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Iterator[Path]:
+    d = tmp_path / "sim"
+    yield d
+    # whatever a test left running: kill every instance and stop the server
+    SimProvider(d).shutdown_server(terminate_all=True)
+
+
+def make(state_dir: Path, **kw: Any) -> SimProvider:
+    kw.setdefault("mtbp_hours", None)
+    kw.setdefault("idle_exit_s", 60)
+    return SimProvider(state_dir, **kw)
+
+
+def request(offer: Offer, job: str = "job-a", attempt: int = 1, market: Market = Market.SPOT,
+            cap: float | None = None, spec: dict[str, Any] | None = None) -> LaunchRequest:
+    return LaunchRequest(job_id=job, attempt=attempt, offer=offer, market=market,
+                         bid_cap_per_hour=cap, job_spec=spec)
+
+
+def aws_offer(sim: SimProvider, zone: str = "us-east-1a") -> Offer:
+    return next(o for o in sim.offers(["us-east-1"]) if o.zone == zone and o.spot_price)
+
+
+# -- offers --------------------------------------------------------------------------------
+
+
+def test_offers_come_from_the_catalog_relabelled_sim(state_dir: Path) -> None:
+    catalog = Catalog.load()
+    sim = make(state_dir, mimic="aws", catalog=catalog)
+    offers = sim.offers()
+    assert offers and {o.provider for o in offers} == {"sim"}
+    assert len(offers) == len(catalog.filter(provider="aws"))
+    assert {o.zone for o in sim.offers(["us-east-1"])} >= {"us-east-1a", "us-east-1b"}
+
+    gcp = make(state_dir, mimic="gcp", catalog=catalog)
+    region_level = {(o.region, o.instance_type) for o in catalog.filter(provider="gcp") if not o.zone}
+    region, itype = sorted(region_level)[0]
+    zones = {o.zone for o in gcp.offers([region]) if o.instance_type == itype}
+    assert zones == {f"{region}-a", f"{region}-b", f"{region}-c"}  # spread over three zones
+    assert all(gcp.zone_cloud(z) == "gcp" for z in zones)
+
+    mixed = make(state_dir, mimic={"us-east-1a": "aws", "europe-west4-a": "gcp"}, catalog=catalog)
+    assert {o.zone for o in mixed.offers()} == {"us-east-1a", "europe-west4-a"}
+    assert mixed.zone_cloud("europe-west4-a") == "gcp"
+    with pytest.raises(ValueError):
+        SimProvider(state_dir, mimic="ibm")
+
+
+# -- launch, list, get, terminate ----------------------------------------------------------
+
+
+def test_launch_get_list_terminate_and_idempotent_token(state_dir: Path) -> None:
+    sim = make(state_dir)
+    offer = aws_offer(sim)
+    inst = sim.launch(request(offer, cap=100.0))
+    assert (inst.provider, inst.market, inst.state) == ("sim", Market.SPOT, InstanceState.RUNNING)
+    assert (inst.zone, inst.instance_type, inst.job_id, inst.attempt) == (
+        offer.zone, offer.instance_type, "job-a", 1)
+    assert inst.price_per_hour == offer.spot_price
+
+    again = sim.launch(request(offer, cap=100.0))  # same (job, attempt): same token
+    assert again.id == inst.id
+    other = sim.launch(request(offer, job="job-b", market=Market.ON_DEMAND))
+    assert other.market is Market.ON_DEMAND and other.price_per_hour == offer.price
+
+    assert [i.id for i in sim.list({TAG_JOB: "job-a"})] == [inst.id]
+    assert {i.id for i in sim.list()} == {inst.id, other.id}
+    assert sim.get(inst.id).state is InstanceState.RUNNING
+    with pytest.raises(ProviderError) as missing:
+        sim.get("sim-000000000000")
+    assert missing.value.kind is ErrorKind.NOT_FOUND
+
+    pgid = int(sim.sandbox(inst.id)["pid"])
+    assert not group_gone(pgid)
+    sim.terminate([inst.id, "sim-000000000000"])  # unknown ids are fine
+    got = sim.get(inst.id)
+    assert (got.state, got.raw_state) == (InstanceState.TERMINATED, "terminated")
+    wait_for(lambda: group_gone(pgid), timeout=10)
+    assert sim.launch(request(offer, cap=100.0)).id == inst.id  # token stays bound
+
+
+def test_capacity_error_in_an_unavailable_zone(state_dir: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "us-east-1b.csv"
+    trace.write_text("timestamp,available,price\n0,0,\n3600,0,\n")
+    sim = make(state_dir, trace={"us-east-1b": str(trace)})
+    with pytest.raises(ProviderError) as caught:
+        sim.launch(request(aws_offer(sim, "us-east-1b")))
+    assert caught.value.kind is ErrorKind.CAPACITY
+    assert caught.value.code == "InsufficientInstanceCapacity"
+    assert sim.list() == []
+    assert sim.availability(["us-east-1a", "us-east-1b"]) == {"us-east-1a": True, "us-east-1b": False}
+    # on-demand capacity is there
+    od = sim.launch(request(aws_offer(sim, "us-east-1b"), market=Market.ON_DEMAND))
+    assert od.state is InstanceState.RUNNING
+
+    # options are the server's: the last adapter to connect sets them (same trace here)
+    tencent = make(state_dir, mimic={"us-east-1b": "tencent"}, trace={"us-east-1b": str(trace)})
+    fake = Offer("sim", "us-east-1", "us-east-1b", "GN7.2XLARGE32", "T4", 1, 8, 32, 1.0, 0.3)
+    with pytest.raises(ProviderError) as t:
+        tencent.launch(request(fake, job="t"))
+    assert t.value.code == "ResourceInsufficient.AvailabilityZoneSoldOut"
+
+
+def test_bid_cap_under_the_spot_price_is_price_too_low(state_dir: Path) -> None:
+    sim = make(state_dir)
+    offer = aws_offer(sim)
+    assert offer.spot_price is not None
+    with pytest.raises(ProviderError) as caught:
+        sim.launch(request(offer, cap=offer.spot_price / 2))
+    assert (caught.value.kind, caught.value.code) == (ErrorKind.PRICE_TOO_LOW, "SpotMaxPriceTooLow")
+
+
+def test_preemption_serves_a_notice_then_kills_the_process_group(state_dir: Path) -> None:
+    sim = make(state_dir, notice_floor_s=1.0)
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    inst = sim.launch(request(aws_offer(sim)))
+    pgid = int(sim.sandbox(inst.id)["pid"])
+    assert not group_gone(pgid)
+
+    sim.preempt(inst.id, notice_s=1.5)
+    notices = [i for i in sim.interruptions(since) if i.instance_id == inst.id]
+    assert [i.kind for i in notices] == ["notice"]
+    assert notices[0].deadline is not None
+    assert sim.get(inst.id).state is InstanceState.RUNNING  # still running during the notice
+    assert not group_gone(pgid)
+
+    wait_for(lambda: sim.get(inst.id).state is InstanceState.PREEMPTED, timeout=10)
+    got = sim.get(inst.id)
+    assert got.raw_state == "terminated"
+    assert got.state_reason.startswith("Server.SpotInstanceTermination")
+    found = [i for i in sim.interruptions(since) if i.instance_id == inst.id]
+    assert [i.kind for i in found] == ["notice", "preempted"]
+    assert found[1].at >= found[0].deadline - timedelta(milliseconds=1)  # type: ignore[operator]
+    assert found[1].provider == "sim" and found[1].zone == inst.zone
+    wait_for(lambda: group_gone(pgid), timeout=5)
+
+
+def test_market_preemption_from_a_trace(state_dir: Path, tmp_path: Path) -> None:
+    # each trace point lasts half a simulated hour = 1 real second (seconds_per_hour=2)
+    trace = tmp_path / "z.json"
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 1800},
+                                 "data": [1, 1, 0, 0, 0, 0], "prices": [0.5, 0.6, 9, 9, 9, 9]}))
+    sim = make(state_dir, trace={"us-east-1c": str(trace)}, seconds_per_hour=2.0,
+               notice_floor_s=1.0)
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    inst = sim.launch(request(aws_offer(sim, "us-east-1c")))
+    assert inst.price_per_hour in (0.5, 0.6)  # the trace's price, not the catalog's
+    pgid = int(sim.sandbox(inst.id)["pid"])
+    wait_for(lambda: sim.get(inst.id).state is InstanceState.PREEMPTED, timeout=10)
+    kinds = [i.kind for i in sim.interruptions(since) if i.instance_id == inst.id]
+    assert kinds == ["notice", "preempted"]
+    wait_for(lambda: group_gone(pgid), timeout=5)
+    with pytest.raises(ProviderError) as caught:
+        sim.launch(request(aws_offer(sim, "us-east-1c"), attempt=2))
+    assert caught.value.kind is ErrorKind.CAPACITY
+
+
+def test_demo_scenario_preempts_the_first_spot_instance_of_a_job(state_dir: Path) -> None:
+    sim = make(state_dir, preempt_first_after_s=1.0, notice_floor_s=1.0, demo_outage_s=30)
+    first = sim.launch(request(aws_offer(sim, "us-east-1a")))
+    wait_for(lambda: sim.get(first.id).state is InstanceState.PREEMPTED, timeout=10)
+    with pytest.raises(ProviderError):  # its zone has no capacity for a while
+        sim.launch(request(aws_offer(sim, "us-east-1a"), attempt=2))
+    second = sim.launch(request(aws_offer(sim, "us-east-1b"), attempt=3))
+    time.sleep(2.5)
+    assert sim.get(second.id).state is InstanceState.RUNNING  # only the first one goes
+
+
+# -- billing -------------------------------------------------------------------------------
+
+
+def test_billing_rules_per_cloud() -> None:
+    assert RULES["aws"].billed_seconds(1.2) == 60 and RULES["aws"].billed_seconds(61.2) == 62
+    assert RULES["gcp"].billed_seconds(0) == 60
+    assert RULES["azure"].billed_seconds(61) == 120 and RULES["azure"].billed_seconds(120) == 120
+    assert RULES["alibaba"].billed_seconds(1.2) == 2 and RULES["tencent"].billed_seconds(0) == 0
+
+
+def test_billing_of_a_short_instance_has_the_minimum(state_dir: Path) -> None:
+    # one simulated hour = 3600 real seconds: billing in real seconds
+    sim = make(state_dir, seconds_per_hour=3600, mimic={"us-east-1a": "aws", "ap-bangkok-1": "tencent"})
+    offer = aws_offer(sim)
+    inst = sim.launch(request(offer))
+    sim.terminate([inst.id])
+    bill = sim.billing(inst.id)
+    assert not bill.running and bill.real_seconds < 5
+    assert bill.billed_seconds == 60 and bill.rule == "per second, 60 s minimum"
+    assert bill.cost == pytest.approx(60 / 3600 * (offer.spot_price or 0), abs=1e-6)
+
+    t_offer = next(o for o in sim.offers() if o.zone == "ap-bangkok-1" and o.spot_price)
+    t = sim.launch(request(t_offer, job="t"))
+    sim.terminate([t.id])
+    assert sim.billing(t.id).billed_seconds < 5  # per second, no minimum
+
+    scaled = make(state_dir, seconds_per_hour=36)  # 1 real second = 100 simulated seconds
+    s = scaled.launch(request(aws_offer(scaled), job="s"))
+    time.sleep(1.0)
+    bill = scaled.billing(s.id)
+    assert bill.running and 100 <= bill.sim_seconds < 400 and bill.billed_seconds >= 100
+
+
+# -- the server: its own process -----------------------------------------------------------
+
+LAUNCH_AND_DIE = """
+import os, signal, sys
+from providers.sim import SimProvider
+from provisioner.models import LaunchRequest, Market
+sim = SimProvider(sys.argv[1], mtbp_hours=None, idle_exit_s=60)
+offer = next(o for o in sim.offers(["us-east-1"]) if o.zone == "us-east-1a")
+inst = sim.launch(LaunchRequest(job_id="survivor", attempt=1, offer=offer, market=Market.SPOT))
+print(inst.id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_server_outlives_the_controller_that_started_it(state_dir: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", LAUNCH_AND_DIE, str(state_dir)], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    iid = out.stdout.strip()
+    server_pid = json.loads((state_dir / "server.json").read_text())["pid"]
+    assert pid_alive(server_pid)
+
+    sim = make(state_dir)  # another controller, another process
+    got = sim.get(iid)
+    assert got.state is InstanceState.RUNNING and got.job_id == "survivor"
+    assert json.loads((state_dir / "server.json").read_text())["pid"] == server_pid
+
+    # a restarted server sees the same instances (they are persisted)
+    sim.shutdown_server(terminate_all=False)
+    assert not (state_dir / "server.json").exists()
+    wait_for(lambda: not pid_alive(server_pid), timeout=5)
+    again = make(state_dir)
+    assert again.get(iid).state is InstanceState.RUNNING
+    assert json.loads((state_dir / "server.json").read_text())["pid"] != server_pid
+
+
+START = """
+import sys
+from providers.sim.client import ensure_server
+print(ensure_server(__import__("pathlib").Path(sys.argv[1])))
+"""
+
+
+def test_concurrent_controllers_start_one_server(state_dir: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", START, str(state_dir)], env=env,
+                              stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    urls = {p.communicate(timeout=30)[0].strip() for p in procs}
+    assert len(urls) == 1 and next(iter(urls)).startswith("http://127.0.0.1:")
+
+
+def test_idle_server_exits_by_itself(state_dir: Path) -> None:
+    sim = make(state_dir, idle_exit_s=0.5)
+    sim.offers()
+    sim.availability(["us-east-1a"])  # starts the server
+    pid = json.loads((state_dir / "server.json").read_text())["pid"]
+    wait_for(lambda: not pid_alive(pid), timeout=10)
+    assert not (state_dir / "server.json").exists()
+
+
+# -- the market model ----------------------------------------------------------------------
+
+
+def test_stochastic_market_is_seeded() -> None:
+    def series(seed: int, zone: str) -> list[bool]:
+        model = StochasticZone(seed, zone, mtbp_s=3600.0, outage_s=600.0)
+        return [model.available_at(t * 60.0) for t in range(2000)]
+
+    a = series(1, "us-east-1a")
+    assert a == series(1, "us-east-1a")
+    assert a != series(2, "us-east-1a") and a != series(1, "us-east-1b")
+    assert a[0] and 0.6 < sum(a) / len(a) < 0.98
+    assert SimMarket(mtbp_hours=None).available("x", 1e9)
+
+
+def test_recorded_traces_load() -> None:
+    if not SHARED_TRACES.exists():
+        pytest.skip("needs ../shared/data/traces")
+    files = sorted(SHARED_TRACES.rglob("*.json"))
+    assert files
+    for path in files[:5]:
+        trace = load_trace(path)
+        doc = json.loads(path.read_text())
+        gap = doc["metadata"]["gap_seconds"]
+        for i in (0, len(doc["data"]) // 2, len(doc["data"]) - 1):
+            assert trace.available_at(i * gap + gap / 2) == (doc["data"][i] >= 1)
+        assert trace.available_at(trace.period + 1) == trace.available_at(1)  # loops
