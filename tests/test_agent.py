@@ -13,18 +13,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from providers.sim import SimProvider
 from provisioner.agent.gpu import parse_nvidia_smi, probe_gpus
 from provisioner.agent.notices import NoticeReader
 from provisioner.agent.spec import AgentSpec, SpecError
 from provisioner.agent.store import CheckpointStore, read_progress
 from provisioner.models import InstanceState, LaunchRequest, Market
-from providers.sim import SimProvider
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from providers.sim import SimProvider
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import read_progress
 from provisioner.models import InstanceState, LaunchRequest, Market
-from providers.sim import SimProvider
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 300

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from provisioner.catalog import Catalog
-from provisioner.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 from providers.base import ErrorKind, ProviderError
 from providers.sim import SimProvider
 from providers.sim.market import Market as SimMarket
 from providers.sim.market import StochasticZone, load_trace
 from providers.sim.rules import RULES
+from provisioner.catalog import Catalog
+from provisioner.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "data" / "traces"

@@ -425,7 +425,8 @@ class SimCloud:
                       notice_s: float | None = None) -> None:
         length = self.notice_seconds(inst["cloud"]) if notice_s is None else max(0.0, notice_s)
         inst["notice_real"], inst["deadline_real"] = now, now + length
-        self._event(inst, "notice", now, f"{inst['cloud']} spot interruption notice ({why})")
+        if length > 0:  # a zero-length notice is no notice: the capacity just goes
+            self._event(inst, "notice", now, f"{inst['cloud']} spot interruption notice ({why})")
         self._save(inst)
         log.info("notice to %s (%s): %.1fs", inst["id"], why, length)
 
