@@ -24,10 +24,8 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -36,13 +34,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from providers.sim import sandbox as sandbox_
 from providers.sim.market import Market
 from providers.sim.metadata import MetadataService
 from providers.sim.rules import RULES, rules_for
+from provisioner.models import TAG_JOB
 
 log = logging.getLogger("provisioner.sim")
-
-TAG_JOB = "provisioner-job"  # as provisioner.models.TAG_JOB (kept import-free here)
 
 
 class SimError(Exception):
@@ -106,22 +104,6 @@ def _iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
 
 
-def _set_subreaper() -> None:
-    """Adopt our descendants when their parent dies (Linux), so we can reap them."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
-def project_root() -> str:
-    """The directory holding the ``provisioner`` and ``providers`` packages."""
-    return str(Path(__file__).resolve().parents[2])
-
-
 class SimCloud:
     """All instances, the market and the scheduler; every public method takes the lock."""
 
@@ -150,7 +132,7 @@ class SimCloud:
         self.last_activity = time.time()
         self._last_reap = 0.0
         self.metadata_service = MetadataService(self.approve)
-        _set_subreaper()
+        sandbox_.set_subreaper()
 
     def _market(self) -> Market:
         c = self.config
@@ -275,38 +257,13 @@ class SimCloud:
                 if not any(i["tags"].get(TAG_JOB, i["token"]) == job and i["demo_at_real"]
                            for i in self.instances.values()):
                     inst["demo_at_real"] = now + float(self.config.preempt_first_after_s)
-            self._start(inst, body)
+            self.procs[iid] = sandbox_.start(inst, body.get("spec"), body.get("pythonpath") or ())
+            inst["pid"] = self.procs[iid].pid  # = the process group id (session leader)
             self.instances[iid] = inst
             self.by_token[inst["token"]] = iid
             self._save(inst)
             log.info("launched %s (%s %s %s) pid %s", iid, cloud, zone, market, inst["pid"])
             return self.view(inst)
-
-    def _start(self, inst: dict[str, Any], body: dict[str, Any]) -> None:
-        sandbox = Path(inst["sandbox"])
-        env = dict(os.environ)
-        paths = [project_root(), *[str(p) for p in body.get("pythonpath") or []]]
-        if env.get("PYTHONPATH"):
-            paths.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-        env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
-        env["PROVISIONER_INSTANCE_ID"] = inst["id"]
-        spec = body.get("spec")
-        if spec is not None:
-            spec = {**spec, "cloud": inst["cloud"], "metadata_url": inst["metadata_url"],
-                    "workdir": str(sandbox / "work"), "instance_id": inst["id"]}
-            (sandbox / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
-            argv = [sys.executable, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
-        else:  # an empty VM: something to hold the process group
-            argv = [shutil.which("sleep") or "sleep", "2147483647"]
-        with open(sandbox / "agent.log", "ab") as out:
-            proc = subprocess.Popen(
-                argv, cwd=sandbox / "work", env=env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        self.procs[inst["id"]] = proc
-        inst["pid"] = proc.pid  # = the process group id (session leader)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -491,7 +448,7 @@ class SimCloud:
                     self._preempt_now(inst, now)
         if now - self._last_reap > 0.5:
             self._last_reap = now
-            self._reap_orphans()
+            sandbox_.reap_orphans({p.pid for p in self.procs.values()})
 
     def _why_preempt(self, inst: dict[str, Any], now: float) -> str | None:
         if inst["demo_at_real"] is not None and now >= inst["demo_at_real"]:
@@ -502,23 +459,6 @@ class SimCloud:
         if not self.zone_available(inst["zone"], now):
             return "market"
         return None
-
-    def _reap_orphans(self) -> None:
-        """Reap zombie children that are not our own Popen objects (adopted as subreaper)."""
-        mine = {p.pid for p in self.procs.values()}
-        me = os.getpid()
-        for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-            if not entry.isdigit() or int(entry) in mine:
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                    stat = fh.read()
-            except OSError:
-                continue
-            fields_ = stat.rsplit(")", 1)[-1].split()
-            if len(fields_) > 2 and fields_[0] == "Z" and int(fields_[1]) == me:
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(int(entry), os.WNOHANG)
 
     def shutdown(self, terminate_all: bool) -> None:
         with self.lock:

@@ -1,0 +1,78 @@
+"""A sim instance's sandbox: a working directory and a process group (the "VM").
+
+The group runs ``python -m provisioner.agent --spec spec.json`` (or a placeholder process for a
+launch without a job spec) with ``start_new_session``, so its id is the leader's pid. The server
+makes itself a child subreaper, so the job's processes, orphaned when the agent dies, are
+adopted and reaped by it: once the group is SIGKILLed, it is really gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+def set_subreaper() -> None:
+    """Adopt our descendants when their parent dies (Linux), so we can reap them."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def project_root() -> str:
+    """The directory holding the ``provisioner`` and ``providers`` packages."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def start(inst: dict[str, Any], spec: dict[str, Any] | None,
+          pythonpath: Iterable[str] = ()) -> subprocess.Popen[bytes]:
+    """Start the instance's process group in its sandbox; the agent's spec is written there."""
+    sandbox = Path(inst["sandbox"])
+    env = dict(os.environ)
+    paths = [project_root(), *[str(p) for p in pythonpath]]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
+    env["PROVISIONER_INSTANCE_ID"] = inst["id"]
+    if spec is not None:
+        spec = {**spec, "cloud": inst["cloud"], "metadata_url": inst["metadata_url"],
+                "workdir": str(sandbox / "work"), "instance_id": inst["id"]}
+        (sandbox / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
+        argv = [sys.executable, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
+    else:  # an empty VM: something to hold the process group
+        argv = [shutil.which("sleep") or "sleep", "2147483647"]
+    with open(sandbox / "agent.log", "ab") as out:
+        return subprocess.Popen(
+            argv, cwd=sandbox / "work", env=env, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+
+def reap_orphans(mine: set[int]) -> None:
+    """Reap zombie children that are not in ``mine`` (our Popen objects reap their own)."""
+    me = os.getpid()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) in mine:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields_ = stat.rsplit(")", 1)[-1].split()
+        if len(fields_) > 2 and fields_[0] == "Z" and int(fields_[1]) == me:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(int(entry), os.WNOHANG)
