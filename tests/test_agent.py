@@ -242,6 +242,20 @@ def test_periodic_checkpoints_are_asked_for_and_synced(tmp_path: Path) -> None:
     assert progress["last_checkpoint"] == CheckpointStore(store, "p").latest()
 
 
+def test_a_job_without_a_handler_is_not_killed_by_the_checkpoint_signal(tmp_path: Path) -> None:
+    # e.g. a notice while the job is still importing: the signal is ignored until it handles it
+    store = f"file://{tmp_path}/store"
+    spec = AgentSpec(job_id="n", attempt=1, checkpoint_uri=store, metadata_url=unreachable_url(),
+                     workdir=str(tmp_path / "w"), command=[PY, "-c", "import time; time.sleep(1.5)"],
+                     interval_s=0.2, grace_s=0.3)
+    proc = run_agent(spec, tmp_path)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+    assert "asked the job for a checkpoint" in out
+    progress = read_progress(store, "n")
+    assert progress is not None and progress["state"] == "done"
+
+
 def test_an_older_attempt_never_overwrites_newer_progress(tmp_path: Path) -> None:
     store = f"file://{tmp_path}/store"
     CheckpointStore(store, "o").write_progress({"attempt": 5, "state": "running"})

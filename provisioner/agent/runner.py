@@ -28,6 +28,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ TICK_S = 0.1
 #: Time kept back before the deadline for the upload once the job has checkpointed.
 UPLOAD_MARGIN_S = 1.0
 GPU_PROBE_EVERY_S = 30.0
+#: After SIGTERM to the job (the agent is stopping), SIGKILL follows this much later.
+STOP_GRACE_S = 5.0
 
 
 def _now() -> datetime:
@@ -54,18 +57,27 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
 
 
-def _die_with_parent() -> None:
-    """In the job's process, before exec: die when the agent dies (Linux; else a no-op).
+def _job_preexec(checkpoint_signal: int) -> Callable[[], None]:
+    """What runs in the job's process before exec.
 
-    A job must never outlive its agent: an orphaned job would go on writing checkpoints that
-    nobody uploads, next to the job of a later attempt.
+    - Die when the agent dies (``PR_SET_PDEATHSIG``, Linux): a job must never outlive its
+      agent, or it would go on writing checkpoints nobody uploads beside a later attempt's job.
+    - Start with the checkpoint signal ignored: a notice that comes while the job is still
+      starting up (before it installs its handler) must not kill it. A handler the job installs
+      replaces this; SIGTERM and SIGINT are left alone (they stop the job).
     """
-    try:
-        import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    def preexec() -> None:
+        if checkpoint_signal not in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(checkpoint_signal, signal.SIG_IGN)
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+    return preexec
 
 
 class Syncer(threading.Thread):
@@ -143,6 +155,7 @@ class Agent:
         self._stop_reason: str | None = None
         self._skip_progress = False
         self._reported_ckpt: str | None = None
+        self._terminated_at: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.syncer: Syncer | None = None
 
@@ -198,7 +211,7 @@ class Agent:
         try:  # started before any thread of ours, so that preexec_fn is safe
             self.proc = subprocess.Popen(
                 self.spec.command, cwd=self.workdir, env=self._env(resume_from),
-                preexec_fn=_die_with_parent,
+                preexec_fn=_job_preexec(self.spec.signum),
             )
         except OSError as exc:
             self.note = f"cannot start the job: {exc}"
@@ -289,8 +302,12 @@ class Agent:
     def _follow_notice(self, proc: subprocess.Popen[bytes], marker: str | None) -> None:
         assert self.syncer is not None and self.notice_wait_until is not None
         if self.state == "interrupted":
-            if self._stop_reason and proc.poll() is None:
-                proc.terminate()  # the agent was told to stop: the job goes too
+            if self._stop_reason and proc.poll() is None:  # the agent was told to stop
+                if self._terminated_at is None:
+                    self._terminated_at = time.monotonic()
+                    proc.terminate()
+                elif time.monotonic() - self._terminated_at > STOP_GRACE_S:
+                    proc.kill()
             return
         fresh = marker is not None and marker != self.marker_at_request
         timed_out = time.monotonic() >= self.notice_wait_until
@@ -323,7 +340,7 @@ class Agent:
         self.syncer.wait_idle(timeout=max(self.spec.grace_s, 5.0))
         self.syncer.sync_once()
         self.syncer.stop()
-        if self._stop_reason:
+        if self._stop_reason and (rc != 0 or self._terminated_at is not None):
             self.state = "interrupted"  # we stopped it (the VM is going): not finished
         elif rc == 0:
             try:
@@ -335,7 +352,9 @@ class Agent:
                 self.write_progress()
                 return 1
             self.state = "done"
-        elif self.state != "interrupted":
+        elif self.notice is not None:
+            self.state = "interrupted"  # it died after the notice: the capacity went
+        else:
             self.state = "failed"
         log.info("job exited with %d: %s", code, self.state)
         self.write_progress()
