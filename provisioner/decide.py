@@ -1,0 +1,496 @@
+"""The one decision function: ``decide(job, observations, now) -> list[Action]``.
+
+Pure (no I/O, clock or randomness): the daemon's reconciler and the trace simulator both call
+it, so what the simulator measures is what the daemon does. Inputs, built by the caller:
+
+* :class:`JobView`: the job as the store knows it: its policy, deadline, work (total and
+  *checkpointed* progress, in hours on the job's instance type), spend, restart count, the
+  latest attempt (:class:`AttemptView`), zone cooldowns, and two timings: the changeover
+  ``changeover_h`` (launch + setup + restore) and the decision interval ``step_h`` (how soon
+  the caller will ask again).
+* :class:`Observations`: what the providers say now: the job's instances (found by tag),
+  interruptions, the planner's ranked candidates (both markets, best first), recent
+  capacity errors (the caller decides how recent), and optionally where spot capacity is
+  known to be up, since when (probes).
+
+Output: actions, to be carried out in order. :class:`Terminate` always precedes a
+:class:`Launch` in the same list when an instance is alive, so a job never has two live
+instances; every :class:`Launch` names why that placement (the audit event).
+
+Guarantees (property-tested in ``tests/test_decide.py``): a Launch is never above the bid
+cap (the placement's or the policy's) nor ``budget.max_price_per_hour``, never outside the
+policy's residency, never on a market the policy excludes, never on a cooled-down zone or
+an offer that just reported no capacity, never when ``restarts >= restart.max_restarts``,
+and never one that the remaining budget could not pay for.
+
+Spot, on-demand or wait is a strategy's choice (:mod:`provisioner.strategies`), selected by
+the policy's market (``on-demand``; ``spot``: spot only; ``spot-then-on-demand``: ours,
+``provisioner``) or by name (``strategy=``, ``JobView.strategy``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from policies.model import MarketChoice, Policy
+from provisioner import strategies as st
+from provisioner.models import Instance, InstanceState, Interruption, Market, Placement
+from provisioner.regions import regions
+from provisioner.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy
+
+Location = tuple[str, str]  # (provider, zone or region)
+
+
+# -- inputs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptView:
+    """One attempt (one instance) of the job, as recorded in the store."""
+
+    attempt: int
+    placement: Placement
+    instance_id: str | None = None  # None: launch sent, instance not reported yet
+    state: InstanceState | None = None  # last known state (None: not seen yet)
+    launched_at: datetime | None = None  # when the launch was sent: the changeover starts
+    ended_at: datetime | None = None  # when it stopped (preempted or terminated)
+    last_checkpoint_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job as the store knows it. Hours are on the job's instance type."""
+
+    id: str
+    policy: Policy
+    submitted_at: datetime
+    deadline: datetime | None = None
+    work_total_h: float | None = None
+    work_done_h: float = 0.0  # checkpointed progress
+    restarts: int = 0  # relaunches after interruptions so far
+    attempt: int = 0  # number of the latest attempt (0: none yet)
+    spent_usd: float = 0.0
+    current: AttemptView | None = None  # the latest attempt, alive or not
+    cooldowns: Mapping[Location, datetime] = field(default_factory=dict)
+    changeover_h: float = 0.2  # launch + setup + restore of a new instance
+    step_h: float = 1.0 / 60.0  # how soon decide() will be called again
+    strategy: str | None = None  # None: chosen by the policy's market
+
+    @classmethod
+    def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:
+        """A job view with deadline and work taken from the policy (override with ``kw``)."""
+        kw.setdefault("deadline", policy.deadline_at(submitted_at))
+        kw.setdefault("work_total_h", policy.job.compute_hours)
+        return cls(id, policy, submitted_at, **kw)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityError:
+    """A launch that the provider answered with "no capacity"."""
+
+    provider: str
+    location: str
+    instance_type: str
+    market: Market
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """What the providers report now for this job."""
+
+    instances: tuple[Instance, ...] = ()
+    interruptions: tuple[Interruption, ...] = ()
+    candidates: tuple[Placement, ...] = ()  # ranked by the planner, both markets
+    capacity_errors: tuple[CapacityError, ...] = ()  # recent ones: treated as no capacity
+    spot_up_since: Mapping[Location, datetime] = field(default_factory=dict)
+
+
+# -- actions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    placement: Placement  # bid_cap_per_hour is the effective cap for spot
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Terminate:
+    instance_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    until: datetime | None  # None: look again at the next pass
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CoolDown:
+    provider: str
+    location: str
+    until: datetime
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    reason: str
+
+
+Action = Launch | Terminate | Wait | CoolDown | Finish | Fail
+
+
+# -- rules shared with the planner -------------------------------------------------------------
+
+
+def _region_matches(spec: str, provider: str, region: str) -> bool:
+    if ":" in spec:
+        p, _, r = spec.partition(":")
+        return p == provider and r == region
+    return spec == region
+
+
+def region_allowed(policy: Policy, provider: str, region: str) -> bool:
+    """The planner's residency rules for one region: providers, jurisdictions, region lists."""
+    res = policy.residency
+    if res.providers and provider not in res.providers:
+        return False
+    if res.allow or res.deny:
+        reg = regions().get((provider, region))
+        if reg is None:  # unknown jurisdiction cannot be shown compliant
+            return False
+        if res.allow and not reg.in_any(set(res.allow)):
+            return False
+        if res.deny and reg.in_any(set(res.deny)):
+            return False
+    if res.allow_regions and not any(
+        _region_matches(s, provider, region) for s in res.allow_regions
+    ):
+        return False
+    return not any(_region_matches(s, provider, region) for s in res.deny_regions)
+
+
+def spot_cap(policy: Policy, placement: Placement) -> float:
+    """The tightest spot bid cap: the placement's and the policy's (inf: none)."""
+    o = placement.offer
+    cap = math.inf if placement.bid_cap_per_hour is None else placement.bid_cap_per_hour
+    bid = policy.bid_cap
+    if bid.max_spot_price_per_hour is not None:
+        cap = min(cap, bid.max_spot_price_per_hour)
+    if bid.max_spot_price_per_gpu_hour is not None:
+        cap = min(cap, bid.max_spot_price_per_gpu_hour * o.gpu_count)
+    if bid.max_fraction_of_on_demand is not None:
+        cap = min(cap, 0.0 if o.price is None else o.price * bid.max_fraction_of_on_demand)
+    return cap
+
+
+def launch_price(placement: Placement) -> float:
+    """The price to check: the placement's, or the offer's current one if that is higher."""
+    now_price = placement.offer.price_for(placement.market)
+    return max(placement.price_per_hour, now_price if now_price is not None else 0.0)
+
+
+def launchable(policy: Policy, placement: Placement) -> str | None:
+    """Why ``placement`` may not be launched for ``policy`` (None: it may)."""
+    o = placement.offer
+    price = launch_price(placement)
+    if placement.market is Market.SPOT and not policy.allows_spot:
+        return "the policy excludes spot"
+    if placement.market is Market.ON_DEMAND and not policy.allows_on_demand:
+        return "the policy excludes on-demand"
+    if not region_allowed(policy, o.provider, o.region):
+        return f"{o.provider}:{o.region} is outside the policy's residency"
+    if placement.market is Market.SPOT and price > spot_cap(policy, placement) + 1e-12:
+        return f"spot ${price:.4g}/h is above the bid cap"
+    cap = policy.budget.max_price_per_hour
+    if cap is not None and price > cap + 1e-12:
+        return f"${price:.4g}/h is above budget.max_price_per_hour"
+    return None
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _hours(delta: timedelta) -> float:
+    return delta.total_seconds() / 3600.0
+
+
+def _loc(p: Placement) -> Location:
+    return (p.offer.provider, p.offer.location)
+
+
+def _key(p: Placement) -> tuple[str, str, str, Market]:
+    return (p.offer.provider, p.offer.location, p.offer.instance_type, p.market)
+
+
+def _describe(p: Placement) -> str:
+    o = p.offer
+    return f"{p.market.value} {o.provider}:{o.location} {o.instance_type} ${launch_price(p):.4g}/h"
+
+
+def _strategy_for(job: JobView, name: str | None) -> Strategy:
+    by_market = {MarketChoice.ON_DEMAND: "on-demand", MarketChoice.SPOT: "spot-only"}
+    return st.get_strategy(
+        name or job.strategy or by_market.get(job.policy.market, st.DEFAULT_STRATEGY)
+    )
+
+
+def _stop_all(alive: Sequence[Instance], reason: str) -> list[Action]:
+    return [Terminate(i.id, reason) for i in alive]
+
+
+@dataclass
+class _Now:
+    """The job's situation after triage: the instance kept, actions so far, cooldowns."""
+
+    actions: list[Action]
+    keep: Instance | None
+    cooled: dict[Location, datetime]
+    notice_until: datetime | None = None
+
+
+def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
+    """One live instance at most; a preempted attempt cools its zone down."""
+    mine = [i for i in obs.instances if i.job_id in (None, job.id)]
+    alive = [i for i in mine if i.state.alive]
+    cur = job.current
+    ours = [i for i in alive if cur is not None and i.id == cur.instance_id]
+    newest = sorted(alive, key=lambda i: (i.attempt or 0, i.id))[-1:]
+    keep: Instance | None = (ours or newest)[0] if alive else None
+    dupes = [Terminate(i.id, f"a second live instance for job {job.id}") for i in alive]
+    out = _Now(
+        [d for d in dupes if keep is None or d.instance_id != keep.id], keep, dict(job.cooldowns)
+    )
+    hits = [x for x in obs.interruptions if keep is not None and x.instance_id == keep.id]
+    lost_at: datetime | None = None
+    if cur is not None:
+        seen = next((i for i in mine if i.id == cur.instance_id), None)
+        if (seen.state if seen is not None else cur.state) is InstanceState.PREEMPTED:
+            lost_at = cur.ended_at or now
+    gone = [x.at for x in hits if x.kind == "preempted"]
+    if gone and keep is not None:
+        lost_at = min(gone)
+        out.actions.append(Terminate(keep.id, "preempted: cleaning up"))
+        out.keep = None
+    cd = job.policy.restart.zone_cooldown
+    if lost_at is not None and cur is not None and cd > timedelta(0):
+        loc, until = _loc(cur.placement), lost_at + cd
+        before = out.cooled.get(loc)
+        if until > now and (before is None or before < until):
+            out.actions.append(CoolDown(loc[0], loc[1], until, "preempted: avoid the zone a while"))
+            out.cooled[loc] = until
+    notices = [x.deadline or x.at + timedelta(minutes=2) for x in hits if x.kind == "notice"]
+    if notices and out.keep is not None:
+        out.notice_until = min(notices)
+    return out
+
+
+def _gate(job: JobView, now: datetime, t: _Now) -> list[Action] | None:
+    """The rules that stop the job or make it wait whatever the market; None: none applies."""
+    policy, alive = job.policy, ([t.keep] if t.keep is not None else [])
+    if t.notice_until is not None:
+        return [
+            *t.actions,
+            Wait(t.notice_until, "interruption notice: the job checkpoints, then it goes"),
+        ]
+    total = job.work_total_h
+    if total is not None and job.work_done_h >= total - st.EPS_H:
+        return [*t.actions, *_stop_all(alive, "job complete"), Finish("all work done")]
+    cap = policy.budget.max_total
+    if cap is not None and job.spent_usd >= cap - 1e-9:
+        return t.actions + _budget_out(policy, alive, f"spent ${job.spent_usd:.2f} of ${cap:.2f}")
+    if policy.windows:
+        from policies.cron import in_window, next_window_start
+
+        wins = [(w.cron, w.duration) for w in policy.windows]
+        if not in_window(wins, now):
+            nxt = next_window_start(wins, now)
+            stop = _stop_all(alive, "outside the policy's time windows")
+            when = nxt.isoformat() if nxt else "never"
+            return [*t.actions, *stop, Wait(nxt, f"outside the time windows; next opens {when}")]
+    cur = job.current
+    if t.keep is None and cur is not None and cur.instance_id is None and cur.state is None:
+        return [*t.actions, Wait(None, f"attempt {cur.attempt} launched, not reported yet")]
+    limit = policy.restart.max_restarts
+    if t.keep is None and job.restarts >= limit:
+        return [*t.actions, Fail(f"restarts exhausted ({job.restarts} of {limit})")]
+    return None
+
+
+def decide(
+    job: JobView, obs: Observations, now: datetime, *, strategy: str | None = None
+) -> list[Action]:
+    """What to do for ``job`` now. See the module docstring for the contract."""
+    t = _triage(job, obs, now)
+    gated = _gate(job, now, t)
+    if gated is not None:
+        return gated
+    policy, keep, cur = job.policy, t.keep, job.current
+    alive = [keep] if keep is not None else []
+    spot, avail, od = _options(job, obs, now, t.cooled)
+    running, cur_i = NONE, -1
+    if keep is not None:
+        running = SPOT if keep.market is Market.SPOT else ON_DEMAND
+        if running == SPOT and cur is not None and keep.id == cur.instance_id:
+            cur_i = next((i for i, p in enumerate(spot) if _key(p) == _key(cur.placement)), -1)
+            if cur_i < 0 and launchable(policy, cur.placement) is None:
+                spot.append(
+                    replace(cur.placement, bid_cap_per_hour=spot_cap(policy, cur.placement))
+                )
+                cur_i, avail = len(spot) - 1, np.append(avail, True)
+            if cur_i >= 0:
+                avail[cur_i] = True  # it is running: capacity is there
+    ages = _ages(obs, now, spot, avail)
+    strat = _strategy_for(job, strategy)
+    state = _state(job, now, running, spot, avail, od, ages)
+    wish = int(np.asarray(strat.want(state))[0])
+    choice = int(st.choose_market(strat, state)[0])
+    if choice == ON_DEMAND and not od:
+        choice = SPOT if avail.any() else NONE
+    why = _why(strat, state, wish, choice)
+    if choice == NONE:
+        return [*t.actions, *_stop_all(alive, f"waiting: {why}"), Wait(None, f"waiting: {why}")]
+    if choice == SPOT:
+        last = cur.placement if cur is not None and cur.placement.market is Market.SPOT else None
+        last_i = next((i for i, p in enumerate(spot) if last and _loc(p) == _loc(last)), -1)
+        pick = int(
+            strat.pick_zone(
+                avail[None, :], ages[None, :], np.asarray([cur_i]), np.asarray([last_i])
+            )[0]
+        )
+        if pick == cur_i:
+            return [*t.actions, Wait(None, f"staying on {_describe(spot[pick])}: {why}")]
+        ordered = [spot[pick]] + [p for i, p in enumerate(spot) if i != pick and avail[i]]
+    elif running == ON_DEMAND:
+        return [*t.actions, Wait(None, f"staying on on-demand: {why}")]
+    else:
+        ordered = od
+    if job.restarts >= policy.restart.max_restarts:
+        return [*t.actions, Wait(None, f"restarts exhausted: keeping the instance we have ({why})")]
+    cap, total = policy.budget.max_total, job.work_total_h
+    for p in ordered:
+        if cap is not None and total is not None:
+            need = launch_price(p) * (max(0.0, total - job.work_done_h) + job.changeover_h)
+            if job.spent_usd + need > cap + 1e-9:
+                continue
+        stop = _stop_all(alive, f"switching to {p.market.value}: {why}")
+        return [
+            *t.actions,
+            *stop,
+            Launch(p, job.attempt + 1, f"{_describe(p)} (rank {p.rank}): {why}"),
+        ]
+    if alive:
+        return [*t.actions, Wait(None, "no launch fits the remaining budget: keeping the instance")]
+    return t.actions + _budget_out(policy, [], "no launch fits the remaining budget")
+
+
+def _options(
+    job: JobView, obs: Observations, now: datetime, cooled: Mapping[Location, datetime]
+) -> tuple[list[Placement], np.ndarray, list[Placement]]:
+    """Re-checked candidates in the planner's order: spot (with whether each may launch now:
+    no recent capacity error, not cooled down) and launchable on-demand ones."""
+    busy = {(e.provider, e.location, e.instance_type, e.market) for e in obs.capacity_errors}
+    spot: list[Placement] = []
+    avail: list[bool] = []
+    od: list[Placement] = []
+    seen: set[tuple[str, str, str, Market]] = set()
+    for p in obs.candidates:
+        key = _key(p)
+        if key in seen or launchable(job.policy, p) is not None:
+            continue
+        seen.add(key)
+        until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
+        ok = key not in busy and (until is None or until <= now)
+        if p.market is Market.SPOT:
+            spot.append(replace(p, bid_cap_per_hour=spot_cap(job.policy, p)))
+            avail.append(ok)
+        elif ok:
+            od.append(p)
+    return spot, np.asarray(avail, dtype=bool), od
+
+
+def _budget_out(policy: Policy, alive: Sequence[Instance], what: str) -> list[Action]:
+    stop = _stop_all(alive, f"budget exhausted: {what}")
+    if policy.budget.on_exhausted == "stop":
+        return [*stop, Fail(f"budget exhausted: {what}")]
+    return [*stop, Wait(None, f"budget exhausted: {what}; paused")]
+
+
+def _ages(obs: Observations, now: datetime, spot: list[Placement], avail: np.ndarray) -> np.ndarray:
+    """Hours each spot option's capacity has been up (0: unknown or not up)."""
+    ages = np.zeros(len(spot))
+    for i, p in enumerate(spot):
+        since = obs.spot_up_since.get(_loc(p))
+        if since is not None and avail[i]:
+            ages[i] = max(0.0, _hours(now - since))
+    return ages
+
+
+def _state(
+    job: JobView,
+    now: datetime,
+    running: int,
+    spot: list[Placement],
+    avail: np.ndarray,
+    od: list[Placement],
+    ages: np.ndarray,
+) -> StepState:
+    cur, total, deadline = job.current, job.work_total_h, job.deadline
+    pending = 0.0
+    if running != NONE and cur is not None and cur.launched_at is not None:
+        pending = max(0.0, job.changeover_h - _hours(now - cur.launched_at))
+    left_h = 1.0 if total is None else max(0.0, total - job.work_done_h)
+    if total is None or deadline is None:  # nothing to pace against: never short of time
+        time_left = horizon = math.inf
+    else:
+        time_left = _hours(deadline - now)
+        horizon = _hours(deadline - job.submitted_at)
+        if job.policy.windows:
+            wins = [(w.cron, w.duration) for w in job.policy.windows]
+            time_left = st.window_hours_left(wins, now, deadline, job.changeover_h)
+    up = [p for i, p in enumerate(spot) if avail[i]]
+    p_od = (
+        od[0].price_per_hour if od else next((p.offer.price for p in spot if p.offer.price), None)
+    )
+    return StepState.single(
+        elapsed_h=_hours(now - job.submitted_at),
+        time_left_h=time_left,
+        work_left_h=left_h,
+        work_total_h=left_h + job.work_done_h if total is None else total,
+        horizon_h=horizon,
+        running=running,
+        pending_h=pending,
+        spot_available=bool(avail.any()),
+        spot_age_h=float(ages.max()) if len(ages) else 0.0,
+        step_h=job.step_h,
+        overhead_h=job.changeover_h,
+        price_on_demand=3.06 if p_od is None else p_od,
+        price_spot=launch_price(up[0]) if up else 0.97,
+    )
+
+
+def _why(strat: Strategy, s: StepState, wish: int, choice: int) -> str:
+    slack = float(s.time_left_h[0] - s.work_left_h[0] - s.pending_h[0])
+    text = (
+        f"{strat.name} chose {st.MARKET_NAMES[choice]}; work left {float(s.work_left_h[0]):.2f} h, "
+        f"time left {float(s.time_left_h[0]):.2f} h, slack {slack:.2f} h"
+    )
+    if wish != choice:
+        text += (
+            f" (wanted {st.MARKET_NAMES[wish]}: overruled by the deadline safety net or the offers)"
+        )
+    return text

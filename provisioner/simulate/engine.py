@@ -1,0 +1,302 @@
+"""The ``decide()``-driven simulator: the daemon's own decision path over a virtual clock.
+
+Each step it builds the :class:`~provisioner.decide.JobView` and
+:class:`~provisioner.decide.Observations` a reconciler would, from the simulated world (one
+spot offer per trace zone, one on-demand offer, the instance it launched), calls
+:func:`~provisioner.decide.decide`, carries out the actions, and advances the clock by one
+step: changeover first, then progress, billed until the job is done.
+
+The simulated cloud is an oracle prober: zones without spot capacity in a step are reported
+as capacity errors, zones with capacity come with how long it has been there (since the
+window start at most). A preemption loses the progress since the last checkpoint (periodic,
+every ``Scenario.checkpoint_s`` of progress; a voluntary stop checkpoints first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from policies.model import Policy
+from provisioner.decide import (
+    AttemptView,
+    CapacityError,
+    CoolDown,
+    Fail,
+    Finish,
+    JobView,
+    Launch,
+    Observations,
+    Terminate,
+    decide,
+)
+from provisioner.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    Instance,
+    InstanceState,
+    Market,
+    Offer,
+    Placement,
+)
+from provisioner.simulate.scenario import RunStats, Scenario
+from provisioner.strategies import NONE, ON_DEMAND, SPOT
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+MAX_PASSES = 8  # decide() calls per step (a launch refused for capacity asks again)
+
+
+@dataclass
+class World:
+    """The simulated cloud: which zones exist and what they cost."""
+
+    zones: list[str]
+    provider: str = "aws"
+    instance_type: str = "p3.2xlarge"
+    gpu: str = "V100"
+
+    def region(self, zone: str) -> str:
+        return zone[:-1] if len(zone) > 1 and zone[-1].isalpha() and zone[-2].isdigit() else zone
+
+    def candidates(self, sc: Scenario, spot_prices: np.ndarray | None) -> tuple[Placement, ...]:
+        out = []
+        for z, zone in enumerate(self.zones):
+            price = sc.price_spot if spot_prices is None else float(spot_prices[z])
+            offer = Offer(
+                self.provider, self.region(zone), zone, self.instance_type, self.gpu, 1, 8, 61,
+                sc.price_on_demand, price,
+            )  # fmt: skip
+            out.append(Placement(offer, Market.SPOT, price, None, score=float(z), rank=z + 1))
+        first = out[0].offer
+        out.append(
+            Placement(
+                first, Market.ON_DEMAND, sc.price_on_demand, None, score=99.0, rank=len(out) + 1
+            )
+        )
+        return tuple(out)
+
+
+@dataclass
+class Timeline:
+    """Per step, for plots: time (h), spot capacity per zone, market and zone chosen, cost."""
+
+    t_h: list[float] = field(default_factory=list)
+    avail: list[list[bool]] = field(default_factory=list)
+    market: list[int] = field(default_factory=list)
+    zone: list[int] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+
+def run_window(
+    policy: Policy,
+    avail: np.ndarray,
+    sc: Scenario,
+    world: World,
+    *,
+    strategy: str | None = None,
+    spot_prices: np.ndarray | None = None,
+    start: datetime = EPOCH,
+    timeline: Timeline | None = None,
+    horizon_steps: int | None = None,
+) -> dict[str, Any]:
+    """Simulate one job from ``start`` on ``avail`` (steps, zones): one row of results."""
+    if avail.ndim == 1:
+        avail = avail[:, None]
+    n_avail, n_z = avail.shape
+    step = float(sc.step_s)
+    job_id = "sim"
+    deadline = start + timedelta(seconds=sc.deadline_s)
+    from provisioner.simulate.replay import total_steps
+
+    k_max = horizon_steps if horizon_steps is not None else total_steps(sc)
+    inst: Instance | None = None
+    cur: AttemptView | None = None
+    attempt = restarts = launches = preemptions = 0
+    cooldowns: dict[tuple[str, str], datetime] = {}
+    done_s = ckpt_s = lost_s = 0.0
+    cost = od_s = spot_s = od_work = spot_work = 0.0
+    finish_s: float | None = None
+    failed = ""
+    age = np.zeros(n_z)
+    prev = np.zeros(n_z, dtype=bool)
+    after_preemption = False
+
+    for k in range(k_max):
+        t = k * step
+        now = start + timedelta(seconds=t)
+        av = avail[k] if k < n_avail else np.zeros(n_z, dtype=bool)
+        age = np.where(av & prev, age + step, 0.0)
+        prev = av
+        prices = spot_prices[min(k, len(spot_prices) - 1)] if spot_prices is not None else None
+        if inst is not None and inst.market is Market.SPOT:
+            z = world.zones.index(inst.zone)
+            if not av[z]:  # preempted at the step boundary: lose what was not checkpointed
+                lost_s += done_s - ckpt_s
+                done_s = ckpt_s
+                preemptions += 1
+                after_preemption = True
+                if timeline is not None:
+                    timeline.events.append((t / 3600.0, f"preempted in {inst.zone}"))
+                cur = _ended(cur, InstanceState.PREEMPTED, now)
+                inst = None
+        cands = world.candidates(sc, prices)
+        errors = tuple(
+            CapacityError(world.provider, zone, world.instance_type, Market.SPOT, now)
+            for z, zone in enumerate(world.zones)
+            if not av[z]
+        )
+        up_since = {
+            (world.provider, zone): now - timedelta(seconds=float(age[z]))
+            for z, zone in enumerate(world.zones)
+            if av[z]
+        }
+        for _ in range(MAX_PASSES):
+            job = JobView(
+                id=job_id, policy=policy, submitted_at=start, deadline=deadline,
+                work_total_h=sc.work_s / 3600.0, work_done_h=ckpt_s / 3600.0, restarts=restarts,
+                attempt=attempt, spent_usd=cost, current=cur, cooldowns=dict(cooldowns),
+                changeover_h=sc.overhead_s / 3600.0, step_h=step / 3600.0,
+            )  # fmt: skip
+            obs = Observations(
+                instances=(inst,) if inst is not None else (),
+                candidates=cands,
+                capacity_errors=errors,
+                spot_up_since=up_since,
+            )
+            again = False
+            for action in decide(job, obs, now, strategy=strategy):
+                if (
+                    isinstance(action, Terminate)
+                    and inst is not None
+                    and action.instance_id == inst.id
+                ):
+                    ckpt_s = done_s  # the agent checkpoints on a voluntary stop
+                    inst = None
+                    cur = _ended(cur, InstanceState.TERMINATED, now)
+                elif isinstance(action, CoolDown):
+                    cooldowns[(action.provider, action.location)] = action.until
+                elif isinstance(action, Launch):
+                    p = action.placement
+                    if p.market is Market.SPOT and not av[world.zones.index(p.offer.zone)]:
+                        errors = (
+                            *errors,
+                            CapacityError(
+                                world.provider, p.offer.zone, world.instance_type, Market.SPOT, now
+                            ),
+                        )
+                        again = True
+                        break
+                    attempt = action.attempt
+                    launches += 1
+                    if after_preemption:
+                        restarts += 1
+                        after_preemption = False
+                    inst = Instance(
+                        id=f"i-{attempt}", provider=p.offer.provider, region=p.offer.region,
+                        zone=p.offer.zone, instance_type=p.offer.instance_type, market=p.market,
+                        state=InstanceState.RUNNING, tags={TAG_JOB: job_id, TAG_ATTEMPT: str(attempt)},
+                        launched_at=now, price_per_hour=p.price_per_hour,
+                    )  # fmt: skip
+                    cur = AttemptView(attempt, p, inst.id, InstanceState.RUNNING, launched_at=now)
+                    if timeline is not None:
+                        timeline.events.append((t / 3600.0, action.reason))
+                elif isinstance(action, Finish | Fail):
+                    failed = "" if isinstance(action, Finish) else action.reason
+            if not again:
+                break
+        if failed:
+            break
+        market = NONE if inst is None else (SPOT if inst.market is Market.SPOT else ON_DEMAND)
+        if inst is not None and cur is not None and cur.launched_at is not None:
+            pend = max(0.0, sc.overhead_s - (now - cur.launched_at).total_seconds())
+            progress = max(0.0, step - pend)
+            remaining = sc.work_s - done_s
+            ends = progress >= remaining - 1e-9
+            billed = pend + remaining if ends else step
+            progress = remaining if ends else progress
+            price = cur.placement.price_per_hour
+            if inst.market is Market.SPOT and prices is not None:
+                price = float(prices[world.zones.index(inst.zone)])
+            cost += price * billed / 3600.0
+            if market == SPOT:
+                spot_s += billed
+                spot_work += progress
+            else:
+                od_s += billed
+                od_work += progress
+            done_s += progress
+            if sc.checkpoint_s > 0:
+                ckpt_s += np.floor((done_s - ckpt_s) / sc.checkpoint_s + 1e-9) * sc.checkpoint_s
+            else:
+                ckpt_s = done_s
+            if ends:
+                finish_s = t + billed
+        if timeline is not None:
+            timeline.t_h.append(t / 3600.0)
+            timeline.avail.append([bool(x) for x in av])
+            timeline.market.append(market)
+            timeline.zone.append(world.zones.index(inst.zone) if market == SPOT and inst else -1)
+            timeline.cost.append(cost)
+        if finish_s is not None:
+            break
+    missed = finish_s is None or finish_s > sc.deadline_s + 1e-6
+    return {
+        "cost": cost,
+        "on_demand_hours": od_s / 3600.0,
+        "spot_hours": spot_s / 3600.0,
+        "on_demand_work_hours": od_work / 3600.0,
+        "spot_work_hours": spot_work / 3600.0,
+        "finish_hours": np.nan if finish_s is None else finish_s / 3600.0,
+        "deadline_missed": missed,
+        "launches": launches,
+        "restarts": restarts,
+        "preemptions": preemptions,
+        "lost_work_hours": lost_s / 3600.0,
+        "failed": failed,
+    }
+
+
+def _ended(cur: AttemptView | None, state: InstanceState, at: datetime) -> AttemptView | None:
+    return None if cur is None else replace(cur, state=state, ended_at=at)
+
+
+def run_windows(
+    policy: Policy,
+    avail: np.ndarray,
+    sc: Scenario,
+    world: World,
+    *,
+    strategy: str | None = None,
+    spot_prices: np.ndarray | None = None,
+) -> RunStats:
+    """:func:`run_window` over (windows, steps, zones), gathered like the replay's output."""
+    if avail.ndim == 2:
+        avail = avail[:, :, None]
+    rows = [
+        run_window(
+            policy,
+            avail[i],
+            sc,
+            world,
+            strategy=strategy,
+            spot_prices=None if spot_prices is None else spot_prices[i],
+        )
+        for i in range(avail.shape[0])
+    ]
+    col = lambda key, dtype=float: np.asarray([r[key] for r in rows], dtype=dtype)  # noqa: E731
+    return RunStats(
+        cost=col("cost"),
+        od_hours=col("on_demand_hours"),
+        spot_hours=col("spot_hours"),
+        od_work_hours=col("on_demand_work_hours"),
+        spot_work_hours=col("spot_work_hours"),
+        finish_h=col("finish_hours"),
+        missed=col("deadline_missed", bool),
+        launches=col("launches", np.int64),
+        preemptions=col("preemptions", np.int64),
+        lost_work_hours=col("lost_work_hours"),
+    )

@@ -1,0 +1,245 @@
+"""The offline optimum (exact dynamic programme) and the simple lower bound.
+
+The optimum knows the whole window in advance and picks, step by step, nothing, on-demand or
+spot in some zone, paying the changeover for every new instance, exactly as the policies are
+simulated (:mod:`provisioner.simulate.scenario`). It needs work, deadline and changeover to be
+whole numbers of steps (:func:`provisioner.traces.step_for` picks such a step).
+
+State: the step ``t``, what is running (nothing, on-demand, spot in zone ``z``), and the
+*lost time* ``l`` so far (steps spent waiting or in changeovers). Progress is ``t - l``, so
+the job is done once ``t - l >= C`` and the deadline holds iff ``l <= S = N - C``: ``l`` lives
+in ``0..S`` and the table is ``(steps) x (2 + zones) x (S + 1)``, computed backwards for every
+window at once with numpy. A changeover of ``k`` steps is one jump from ``t`` to ``t + k``
+(``l + k``, ``k`` steps billed); starting spot needs the zone up for those ``k`` steps (a
+spot instance lost inside its changeover made no progress and cost money, so waiting instead
+is never worse, and the optimum never does it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from provisioner.simulate.scenario import Scenario
+
+
+def run_lengths(avail: np.ndarray) -> np.ndarray:
+    """Per position, how many consecutive True values start there (along the last axis)."""
+    out = np.zeros(avail.shape, dtype=np.int64)
+    n = avail.shape[-1]
+    acc = np.zeros(avail.shape[:-1], dtype=np.int64)
+    for t in range(n - 1, -1, -1):
+        acc = np.where(avail[..., t], acc + 1, 0)
+        out[..., t] = acc
+    return out
+
+
+@dataclass
+class OptimumResult:
+    """Per window: the optimum's cost, and (when asked for) its billed and productive hours."""
+
+    cost: np.ndarray
+    od_hours: np.ndarray | None = None
+    spot_hours: np.ndarray | None = None
+    od_work_hours: np.ndarray | None = None
+    spot_work_hours: np.ndarray | None = None
+    launches: np.ndarray | None = None
+
+
+CHUNK_CELLS = 12_000_000  # decision cells (int8) kept per chunk of windows when tracing back
+
+
+def optimum(avail: np.ndarray, sc: Scenario, *, schedule: bool = False) -> OptimumResult:
+    """The offline optimum per window; with ``schedule``, also its hours (a traced-back plan)."""
+    if avail.ndim == 2:
+        avail = avail[:, :, None]
+    if not schedule:
+        return OptimumResult(cost=_solve(avail, sc, None)[0])
+    n_w = avail.shape[0]
+    n = round(sc.deadline_s / sc.step_s)
+    per_window = max(
+        1, n * (2 + avail.shape[2]) * (round((sc.deadline_s - sc.work_s) / sc.step_s) + 1)
+    )
+    chunk = max(1, CHUNK_CELLS // per_window)
+    parts = [_solve(avail[i : i + chunk], sc, True) for i in range(0, n_w, chunk)]
+    cost = np.concatenate([p[0] for p in parts])
+    traced = [p[1] for p in parts]
+    h = sc.step_s / 3600.0
+
+    def cat(j: int, scale: float) -> np.ndarray:
+        return np.concatenate([tr[j] for tr in traced if tr is not None]) * scale
+
+    return OptimumResult(
+        cost=cost,
+        od_hours=cat(0, h),
+        spot_hours=cat(1, h),
+        od_work_hours=cat(2, h),
+        spot_work_hours=cat(3, h),
+        launches=cat(4, 1.0).astype(np.int64),
+    )
+
+
+def optimum_cost(avail: np.ndarray, sc: Scenario) -> np.ndarray:
+    """Minimum cost per window that meets the deadline; ``avail`` is (windows, steps, zones).
+
+    ``inf`` where even on-demand from the start cannot make the deadline.
+    """
+    return optimum(avail, sc).cost
+
+
+def _solve(
+    avail: np.ndarray, sc: Scenario, trace: bool | None
+) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+    if not sc.integral:
+        raise ValueError(
+            "the optimum needs work, deadline and changeover in whole steps "
+            f"(step {sc.step_s:g} s; use provisioner.traces.step_for)"
+        )
+    w_n, _, n_z = avail.shape
+    n = round(sc.deadline_s / sc.step_s)
+    c = round(sc.work_s / sc.step_s)
+    k = round(sc.overhead_s / sc.step_s)
+    s = n - c
+    if s < k:  # not even on-demand from the start fits
+        return np.full(w_n, np.inf), None
+    av = np.zeros((w_n, n, n_z), dtype=bool)
+    m = min(n, avail.shape[1])
+    av[:, :m] = avail[:, :m]
+    av_t = np.ascontiguousarray(np.moveaxis(av, 1, 0))  # (steps, windows, zones)
+    runs = run_lengths(np.moveaxis(av, 1, 2))  # (windows, zones, steps)
+    can_start = np.moveaxis(runs >= max(k, 1), 2, 0)  # (steps, windows, zones)
+
+    h = sc.step_s / 3600.0
+    a = sc.price_on_demand * h  # one on-demand step
+    b = sc.price_spot * h  # one spot step
+    inf = np.inf
+    n_modes = 2 + n_z  # 0: nothing, 1: on-demand, 2+z: spot in zone z
+    width = s + 1
+    # ring of value tables for t .. t+k, each (modes, windows, width); V_N = 0 (deadline met)
+    depth = max(k, 1) + 1
+    ring = [np.zeros((n_modes, w_n, width)) for _ in range(depth)]
+    pad = np.full((w_n, max(k, 1)), inf)
+    lidx = np.arange(width)
+    choice = np.zeros((n, n_modes, w_n, width), dtype=np.int8) if trace else None
+    never = np.full((w_n, width), inf)
+
+    def shift(v: np.ndarray, by: int) -> np.ndarray:
+        """v[..., l + by] (inf beyond the slack)."""
+        if by == 0:
+            return v
+        return np.concatenate([v[:, by:], pad[:, :by]], axis=1)
+
+    for t in range(n - 1, -1, -1):
+        nxt = ring[(t + 1) % depth]
+        jump = ring[(t + k) % depth] if (k > 0 and t + k <= n) else None
+        idle = shift(nxt[0], 1)
+        od_cont = a + nxt[1]
+        if k == 0:
+            od_start = od_cont
+        elif jump is not None:
+            od_start = k * a + shift(jump[1], k)
+        else:
+            od_start = never
+        conts = []
+        starts = []
+        for z in range(n_z):
+            conts.append(np.where(av_t[t, :, z][:, None], b + nxt[2 + z], inf))
+            if k == 0:
+                starts.append(conts[z])
+            elif jump is not None:
+                ok = can_start[t, :, z][:, None]
+                starts.append(np.where(ok, k * b + shift(jump[2 + z], k), inf))
+            else:
+                starts.append(never)
+        cur = ring[t % depth]
+        # options per mode, in a fixed order: idle, on-demand, spot in each zone
+        for mode in range(n_modes):
+            opts = [idle, od_cont if mode == 1 else od_start]
+            opts += [conts[z] if mode == 2 + z else starts[z] for z in range(n_z)]
+            best = None
+            if choice is None:
+                val = opts[0]
+                for o in opts[1:]:
+                    val = np.minimum(val, o)
+            else:
+                stacked = np.stack(opts)
+                best = np.argmin(stacked, axis=0)
+                val = np.take_along_axis(stacked, best[None], axis=0)[0]
+            if mode >= 2:  # spot in a zone that is down now: the instance is gone
+                up = av_t[t, :, mode - 2][:, None]
+                val = np.where(up, val, cur[0])
+                if best is not None and choice is not None:
+                    best = np.where(up, best, choice[t, 0])
+            cur[mode] = val
+            if choice is not None and best is not None:
+                choice[t, mode] = best
+        done = lidx <= t - c  # progress t - l >= C: finished, nothing more to pay
+        if done.any():
+            cur[:, :, done] = 0.0
+    cost = ring[0][0][:, 0].copy()
+    if choice is None:
+        return cost, None
+    return cost, _trace_back(choice, av_t, n, c, k)
+
+
+def _trace_back(
+    choice: np.ndarray, av_t: np.ndarray, n: int, c: int, k: int
+) -> tuple[np.ndarray, ...]:
+    """Follow the stored choices forward: steps billed and productive on each market."""
+    w_n = choice.shape[2]
+    rows = np.arange(w_n)
+    mode = np.zeros(w_n, dtype=np.int64)
+    lost = np.zeros(w_n, dtype=np.int64)
+    busy = np.zeros(w_n, dtype=np.int64)  # steps left in a changeover jump
+    od_b = np.zeros(w_n)
+    spot_b = np.zeros(w_n)
+    od_w = np.zeros(w_n)
+    spot_w = np.zeros(w_n)
+    launches = np.zeros(w_n)
+    for t in range(n):
+        free = (busy == 0) & (t - lost < c)
+        if not free.any() and not busy.any():
+            break
+        m = np.where(free, mode, 0)
+        lo = np.minimum(lost, choice.shape[3] - 1)
+        pick = choice[t, m, rows, lo].astype(np.int64)
+        gone = (mode >= 2) & ~av_t[t, rows, np.maximum(mode - 2, 0)]
+        m_eff = np.where(gone, 0, mode)
+        new = free & (pick >= 1) & (pick != m_eff)
+        cont = free & (pick >= 1) & (pick == m_eff)
+        idle = free & (pick == 0)
+        lost += idle
+        mode = np.where(idle, 0, mode)
+        if k > 0:
+            busy = np.where(new, k, busy)
+            lost += new * k
+        launches += new
+        mode = np.where(new | cont, pick, mode)
+        # bill this step: jumps bill k steps over their k steps, one per step
+        in_jump = busy > 0
+        running = (new | cont | in_jump) & (mode >= 1)
+        on_od = running & (mode == 1)
+        on_spot = running & (mode >= 2)
+        od_b += on_od
+        spot_b += on_spot
+        productive = running & ~in_jump
+        od_w += productive & (mode == 1)
+        spot_w += productive & (mode >= 2)
+        busy = np.maximum(busy - 1, 0)
+    return od_b, spot_b, od_w, spot_w, launches
+
+
+def lower_bound_cost(avail: np.ndarray, sc: Scenario) -> np.ndarray:
+    """Spot price for the spot time available before the deadline (in any zone), on-demand
+    for the rest of the work, no changeovers: no policy can pay less."""
+    if avail.ndim == 2:
+        avail = avail[:, :, None]
+    n = sc.window_steps
+    up = np.asarray(avail[:, :n].any(axis=2))
+    # the last step may straddle the deadline: count only the part before it
+    full = up[:, : n - 1].sum(axis=1) * sc.step_s
+    last_len = sc.deadline_s - (n - 1) * sc.step_s
+    tail = up[:, n - 1] * last_len if up.shape[1] >= n else 0.0
+    spot_h = np.minimum(full + tail, sc.work_s) / 3600.0
+    return sc.price_spot * spot_h + sc.price_on_demand * (sc.work_s / 3600.0 - spot_h)

@@ -1,0 +1,137 @@
+"""Vectorised replay: one strategy over many windows at once (the benchmark's fast path).
+
+It runs the model of :mod:`provisioner.simulate.scenario` step by step with one numpy array
+per quantity (one value per window), calling the strategy's own ``want``/``pick_zone`` code
+through :func:`provisioner.strategies.choose_market`: the same rule ``decide()`` applies to
+one job. ``tests/test_simulate.py`` checks on real and synthetic windows that this path and
+the ``decide()``-driven simulator (:mod:`provisioner.simulate.engine`) give identical runs.
+
+It assumes progress is saved continuously (no checkpoint interval) and constant prices; the
+``decide()``-driven simulator handles checkpoint loss and per-step spot prices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from provisioner.simulate.scenario import RunStats, Scenario
+from provisioner.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
+
+
+def total_steps(sc: Scenario) -> int:
+    """Steps to simulate: to the deadline, plus room to finish on on-demand after a miss."""
+    return sc.window_steps + int(np.ceil((sc.work_s + sc.overhead_s) / sc.step_s)) + 2
+
+
+def replay(strategy: Strategy, avail: np.ndarray, sc: Scenario) -> RunStats:
+    """Simulate ``strategy`` on ``avail`` (windows, steps, zones) of booleans.
+
+    Steps beyond ``avail``'s second axis count as no spot capacity.
+    """
+    if sc.checkpoint_s:
+        raise ValueError("replay() models continuous checkpointing; use the engine for intervals")
+    if avail.ndim == 2:
+        avail = avail[:, :, None]
+    n, n_avail, n_zones = avail.shape
+    rows = np.arange(n)
+    step = float(sc.step_s)
+    d_s = float(sc.overhead_s)
+    d_h = d_s / 3600.0
+    work_total_h = np.full(n, sc.work_s / 3600.0)
+    horizon_h = np.full(n, sc.deadline_s / 3600.0)
+
+    running = np.zeros(n, dtype=np.int8)
+    zone = np.full(n, -1, dtype=np.int64)
+    last_zone = np.full(n, -1, dtype=np.int64)
+    started = np.zeros(n)
+    done_s = np.zeros(n)
+    finished = np.zeros(n, dtype=bool)
+    finish_s = np.full(n, np.nan)
+    cost = np.zeros(n)
+    od_s = np.zeros(n)
+    spot_s = np.zeros(n)
+    od_work = np.zeros(n)
+    spot_work = np.zeros(n)
+    launches = np.zeros(n, dtype=np.int64)
+    preempt = np.zeros(n, dtype=np.int64)
+    no_capacity = np.zeros((n, n_zones), dtype=bool)
+    age = np.zeros((n, n_zones))  # how long each zone has had capacity, at the step start
+    prev_av = np.zeros((n, n_zones), dtype=bool)
+
+    for k in range(total_steps(sc)):
+        if finished.all():
+            break
+        t = k * step
+        av = avail[:, k, :] if k < n_avail else no_capacity
+        age = np.where(av & prev_av, age + step, 0.0)
+        prev_av = av
+        lost = (running == SPOT) & ~av[rows, np.maximum(zone, 0)]
+        preempt += lost
+        running = np.where(lost, NONE, running).astype(np.int8)
+        zone = np.where(lost, -1, zone)
+
+        since_h = (t - started) / 3600.0
+        pending_h = np.where(running != NONE, np.maximum(0.0, d_h - since_h), 0.0)
+        state = StepState(
+            elapsed_h=np.full(n, t / 3600.0),
+            time_left_h=np.full(n, (sc.deadline_s - t) / 3600.0),
+            work_left_h=work_total_h - done_s / 3600.0,
+            work_total_h=work_total_h,
+            horizon_h=horizon_h,
+            running=running,
+            pending_h=pending_h,
+            spot_available=np.asarray(av.any(axis=1)),
+            spot_age_h=np.where(av, age, 0.0).max(axis=1) / 3600.0,
+            step_h=step / 3600.0,
+            overhead_h=d_h,
+            price_on_demand=sc.price_on_demand,
+            price_spot=sc.price_spot,
+            margin_h=sc.margin_s / 3600.0,
+        )
+        choice = choose_market(strategy, state)
+        choice = np.where(finished, NONE, choice).astype(np.int8)
+        cur = np.where(running == SPOT, zone, -1)
+        pick = strategy.pick_zone(av, np.where(av, age, 0.0) / 3600.0, cur, last_zone)
+        launch_spot = (choice == SPOT) & ((running != SPOT) | (pick != zone))
+        launch_od = (choice == ON_DEMAND) & (running != ON_DEMAND)
+        launch = launch_spot | launch_od
+        launches += launch
+        started = np.where(launch, t, started)
+        zone = np.where(choice == SPOT, pick, -1)
+        last_zone = np.where(launch_spot, pick, np.where(launch_od, -1, last_zone))
+        running = choice
+
+        active = running != NONE
+        pend = np.where(active, np.maximum(0.0, d_s - (t - started)), 0.0)
+        progress = np.where(active, np.maximum(0.0, step - pend), 0.0)
+        remaining = sc.work_s - done_s
+        ends = active & (progress >= remaining - 1e-9)
+        billed = np.where(ends, pend + remaining, np.where(active, step, 0.0))
+        progress = np.where(ends, remaining, progress)
+        on_spot = running == SPOT
+        on_od = running == ON_DEMAND
+        price = np.where(on_spot, sc.price_spot, sc.price_on_demand)
+        cost += price * billed / 3600.0
+        spot_s += np.where(on_spot, billed, 0.0)
+        od_s += np.where(on_od, billed, 0.0)
+        spot_work += np.where(on_spot, progress, 0.0)
+        od_work += np.where(on_od, progress, 0.0)
+        done_s = done_s + progress
+        finish_s = np.where(ends, t + billed, finish_s)
+        finished |= ends
+        running = np.where(ends, NONE, running).astype(np.int8)
+
+    if not finished.all():  # cannot happen: the safety net runs on-demand to the end
+        raise RuntimeError("replay: a window did not finish")
+    return RunStats(
+        cost=cost,
+        od_hours=od_s / 3600.0,
+        spot_hours=spot_s / 3600.0,
+        od_work_hours=od_work / 3600.0,
+        spot_work_hours=spot_work / 3600.0,
+        finish_h=finish_s / 3600.0,
+        missed=finish_s > sc.deadline_s + 1e-6,
+        launches=launches,
+        preemptions=preempt,
+        lost_work_hours=np.zeros(n),
+    )
