@@ -314,6 +314,12 @@ def test_spec_from_policy() -> None:
 
     policy = load_policy(REPO / "policies" / "spot-finetune.yaml")
     spec = AgentSpec.from_policy(policy, job_id="llama", attempt=2, cloud="azure")
-    assert spec.command == ["python", "-m", "examples.train", "--steps", "400"]
-    assert (spec.interval_s, spec.grace_s, spec.signal) == (600.0, 60.0, "SIGUSR1")
-    assert spec.checkpoint_uri == "file://./checkpoints" and spec.cloud == "azure"
+    assert spec.command == list(policy.job.command)
+    assert spec.command[:3] == ["python", "-m", "examples.train"]
+    ck = policy.checkpoint
+    assert (spec.interval_s, spec.grace_s, spec.signal) == (
+        ck.interval.total_seconds(), ck.grace.total_seconds(), ck.signal)
+    assert spec.checkpoint_uri == ck.uri and spec.cloud == "azure"
+    shell = AgentSpec.from_policy(policy.model_copy(update={"job": policy.job.model_copy(
+        update={"command": "echo hi && sleep 1"})}), job_id="s", attempt=1)
+    assert shell.command == ["/bin/sh", "-c", "echo hi && sleep 1"]

@@ -275,7 +275,8 @@ def test_server_outlives_the_controller_that_started_it(state_dir: Path) -> None
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == -signal.SIGKILL, out.stderr
     iid = out.stdout.strip()
-    server_pid = json.loads((state_dir / "server.json").read_text())["pid"]
+    info = json.loads((state_dir / "server.json").read_text())
+    server_pid = info["pid"]
     assert pid_alive(server_pid)
 
     sim = make(state_dir)  # another controller, another process
@@ -289,7 +290,9 @@ def test_server_outlives_the_controller_that_started_it(state_dir: Path) -> None
     wait_for(lambda: not pid_alive(server_pid), timeout=5)
     again = make(state_dir)
     assert again.get(iid).state is InstanceState.RUNNING
-    assert json.loads((state_dir / "server.json").read_text())["pid"] != server_pid
+    restarted = json.loads((state_dir / "server.json").read_text())
+    assert restarted["pid"] != server_pid
+    assert restarted["url"] == info["url"]  # same port: running agents keep their metadata URL
 
 
 START = """

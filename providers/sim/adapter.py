@@ -9,6 +9,7 @@ the options that shape the market (see :class:`providers.sim.cloud.SimConfig`).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import os
 import time
@@ -181,7 +182,8 @@ class SimProvider(Provider):
 
         url = running_url(self.state_dir)
         if url:
-            request(url + "/v1/shutdown", "POST", {"terminate_all": terminate_all})
+            with contextlib.suppress(SimUnreachable):  # it went while answering: as asked
+                request(url + "/v1/shutdown", "POST", {"terminate_all": terminate_all}, timeout=30)
             pid_file = self.state_dir / "server.json"
             deadline = time.monotonic() + 10
             while pid_file.exists() and time.monotonic() < deadline:

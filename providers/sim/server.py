@@ -99,6 +99,8 @@ class Handler(BaseHTTPRequestHandler):
                 doc = json.loads(body) if body else {}
                 status, out = self._api(method, url.path, query, doc)
                 self._json(status, out)
+                if url.path == "/v1/shutdown" and status == 200:
+                    self.server.stopping.set()  # after the answer is out
             else:
                 self._json(404, {"error": {"kind": "not-found", "code": "NotFound", "message": url.path}})
         except SimError as err:
@@ -157,7 +159,6 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {"launch": list(cloud.requests)}
         if route == ("POST", "shutdown"):
             cloud.shutdown(bool(doc.get("terminate_all")))
-            self.server.stopping.set()
             return 200, {"ok": True}
         raise SimError(404, "not-found", "NotFound", f"{method} {path}")
 
@@ -177,6 +178,24 @@ def _scheduler(server: SimHTTPServer) -> None:
     server.shutdown()
 
 
+def _bind(state_dir: Path, host: str, port: int) -> SimHTTPServer:
+    """Listen on ``port``; with 0, on the port the last server of this state used if it is free
+    (running agents hold metadata URLs with that port), else on any free port."""
+    last = state_dir / "port"
+    if port == 0:
+        with contextlib.suppress(OSError, ValueError):
+            wanted = int(last.read_text())
+            try:
+                server = SimHTTPServer((host, wanted), Handler)
+            except OSError:
+                log.warning("port %d is taken: running agents lose their metadata URL", wanted)
+            else:
+                return server
+    server = SimHTTPServer((host, port), Handler)
+    last.write_text(str(server.server_address[1]))
+    return server
+
+
 def serve(state_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> int:
     """Run the server until it is told to stop or goes idle; 0 also when one already runs."""
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -186,7 +205,7 @@ def serve(state_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> int:
     except OSError:
         log.info("a sim server already serves %s", state_dir)
         return 0
-    server = SimHTTPServer((host, port), Handler)
+    server = _bind(state_dir, host, port)
     server.stopping = threading.Event()
     real_host, real_port = str(server.server_address[0]), int(server.server_address[1])
     url = f"http://{real_host}:{real_port}"
