@@ -19,7 +19,7 @@ instances; every :class:`Launch` names why that placement (the audit event).
 
 Guarantees (property-tested in ``tests/test_decide.py``): a Launch is never above the bid
 cap (the placement's or the policy's) nor ``budget.max_price_per_hour``, never outside the
-policy's residency, never on a market the policy excludes, never on a cooled-down zone or
+policy's residency, never on a market the policy excludes, never spot in a cooled-down zone or
 an offer that just reported no capacity, never when ``restarts >= restart.max_restarts``,
 and never one that the remaining budget could not pay for.
 
@@ -79,6 +79,7 @@ class JobView:
     cooldowns: Mapping[Location, datetime] = field(default_factory=dict)
     changeover_h: float = 0.2  # launch + setup + restore of a new instance
     step_h: float = 1.0 / 60.0  # how soon decide() will be called again
+    checkpoint_on_notice: bool = True  # a preemption keeps the progress made up to it
     strategy: str | None = None  # None: chosen by the policy's market
 
     @classmethod
@@ -402,7 +403,7 @@ def _options(
     job: JobView, obs: Observations, now: datetime, cooled: Mapping[Location, datetime]
 ) -> tuple[list[Placement], np.ndarray, list[Placement]]:
     """Re-checked candidates in the planner's order: spot (with whether each may launch now:
-    no recent capacity error, not cooled down) and launchable on-demand ones."""
+    no recent capacity error, zone not cooled down) and on-demand (no recent capacity error)."""
     busy = {(e.provider, e.location, e.instance_type, e.market) for e in obs.capacity_errors}
     spot: list[Placement] = []
     avail: list[bool] = []
@@ -413,12 +414,11 @@ def _options(
         if key in seen or launchable(job.policy, p) is not None:
             continue
         seen.add(key)
-        until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
-        ok = key not in busy and (until is None or until <= now)
-        if p.market is Market.SPOT:
+        if p.market is Market.SPOT:  # a cooldown keeps spot away; on-demand is not preempted
+            until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
             spot.append(replace(p, bid_cap_per_hour=spot_cap(job.policy, p)))
-            avail.append(ok)
-        elif ok:
+            avail.append(key not in busy and (until is None or until <= now))
+        elif key not in busy:
             od.append(p)
     return spot, np.asarray(avail, dtype=bool), od
 
@@ -480,6 +480,7 @@ def _state(
         overhead_h=job.changeover_h,
         price_on_demand=3.06 if p_od is None else p_od,
         price_spot=launch_price(up[0]) if up else 0.97,
+        keeps_progress=job.checkpoint_on_notice,
     )
 
 

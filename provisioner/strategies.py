@@ -74,6 +74,7 @@ class StepState:
     price_on_demand: float = 3.06
     price_spot: float = 0.97
     margin_h: float = 0.0
+    keeps_progress: bool = True  # progress made on spot survives a preemption
 
     @classmethod
     def single(cls, **values: float | int | bool) -> StepState:
@@ -81,7 +82,9 @@ class StepState:
         scalars = {"step_h", "overhead_h", "price_on_demand", "price_spot", "margin_h"}
         kw: dict[str, object] = {}
         for k, v in values.items():
-            if k in scalars:
+            if k == "keeps_progress":
+                kw[k] = bool(v)
+            elif k in scalars:
                 kw[k] = float(v)
             elif k == "running":
                 kw[k] = np.asarray([v], dtype=np.int8)
@@ -100,10 +103,12 @@ def spot_is_safe(s: StepState) -> Array:
 
     After one step on spot the job has made at least ``step - overhead still pending`` of
     progress (capacity is there for the step), and if the spot instance is then lost,
-    on-demand must still fit: ``R - g >= (W - progress) + d + margin``.
+    on-demand must still fit: ``R - g >= (W - progress) + d + margin``. Where a preemption
+    loses the progress since the last periodic checkpoint (``keeps_progress`` false), the
+    step's progress is not counted on.
     """
     pend = np.where(s.running == SPOT, s.pending_h, s.overhead_h)
-    progress = np.clip(s.step_h - pend, 0.0, None)
+    progress = np.clip(s.step_h - pend, 0.0, None) if s.keeps_progress else 0.0
     left_after = s.work_left_h - progress
     return (s.time_left_h - s.step_h) - left_after - s.overhead_h - s.margin_h >= -EPS_H
 

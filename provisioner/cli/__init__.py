@@ -50,6 +50,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "cost",
         "What a job cost, per attempt, spot vs on-demand.",
     ),
+    "simulate": (
+        "provisioner.cli.simulate_cmd",
+        "simulate",
+        "What a policy would cost on spot traces.",
+    ),
 }
 
 

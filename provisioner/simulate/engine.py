@@ -160,6 +160,7 @@ def run_window(
                 work_total_h=sc.work_s / 3600.0, work_done_h=ckpt_s / 3600.0, restarts=restarts,
                 attempt=attempt, spent_usd=cost, current=cur, cooldowns=dict(cooldowns),
                 changeover_h=sc.overhead_s / 3600.0, step_h=step / 3600.0,
+                checkpoint_on_notice=sc.checkpoint_s <= 0,
             )  # fmt: skip
             obs = Observations(
                 instances=(inst,) if inst is not None else (),

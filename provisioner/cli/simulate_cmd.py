@@ -1,0 +1,201 @@
+"""``provisioner simulate``: what a policy would cost on recorded spot traces, and whether the
+job would make its deadline, before a cent is spent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from provisioner.cli import EXIT_OK, EXIT_UNMEETABLE
+from provisioner.cli.common import fail, json_option, load_policy_or_exit, print_json
+
+
+def _hours(value: str | None) -> float | None:
+    if value is None:
+        return None
+    from policies.model import parse_duration
+
+    try:
+        return parse_duration(value).total_seconds() / 3600.0
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command()
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Policy YAML file.",
+)
+@click.option(
+    "--trace", "trace_paths", required=True, multiple=True, type=click.Path(dir_okay=False),
+    help="Spot trace, JSON (Can't Be Late layout) or CSV timestamp,available[,price]; one per zone (repeatable).",
+)  # fmt: skip
+@click.option(
+    "--windows",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Windows to replay (1: from the traces' start; more: random starts).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed for the random windows.")
+@click.option(
+    "--strategy",
+    default=None,
+    help="Market strategy by name (default: the policy's market picks it).",
+)
+@click.option("--work", default=None, help="Compute time, e.g. 48h (default: job.compute_hours).")
+@click.option(
+    "--deadline", default=None, help="Deadline from the start, e.g. 60h (default: the policy's)."
+)
+@click.option(
+    "--changeover",
+    default="12m",
+    show_default=True,
+    help="Launch + setup + restore of a new instance.",
+)
+@click.option(
+    "--step",
+    default=None,
+    help="Decision step (default: the largest divisor of the changeover up to the trace gap).",
+)
+@click.option(
+    "--on-demand-price", default=3.06, show_default=True, type=float, help="USD/h (p3.2xlarge)."
+)
+@click.option(
+    "--spot-price", default=None, type=float, help="USD/h (default: the traces' prices, else 0.97)."
+)
+@click.option(
+    "--nodes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Instances a multi-node trace must show for capacity.",
+)
+@click.option(
+    "--checkpoint-loss/--no-checkpoint-loss",
+    default=True,
+    show_default=True,
+    help="A preemption loses the work since the last periodic checkpoint.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write a PNG of the first window.",
+)
+@json_option
+def simulate(
+    policy_path: str,
+    trace_paths: tuple[str, ...],
+    windows: int,
+    seed: int,
+    strategy: str | None,
+    work: str | None,
+    deadline: str | None,
+    changeover: str,
+    step: str | None,
+    on_demand_price: float,
+    spot_price: float | None,
+    nodes: int,
+    checkpoint_loss: bool,
+    plot_path: str | None,
+    as_json: bool,
+) -> None:
+    """Replay spot traces through the daemon's own decision function for a policy.
+
+    Prints cost, on-demand and spot hours, deadline met or missed, restarts and lost work, with
+    the on-demand-only cost, the lower bound and the offline optimum on the same windows for
+    reference. Exits 0, or 6 when a window misses its deadline or fails; 2 on bad input.
+    """
+    from provisioner.simulate.engine import Timeline
+    from provisioner.simulate.run import SimulateError, scenario_for
+    from provisioner.simulate.run import simulate as run
+    from provisioner.strategies import STRATEGIES
+    from provisioner.traces import TraceError, load_trace
+
+    policy = load_policy_or_exit(policy_path)
+    if strategy is not None and strategy not in STRATEGIES:
+        fail(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
+    try:
+        traces = [load_trace(p) for p in trace_paths]
+        changeover_h = _hours(changeover) or 0.0
+        step_h = _hours(step)
+        sc = scenario_for(
+            policy, traces, work_h=_hours(work), deadline_h=_hours(deadline),
+            changeover_h=changeover_h, step_s=None if step_h is None else step_h * 3600.0,
+            on_demand_price=on_demand_price, spot_price=spot_price, checkpoint_loss=checkpoint_loss,
+        )  # fmt: skip
+        tl = Timeline() if plot_path else None
+        report = run(
+            policy,
+            traces,
+            sc,
+            windows=windows,
+            seed=seed,
+            strategy=strategy,
+            nodes=nodes,
+            timeline=tl,
+        )
+    except (TraceError, SimulateError, ValueError) as exc:
+        fail(str(exc))
+    if plot_path and tl is not None:
+        from provisioner.simulate.plot import plot_timeline
+
+        title = f"{policy.name}: {report['strategy']} on {', '.join(report['zones'])}"
+        plot_timeline(
+            tl, report["zones"], plot_path, title=title, deadline_h=report["deadline_hours"]
+        )
+    if as_json:
+        print_json(report)
+    else:
+        _render(report, plot_path)
+    bad = report["summary"]["deadlines_missed"] or report["summary"]["failed"]
+    raise SystemExit(EXIT_UNMEETABLE if bad else EXIT_OK)
+
+
+def _render(report: dict[str, Any], plot_path: str | None) -> None:
+    from rich.table import Table
+
+    from provisioner.console import console
+
+    s = report["summary"]
+    out = console()
+    out.print(
+        f"[bold]{report['policy']}[/] ({report['strategy']}) on {', '.join(report['zones'])}: "
+        f"{report['work_hours']:g} h of work, deadline {report['deadline_hours']:g} h, "
+        f"changeover {report['changeover_hours'] * 60:g} min, step {report['step_seconds']:g} s, "
+        f"{s['windows']} window(s)"
+    )
+    table = Table(show_header=True, header_style="bold")
+    for col in ("", "cost $", "on-demand h", "spot h", "deadline", "restarts", "lost work h"):
+        table.add_column(col, justify="right" if col else "left")
+    for i, r in enumerate(report["windows"][:20]):
+        met = "missed" if r["deadline_missed"] else f"met ({r['finish_hours']:.1f} h)"
+        if r["failed"]:
+            met = f"failed: {r['failed']}"
+        table.add_row(
+            f"window {i + 1} (+{r['start_hours']:.0f} h)", f"{r['cost']:.2f}", f"{r['on_demand_hours']:.1f}",
+            f"{r['spot_hours']:.1f}", met, str(r["restarts"]), f"{r['lost_work_hours']:.2f}",
+        )  # fmt: skip
+    if s["windows"] > 1:
+        table.add_row(
+            "mean", f"{s['cost_mean']:.2f}", f"{s['on_demand_hours']:.1f}", f"{s['spot_hours']:.1f}",
+            f"{s['windows'] - s['deadlines_missed'] - s['failed']}/{s['windows']} met",
+            f"{s['restarts']:.1f}", f"{s['lost_work_hours']:.2f}",
+        )  # fmt: skip
+    out.print(table)
+    ref = (
+        f"on-demand only ${s['on_demand_only_cost']:.2f}, lower bound ${s['lower_bound_cost']:.2f}"
+    )
+    if s.get("optimum_cost") == s.get("optimum_cost"):  # not NaN
+        ref += f", offline optimum ${s['optimum_cost']:.2f}"
+    if "cost_over_optimum" in s:
+        ref += f"; cost / optimum {s['cost_over_optimum']:.3f}"
+    out.print(f"reference (mean): {ref}")
+    if plot_path:
+        out.print(f"plot: {plot_path}")

@@ -1,0 +1,176 @@
+"""``provisioner simulate`` as a function: a policy, traces, windows -> a report (a dict).
+
+The policy's own path is simulated: :func:`provisioner.simulate.engine.run_window` calls
+``decide()`` with the policy as written (its strategy, bid caps, budget, windows, restarts,
+zone cooldown, checkpoint interval). Beside it, for reference, on the same windows: the cost
+on on-demand only, the simple lower bound and (where the optimum applies: whole-step
+changeover, no time windows) the offline optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from policies.model import Policy
+from provisioner.simulate.engine import Timeline, World, run_window
+from provisioner.simulate.optimum import lower_bound_cost, optimum_cost
+from provisioner.simulate.replay import total_steps
+from provisioner.simulate.scenario import P3_2XLARGE_ON_DEMAND, P3_2XLARGE_SPOT, Scenario
+from provisioner.traces import Trace, step_for, window_starts
+
+DEFAULT_CHANGEOVER_H = 0.2  # Can't Be Late's d: launch, setup and restore of a new instance
+
+
+class SimulateError(ValueError):
+    """The simulation cannot be set up as asked (the message says why)."""
+
+
+def scenario_for(
+    policy: Policy,
+    traces: list[Trace],
+    *,
+    work_h: float | None = None,
+    deadline_h: float | None = None,
+    changeover_h: float = DEFAULT_CHANGEOVER_H,
+    step_s: float | None = None,
+    on_demand_price: float = P3_2XLARGE_ON_DEMAND,
+    spot_price: float | None = None,
+    checkpoint_loss: bool = True,
+) -> Scenario:
+    """The job to simulate: work and deadline from the policy unless given."""
+    if not traces:
+        raise SimulateError("give at least one trace")
+    gaps = {t.gap_s for t in traces}
+    if len(gaps) > 1:
+        raise SimulateError(
+            f"traces with different gaps cannot be replayed together: {sorted(gaps)}"
+        )
+    work = work_h if work_h is not None else policy.job.compute_hours
+    if work is None:
+        raise SimulateError("the policy has no job.compute_hours: give --work")
+    if deadline_h is None:
+        if isinstance(policy.deadline, timedelta):
+            deadline_h = policy.deadline.total_seconds() / 3600.0
+        elif policy.deadline is None:
+            raise SimulateError("the policy has no deadline: give --deadline (a duration)")
+        else:
+            raise SimulateError("the policy's deadline is a date: give --deadline as a duration")
+    step = step_s if step_s is not None else step_for(changeover_h * 3600.0, traces[0].gap_s)
+    if spot_price is None:
+        priced = [t.prices for t in traces if t.prices is not None]
+        spot_price = float(np.mean([p.mean() for p in priced])) if priced else P3_2XLARGE_SPOT
+    ckpt = policy.checkpoint.interval.total_seconds() if checkpoint_loss else 0.0
+    return Scenario(
+        work_s=work * 3600.0,
+        deadline_s=deadline_h * 3600.0,
+        overhead_s=changeover_h * 3600.0,
+        step_s=step,
+        price_on_demand=on_demand_price,
+        price_spot=spot_price,
+        checkpoint_s=ckpt,
+    )
+
+
+def simulate(
+    policy: Policy,
+    traces: list[Trace],
+    sc: Scenario,
+    *,
+    windows: int = 1,
+    seed: int = 0,
+    strategy: str | None = None,
+    nodes: int = 1,
+    timeline: Timeline | None = None,
+) -> dict[str, Any]:
+    """Simulate ``policy`` on ``windows`` windows of the traces (one zone per trace).
+
+    One window starts at the traces' start; more are drawn at random (``seed``).
+    ``timeline``, when given, receives the first window's steps (for the plot).
+    """
+    n = min(t.steps(sc.step_s) for t in traces)
+    avail = np.stack([t.available_on(sc.step_s, nodes)[:n] for t in traces], axis=1)
+    priced = all(t.prices is not None for t in traces)
+    prices = np.stack([t.prices_on(sc.step_s)[:n] for t in traces], axis=1) if priced else None  # type: ignore[index]
+    if sc.window_steps > n:
+        hours = n * sc.step_s / 3600.0
+        raise SimulateError(f"the traces cover {hours:.1f} h, shorter than the deadline")
+    starts = (
+        [0] if windows <= 1 else [int(s) for s in window_starts(n, sc.window_steps, windows, seed)]
+    )
+    world = World([t.zone for t in traces])
+    k = total_steps(sc)
+    rows = []
+    for i, s0 in enumerate(starts):
+        win = avail[s0 : s0 + k]
+        row = run_window(
+            policy, win, sc, world, strategy=strategy,
+            spot_prices=None if prices is None else prices[s0 : s0 + k],
+            timeline=timeline if i == 0 else None, horizon_steps=k,
+        )  # fmt: skip
+        row["start_hours"] = s0 * sc.step_s / 3600.0
+        rows.append(row)
+    ref = avail[np.asarray(starts)[:, None] + np.arange(sc.window_steps)[None, :]]
+    lower = lower_bound_cost(ref, sc)
+    optimum = None
+    if sc.integral and not policy.windows:
+        optimum = optimum_cost(ref, sc)
+    for i, row in enumerate(rows):
+        row["on_demand_only_cost"] = sc.on_demand_cost
+        row["lower_bound_cost"] = float(lower[i])
+        row["optimum_cost"] = None if optimum is None else float(optimum[i])
+    return {
+        "policy": policy.name,
+        "strategy": strategy or _strategy_name(policy),
+        "traces": [t.source or t.name for t in traces],
+        "zones": world.zones,
+        "work_hours": sc.work_s / 3600.0,
+        "deadline_hours": sc.deadline_s / 3600.0,
+        "changeover_hours": sc.overhead_s / 3600.0,
+        "step_seconds": sc.step_s,
+        "checkpoint_interval_hours": sc.checkpoint_s / 3600.0,
+        "on_demand_price": sc.price_on_demand,
+        "spot_price": sc.price_spot if prices is None else "from the traces",
+        "windows": rows,
+        "summary": summarize(rows),
+    }
+
+
+def _strategy_name(policy: Policy) -> str:
+    from policies.model import MarketChoice
+    from provisioner.strategies import DEFAULT_STRATEGY
+
+    return {MarketChoice.ON_DEMAND: "on-demand", MarketChoice.SPOT: "spot-only"}.get(
+        policy.market, DEFAULT_STRATEGY
+    )
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means (and p75 of cost) over windows; counts of missed deadlines and failures."""
+
+    def mean(key: str) -> float:
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return float(np.mean(vals)) if vals else math.nan
+
+    cost = np.asarray([r["cost"] for r in rows])
+    out: dict[str, Any] = {
+        "windows": len(rows),
+        "cost_mean": float(cost.mean()),
+        "cost_p75": float(np.percentile(cost, 75)),
+        "on_demand_hours": mean("on_demand_hours"),
+        "spot_hours": mean("spot_hours"),
+        "restarts": mean("restarts"),
+        "preemptions": mean("preemptions"),
+        "lost_work_hours": mean("lost_work_hours"),
+        "deadlines_missed": int(sum(bool(r["deadline_missed"]) for r in rows)),
+        "failed": int(sum(bool(r["failed"]) for r in rows)),
+        "on_demand_only_cost": mean("on_demand_only_cost"),
+        "lower_bound_cost": mean("lower_bound_cost"),
+        "optimum_cost": mean("optimum_cost"),
+    }
+    if all(r.get("optimum_cost") for r in rows):
+        out["cost_over_optimum"] = float(np.mean([r["cost"] / r["optimum_cost"] for r in rows]))
+    return out
