@@ -42,7 +42,8 @@ def plot_timeline(
     ax.set_yticks(range(len(zones)), zones)
     ax.set_ylabel("spot up")
     ax = axes[1]
-    colors = plt.get_cmap("tab10").colors
+    cmap = plt.get_cmap("tab10")
+    colors = [cmap(i) for i in range(10)]
     for z in range(len(zones)):
         on_z = (market == SPOT) & (zone == z)
         color = "#2b6cb0" if len(zones) == 1 else colors[z % len(colors)]
