@@ -52,6 +52,7 @@ class JobRunner:
         self.provider = provider
         self.attempts = attempts
         self.now = now
+        self.interruptions: list[Any] = []
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -76,6 +77,20 @@ class JobRunner:
         except Exception as exc:  # an unreachable checkpoint store must not stop the pass
             log.warning("job %s: cannot read progress: %s", self.job.id, exc)
             return None
+
+    def read_result(self, progress: dict[str, Any]) -> dict[str, Any]:
+        """The job's output/result.json from the checkpoint store, else its last progress."""
+        from provisioner.agent.store import CheckpointStore
+
+        try:
+            doc = CheckpointStore(self.checkpoint_uri(), self.job.id).read_json(
+                "output/result.json"
+            )
+        except Exception:
+            doc = None
+        return doc or {
+            k: progress.get(k) for k in ("step", "total_steps", "last_checkpoint", "job")
+        }
 
     def spent(self) -> float:
         from provisioner.reconciler import billed_cost
@@ -208,7 +223,7 @@ class JobRunner:
                 job.id,
                 state="succeeded",
                 reason="finished",
-                result=progress.get("result") or progress,
+                result=self.read_result(progress),
                 spent_usd=self.spent(),
                 **updates,
             )
@@ -230,19 +245,24 @@ class JobRunner:
             report.finished += 1
             return
 
-        # Decide and act.
+        # Decide and act; a launch refused for capacity or price moves on to the next offer.
         from provisioner.jobdecide import decide_for
 
-        actions = decide_for(self, Observed(seen, progress))
-        self.act(actions, report, updates)
+        for _ in range(MAX_LAUNCH_TRIES_PER_PASS):
+            actions = decide_for(self, Observed(seen, progress))
+            if not self.act(actions, report, updates):
+                break
 
     # -- acting -------------------------------------------------------------------------------
 
-    def act(self, actions: list[Any], report: PassReport, updates: dict[str, Any]) -> None:
+    def act(self, actions: list[Any], report: PassReport, updates: dict[str, Any]) -> bool:
+        """Carry out decide()'s actions; True when a launch was refused and decide should
+        be asked again (its cooldown is recorded)."""
         from provisioner import decide as d
 
         job = self.job
         state = job.state
+        retry = False
         for action in actions:
             if isinstance(action, d.Terminate):
                 self.provider.terminate([action.instance_id])
@@ -257,6 +277,7 @@ class JobRunner:
                     state = "running"
                 else:
                     state = "recovering"
+                    retry = True
             elif isinstance(action, d.Wait):
                 if not any(a.state == "running" for a in self.attempts):
                     state = "waiting"

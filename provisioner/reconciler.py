@@ -191,11 +191,55 @@ class Reconciler:
         self._providers: dict[str, Provider] = {}
         self._policies: dict[str, Policy] = {}
         self._last_interruptions: dict[str, datetime] = {}
+        self._catalogs: dict[str, Catalog] = {}
+        self._seen_interruptions: set[tuple[str, str]] = set()
+        self._plans: dict[tuple[str, frozenset[tuple[str, str]], int], list[Placement]] = {}
+        self.pass_interval_s = 5.0
+
+    # -- offers and candidates -------------------------------------------------------------
+
+    def catalog_for(self, job: JobRow) -> Catalog:
+        """The offers a job can be placed on: its provider's rows of the catalog (live prices
+        overlaid); for the sim, the sim's offers under the cloud each zone mimics, so that
+        residency and latency are judged by the mimicked region."""
+        key = self._provider_key(job)
+        cat = self._catalogs.get(key)
+        if cat is None:
+            if job.provider == "sim":
+                from dataclasses import replace
+
+                prov: Any = self.provider_for(job)
+                offers = [replace(o, provider=prov.zone_cloud(o.zone)) for o in prov.offers()]
+                cat = Catalog.from_offers(offers, "sim")
+            else:
+                cat = Catalog.from_offers(self.catalog.filter(provider=job.provider), job.provider)
+            self._catalogs[key] = cat
+        return cat
+
+    def candidates(
+        self, job: JobRow, policy: Policy, cooled: frozenset[tuple[str, str]], now: datetime
+    ) -> list[Placement]:
+        """Ranked placements for a job, shared by jobs with the same policy, provider and
+        cooldowns within a minute (planning is pure, so sharing is exact)."""
+        from provisioner.jobdecide import plan_candidates
+
+        key = (self._provider_key(job) + "\0" + job.policy_yaml, cooled, int(now.timestamp() // 60))
+        got = self._plans.get(key)
+        if got is None:
+            if len(self._plans) > 10_000:
+                self._plans.clear()
+            got = plan_candidates(policy, self.catalog_for(job), cooled, now)
+            self._plans[key] = got
+        return got
+
+    @staticmethod
+    def _provider_key(job: JobRow) -> str:
+        return job.provider + ":" + json.dumps(job.provider_options, sort_keys=True)
 
     # -- helpers ----------------------------------------------------------------------------
 
     def provider_for(self, job: JobRow) -> Provider:
-        key = job.provider + ":" + json.dumps(job.provider_options, sort_keys=True)
+        key = self._provider_key(job)
         prov = self._providers.get(key)
         if prov is None:
             prov = self.provider_factory(job.provider, dict(job.provider_options))
@@ -249,10 +293,12 @@ class Reconciler:
             for inst in seen:
                 if inst.job_id:
                     by_job.setdefault(inst.job_id, []).append(inst)
+            notices = self._interruptions(key, prov, by_job, now, report)
             for job in group:
                 runner = JobRunner(
                     self, job, self.policy_of(job), prov, attempts.get(job.id, []), now
                 )
+                runner.interruptions = notices.get(job.id, [])
                 try:
                     runner.step(by_job.get(job.id, []), report)
                 except GuardViolation as exc:
@@ -272,6 +318,47 @@ class Reconciler:
             self._reap(prov, seen, {j.id for j in jobs}, now, report)
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _interruptions(
+        self,
+        key: str,
+        prov: Provider,
+        by_job: dict[str, list[Instance]],
+        now: datetime,
+        report: PassReport,
+    ) -> dict[str, list[Any]]:
+        """Interruptions the provider reports for instances of our jobs (one call per provider
+        and pass); each is recorded once as an event."""
+        since = self._last_interruptions.get(key, now - timedelta(minutes=15))
+        try:
+            items = prov.interruptions(since)
+            report.provider_calls += 1
+        except ProviderError as exc:
+            log.warning("interruptions at %s failed: %s", key.split(":")[0], exc)
+            return {}
+        self._last_interruptions[key] = now - timedelta(seconds=5)  # overlap: clocks, late events
+        owner = {i.id: job_id for job_id, insts in by_job.items() for i in insts}
+        out: dict[str, list[Any]] = {}
+        for it in items:
+            job_id = owner.get(it.instance_id)
+            if job_id is None:
+                continue
+            out.setdefault(job_id, []).append(it)
+            mark = (it.instance_id, it.kind)
+            if mark in self._seen_interruptions:
+                continue
+            self._seen_interruptions.add(mark)
+            if it.kind == "notice":
+                until = f"; capacity goes at {it.deadline:%H:%M:%S}" if it.deadline else ""
+                self.store.add_event(
+                    job_id,
+                    "notice",
+                    f"interruption notice for {it.instance_id} in {it.zone} ({it.raw}){until}; "
+                    "the agent checkpoints",
+                    at=it.at,
+                    instance=it.instance_id,
+                )
+        return out
 
     def _reap(
         self,
