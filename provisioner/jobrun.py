@@ -297,16 +297,19 @@ class JobRunner:
                     self.provider.terminate([a.instance_id for a in live if a.instance_id])
                     for a in live:
                         self.end_attempt(a, "ended", "job failed: " + action.reason)
-        if state == job.state and not updates and abs(self.spent() - job.spent_usd) < 1e-9:
-            return
         if any(a.state == "running" for a in self.attempts) and state in (
             "pending",
             "waiting",
             "recovering",
         ):
             state = "running"
-        self.store.update_job(job.id, state=state, spent_usd=self.spent(), **updates)
-        job.state = state
+        spent = self.spent()
+        if state == job.state and not updates and abs(spent - job.spent_usd) < 1e-9:
+            return retry
+        self.store.update_job(job.id, state=state, spent_usd=spent, **updates)
+        job.state, job.spent_usd = state, spent
+        updates.clear()
+        return retry
 
     def launch(self, placement: Placement, reason: str, report: PassReport) -> bool:
         """Launch one attempt on ``placement``: intent first, then the cloud call."""
