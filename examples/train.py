@@ -149,7 +149,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--step-seconds", type=float, default=0.05, help="extra time per step")
     p.add_argument("--checkpoint-every", type=int, default=100, help="steps; 0 = signal only")
     p.add_argument("--log-every", type=int, default=50, help="print a line every N steps")
-    p.add_argument("--checkpoint-dir", default=os.environ.get(protocol.ENV_CHECKPOINT_DIR, "checkpoints"))
+    p.add_argument(
+        "--checkpoint-dir", default=os.environ.get(protocol.ENV_CHECKPOINT_DIR, "checkpoints")
+    )
     p.add_argument("--output-dir", default=os.environ.get(protocol.ENV_OUTPUT_DIR, "output"))
     return p.parse_args(argv)
 
@@ -199,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         "final_loss": loss(state, x, y),
         "params_sha256": params_sha256(state),
     }
-    protocol.atomic_write(out_dir / "result.json", json.dumps(result, indent=2, sort_keys=True).encode())
+    protocol.atomic_write(
+        out_dir / "result.json", json.dumps(result, indent=2, sort_keys=True).encode()
+    )
     print(f"done: {json.dumps(result, sort_keys=True)}", flush=True)
     return 0
 

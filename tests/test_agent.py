@@ -30,8 +30,19 @@ REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 CLOUDS = ("aws", "gcp", "azure", "alibaba", "tencent")
 #: a job that counts steps, checkpoints only when signalled, and never ends by itself
-TRAIN = [PY, "-m", "examples.train", "--steps", "1000000", "--step-seconds", "0.01",
-         "--checkpoint-every", "0", "--log-every", "0"]
+TRAIN = [
+    PY,
+    "-m",
+    "examples.train",
+    "--steps",
+    "1000000",
+    "--step-seconds",
+    "0.01",
+    "--checkpoint-every",
+    "0",
+    "--log-every",
+    "0",
+]
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, every: float = 0.05) -> Any:
@@ -55,8 +66,9 @@ def group_gone(pgid: int) -> bool:
 @pytest.fixture
 def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProvider]:
     monkeypatch.chdir(REPO)  # the sandbox finds `examples` through the launcher's cwd
-    provider = SimProvider(tmp_path / "sim", mimic="all", mtbp_hours=None, notice_floor_s=1.0,
-                           idle_exit_s=60)
+    provider = SimProvider(
+        tmp_path / "sim", mimic="all", mtbp_hours=None, notice_floor_s=1.0, idle_exit_s=60
+    )
     try:
         yield provider
     finally:
@@ -72,10 +84,24 @@ def test_notice_signal_checkpoint_synced_before_the_kill(
     sim: SimProvider, tmp_path: Path, cloud: str
 ) -> None:
     store_uri = f"file://{tmp_path}/store"
-    spec = AgentSpec(job_id=f"job-{cloud}", attempt=1, command=TRAIN, checkpoint_uri=store_uri,
-                     interval_s=0, grace_s=10, progress_every_s=0.5)
-    inst = sim.launch(LaunchRequest(job_id=spec.job_id, attempt=1, offer=offer_for(sim, cloud),
-                                    market=Market.SPOT, job_spec=spec.to_dict()))
+    spec = AgentSpec(
+        job_id=f"job-{cloud}",
+        attempt=1,
+        command=TRAIN,
+        checkpoint_uri=store_uri,
+        interval_s=0,
+        grace_s=10,
+        progress_every_s=0.5,
+    )
+    inst = sim.launch(
+        LaunchRequest(
+            job_id=spec.job_id,
+            attempt=1,
+            offer=offer_for(sim, cloud),
+            market=Market.SPOT,
+            job_spec=spec.to_dict(),
+        )
+    )
     pgid = int(sim.sandbox(inst.id)["pid"])
     wait_for(lambda: ((read_progress(store_uri, spec.job_id) or {}).get("step") or 0) >= 20)
     assert CheckpointStore(store_uri, spec.job_id).latest() is None  # no checkpoint yet
@@ -92,8 +118,13 @@ def test_notice_signal_checkpoint_synced_before_the_kill(
     assert progress["state"] == "interrupted", progress
     assert progress["notice"] is not None
     raw = progress["notice"]["raw"]
-    expected = {"aws": '"action": "terminate"', "gcp": "TRUE", "azure": '"EventType": "Preempt"',
-                "alibaba": "T", "tencent": " "}[cloud]
+    expected = {
+        "aws": '"action": "terminate"',
+        "gcp": "TRUE",
+        "azure": '"EventType": "Preempt"',
+        "alibaba": "T",
+        "tencent": " ",
+    }[cloud]
     assert expected in raw
     latest = CheckpointStore(store_uri, spec.job_id).latest()
     assert latest is not None and latest == progress["last_checkpoint"]
@@ -102,7 +133,9 @@ def test_notice_signal_checkpoint_synced_before_the_kill(
     killed = datetime.fromisoformat(record["ended_at"])
     seen = datetime.fromisoformat(progress["notice"]["seen_at"].replace("Z", "+00:00"))
     assert seen < uploaded < killed  # checkpointed after the notice, in the store before the kill
-    assert (seen - datetime.fromisoformat(record["notice_at"])).total_seconds() < 1.5  # polled >= 1/s
+    assert (
+        seen - datetime.fromisoformat(record["notice_at"])
+    ).total_seconds() < 1.5  # polled >= 1/s
     files = os.listdir(f"{tmp_path}/store/{spec.job_id}/checkpoints/{latest}")
     assert sorted(files) == ["meta.json", "state.npz"]
     lived = (killed - datetime.fromisoformat(record["notice_at"])).total_seconds()
@@ -116,13 +149,18 @@ def test_metadata_endpoints_insist_on_their_headers(sim: SimProvider) -> None:
     import urllib.error
     import urllib.request
 
-    inst = {c: sim.launch(LaunchRequest(job_id=f"h-{c}", attempt=1, offer=offer_for(sim, c),
-                                        market=Market.SPOT)) for c in CLOUDS}
+    inst = {
+        c: sim.launch(
+            LaunchRequest(job_id=f"h-{c}", attempt=1, offer=offer_for(sim, c), market=Market.SPOT)
+        )
+        for c in CLOUDS
+    }
     base = {c: sim.sandbox(i.id)["metadata_url"] for c, i in inst.items()}
 
     def status(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int:
-        req = urllib.request.Request(url, method=method, headers=headers or {},
-                                     data=b"" if method == "PUT" else None)
+        req = urllib.request.Request(
+            url, method=method, headers=headers or {}, data=b"" if method == "PUT" else None
+        )
         try:
             with urllib.request.urlopen(req, timeout=5) as resp:
                 return int(resp.status)
@@ -132,11 +170,17 @@ def test_metadata_endpoints_insist_on_their_headers(sim: SimProvider) -> None:
     assert status(base["aws"] + "/latest/meta-data/spot/instance-action") == 401  # IMDSv2 only
     assert status(base["aws"] + "/latest/api/token", "PUT") == 400  # TTL header required
     assert status(base["gcp"] + "/computeMetadata/v1/instance/preempted") == 403
-    assert status(base["gcp"] + "/computeMetadata/v1/instance/preempted",
-                  headers={"Metadata-Flavor": "Google"}) == 200
+    assert (
+        status(
+            base["gcp"] + "/computeMetadata/v1/instance/preempted",
+            headers={"Metadata-Flavor": "Google"},
+        )
+        == 200
+    )
     assert status(base["azure"] + "/metadata/scheduledevents?api-version=2020-07-01") == 400
-    assert status(base["azure"] + "/metadata/scheduledevents",
-                  headers={"Metadata": "true"}) == 400  # api-version required
+    assert (
+        status(base["azure"] + "/metadata/scheduledevents", headers={"Metadata": "true"}) == 400
+    )  # api-version required
     assert status(base["tencent"] + "/latest/meta-data/spot/termination-time") == 404
 
     for cloud, i in inst.items():
@@ -152,8 +196,15 @@ def run_agent(spec: AgentSpec, tmp_path: Path, **kw: Any) -> subprocess.Popen[st
     path = tmp_path / f"spec-{spec.attempt}.json"
     spec.save(path)
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.Popen([PY, "-m", "provisioner.agent", "--spec", str(path)], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    return subprocess.Popen(
+        [PY, "-m", "provisioner.agent", "--spec", str(path)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )
 
 
 def unreachable_url() -> str:
@@ -167,9 +218,14 @@ def unreachable_url() -> str:
 
 def test_unreachable_metadata_is_no_notice_and_a_finished_job_is_done(tmp_path: Path) -> None:
     store = f"file://{tmp_path}/store"
-    spec = AgentSpec(job_id="j", attempt=1, checkpoint_uri=store, metadata_url=unreachable_url(),
-                     workdir=str(tmp_path / "w"),
-                     command=[PY, "-m", "examples.train", "--steps", "60", "--step-seconds", "0"])
+    spec = AgentSpec(
+        job_id="j",
+        attempt=1,
+        checkpoint_uri=store,
+        metadata_url=unreachable_url(),
+        workdir=str(tmp_path / "w"),
+        command=[PY, "-m", "examples.train", "--steps", "60", "--step-seconds", "0"],
+    )
     proc = run_agent(spec, tmp_path)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
@@ -185,8 +241,14 @@ def test_unreachable_metadata_is_no_notice_and_a_finished_job_is_done(tmp_path: 
 
 def test_exit_code_mirrors_the_job_and_failure_is_reported(tmp_path: Path) -> None:
     store = f"file://{tmp_path}/store"
-    spec = AgentSpec(job_id="f", attempt=2, checkpoint_uri=store, metadata_url=unreachable_url(),
-                     workdir=str(tmp_path / "w"), command=[PY, "-c", "import sys; sys.exit(3)"])
+    spec = AgentSpec(
+        job_id="f",
+        attempt=2,
+        checkpoint_uri=store,
+        metadata_url=unreachable_url(),
+        workdir=str(tmp_path / "w"),
+        command=[PY, "-c", "import sys; sys.exit(3)"],
+    )
     proc = run_agent(spec, tmp_path)
     proc.communicate(timeout=20)
     assert proc.returncode == 3
@@ -200,11 +262,20 @@ def test_resume_point_and_environment_reach_the_job(tmp_path: Path) -> None:
     ckpt.mkdir(parents=True)
     (ckpt / "weights.bin").write_bytes(b"w" * 10)
     CheckpointStore(store, "r").upload(ckpt, ckpt.name)
-    show = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() "
-            "if k.startswith('PROVISIONER_')}))")
-    spec = AgentSpec(job_id="r", attempt=3, checkpoint_uri=store, metadata_url=unreachable_url(),
-                     workdir=str(tmp_path / "w"), command=[PY, "-c", show], env={"EXTRA": "1"},
-                     signal="SIGUSR2")
+    show = (
+        "import json, os; print(json.dumps({k: v for k, v in os.environ.items() "
+        "if k.startswith('PROVISIONER_')}))"
+    )
+    spec = AgentSpec(
+        job_id="r",
+        attempt=3,
+        checkpoint_uri=store,
+        metadata_url=unreachable_url(),
+        workdir=str(tmp_path / "w"),
+        command=[PY, "-c", show],
+        env={"EXTRA": "1"},
+        signal="SIGUSR2",
+    )
     proc = run_agent(spec, tmp_path)
     out, _ = proc.communicate(timeout=20)
     env = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
@@ -219,8 +290,16 @@ def test_resume_point_and_environment_reach_the_job(tmp_path: Path) -> None:
 
 def test_periodic_checkpoints_are_asked_for_and_synced(tmp_path: Path) -> None:
     store = f"file://{tmp_path}/store"
-    spec = AgentSpec(job_id="p", attempt=1, checkpoint_uri=store, metadata_url=unreachable_url(),
-                     workdir=str(tmp_path / "w"), command=TRAIN, interval_s=0.5, grace_s=5)
+    spec = AgentSpec(
+        job_id="p",
+        attempt=1,
+        checkpoint_uri=store,
+        metadata_url=unreachable_url(),
+        workdir=str(tmp_path / "w"),
+        command=TRAIN,
+        interval_s=0.5,
+        grace_s=5,
+    )
     proc = run_agent(spec, tmp_path)
     try:
         seen: set[str] = set()
@@ -245,9 +324,16 @@ def test_periodic_checkpoints_are_asked_for_and_synced(tmp_path: Path) -> None:
 def test_a_job_without_a_handler_is_not_killed_by_the_checkpoint_signal(tmp_path: Path) -> None:
     # e.g. a notice while the job is still importing: the signal is ignored until it handles it
     store = f"file://{tmp_path}/store"
-    spec = AgentSpec(job_id="n", attempt=1, checkpoint_uri=store, metadata_url=unreachable_url(),
-                     workdir=str(tmp_path / "w"), command=[PY, "-c", "import time; time.sleep(1.5)"],
-                     interval_s=0.2, grace_s=0.3)
+    spec = AgentSpec(
+        job_id="n",
+        attempt=1,
+        checkpoint_uri=store,
+        metadata_url=unreachable_url(),
+        workdir=str(tmp_path / "w"),
+        command=[PY, "-c", "import time; time.sleep(1.5)"],
+        interval_s=0.2,
+        grace_s=0.3,
+    )
     proc = run_agent(spec, tmp_path)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0, out
@@ -259,8 +345,14 @@ def test_a_job_without_a_handler_is_not_killed_by_the_checkpoint_signal(tmp_path
 def test_an_older_attempt_never_overwrites_newer_progress(tmp_path: Path) -> None:
     store = f"file://{tmp_path}/store"
     CheckpointStore(store, "o").write_progress({"attempt": 5, "state": "running"})
-    spec = AgentSpec(job_id="o", attempt=4, checkpoint_uri=store, metadata_url=unreachable_url(),
-                     workdir=str(tmp_path / "w"), command=[PY, "-c", "pass"])
+    spec = AgentSpec(
+        job_id="o",
+        attempt=4,
+        checkpoint_uri=store,
+        metadata_url=unreachable_url(),
+        workdir=str(tmp_path / "w"),
+        command=[PY, "-c", "pass"],
+    )
     proc = run_agent(spec, tmp_path)
     proc.communicate(timeout=20)
     assert proc.returncode == 0
@@ -278,26 +370,49 @@ def test_checkpoint_marker_never_goes_backwards(tmp_path: Path) -> None:
 
 
 def test_gpu_probe(tmp_path: Path) -> None:
-    rows = parse_nvidia_smi("0, NVIDIA H100 80GB HBM3, 87, 40000, 81559\n1, NVIDIA H100, [N/A], 0, 81559\n")
-    assert rows[0] == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "utilization_pct": 87.0,
-                       "memory_used_mib": 40000.0, "memory_total_mib": 81559.0}
+    rows = parse_nvidia_smi(
+        "0, NVIDIA H100 80GB HBM3, 87, 40000, 81559\n1, NVIDIA H100, [N/A], 0, 81559\n"
+    )
+    assert rows[0] == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "utilization_pct": 87.0,
+        "memory_used_mib": 40000.0,
+        "memory_total_mib": 81559.0,
+    }
     assert rows[1]["utilization_pct"] is None
     assert probe_gpus(str(tmp_path / "no-such-nvidia-smi")) is None
     fake = tmp_path / "nvidia-smi"  # a stand-in for the driver's tool (not our code)
     fake.write_text("#!/bin/sh\necho '0, Tesla T4, 12, 300, 15360'\n")
     fake.chmod(0o755)
-    assert probe_gpus(str(fake)) == [{"index": 0, "name": "Tesla T4", "utilization_pct": 12.0,
-                                      "memory_used_mib": 300.0, "memory_total_mib": 15360.0}]
+    assert probe_gpus(str(fake)) == [
+        {
+            "index": 0,
+            "name": "Tesla T4",
+            "utilization_pct": 12.0,
+            "memory_used_mib": 300.0,
+            "memory_total_mib": 15360.0,
+        }
+    ]
     real = probe_gpus()  # whatever this machine has: None without a GPU
     assert real is None or all("memory_total_mib" in r for r in real)
 
 
 def test_spec_round_trip_and_errors() -> None:
-    spec = AgentSpec(job_id="a", attempt=1, command=["x"], checkpoint_uri="s3://b/ck", cloud="gcp",
-                     env={"A": "1"}, interval_s=600)
+    spec = AgentSpec(
+        job_id="a",
+        attempt=1,
+        command=["x"],
+        checkpoint_uri="s3://b/ck",
+        cloud="gcp",
+        env={"A": "1"},
+        interval_s=600,
+    )
     again = AgentSpec.from_json(spec.to_json())
     assert again == spec
-    assert again.job_root == "s3://b/ck/a" and again.progress_location == "s3://b/ck/a/progress.json"
+    assert (
+        again.job_root == "s3://b/ck/a" and again.progress_location == "s3://b/ck/a/progress.json"
+    )
     assert again.base_metadata_url == "http://metadata.google.internal"
     with pytest.raises(SpecError, match="unknown field"):
         AgentSpec.from_dict({**spec.to_dict(), "comand": ["x"]})
@@ -306,7 +421,9 @@ def test_spec_round_trip_and_errors() -> None:
     with pytest.raises(SpecError, match="poll_s"):
         AgentSpec(job_id="a", attempt=1, command=["x"], checkpoint_uri="file:///c", poll_s=5)
     with pytest.raises(SpecError, match="signal"):
-        AgentSpec(job_id="a", attempt=1, command=["x"], checkpoint_uri="file:///c", signal="SIGNOPE")
+        AgentSpec(
+            job_id="a", attempt=1, command=["x"], checkpoint_uri="file:///c", signal="SIGNOPE"
+        )
 
 
 def test_spec_from_policy() -> None:
@@ -318,8 +435,16 @@ def test_spec_from_policy() -> None:
     assert spec.command[:3] == ["python", "-m", "examples.train"]
     ck = policy.checkpoint
     assert (spec.interval_s, spec.grace_s, spec.signal) == (
-        ck.interval.total_seconds(), ck.grace.total_seconds(), ck.signal)
+        ck.interval.total_seconds(),
+        ck.grace.total_seconds(),
+        ck.signal,
+    )
     assert spec.checkpoint_uri == ck.uri and spec.cloud == "azure"
-    shell = AgentSpec.from_policy(policy.model_copy(update={"job": policy.job.model_copy(
-        update={"command": "echo hi && sleep 1"})}), job_id="s", attempt=1)
+    shell = AgentSpec.from_policy(
+        policy.model_copy(
+            update={"job": policy.job.model_copy(update={"command": "echo hi && sleep 1"})}
+        ),
+        job_id="s",
+        attempt=1,
+    )
     assert shell.command == ["/bin/sh", "-c", "echo hi && sleep 1"]

@@ -44,7 +44,11 @@ def train(workdir: Path, *extra: str) -> subprocess.Popen[str]:
     env["PYTHONPATH"] = str(REPO)
     return subprocess.Popen(
         [sys.executable, "-m", "examples.train", "--steps", str(STEPS), "--log-every", "0", *extra],
-        cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -118,14 +122,37 @@ def test_preempted_in_one_zone_resumed_in_another_bit_identical(
 ) -> None:
     store = f"file://{tmp_path}/store"
     offers = {o.zone: o for o in sim.offers(["us-east-1"]) if o.spot_price}
-    command = [sys.executable, "-m", "examples.train", "--steps", str(STEPS),
-               "--step-seconds", "0.01", "--log-every", "100"]
+    command = [
+        sys.executable,
+        "-m",
+        "examples.train",
+        "--steps",
+        str(STEPS),
+        "--step-seconds",
+        "0.01",
+        "--log-every",
+        "100",
+    ]
 
     def attempt(n: int, zone: str) -> str:
-        spec = AgentSpec(job_id="quick", attempt=n, command=command, checkpoint_uri=store,
-                         interval_s=30, grace_s=10, progress_every_s=0.5)
-        inst = sim.launch(LaunchRequest(job_id="quick", attempt=n, offer=offers[zone],
-                                        market=Market.SPOT, job_spec=spec.to_dict()))
+        spec = AgentSpec(
+            job_id="quick",
+            attempt=n,
+            command=command,
+            checkpoint_uri=store,
+            interval_s=30,
+            grace_s=10,
+            progress_every_s=0.5,
+        )
+        inst = sim.launch(
+            LaunchRequest(
+                job_id="quick",
+                attempt=n,
+                offer=offers[zone],
+                market=Market.SPOT,
+                job_spec=spec.to_dict(),
+            )
+        )
         return inst.id
 
     first = attempt(1, "us-east-1a")
@@ -138,12 +165,17 @@ def test_preempted_in_one_zone_resumed_in_another_bit_identical(
     assert 50 <= saved < STEPS
 
     second = attempt(2, "us-east-1b")
-    done = wait_for(lambda: (read_progress(store, "quick") or {}).get("state") == "done", timeout=30)
+    done = wait_for(
+        lambda: (read_progress(store, "quick") or {}).get("state") == "done", timeout=30
+    )
     assert done
     progress = read_progress(store, "quick")
     assert progress is not None
     assert (progress["attempt"], progress["resumed_from"], progress["exit_code"]) == (
-        2, f"ckpt-{saved:09d}", 0)
+        2,
+        f"ckpt-{saved:09d}",
+        0,
+    )
     final = json.loads((tmp_path / "store" / "quick" / "output" / "result.json").read_text())
     assert final == reference
     log = Path(sim.sandbox(second)["sandbox"], "agent.log").read_text()

@@ -67,10 +67,17 @@ def make(state_dir: Path, **kw: Any) -> SimProvider:
     return SimProvider(state_dir, **kw)
 
 
-def request(offer: Offer, job: str = "job-a", attempt: int = 1, market: Market = Market.SPOT,
-            cap: float | None = None, spec: dict[str, Any] | None = None) -> LaunchRequest:
-    return LaunchRequest(job_id=job, attempt=attempt, offer=offer, market=market,
-                         bid_cap_per_hour=cap, job_spec=spec)
+def request(
+    offer: Offer,
+    job: str = "job-a",
+    attempt: int = 1,
+    market: Market = Market.SPOT,
+    cap: float | None = None,
+    spec: dict[str, Any] | None = None,
+) -> LaunchRequest:
+    return LaunchRequest(
+        job_id=job, attempt=attempt, offer=offer, market=market, bid_cap_per_hour=cap, job_spec=spec
+    )
 
 
 def aws_offer(sim: SimProvider, zone: str = "us-east-1a") -> Offer:
@@ -89,7 +96,9 @@ def test_offers_come_from_the_catalog_relabelled_sim(state_dir: Path) -> None:
     assert {o.zone for o in sim.offers(["us-east-1"])} >= {"us-east-1a", "us-east-1b"}
 
     gcp = make(state_dir, mimic="gcp", catalog=catalog)
-    region_level = {(o.region, o.instance_type) for o in catalog.filter(provider="gcp") if not o.zone}
+    region_level = {
+        (o.region, o.instance_type) for o in catalog.filter(provider="gcp") if not o.zone
+    }
     region, itype = sorted(region_level)[0]
     zones = {o.zone for o in gcp.offers([region]) if o.instance_type == itype}
     assert zones == {f"{region}-a", f"{region}-b", f"{region}-c"}  # spread over three zones
@@ -111,7 +120,11 @@ def test_launch_get_list_terminate_and_idempotent_token(state_dir: Path) -> None
     inst = sim.launch(request(offer, cap=100.0))
     assert (inst.provider, inst.market, inst.state) == ("sim", Market.SPOT, InstanceState.RUNNING)
     assert (inst.zone, inst.instance_type, inst.job_id, inst.attempt) == (
-        offer.zone, offer.instance_type, "job-a", 1)
+        offer.zone,
+        offer.instance_type,
+        "job-a",
+        1,
+    )
     assert inst.price_per_hour == offer.spot_price
 
     again = sim.launch(request(offer, cap=100.0))  # same (job, attempt): same token
@@ -144,7 +157,10 @@ def test_capacity_error_in_an_unavailable_zone(state_dir: Path, tmp_path: Path) 
     assert caught.value.kind is ErrorKind.CAPACITY
     assert caught.value.code == "InsufficientInstanceCapacity"
     assert sim.list() == []
-    assert sim.availability(["us-east-1a", "us-east-1b"]) == {"us-east-1a": True, "us-east-1b": False}
+    assert sim.availability(["us-east-1a", "us-east-1b"]) == {
+        "us-east-1a": True,
+        "us-east-1b": False,
+    }
     # on-demand capacity is there
     od = sim.launch(request(aws_offer(sim, "us-east-1b"), market=Market.ON_DEMAND))
     assert od.state is InstanceState.RUNNING
@@ -194,10 +210,18 @@ def test_preemption_serves_a_notice_then_kills_the_process_group(state_dir: Path
 def test_market_preemption_from_a_trace(state_dir: Path, tmp_path: Path) -> None:
     # each trace point lasts half a simulated hour = 1 real second (seconds_per_hour=2)
     trace = tmp_path / "z.json"
-    trace.write_text(json.dumps({"metadata": {"gap_seconds": 1800},
-                                 "data": [1, 1, 0, 0, 0, 0], "prices": [0.5, 0.6, 9, 9, 9, 9]}))
-    sim = make(state_dir, trace={"us-east-1c": str(trace)}, seconds_per_hour=2.0,
-               notice_floor_s=1.0)
+    trace.write_text(
+        json.dumps(
+            {
+                "metadata": {"gap_seconds": 1800},
+                "data": [1, 1, 0, 0, 0, 0],
+                "prices": [0.5, 0.6, 9, 9, 9, 9],
+            }
+        )
+    )
+    sim = make(
+        state_dir, trace={"us-east-1c": str(trace)}, seconds_per_hour=2.0, notice_floor_s=1.0
+    )
     since = datetime.now(UTC) - timedelta(seconds=1)
     inst = sim.launch(request(aws_offer(sim, "us-east-1c")))
     assert inst.price_per_hour in (0.5, 0.6)  # the trace's price, not the catalog's
@@ -234,7 +258,9 @@ def test_billing_rules_per_cloud() -> None:
 
 def test_billing_of_a_short_instance_has_the_minimum(state_dir: Path) -> None:
     # one simulated hour = 3600 real seconds: billing in real seconds
-    sim = make(state_dir, seconds_per_hour=3600, mimic={"us-east-1a": "aws", "ap-bangkok-1": "tencent"})
+    sim = make(
+        state_dir, seconds_per_hour=3600, mimic={"us-east-1a": "aws", "ap-bangkok-1": "tencent"}
+    )
     offer = aws_offer(sim)
     inst = sim.launch(request(offer))
     sim.terminate([inst.id])
@@ -271,8 +297,13 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 def test_server_outlives_the_controller_that_started_it(state_dir: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", LAUNCH_AND_DIE, str(state_dir)], env=env,
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-c", LAUNCH_AND_DIE, str(state_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == -signal.SIGKILL, out.stderr
     iid = out.stdout.strip()
     info = json.loads((state_dir / "server.json").read_text())
@@ -304,8 +335,15 @@ print(ensure_server(__import__("pathlib").Path(sys.argv[1])))
 
 def test_concurrent_controllers_start_one_server(state_dir: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen([sys.executable, "-c", START, str(state_dir)], env=env,
-                              stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", START, str(state_dir)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     urls = {p.communicate(timeout=30)[0].strip() for p in procs}
     assert len(urls) == 1 and next(iter(urls)).startswith("http://127.0.0.1:")
 

@@ -65,7 +65,9 @@ class Billing:
 
 
 def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return Path(base) / "provisioner" / "sim"
 
 
@@ -166,7 +168,9 @@ class SimProvider(Provider):
                 return request(self.url + path, method, doc)
             except SimUnreachable as exc:
                 self._url = None  # (re)start it on the next try
-                raise ProviderError(ErrorKind.TRANSIENT, "SimServerDown", str(exc), provider="sim") from None
+                raise ProviderError(
+                    ErrorKind.TRANSIENT, "SimServerDown", str(exc), provider="sim"
+                ) from None
 
         return call_with_retries(once, lambda _e: None, policy=self.retry, what=f"sim {what}")
 
@@ -249,11 +253,20 @@ class SimProvider(Provider):
 
     def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
         offers = self.offers(regions)
-        view = self._call("market", "POST", "/v1/market", {"zones": sorted({o.zone for o in offers})})
+        view = self._call(
+            "market", "POST", "/v1/market", {"zones": sorted({o.zone for o in offers})}
+        )
         now = datetime.now(UTC)
         return [
-            PriceQuote("sim", o.region, o.zone, o.instance_type,
-                       view.get(o.zone, {}).get("price") or o.spot_price, o.price, now)
+            PriceQuote(
+                "sim",
+                o.region,
+                o.zone,
+                o.instance_type,
+                view.get(o.zone, {}).get("price") or o.spot_price,
+                o.price,
+                now,
+            )
             for o in offers
         ]
 
@@ -262,7 +275,9 @@ class SimProvider(Provider):
     def launch(self, request: LaunchRequest) -> Instance:
         o = request.offer
         zone = o.zone or o.region + ZONE_SUFFIXES.get(self.zone_cloud(o.region), ("a",))[0]
-        cloud = self._zone_cloud.get(zone) or (o.provider if o.provider in CLOUDS else self.zone_cloud(zone))
+        cloud = self._zone_cloud.get(zone) or (
+            o.provider if o.provider in CLOUDS else self.zone_cloud(zone)
+        )
         spec = None
         if request.job_spec is not None:
             spec = dict(request.job_spec)
@@ -303,7 +318,10 @@ class SimProvider(Provider):
         found = self._call("interruptions", "GET", f"/v1/interruptions?since={ts}")["interruptions"]
         return [
             Interruption(
-                instance_id=e["instance_id"], provider="sim", zone=e["zone"], kind=e["kind"],
+                instance_id=e["instance_id"],
+                provider="sim",
+                zone=e["zone"],
+                kind=e["kind"],
                 at=datetime.fromtimestamp(e["at_real"], UTC),
                 deadline=datetime.fromisoformat(e["deadline"]) if e.get("deadline") else None,
                 raw=f"{e['cloud']}: {e['raw']}",
@@ -317,7 +335,9 @@ class SimProvider(Provider):
         d = self._call("billing", "GET", f"/v1/instances/{instance_id}/billing")
         return Billing(**d)
 
-    def preempt(self, instance_id: str, *, notice_s: float | None = None, outage_s: float = 0.0) -> Instance:
+    def preempt(
+        self, instance_id: str, *, notice_s: float | None = None, outage_s: float = 0.0
+    ) -> Instance:
         """Take the instance's capacity back now: notice first (default: the cloud's, scaled)."""
         doc = {"notice_s": notice_s, "outage_s": outage_s}
         return _instance(self._call("preempt", "POST", f"/v1/instances/{instance_id}/preempt", doc))
@@ -327,14 +347,33 @@ class SimProvider(Provider):
         result: dict[str, Any] = self._call("get", "GET", f"/v1/instances/{instance_id}")
         return result
 
-    def inject_error(self, kind: ErrorKind, code: str, *, operation: str = "launch",
-                     times: int = 1, status: int = 400) -> None:
+    def inject_error(
+        self,
+        kind: ErrorKind,
+        code: str,
+        *,
+        operation: str = "launch",
+        times: int = 1,
+        status: int = 400,
+    ) -> None:
         """Make the next ``times`` calls of ``operation`` fail with ``code`` (for tests)."""
-        self._call("inject", "POST", "/v1/inject", {"operation": operation, "kind": kind.value,
-                                                    "code": code, "times": times, "status": status})
+        self._call(
+            "inject",
+            "POST",
+            "/v1/inject",
+            {
+                "operation": operation,
+                "kind": kind.value,
+                "code": code,
+                "times": times,
+                "status": status,
+            },
+        )
 
     def launch_requests(self) -> builtins.list[dict[str, Any]]:
-        result: builtins.list[dict[str, Any]] = self._call("requests", "GET", "/v1/requests")["launch"]
+        result: builtins.list[dict[str, Any]] = self._call("requests", "GET", "/v1/requests")[
+            "launch"
+        ]
         return result
 
 
@@ -354,4 +393,3 @@ def _instance(d: Mapping[str, Any]) -> Instance:
         price_per_hour=d.get("price_per_hour"),
         private_ip="127.0.0.1",
     )
-

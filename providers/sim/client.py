@@ -46,7 +46,11 @@ def request(url: str, method: str = "GET", doc: Any = None, timeout: float = 10.
             e = json.loads(body)["error"]
             kind, code, message = ErrorKind(e["kind"]), str(e["code"]), str(e["message"])
         except (ValueError, KeyError, TypeError):
-            kind, code, message = ErrorKind.TRANSIENT, f"HTTP{err.code}", body[:200].decode("utf-8", "replace")
+            kind, code, message = (
+                ErrorKind.TRANSIENT,
+                f"HTTP{err.code}",
+                body[:200].decode("utf-8", "replace"),
+            )
         raise ProviderError(kind, code, message, provider="sim") from None
     except (OSError, ValueError) as exc:  # refused, reset, timeout
         raise SimUnreachable(f"{url}: {exc}") from None
@@ -94,10 +98,22 @@ def ensure_server(state_dir: Path, python: str | None = None) -> str:
             root = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
             subprocess.run(
-                [python or sys.executable, "-m", "providers.sim", "serve",
-                 "--state-dir", str(state_dir), "--detach"],
-                env=env, cwd=state_dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, check=True, timeout=START_TIMEOUT_S,
+                [
+                    python or sys.executable,
+                    "-m",
+                    "providers.sim",
+                    "serve",
+                    "--state-dir",
+                    str(state_dir),
+                    "--detach",
+                ],
+                env=env,
+                cwd=state_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=True,
+                timeout=START_TIMEOUT_S,
             )
             deadline = time.monotonic() + START_TIMEOUT_S
             while time.monotonic() < deadline:
@@ -110,5 +126,9 @@ def ensure_server(state_dir: Path, python: str | None = None) -> str:
     log_tail = ""
     with contextlib.suppress(OSError):
         log_tail = (state_dir / "server.log").read_text()[-2000:]
-    raise ProviderError(ErrorKind.TRANSIENT, "SimServerDown",
-                        f"the sim server for {state_dir} did not start: {log_tail}", provider="sim")
+    raise ProviderError(
+        ErrorKind.TRANSIENT,
+        "SimServerDown",
+        f"the sim server for {state_dir} did not start: {log_tail}",
+        provider="sim",
+    )

@@ -3,7 +3,7 @@
 One :class:`SimCloud` lives in the sim server process (``python -m providers.sim serve``) and
 owns ``<state_dir>``::
 
-    config.json                     the market and timing options (SimConfig)
+    config.json                     the market and timing options (config.SimConfig)
     events.jsonl                    interruptions: one JSON object per line (notice, preempted)
     instances/<id>/instance.json    one instance (written atomically on every change)
     instances/<id>/spec.json        the node agent's job spec, as the agent reads it
@@ -29,69 +29,18 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from providers.sim import sandbox as sandbox_
+from providers.sim.config import SimConfig, SimError
 from providers.sim.market import Market
 from providers.sim.metadata import MetadataService
 from providers.sim.rules import RULES, rules_for
 from provisioner.models import TAG_JOB
 
 log = logging.getLogger("provisioner.sim")
-
-
-class SimError(Exception):
-    """An API error in the mimicked cloud's words: HTTP status, kind (ErrorKind value), code."""
-
-    def __init__(self, status: int, kind: str, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.status, self.kind, self.code, self.message = status, kind, code, message
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"error": {"kind": self.kind, "code": self.code, "message": self.message}}
-
-
-@dataclass
-class SimConfig:
-    """Options that shape the market and the timing (sent by the adapter, kept in config.json)."""
-
-    seconds_per_hour: float = 60.0  # one simulated hour lasts this many real seconds
-    seed: int = 0
-    mtbp_hours: float | None = 12.0  # mean simulated hours between losses of a zone; None: never
-    outage_hours: float = 0.5  # mean simulated hours a zone stays unavailable
-    traces: dict[str, str] = field(default_factory=dict)  # zone -> trace file (JSON or CSV)
-    trace_offset_hours: float = 0.0  # where in the traces simulated time 0 falls
-    preempt_first_after_s: float | None = None  # demo: first spot instance of a job goes after N s
-    demo_outage_s: float = 60.0  # demo: its zone then has no capacity for N real seconds
-    notice_floor_s: float = 5.0  # a notice lasts at least this many real seconds
-    idle_exit_s: float = 600.0  # the server exits after this long idle with nothing alive
-    terminate_grace_s: float = 2.0  # SIGTERM, then SIGKILL after this long, on terminate
-    epoch: float = 0.0  # real time of simulated time 0 (set when the market is (re)defined)
-
-    MARKET_KEYS = ("seconds_per_hour", "seed", "mtbp_hours", "outage_hours", "traces",
-                   "trace_offset_hours")
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> SimConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(doc) - known)
-        if unknown:
-            raise SimError(400, "invalid", "InvalidParameter", f"unknown option(s): {unknown}")
-        cfg = cls(**doc)
-        if cfg.seconds_per_hour <= 0:
-            raise SimError(400, "invalid", "InvalidParameter", "seconds_per_hour must be > 0")
-        return cfg
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def time_scale(self) -> float:
-        """Simulated seconds per real second."""
-        return 3600.0 / self.seconds_per_hour
 
 
 def _atomic_json(path: Path, doc: Any) -> None:
@@ -101,7 +50,9 @@ def _atomic_json(path: Path, doc: Any) -> None:
 
 
 def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    return (
+        None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    )
 
 
 class SimCloud:
@@ -136,7 +87,9 @@ class SimCloud:
 
     def _market(self) -> Market:
         c = self.config
-        return Market(traces=c.traces, seed=c.seed, mtbp_hours=c.mtbp_hours, outage_hours=c.outage_hours)
+        return Market(
+            traces=c.traces, seed=c.seed, mtbp_hours=c.mtbp_hours, outage_hours=c.outage_hours
+        )
 
     # -- time --------------------------------------------------------------------------------
 
@@ -188,8 +141,12 @@ class SimCloud:
         for entry in self.injected:
             if entry.get("operation", "launch") == operation and entry["times"] > 0:
                 entry["times"] -= 1
-                raise SimError(int(entry.get("status", 400)), entry["kind"], entry["code"],
-                               entry.get("message", "injected error"))
+                raise SimError(
+                    int(entry.get("status", 400)),
+                    entry["kind"],
+                    entry["code"],
+                    entry.get("message", "injected error"),
+                )
 
     # -- launch --------------------------------------------------------------------------------
 
@@ -207,18 +164,28 @@ class SimCloud:
             rules = rules_for(cloud)
             zone, market = str(body.get("zone") or ""), str(body.get("market") or "spot")
             if not zone or market not in ("spot", "on-demand"):
-                raise SimError(400, "invalid", "InvalidParameterValue", "zone and market are required")
+                raise SimError(
+                    400, "invalid", "InvalidParameterValue", "zone and market are required"
+                )
             now = time.time()
             price = body.get("price")
             if market == "spot":
                 if not self.zone_available(zone, now):
-                    raise SimError(409, "capacity", rules.capacity_code,
-                                   f"no spot capacity for {body.get('instance_type')} in {zone}")
+                    raise SimError(
+                        409,
+                        "capacity",
+                        rules.capacity_code,
+                        f"no spot capacity for {body.get('instance_type')} in {zone}",
+                    )
                 price = self.market.price(zone, self.sim_time(now)) or body.get("spot_price")
                 cap = body.get("bid_cap")
                 if cap is not None and price is not None and rules.price_code and price > cap:
-                    raise SimError(409, "price-too-low", rules.price_code,
-                                   f"bid cap {cap} is under the spot price {price} in {zone}")
+                    raise SimError(
+                        409,
+                        "price-too-low",
+                        rules.price_code,
+                        f"bid cap {cap} is under the spot price {price} in {zone}",
+                    )
             iid = f"sim-{secrets.token_hex(6)}"
             sandbox = self.dir / "instances" / iid
             (sandbox / "work").mkdir(parents=True)
@@ -254,8 +221,10 @@ class SimCloud:
             }
             if market == "spot" and self.config.preempt_first_after_s is not None:
                 job = tags.get(TAG_JOB) or inst["token"]
-                if not any(i["tags"].get(TAG_JOB, i["token"]) == job and i["demo_at_real"]
-                           for i in self.instances.values()):
+                if not any(
+                    i["tags"].get(TAG_JOB, i["token"]) == job and i["demo_at_real"]
+                    for i in self.instances.values()
+                ):
                     inst["demo_at_real"] = now + float(self.config.preempt_first_after_s)
             self.procs[iid] = sandbox_.start(inst, body.get("spec"), body.get("pythonpath") or ())
             inst["pid"] = self.procs[iid].pid  # = the process group id (session leader)
@@ -288,7 +257,10 @@ class SimCloud:
         with self.lock:
             self.touch()
             self._injected("list")
-            return [self.view(i) for i in sorted(self.instances.values(), key=lambda i: i["launched_real"])]
+            return [
+                self.view(i)
+                for i in sorted(self.instances.values(), key=lambda i: i["launched_real"])
+            ]
 
     def interruptions(self, since: float) -> list[dict[str, Any]]:
         path = self.dir / "events.jsonl"
@@ -343,16 +315,23 @@ class SimCloud:
                 if inst is None or inst["state"] != "running":
                     continue
                 rules = rules_for(inst["cloud"])
-                inst.update(state="terminated", raw_state=rules.raw_terminated, ended_real=now,
-                            state_reason="Client.UserInitiatedShutdown" if inst["cloud"] == "aws"
-                            else "terminated by the user",
-                            kill_at_real=now + self.config.terminate_grace_s)
+                inst.update(
+                    state="terminated",
+                    raw_state=rules.raw_terminated,
+                    ended_real=now,
+                    state_reason="Client.UserInitiatedShutdown"
+                    if inst["cloud"] == "aws"
+                    else "terminated by the user",
+                    kill_at_real=now + self.config.terminate_grace_s,
+                )
                 self._signal_group(inst, signal.SIGTERM)
                 self._save(inst)
                 done.append(iid)
         return done
 
-    def preempt(self, iid: str, notice_s: float | None = None, outage_s: float = 0.0) -> dict[str, Any]:
+    def preempt(
+        self, iid: str, notice_s: float | None = None, outage_s: float = 0.0
+    ) -> dict[str, Any]:
         """Serve the notice now (``notice_s`` real seconds; default: the cloud's, scaled)."""
         with self.lock:
             self.touch()
@@ -362,15 +341,20 @@ class SimCloud:
             if inst["state"] == "running" and inst["deadline_real"] is None:
                 self._serve_notice(inst, time.time(), "forced", notice_s)
             if outage_s > 0:
-                self.outages[inst["zone"]] = max(self.outages.get(inst["zone"], 0.0),
-                                                 time.time() + outage_s)
+                self.outages[inst["zone"]] = max(
+                    self.outages.get(inst["zone"], 0.0), time.time() + outage_s
+                )
             return self.view(inst)
 
     def approve(self, iid: str) -> None:
         """Azure: the VM approved its Preempt event; it goes now."""
         with self.lock:
             inst = self.instances.get(iid)
-            if inst is not None and inst["deadline_real"] is not None and inst["state"] == "running":
+            if (
+                inst is not None
+                and inst["deadline_real"] is not None
+                and inst["state"] == "running"
+            ):
                 inst["deadline_real"] = min(inst["deadline_real"], time.time())
                 self._save(inst)
 
@@ -378,8 +362,9 @@ class SimCloud:
         """Real seconds between a notice and the kill for ``cloud`` under the current scale."""
         return max(self.config.notice_floor_s, rules_for(cloud).notice_s / self.config.time_scale)
 
-    def _serve_notice(self, inst: dict[str, Any], now: float, why: str,
-                      notice_s: float | None = None) -> None:
+    def _serve_notice(
+        self, inst: dict[str, Any], now: float, why: str, notice_s: float | None = None
+    ) -> None:
         length = self.notice_seconds(inst["cloud"]) if notice_s is None else max(0.0, notice_s)
         inst["notice_real"], inst["deadline_real"] = now, now + length
         if length > 0:  # a zero-length notice is no notice: the capacity just goes
@@ -395,8 +380,12 @@ class SimCloud:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
             inst["agent_exit"] = proc.returncode
-        inst.update(state="preempted", raw_state=rules.raw_preempted,
-                    state_reason=rules.preempted_reason, ended_real=now)
+        inst.update(
+            state="preempted",
+            raw_state=rules.raw_preempted,
+            state_reason=rules.preempted_reason,
+            ended_real=now,
+        )
         self._event(inst, "preempted", now, rules.preempted_reason)
         self._save(inst)
         log.info("preempted %s in %s", inst["id"], inst["zone"])
@@ -411,8 +400,14 @@ class SimCloud:
 
     def _event(self, inst: dict[str, Any], kind: str, now: float, raw: str) -> None:
         ev = {
-            "instance_id": inst["id"], "zone": inst["zone"], "cloud": inst["cloud"], "kind": kind,
-            "at_real": now, "at": _iso(now), "deadline": _iso(inst["deadline_real"]), "raw": raw,
+            "instance_id": inst["id"],
+            "zone": inst["zone"],
+            "cloud": inst["cloud"],
+            "kind": kind,
+            "at_real": now,
+            "at": _iso(now),
+            "deadline": _iso(inst["deadline_real"]),
+            "raw": raw,
         }
         with open(self.dir / "events.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(ev, sort_keys=True) + "\n")

@@ -67,7 +67,9 @@ def _json_trace(p: Path, text: str) -> Trace:
         gap = float(doc["metadata"]["gap_seconds"])
         data = [float(v) for v in doc["data"]]
     except (ValueError, KeyError, TypeError) as exc:
-        raise TraceError(f"{p}: not a trace ({{metadata: {{gap_seconds}}, data: [...]}}): {exc}") from None
+        raise TraceError(
+            f"{p}: not a trace ({{metadata: {{gap_seconds}}, data: [...]}}): {exc}"
+        ) from None
     if gap <= 0 or not data:
         raise TraceError(f"{p}: empty trace or gap_seconds <= 0")
     raw_prices = doc.get("prices") or []

@@ -102,13 +102,22 @@ class MetadataService:
         body: bytes,
     ) -> Reply:
         handler = getattr(self, f"_{inst.cloud}")
-        reply: Reply = handler(inst, method, path, query, {k.lower(): v for k, v in headers.items()}, body)
+        reply: Reply = handler(
+            inst, method, path, query, {k.lower(): v for k, v in headers.items()}, body
+        )
         return reply
 
     # -- the five formats ------------------------------------------------------------------
 
-    def _aws(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
-             headers: Mapping[str, str], body: bytes) -> Reply:
+    def _aws(
+        self,
+        inst: MetadataView,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
         if path == "/latest/api/token":
             if method != "PUT":
                 return _text(405, "Method Not Allowed")
@@ -122,14 +131,23 @@ class MetadataService:
         simple = {
             "/latest/meta-data/instance-id": inst.id,
             "/latest/meta-data/placement/availability-zone": inst.zone,
-            "/latest/meta-data/instance-life-cycle": "spot" if inst.market == "spot" else "on-demand",
+            "/latest/meta-data/instance-life-cycle": "spot"
+            if inst.market == "spot"
+            else "on-demand",
         }
         if path in simple:
             return _text(200, simple[path])
         return _text(404, NOT_FOUND_HTML, {"Content-Type": "text/html"})
 
-    def _gcp(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
-             headers: Mapping[str, str], body: bytes) -> Reply:
+    def _gcp(
+        self,
+        inst: MetadataView,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
         flavor = {"Metadata-Flavor": "Google"}
         if headers.get("metadata-flavor") != "Google":
             return _text(403, "Missing Metadata-Flavor:Google header.", flavor)
@@ -145,8 +163,15 @@ class MetadataService:
             return _text(200, values[path], flavor)
         return _text(404, "Not Found", flavor)
 
-    def _azure(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
-               headers: Mapping[str, str], body: bytes) -> Reply:
+    def _azure(
+        self,
+        inst: MetadataView,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
         if headers.get("metadata", "").lower() != "true":
             return _json(400, {"error": "Bad request. Required metadata header not specified"})
         if not query.get("api-version"):
@@ -183,8 +208,15 @@ class MetadataService:
             return _text(200, inst.id)
         return _json(404, {"error": "Not found"})
 
-    def _alibaba(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
-                 headers: Mapping[str, str], body: bytes) -> Reply:
+    def _alibaba(
+        self,
+        inst: MetadataView,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
         if path == "/latest/api/token":
             if method != "PUT":
                 return _text(405, "Method Not Allowed")
@@ -203,8 +235,15 @@ class MetadataService:
             return _text(200, simple[path])
         return _text(404, "Not Found")
 
-    def _tencent(self, inst: MetadataView, method: str, path: str, query: Mapping[str, str],
-                 headers: Mapping[str, str], body: bytes) -> Reply:
+    def _tencent(
+        self,
+        inst: MetadataView,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> Reply:
         if path == "/latest/meta-data/spot/termination-time":
             if inst.deadline is None:
                 return _text(404, "Not Found")

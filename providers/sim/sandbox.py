@@ -35,8 +35,9 @@ def project_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def start(inst: dict[str, Any], spec: dict[str, Any] | None,
-          pythonpath: Iterable[str] = ()) -> subprocess.Popen[bytes]:
+def start(
+    inst: dict[str, Any], spec: dict[str, Any] | None, pythonpath: Iterable[str] = ()
+) -> subprocess.Popen[bytes]:
     """Start the instance's process group in its sandbox; the agent's spec is written there."""
     sandbox = Path(inst["sandbox"])
     env = dict(os.environ)
@@ -48,16 +49,26 @@ def start(inst: dict[str, Any], spec: dict[str, Any] | None,
     env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
     env["PROVISIONER_INSTANCE_ID"] = inst["id"]
     if spec is not None:
-        spec = {**spec, "cloud": inst["cloud"], "metadata_url": inst["metadata_url"],
-                "workdir": str(sandbox / "work"), "instance_id": inst["id"]}
+        spec = {
+            **spec,
+            "cloud": inst["cloud"],
+            "metadata_url": inst["metadata_url"],
+            "workdir": str(sandbox / "work"),
+            "instance_id": inst["id"],
+        }
         (sandbox / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
         argv = [sys.executable, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
     else:  # an empty VM: something to hold the process group
         argv = [shutil.which("sleep") or "sleep", "2147483647"]
     with open(sandbox / "agent.log", "ab") as out:
         return subprocess.Popen(
-            argv, cwd=sandbox / "work", env=env, stdin=subprocess.DEVNULL, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            argv,
+            cwd=sandbox / "work",
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from providers.sim.cloud import SimCloud, SimError
+from providers.sim.cloud import SimCloud
+from providers.sim.config import SimError
 from providers.sim.metadata import MetadataView
 
 log = logging.getLogger("provisioner.sim.server")
@@ -102,11 +103,15 @@ class Handler(BaseHTTPRequestHandler):
                 if url.path == "/v1/shutdown" and status == 200:
                     self.server.stopping.set()  # after the answer is out
             else:
-                self._json(404, {"error": {"kind": "not-found", "code": "NotFound", "message": url.path}})
+                self._json(
+                    404, {"error": {"kind": "not-found", "code": "NotFound", "message": url.path}}
+                )
         except SimError as err:
             self._json(err.status, err.as_dict())
         except (ValueError, TypeError, KeyError) as exc:
-            self._json(400, {"error": {"kind": "invalid", "code": "InvalidParameter", "message": str(exc)}})
+            self._json(
+                400, {"error": {"kind": "invalid", "code": "InvalidParameter", "message": str(exc)}}
+            )
 
     def _metadata(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
         cloud = self.server.cloud
@@ -117,20 +122,32 @@ class Handler(BaseHTTPRequestHandler):
             if inst is None or inst["state"] != "running":
                 self._reply(404, {"Content-Type": "text/plain"}, b"Not Found")
                 return
-            view = MetadataView(inst["id"], inst["zone"], inst["market"], inst["cloud"],
-                                inst["deadline_real"], inst["event_id"])
+            view = MetadataView(
+                inst["id"],
+                inst["zone"],
+                inst["market"],
+                inst["cloud"],
+                inst["deadline_real"],
+                inst["event_id"],
+            )
         status, headers, out = cloud.metadata_service.handle(
             view, method, "/" + sub, query, dict(self.headers.items()), body
         )
         self._reply(status, headers, out)
 
-    def _api(self, method: str, path: str, query: dict[str, str], doc: dict[str, Any]) -> tuple[int, Any]:
+    def _api(
+        self, method: str, path: str, query: dict[str, str], doc: dict[str, Any]
+    ) -> tuple[int, Any]:
         cloud = self.server.cloud
         parts = path.strip("/").split("/")[1:]  # after "v1"
         route = (method, *parts)
         if route == ("GET", "health"):
-            return 200, {"ok": True, "pid": os.getpid(), "alive": cloud.alive(),
-                         "config": cloud.config.to_dict()}
+            return 200, {
+                "ok": True,
+                "pid": os.getpid(),
+                "alive": cloud.alive(),
+                "config": cloud.config.to_dict(),
+            }
         if route == ("POST", "config"):
             return 200, cloud.configure(doc)
         if route == ("POST", "market"):
@@ -141,12 +158,25 @@ class Handler(BaseHTTPRequestHandler):
             return 200, {"instances": cloud.list_all()}
         if method == "GET" and len(parts) == 2 and parts[0] == "instances":
             return 200, cloud.get(parts[1])
-        if method == "GET" and len(parts) == 3 and parts[0] == "instances" and parts[2] == "billing":
+        if (
+            method == "GET"
+            and len(parts) == 3
+            and parts[0] == "instances"
+            and parts[2] == "billing"
+        ):
             return 200, cloud.billing(parts[1])
-        if method == "POST" and len(parts) == 3 and parts[0] == "instances" and parts[2] == "preempt":
+        if (
+            method == "POST"
+            and len(parts) == 3
+            and parts[0] == "instances"
+            and parts[2] == "preempt"
+        ):
             notice = doc.get("notice_s")
-            return 200, cloud.preempt(parts[1], None if notice is None else float(notice),
-                                      float(doc.get("outage_s") or 0.0))
+            return 200, cloud.preempt(
+                parts[1],
+                None if notice is None else float(notice),
+                float(doc.get("outage_s") or 0.0),
+            )
         if route == ("POST", "terminate"):
             return 200, {"terminated": cloud.terminate([str(i) for i in doc.get("ids") or []])}
         if route == ("GET", "interruptions"):
@@ -210,8 +240,13 @@ def serve(state_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> int:
     real_host, real_port = str(server.server_address[0]), int(server.server_address[1])
     url = f"http://{real_host}:{real_port}"
     server.cloud = SimCloud(state_dir, url)
-    info = {"pid": os.getpid(), "host": real_host, "port": real_port, "url": url,
-            "started_at": time.time()}
+    info = {
+        "pid": os.getpid(),
+        "host": real_host,
+        "port": real_port,
+        "url": url,
+        "started_at": time.time(),
+    }
     tmp = state_dir / ".server.json.tmp"
     tmp.write_text(json.dumps(info))
     os.replace(tmp, state_dir / "server.json")

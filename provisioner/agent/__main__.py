@@ -9,7 +9,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m provisioner.agent", description=__doc__)
-    parser.add_argument("--spec", required=True, help="the job spec (JSON, see provisioner.agent.spec)")
+    parser.add_argument(
+        "--spec", required=True, help="the job spec (JSON, see provisioner.agent.spec)"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     args = parser.parse_args(argv)
 

@@ -196,7 +196,10 @@ class NoticeReader:
             return False
         body = json.dumps({"StartRequests": [{"EventId": notice.event_id}]}).encode()
         resp = self._request(
-            "POST", AZURE_EVENTS_PATH, {"Metadata": "true", "Content-Type": "application/json"}, body
+            "POST",
+            AZURE_EVENTS_PATH,
+            {"Metadata": "true", "Content-Type": "application/json"},
+            body,
         )
         return resp is not None and resp.status == 200
 

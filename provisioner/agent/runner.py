@@ -210,7 +210,9 @@ class Agent:
         log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
         try:  # started before any thread of ours, so that preexec_fn is safe
             self.proc = subprocess.Popen(
-                self.spec.command, cwd=self.workdir, env=self._env(resume_from),
+                self.spec.command,
+                cwd=self.workdir,
+                env=self._env(resume_from),
                 preexec_fn=_job_preexec(self.spec.signum),
             )
         except OSError as exc:
@@ -288,12 +290,15 @@ class Agent:
     def _begin_notice(self, notice: Notice | None, reason: str = "") -> None:
         if notice is None:  # SIGTERM/SIGINT to the agent: the VM is going down
             now = _now()
-            notice = Notice(self.spec.cloud, now, now + timedelta(seconds=self.spec.grace_s), reason)
+            notice = Notice(
+                self.spec.cloud, now, now + timedelta(seconds=self.spec.grace_s), reason
+            )
         self.notice = notice
         left = notice.seconds_left()
         log.warning(
             "interruption notice (%s): %.1fs left; asking the job for a checkpoint",
-            notice.raw[:80], left,
+            notice.raw[:80],
+            left,
         )
         wait = max(0.0, min(self.spec.grace_s, left - UPLOAD_MARGIN_S))
         self.notice_wait_until = time.monotonic() + wait

@@ -178,4 +178,3 @@ class AgentSpec:
         }
         values.update(overrides)
         return cls(**values)
-

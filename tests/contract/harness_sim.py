@@ -49,19 +49,24 @@ class SimHarness:
         self._offer: Offer | None = None
 
     def provider(self) -> SimProvider:
-        return SimProvider(self.state_dir, mimic=CLOUD, mtbp_hours=None, idle_exit_s=60,
-                           retry=CONTRACT_RETRY)
+        return SimProvider(
+            self.state_dir, mimic=CLOUD, mtbp_hours=None, idle_exit_s=60, retry=CONTRACT_RETRY
+        )
 
     def offer(self, market: Market) -> Offer:
         if self._offer is None:  # cheap enough for the suite's 0.5 USD/h bid cap
-            self._offer = next(o for o in self._control.offers(["us-east-1"])
-                               if o.spot_price and o.spot_price < 0.4 and o.price)
+            self._offer = next(
+                o
+                for o in self._control.offers(["us-east-1"])
+                if o.spot_price and o.spot_price < 0.4 and o.price
+            )
         return self._offer
 
     def inject_error(self, code: str, *, times: int = 1, operation: str = "launch") -> None:
         status = {ErrorKind.THROTTLED: 503, ErrorKind.AUTH: 401}.get(self._kinds[code], 400)
-        self._control.inject_error(self._kinds[code], code, operation=operation, times=times,
-                                   status=status)
+        self._control.inject_error(
+            self._kinds[code], code, operation=operation, times=times, status=status
+        )
 
     def preempt(self, instance_id: str) -> None:
         self._control.preempt(instance_id, notice_s=0)

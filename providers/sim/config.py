@@ -1,0 +1,63 @@
+"""The sim server's options (:class:`SimConfig`) and its API error (:class:`SimError`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+class SimError(Exception):
+    """An API error in the mimicked cloud's words: HTTP status, kind (ErrorKind value), code."""
+
+    def __init__(self, status: int, kind: str, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status, self.kind, self.code, self.message = status, kind, code, message
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error": {"kind": self.kind, "code": self.code, "message": self.message}}
+
+
+@dataclass
+class SimConfig:
+    """Options that shape the market and the timing (sent by the adapter, kept in config.json)."""
+
+    seconds_per_hour: float = 60.0  # one simulated hour lasts this many real seconds
+    seed: int = 0
+    mtbp_hours: float | None = 12.0  # mean simulated hours between losses of a zone; None: never
+    outage_hours: float = 0.5  # mean simulated hours a zone stays unavailable
+    traces: dict[str, str] = field(default_factory=dict)  # zone -> trace file (JSON or CSV)
+    trace_offset_hours: float = 0.0  # where in the traces simulated time 0 falls
+    preempt_first_after_s: float | None = None  # demo: first spot instance of a job goes after N s
+    demo_outage_s: float = 60.0  # demo: its zone then has no capacity for N real seconds
+    notice_floor_s: float = 5.0  # a notice lasts at least this many real seconds
+    idle_exit_s: float = 600.0  # the server exits after this long idle with nothing alive
+    terminate_grace_s: float = 2.0  # SIGTERM, then SIGKILL after this long, on terminate
+    epoch: float = 0.0  # real time of simulated time 0 (set when the market is (re)defined)
+
+    MARKET_KEYS = (
+        "seconds_per_hour",
+        "seed",
+        "mtbp_hours",
+        "outage_hours",
+        "traces",
+        "trace_offset_hours",
+    )
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> SimConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(doc) - known)
+        if unknown:
+            raise SimError(400, "invalid", "InvalidParameter", f"unknown option(s): {unknown}")
+        cfg = cls(**doc)
+        if cfg.seconds_per_hour <= 0:
+            raise SimError(400, "invalid", "InvalidParameter", "seconds_per_hour must be > 0")
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def time_scale(self) -> float:
+        """Simulated seconds per real second."""
+        return 3600.0 / self.seconds_per_hour
