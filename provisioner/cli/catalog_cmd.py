@@ -79,12 +79,32 @@ def show(
 
 
 @catalog.command()
-@click.option("--provider", "provider_name", required=True, help="aws, gcp, azure, alibaba, tencent or sim.")
-@click.option("--region", "regions", multiple=True, help="Region to refresh (repeatable; default: the provider's).")
-@click.option("-o", "--provider-option", "options", multiple=True, metavar="KEY=VALUE", help="Provider option (repeatable).")
+@click.option(
+    "--provider", "provider_name", required=True, help="aws, gcp, azure, alibaba, tencent or sim."
+)
+@click.option(
+    "--region",
+    "regions",
+    multiple=True,
+    help="Region to refresh (repeatable; default: the provider's).",
+)
+@click.option(
+    "-o",
+    "--provider-option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Provider option (repeatable).",
+)
 @click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
 @json_option
-def refresh(provider_name: str, regions: tuple[str, ...], options: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+def refresh(
+    provider_name: str,
+    regions: tuple[str, ...],
+    options: tuple[str, ...],
+    store_url: str | None,
+    as_json: bool,
+) -> None:
     """Fetch live spot and on-demand prices from a provider and store them.
 
     Exits 4 when the provider refuses (credentials, quota) and 2 on a bad provider name.
@@ -103,7 +123,10 @@ def refresh(provider_name: str, regions: tuple[str, ...], options: tuple[str, ..
     except ValueError as exc:
         fail(str(exc))
     except (ProviderUnavailable, ImportError) as exc:
-        fail(f"{provider_name}: {exc} (install the extra: pip install 'provisioner[{provider_name}]')", EXIT_PROVIDER)
+        fail(
+            f"{provider_name}: {exc} (install the extra: pip install 'provisioner[{provider_name}]')",
+            EXIT_PROVIDER,
+        )
     try:
         with console(stderr=True).status(f"fetching prices from {provider_name}..."):
             quotes = prov.prices(list(regions) or None)

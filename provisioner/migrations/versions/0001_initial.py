@@ -120,7 +120,6 @@ def upgrade() -> None:
         sa.Column("at", TS, nullable=False),
     )
 
-
     op.create_table(
         "replicas",
         sa.Column("owner", sa.String(128), primary_key=True),
