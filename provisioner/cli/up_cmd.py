@@ -170,6 +170,7 @@ def _supervise(job: Any, as_json: bool) -> int:
     if as_json:
         print_json(job_summary(job.store, row) | {"cost": _cost(job)})
     else:
+        out.print()
         _print_cost(job, out)
     if interrupted["n"]:
         return EXIT_INTERRUPTED
