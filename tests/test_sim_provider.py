@@ -348,13 +348,20 @@ def test_concurrent_controllers_start_one_server(state_dir: Path) -> None:
     assert len(urls) == 1 and next(iter(urls)).startswith("http://127.0.0.1:")
 
 
-def test_idle_server_exits_by_itself(state_dir: Path) -> None:
+def test_idle_server_exits_by_itself(state_dir: Path, tmp_path: Path) -> None:
     sim = make(state_dir, idle_exit_s=0.5)
-    sim.offers()
-    sim.availability(["us-east-1a"])  # starts the server
+    # an instance whose job has ended: still "running" (a VM), but it keeps nobody busy
+    spec = {
+        "job_id": "short",
+        "attempt": 1,
+        "command": [sys.executable, "-c", "pass"],
+        "checkpoint_uri": f"file://{tmp_path}/store",
+    }
+    inst = sim.launch(request(aws_offer(sim), job="short", spec=spec))
     pid = json.loads((state_dir / "server.json").read_text())["pid"]
-    wait_for(lambda: not pid_alive(pid), timeout=10)
+    wait_for(lambda: not pid_alive(pid), timeout=15)
     assert not (state_dir / "server.json").exists()
+    assert make(state_dir).get(inst.id).state is InstanceState.RUNNING  # a new server knows it
 
 
 # -- the market model ----------------------------------------------------------------------

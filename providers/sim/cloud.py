@@ -302,6 +302,22 @@ class SimCloud:
         with self.lock:
             return sum(1 for i in self.instances.values() if i["state"] == "running")
 
+    def busy(self) -> int:
+        """Running instances whose process group still has a process (agent or job)."""
+        n = 0
+        with self.lock:
+            for inst in self.instances.values():
+                if inst["state"] != "running" or inst.get("killed") or not inst.get("pid"):
+                    continue
+                try:
+                    os.killpg(int(inst["pid"]), 0)
+                except ProcessLookupError:
+                    continue
+                except PermissionError:
+                    pass
+                n += 1
+        return n
+
     # -- effects -------------------------------------------------------------------------------
 
     def terminate(self, ids: list[str]) -> list[str]:

@@ -2,8 +2,9 @@
 
 ``python -m providers.sim serve --state-dir DIR [--port 0] [--detach]`` runs it on 127.0.0.1.
 It is its own process, like a real cloud's control plane: it outlives the controllers that
-started it, and exits by itself once it has been idle, with no live instance, for
-``idle_exit_s``. ``DIR/serve.lock`` (held while it runs) keeps a second server off the same
+started it, and exits by itself once it has had no API call for ``idle_exit_s`` and no
+instance has a live process (an instance whose job ended stays ``running``, as a VM does, but
+does not keep the server up; a restarted server still knows it). ``DIR/serve.lock`` (held while it runs) keeps a second server off the same
 state; ``DIR/server.json`` says where it listens (pid, port, url).
 
 API (JSON bodies; errors are ``{"error": {"kind", "code", "message"}}`` with an HTTP status):
@@ -201,8 +202,8 @@ def _scheduler(server: SimHTTPServer) -> None:
         except Exception:  # the scheduler must not die
             log.exception("scheduler tick failed")
         idle = time.time() - cloud.last_activity
-        if cloud.alive() == 0 and idle > cloud.config.idle_exit_s:
-            log.info("idle for %.0fs with no live instance: exiting", idle)
+        if idle > cloud.config.idle_exit_s and cloud.busy() == 0:
+            log.info("idle for %.0fs with no instance doing anything: exiting", idle)
             server.stopping.set()
         server.stopping.wait(TICK_S)
     server.shutdown()
