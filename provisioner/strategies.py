@@ -280,8 +280,8 @@ class SlackAware(Strategy):
       room for the changeovers of the hours still to come and shrinks with them.
     * **hold**: once on on-demand, stay until the slack is 10 changeovers above the reserve,
       so each on-demand changeover buys a long, useful block (at most ~10% lost to it).
-    * **return**: leave on-demand for spot only once capacity has been back for the
-      break-even time ``d·(p_od + p_spot)/(p_od - p_spot)`` (ski rental: the changeovers a
+    * **return**: while on-demand is still needed, leave it for spot only once capacity has
+      been back for the break-even time ``d·(p_od + p_spot)/(p_od - p_spot)`` (ski rental: the changeovers a
       switch costs, against what an hour on spot saves). Spot capacity that has lasted tends
       to last (spot lifetimes are heavy-tailed); a blip of minutes is not worth two
       changeovers.
@@ -315,7 +315,7 @@ class SlackAware(Strategy):
         short = slack < self.reserve_h(s) + hold - EPS_H
         out = np.where(short, ON_DEMAND, NONE)
         back = s.spot_age_h >= self.breakeven_h(s) - EPS_H
-        take = s.spot_available & (~on_od | back)
+        take = s.spot_available & (~(on_od & short) | back)
         return np.where(take, SPOT, out).astype(np.int8)
 
     def pick_zone(self, avail: Array, age: Array, current: Array, last: Array) -> Array:
