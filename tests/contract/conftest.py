@@ -58,7 +58,11 @@ def harness_factory(cloud: str) -> tuple[Factory | None, str]:
     return factory, ""
 
 
-@pytest.fixture(params=CLOUDS, ids=list(CLOUDS))
+#: the five clouds, and the sim provider, which keeps the same contract
+PROVIDERS = (*CLOUDS, "sim")
+
+
+@pytest.fixture(params=PROVIDERS, ids=list(PROVIDERS))
 def harness(request: pytest.FixtureRequest) -> Iterator[object]:
     factory, reason = harness_factory(request.param)
     if factory is None:
