@@ -8,6 +8,7 @@ bit-identical to an uninterrupted run.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -73,7 +74,7 @@ def test_job_survives_preemptions_in_two_notice_formats(tmp_path: Path, sim_dir:
     assert len(preempted) >= 2, [(a.zone, a.state) for a in attempts]
     clouds_preempted = {ZONES[a.zone] for a in preempted}
     assert clouds_preempted == {"aws", "gcp"}, "one preemption in each cloud's format"
-    for before, after in zip(attempts, attempts[1:], strict=False):
+    for before, after in itertools.pairwise(attempts):
         if before.state == "preempted":
             assert after.zone != before.zone, "restarted in another zone"
 
