@@ -1,0 +1,268 @@
+"""End to end on AWS through moto's server: the job survives a spot preemption.
+
+moto plays EC2 (the real boto3 adapter launches spot instances there, with the bid cap on the
+wire, and moto reports the termination with ``Server.SpotInstanceTermination``). moto runs no
+VMs, so a small "hypervisor" here boots each instance the way a real one would: it reads the
+instance's user data (our bootstrap script), takes the job spec out of it, and starts the node
+agent with it, pointed at an IMDSv2 metadata endpoint in AWS's format served by the sim's
+metadata service. A preemption serves the notice there first, then kills the "VM" and
+terminates the instance in moto.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+pytest.importorskip("boto3")
+pytest.importorskip("moto")
+
+CONTRACT = Path(__file__).resolve().parent / "contract"
+if str(CONTRACT) not in sys.path:
+    sys.path.insert(0, str(CONTRACT))
+
+from harness_aws import REGION, make_harness  # noqa: E402
+
+from providers.sim.metadata import MetadataService, MetadataView  # noqa: E402
+from provisioner.agent.spec import AgentSpec  # noqa: E402
+from provisioner.bootstrap import spec_from_script  # noqa: E402
+from provisioner.catalog import Catalog  # noqa: E402
+from provisioner.models import TAG_JOB, Offer  # noqa: E402
+from provisioner.reconciler import Reconciler  # noqa: E402
+from provisioner.store import FINAL_STATES, Store  # noqa: E402
+from tests.e2e_util import REPO, reference_result, write_policy  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+STEPS = 400
+
+
+class Metadata:
+    """IMDS for every fake VM: /i/<instance-id>/latest/..., in AWS's format."""
+
+    def __init__(self) -> None:
+        self.deadlines: dict[str, float] = {}
+        self.zones: dict[str, str] = {}
+        self.service = MetadataService(lambda _id: None)
+        meta = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _do(self) -> None:
+                url = urlsplit(self.path)
+                _, _, rest = url.path.partition("/i/")
+                iid, _, sub = rest.partition("/")
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                view = MetadataView(
+                    iid,
+                    meta.zones.get(iid, ""),
+                    "spot",
+                    "aws",
+                    meta.deadlines.get(iid),
+                    "ev-" + iid,
+                )
+                status, headers, out = meta.service.handle(
+                    view,
+                    self.command,
+                    "/" + sub,
+                    dict(parse_qsl(url.query)),
+                    dict(self.headers.items()),
+                    body,
+                )
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = do_PUT = do_POST = _do
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+class Hypervisor:
+    """Boots moto's instances for one job: the agent runs with the spec from the user data."""
+
+    def __init__(self, ec2: Any, job_id: str, meta: Metadata, root: Path) -> None:
+        self.ec2, self.job_id, self.meta, self.root = ec2, job_id, meta, root
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.stop = threading.Event()
+        self.specs: dict[str, dict[str, Any]] = {}
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def running(self) -> dict[str, str]:
+        out = {}
+        pages = self.ec2.describe_instances(
+            Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [self.job_id]}]
+        )
+        for res in pages["Reservations"]:
+            for i in res["Instances"]:
+                if i["State"]["Name"] in ("pending", "running"):
+                    out[i["InstanceId"]] = i["Placement"]["AvailabilityZone"]
+        return out
+
+    def boot(self, iid: str, zone: str) -> None:
+        attr = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
+        script = base64.b64decode(attr["UserData"]["Value"]).decode()
+        assert script.startswith("#!"), "the user data is the bootstrap script"
+        spec_doc = spec_from_script(script)
+        self.specs[iid] = spec_doc
+        work = self.root / iid
+        work.mkdir(parents=True)
+        spec = dataclasses.replace(
+            AgentSpec.from_dict(spec_doc),
+            metadata_url=f"{self.meta.url}/i/{iid}",
+            workdir=str(work),
+            instance_id=iid,
+        )
+        spec.save(work / "spec.json")
+        self.meta.zones[iid] = zone
+        log = open(work / "agent.log", "wb")  # noqa: SIM115
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        self.procs[iid] = subprocess.Popen(
+            [sys.executable, "-m", "provisioner.agent", "--spec", str(work / "spec.json")],
+            cwd=work,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+    def power_off(self, iid: str) -> None:
+        proc = self.procs.get(iid)
+        if proc and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.3):
+            try:
+                live = self.running()
+            except Exception:
+                continue
+            for iid, zone in live.items():
+                if iid not in self.procs:
+                    self.boot(iid, zone)
+            for iid in list(self.procs):
+                if iid not in live:
+                    self.power_off(iid)  # terminated in EC2: the VM is gone
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        for iid in list(self.procs):
+            self.power_off(iid)
+
+
+def offers() -> list[Offer]:
+    return [
+        Offer(
+            "aws",
+            REGION,
+            f"{REGION}{z}",
+            "g5.xlarge",
+            "A10G",
+            1,
+            4,
+            16,
+            1.006,
+            spot,
+            "2026-11-30",
+            "5-10%",
+        )
+        for z, spot in (("a", 0.40), ("b", 0.45), ("c", 0.50))
+    ]
+
+
+def test_job_survives_a_spot_preemption_on_aws_through_moto(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with make_harness() as harness:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAPROVISIONERTEST")
+        store = Store(f"sqlite:///{tmp_path / 's.db'}")
+        policy = write_policy(tmp_path / "p.yaml", steps=STEPS, ckpt=tmp_path / "ck", allow="US")
+        from provisioner.api import submit
+
+        _, job_id = submit(policy, provider="aws", provider_options={"region": REGION}, store=store)
+        provider = harness.provider()
+        rec = Reconciler(
+            store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
+        )
+        meta = Metadata()
+        hv = Hypervisor(provider.client(REGION), job_id, meta, tmp_path / "vms")
+        hv.thread.start()
+        preempted: list[str] = []
+        try:
+            end = time.monotonic() + 150
+            while time.monotonic() < end:
+                rec.run_pass()
+                job = store.job(job_id)
+                assert job is not None
+                if job.state in FINAL_STATES:
+                    break
+                atts = store.attempts(job_id)
+                cur = atts[-1] if atts else None
+                prog = job.progress or {}
+                if (
+                    not preempted
+                    and cur
+                    and cur.state == "running"
+                    and cur.instance_id
+                    and prog.get("attempt") == cur.attempt
+                    and (prog.get("step") or 0) > 40
+                ):
+                    iid = cur.instance_id
+                    meta.deadlines[iid] = time.time() + 4  # the two-minute warning, shortened
+                    preempted.append(iid)
+
+                    def reclaim(iid: str = iid) -> None:
+                        time.sleep(4.5)
+                        hv.power_off(iid)
+                        harness.preempt(iid)
+
+                    threading.Thread(target=reclaim, daemon=True).start()
+                time.sleep(0.5)
+        finally:
+            hv.close()
+            rec.close()
+        job = store.job(job_id)
+        assert job is not None and job.state == "succeeded", (
+            job.state if job else None,
+            job.reason if job else None,
+        )
+        atts = [a for a in store.attempts(job_id) if a.state != "failed"]
+        assert atts[0].state == "preempted" and atts[0].instance_id == preempted[0]
+        assert atts[1].zone != atts[0].zone
+        assert atts[0].market == "spot" and atts[0].bid_cap_per_hour is not None
+        # on the wire: spot with the cap as MaxPrice, and the job spec in the user data
+        runs = harness.launch_requests()
+        assert runs[0]["InstanceMarketOptions.MarketType"] == "spot"
+        assert float(runs[0]["InstanceMarketOptions.SpotOptions.MaxPrice"]) <= 3.0
+        assert hv.specs[preempted[0]]["job_id"] == job_id
+        # the agent checkpointed on the notice: the second attempt resumed from it
+        resumed = json.loads((tmp_path / "ck" / job_id / "progress.json").read_text())[
+            "resumed_from"
+        ]
+        assert resumed, "attempt 2 resumed from the checkpoint taken on the notice"
+        assert job.result["params_sha256"] == reference_result(STEPS)["params_sha256"]
+        assert not hv.running(), "no instance left running in EC2"
+        kinds = [e.kind for e in store.events(job_id)]
+        assert "preempted" in kinds and kinds.count("launch") >= 2
