@@ -39,6 +39,7 @@ from provisioner.strategies import COMPARED, get_strategy  # noqa: E402
 from provisioner.traces import Trace, load_trace, step_for, window_starts  # noqa: E402
 
 TRACE_DIR = Path("traces/cant_be_late/availability/1-node")
+PREEMPTION = Path("traces/cant_be_late/preemption/1-node/aws-04-22-2023")
 SET_2022 = "aws-10-26-2022"
 SET_2023 = "aws-02-15-2023"
 ZONES_2023 = [
@@ -85,8 +86,36 @@ def windows(group: list[Trace], sc: Scenario, n: int, seed: int) -> np.ndarray:
     return full[starts[:, None] + np.arange(k)[None, :]]
 
 
-def scenario(work_h: float, frac: float, d_min: float, gap_s: float) -> Scenario:
-    step = step_for(d_min * 60, gap_s)
+def markov_trace(up_h: float, down_h: float, hours: float, seed: int) -> Trace:
+    """A synthetic single-zone trace: exponential up and down periods (means in hours), 60 s
+    ticks. Not used to design any policy: a held-out check."""
+    rng = np.random.default_rng(seed)
+    n = int(hours * 60)
+    out = np.empty(n)
+    i, up = 0, bool(rng.random() < up_h / (up_h + down_h))
+    while i < n:
+        run = max(1, int(rng.exponential((up_h if up else down_h) * 60)))
+        out[i : i + run] = 1.0 if up else 0.0
+        i, up = i + run, not up
+    return Trace(f"markov-up{up_h:g}h-down{down_h:g}h", "synthetic", 60.0, out)
+
+
+def load_group(group: list[str]) -> list[Trace]:
+    """Trace files, or ``markov:UP:DOWN:SEED`` for a synthetic one."""
+    out = []
+    for g in group:
+        if g.startswith("markov:"):
+            _, up, down, seed = g.split(":")
+            out.append(markov_trace(float(up), float(down), 3000.0, int(seed)))
+        else:
+            out.append(load_trace(g))
+    return out
+
+
+def scenario(
+    work_h: float, frac: float, d_min: float, gap_s: float, step_s: float | None = None
+) -> Scenario:
+    step = step_s or step_for(d_min * 60, gap_s)
     deadline = np.floor(work_h * 3600 / frac / step + 1e-9) * step
     return Scenario(
         work_s=work_h * 3600, deadline_s=float(deadline), overhead_s=d_min * 60, step_s=step
@@ -96,8 +125,10 @@ def scenario(work_h: float, frac: float, d_min: float, gap_s: float) -> Scenario
 def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     """One setting: every policy, the optimum and the lower bound on its windows."""
     t0 = time.perf_counter()
-    groups = [[load_trace(p) for p in g] for g in spec["groups"]]
-    sc = scenario(spec["work_h"], spec["frac"], spec["d_min"], groups[0][0].gap_s)
+    groups = [load_group(g) for g in spec["groups"]]
+    sc = scenario(
+        spec["work_h"], spec["frac"], spec["d_min"], groups[0][0].gap_s, spec.get("step_s")
+    )
     opts: list[np.ndarray] = []
     lbs: list[np.ndarray] = []
     runs: dict[str, list[RunStats]] = {name: [] for name in COMPARED}
@@ -183,6 +214,14 @@ def specs(
         for d in (12.0, 10.0)
     ]  # fmt: skip
     speed = {**base, "set": SET_2023, "groups": one, "work_h": 48.0, "frac": 0.8, "d_min": 12.0}
+    # held out (no policy was designed on these): the 2023-04-22 p3.2xlarge preemption traces
+    # (32 s ticks, read on 6 min steps) and synthetic exponential up/down regimes
+    pre = sorted((data / PREEMPTION).glob("*.json"))
+    regimes = [(0.3, 0.3), (2.0, 1.0), (8.0, 1.0), (1.0, 4.0), (24.0, 6.0)]
+    held = [
+        {**base, "set": "held-out: 2023-04-22 preemption traces", "groups": [[str(p)] for p in pre], "work_h": 24.0, "frac": 0.8, "d_min": 12.0, "step_s": 360.0},
+        {**base, "set": "held-out: synthetic exponential regimes", "groups": [[f"markov:{u}:{d}:{i}"] for i, (u, d) in enumerate(regimes)], "work_h": 48.0, "frac": 0.8, "d_min": 12.0, "step_s": 360.0},
+    ]  # fmt: skip
     grid = []
     for zones, groups in (("1", one), ("3", three)):
         for work in (24.0, 48.0):
@@ -200,7 +239,7 @@ def specs(
                             "d_min": d,
                         }
                     )
-    return table3, speed, grid
+    return table3, speed, grid + held
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,10 +249,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--windows", type=int, default=300, help="random windows per trace (or zone group)"
     )
+    ap.add_argument(
+        "--grid-windows",
+        type=int,
+        default=None,
+        help="windows per trace in the grid (default: --windows)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="grid: only C = 48 h, d = 12 min")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument(
+        "--from-json", type=Path, default=None, help="re-print and re-chart a saved run"
+    )
     args = ap.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        chart(saved, args.from_json.with_suffix(".png"))
+        print_report(saved, args.from_json.with_suffix(""))
+        return 0
     t_all = time.perf_counter()
     table3, speed, grid = specs(args.data, args.windows, args.seed, args.quick)
     for cell in grid:
@@ -297,10 +350,12 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
                 f"   {'Optimum':<20}{o['od_work_hours']:>6.1f} ({o['od_hours']:4.1f}){o['spot_work_hours']:>6.1f} ({o['spot_hours']:4.1f}){1.0:>10.3f}{'':>8}   {pub[0]:.1f} / {pub[1]:.1f}"
             )
         print(f"   lower bound / optimum: {c['lower_bound']['over_optimum_mean']:.3f}")
-    print("\n== Grid on the 2023-02-15 nine-zone set: mean (p75) cost / optimum; misses ==")
+    print("\n== Grid on the 2023-02-15 nine-zone set: mean (p75) cost / optimum ==")
     head = "".join(f"{LABEL[n][:16]:>18}" for n in COMPARED)
     print(f"   {'zones C  C/D  d':<22}{head}")
     for c in rep["grid"]:
+        if c["set"].startswith("held-out"):
+            continue
         cells = "".join(
             f"{p['cost_over_optimum_mean']:>9.3f} ({p['cost_over_optimum_p75']:.3f})".rjust(18)
             for p in c["policies"].values()
@@ -308,12 +363,23 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
         print(
             f"   {c['zones']:>3} {c['work_h']:>4g} {c['frac']:>4g} {c['d_min']:>3g}min{'':<6}{cells}"
         )
+    print("\n== Held out (no policy was designed on these): mean (p75) cost / optimum ==")
+    for c in rep["grid"]:
+        if c["set"].startswith("held-out"):
+            cells = "".join(
+                f"{p['cost_over_optimum_mean']:>9.3f} ({p['cost_over_optimum_p75']:.3f})".rjust(18)
+                for p in c["policies"].values()
+            )
+            what = f"{c['set'][10:]}, C={c['work_h']:g}h C/D={c['frac']:g} d={c['d_min']:g}min"
+            print(f"   {what} ({c['windows']} windows)\n   {'':<22}{cells}")
+    main_grid = [c for c in rep["grid"] if not c["set"].startswith("held-out")]
+    gaps = {
+        n: np.mean([c["policies"][n]["gap_over_on_demand_mean"] for c in main_grid])
+        for n in COMPARED
+    }
     print(
         "\n   (cost - optimum) / on-demand cost, mean over the grid:",
-        ", ".join(
-            f"{LABEL[n]} {np.mean([c['policies'][n]['gap_over_on_demand_mean'] for c in rep['grid']]):.3f}"
-            for n in COMPARED
-        ),
+        ", ".join(f"{LABEL[n]} {g:.3f}" for n, g in gaps.items()),
     )
     chk = rep["checks"]
     print("\n== Checks in every window ==")
@@ -383,10 +449,15 @@ def chart(rep: dict[str, Any], path: Path) -> None:
             pts = sorted(
                 (cc["frac"], cc["policies"][n]["cost_over_optimum_mean"])
                 for cc in rep["grid"]
-                if cc["zones"] == zones and cc["work_h"] == 48.0 and cc["d_min"] == 12.0
+                if cc["zones"] == zones
+                and not cc["set"].startswith("held-out")
+                and cc["work_h"] == 48.0
+                and cc["d_min"] == 12.0
+                and not cc["set"].startswith("held-out")
             )
             if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=LABEL[n])
+                style = "--" if n == "eager-next-region" else "-"
+                ax.plot(*zip(*pts, strict=True), style, marker="o", label=LABEL[n])
         ax.axhline(AIM, color="grey", linestyle=":", linewidth=1)
         ax.set_xlabel("job fraction C/D")
         ax.set_ylabel("mean cost / optimum")
