@@ -144,15 +144,20 @@ def test_import_is_light() -> None:
 def test_live_prices_override_the_catalog() -> None:
     from datetime import UTC, datetime
 
-    from provisioner.catalog import Catalog
     from providers.base import PriceQuote
+    from provisioner.catalog import Catalog
 
-    cat = Catalog.from_offers([
-        __import__("provisioner.models", fromlist=["Offer"]).Offer(
-            "aws", "eu-west-1", "eu-west-1a", "g5.xlarge", "A10G", 1, 4, 16, 1.0, 0.4),
-    ])
+    cat = Catalog.from_offers(
+        [
+            __import__("provisioner.models", fromlist=["Offer"]).Offer(
+                "aws", "eu-west-1", "eu-west-1a", "g5.xlarge", "A10G", 1, 4, 16, 1.0, 0.4
+            ),
+        ]
+    )
     at = datetime(2026, 12, 1, tzinfo=UTC)
-    live = cat.with_prices([PriceQuote("aws", "eu-west-1", "eu-west-1a", "g5.xlarge", 0.25, None, at)])
+    live = cat.with_prices(
+        [PriceQuote("aws", "eu-west-1", "eu-west-1a", "g5.xlarge", 0.25, None, at)]
+    )
     o = live.offers[0]
     assert (o.spot_price, o.price, o.price_date) == (0.25, 1.0, "2026-12-01")
     regional = cat.with_prices([PriceQuote("aws", "eu-west-1", "", "g5.xlarge", 0.3, 1.1, at)])

@@ -44,11 +44,23 @@ def notify_socket(tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_ready_watchdog_metrics_reload_and_clean_stop(tmp_path: Path, notify_socket) -> None:  # type: ignore[no-untyped-def]
     sock, path = notify_socket
     cfg = tmp_path / "daemon.yaml"
-    cfg.write_text(f"store: sqlite:///{tmp_path / 'd.db'}\nreconcile_interval: 1s\nmetrics: {{port: 0}}\n")
-    env = dict(os.environ, NOTIFY_SOCKET=str(path), WATCHDOG_USEC="2000000", XDG_STATE_HOME=str(tmp_path / "state"))
+    cfg.write_text(
+        f"store: sqlite:///{tmp_path / 'd.db'}\nreconcile_interval: 1s\nmetrics: {{port: 0}}\n"
+    )
+    env = dict(
+        os.environ,
+        NOTIFY_SOCKET=str(path),
+        WATCHDOG_USEC="2000000",
+        XDG_STATE_HOME=str(tmp_path / "state"),
+    )
     env.pop("WATCHDOG_PID", None)
-    proc = subprocess.Popen([sys.executable, "-m", "provisioner", "daemon", "--config", str(cfg)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "daemon", "--config", str(cfg)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         got = _recv_until(sock, "READY=1", 30)
         assert any("STATUS=" in g for g in got)
@@ -80,8 +92,12 @@ def test_ready_watchdog_metrics_reload_and_clean_stop(tmp_path: Path, notify_soc
 def test_bad_config_is_exit_2_with_location(tmp_path: Path) -> None:
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text("store: sqlite:///x.db\nreconcile_intervall: 5s\n")
-    proc = subprocess.run([sys.executable, "-m", "provisioner", "daemon", "--config", str(cfg)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "provisioner", "daemon", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert f"{cfg}:2:1" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -89,15 +105,25 @@ def test_bad_config_is_exit_2_with_location(tmp_path: Path) -> None:
 def test_unit_file_is_hardened_and_valid() -> None:
     unit = REPO / "systemd" / "provisioner.service"
     text = unit.read_text()
-    for key in ("Type=notify", "WatchdogSec=", "StateDirectory=provisioner", "User=provisioner", "NoNewPrivileges=yes"):
+    for key in (
+        "Type=notify",
+        "WatchdogSec=",
+        "StateDirectory=provisioner",
+        "User=provisioner",
+        "NoNewPrivileges=yes",
+    ):
         assert key in text
     if not _has("systemd-analyze"):
         pytest.skip("systemd-analyze not installed")
-    out = subprocess.run(["systemd-analyze", "security", "--offline=yes", str(unit)], capture_output=True, text=True)
-    line = [ln for ln in out.stdout.splitlines() if "Overall exposure level" in ln][0]
+    out = subprocess.run(
+        ["systemd-analyze", "security", "--offline=yes", str(unit)], capture_output=True, text=True
+    )
+    line = next(ln for ln in out.stdout.splitlines() if "Overall exposure level" in ln)
     exposure = float(line.split("level for provisioner.service:")[1].split()[0])
     assert exposure <= 2.0, line
-    verify = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True
+    )
     assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
 
 

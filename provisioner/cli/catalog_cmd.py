@@ -109,13 +109,13 @@ def refresh(
 
     Exits 4 when the provider refuses (credentials, quota) and 2 on a bad provider name.
     """
+    from providers.base import ProviderError, ProviderUnavailable, get
     from provisioner.cli import EXIT_PROVIDER
     from provisioner.cli.common import fail
     from provisioner.cli.jobs_cmd import _store
     from provisioner.cli.up_cmd import _parse_options
     from provisioner.console import console
     from provisioner.providers_config import provider_defaults
-    from providers.base import ProviderError, ProviderUnavailable, get
 
     opts = {**provider_defaults(provider_name), **_parse_options(options)}
     try:
