@@ -25,7 +25,8 @@ and never one that the remaining budget could not pay for.
 
 Spot, on-demand or wait is a strategy's choice (:mod:`provisioner.strategies`), selected by
 the policy's market (``on-demand``; ``spot``: spot only; ``spot-then-on-demand``: ours,
-``provisioner``) or by name (``strategy=``, ``JobView.strategy``).
+``provisioner``) or by name (``strategy=``, ``JobView.strategy``). Without a deadline or a work
+estimate there is nothing to pace against: spot when there is capacity, else on-demand.
 """
 
 from __future__ import annotations
@@ -360,6 +361,8 @@ def decide(
     state = _state(job, now, running, spot, avail, od, ages)
     wish = int(np.asarray(strat.want(state))[0])
     choice = int(st.choose_market(strat, state)[0])
+    if job.deadline is None or job.work_total_h is None:
+        choice = st.unpaced_choice(strat, state, bool(od))
     if choice == ON_DEMAND and not od:
         choice = SPOT if avail.any() else NONE
     why = _why(strat, state, wish, choice)

@@ -328,6 +328,25 @@ class SlackAware(Strategy):
         return np.where(cur_ok, current, np.where(avail.any(axis=1), oldest, -1))
 
 
+def unpaced_choice(strategy: Strategy, s: StepState, has_on_demand: bool) -> int:
+    """The market for a job with no deadline (or no work estimate): nothing to pace against.
+
+    Spot when there is capacity (leaving on-demand for it only after the break-even time, so a
+    flapping zone does not cost two changeovers a blip); otherwise on-demand where the policy
+    has it, except for the strategies that wait for spot by design (greedy, spot-only, eager).
+    """
+    if strategy.name == OnDemandOnly.name:
+        return ON_DEMAND
+    on_od = int(s.running[0]) == ON_DEMAND
+    if bool(s.spot_available[0]) and (
+        not on_od or float(s.spot_age_h[0]) >= SlackAware.breakeven_h(s)
+    ):
+        return SPOT
+    if has_on_demand and not isinstance(strategy, Greedy):
+        return ON_DEMAND
+    return NONE
+
+
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls
     for cls in (OnDemandOnly, Greedy, UniformProgress, EagerNextRegion, SlackAware, SpotOnly)

@@ -390,3 +390,34 @@ def test_launch_invariants(sit: tuple[JobView, Observations, datetime]) -> None:
             assert j.cooldowns.get(("aws", o.location), now) <= now
         else:
             assert p.allows_on_demand
+
+
+def test_without_a_deadline_spot_else_on_demand() -> None:
+    loose = JobView("j1", parse_policy("name: t\n"), T0, changeover_h=0.2, step_h=0.1)
+    errs = (CapacityError("aws", "us-east-1a", "p3.2xlarge", Market.SPOT, NOW),)
+    down = decide(loose, Observations(candidates=cands("us-east-1a"), capacity_errors=errs), NOW)
+    assert isinstance(down[-1], Launch) and down[-1].placement.market is Market.ON_DEMAND
+    up = decide(loose, Observations(candidates=cands("us-east-1a")), NOW)
+    assert isinstance(up[-1], Launch) and up[-1].placement.market is Market.SPOT
+    # on on-demand, back to spot only once capacity has lasted the break-even time
+    cur, inst = running(1, market=Market.ON_DEMAND)
+    on_od = JobView("j1", parse_policy("name: t\n"), T0, current=cur, attempt=1)
+    fresh = Observations(
+        instances=(inst,),
+        candidates=cands("us-east-1a"),
+        spot_up_since={("aws", "us-east-1a"): NOW},
+    )
+    assert kinds(decide(on_od, fresh, NOW)) == ["Wait"]
+    old = Observations(
+        instances=(inst,),
+        candidates=cands("us-east-1a"),
+        spot_up_since={("aws", "us-east-1a"): NOW - timedelta(hours=1)},
+    )
+    assert kinds(decide(on_od, old, NOW)) == ["Terminate", "Launch"]
+    waits = decide(
+        loose,
+        Observations(candidates=cands("us-east-1a"), capacity_errors=errs),
+        NOW,
+        strategy="greedy",
+    )
+    assert kinds(waits) == ["Wait"]
