@@ -378,6 +378,17 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
         for n in COMPARED
     }
     print(
+        "\n   per policy, mean over the grid: miss rate, restarts, spot hours (billed), on-demand hours"
+    )
+    for n in COMPARED:
+        m = {
+            k: np.mean([c["policies"][n][k] for c in main_grid])
+            for k in ("miss_rate", "restarts", "spot_hours", "on_demand_hours")
+        }
+        print(
+            f"   {LABEL[n]:<20} {m['miss_rate']:.1%}  {m['restarts']:5.1f}  {m['spot_hours']:5.1f}  {m['on_demand_hours']:5.1f}"
+        )
+    print(
         "\n   (cost - optimum) / on-demand cost, mean over the grid:",
         ", ".join(f"{LABEL[n]} {g:.3f}" for n, g in gaps.items()),
     )
