@@ -8,8 +8,8 @@ whole numbers of steps (:func:`provisioner.traces.step_for` picks such a step).
 State: the step ``t``, what is running (nothing, on-demand, spot in zone ``z``), and the
 *lost time* ``l`` so far (steps spent waiting or in changeovers). Progress is ``t - l``, so
 the job is done once ``t - l >= C`` and the deadline holds iff ``l <= S = N - C``: ``l`` lives
-in ``0..S`` and the table is ``(steps) x (2 + zones) x (S + 1)``, computed backwards for every
-window at once with numpy. A changeover of ``k`` steps is one jump from ``t`` to ``t + k``
+in ``0..S`` (and only ``t - C < l <= t`` needs computing at step ``t``); the table is
+``(steps) x (2 + zones) x (S + 1)``, computed backwards for every window at once with numpy. A changeover of ``k`` steps is one jump from ``t`` to ``t + k``
 (``l + k``, ``k`` steps billed); starting spot needs the zone up for those ``k`` steps (a
 spot instance lost inside its changeover made no progress and cost money, so waiting instead
 is never worse, and the optimum never does it).
@@ -115,44 +115,44 @@ def _solve(
     b = sc.price_spot * h  # one spot step
     inf = np.inf
     n_modes = 2 + n_z  # 0: nothing, 1: on-demand, 2+z: spot in zone z
-    width = s + 1
+    pad = max(k, 1)
+    width = s + 1 + pad  # lost time 0..s, then inf: beyond the slack the deadline is missed
     # ring of value tables for t .. t+k, each (modes, windows, width); V_N = 0 (deadline met)
-    depth = max(k, 1) + 1
+    depth = pad + 1
     ring = [np.zeros((n_modes, w_n, width)) for _ in range(depth)]
-    pad = np.full((w_n, max(k, 1)), inf)
-    lidx = np.arange(width)
-    choice = np.zeros((n, n_modes, w_n, width), dtype=np.int8) if trace else None
-    never = np.full((w_n, width), inf)
-
-    def shift(v: np.ndarray, by: int) -> np.ndarray:
-        """v[..., l + by] (inf beyond the slack)."""
-        if by == 0:
-            return v
-        return np.concatenate([v[:, by:], pad[:, :by]], axis=1)
+    for table in ring:
+        table[:, :, s + 1 :] = inf
+    choice = np.zeros((n, n_modes, w_n, s + 1), dtype=np.int8) if trace else None
 
     for t in range(n - 1, -1, -1):
+        cur = ring[t % depth]
+        # only lost times that are reachable (l <= t) and not yet finished (t - l < C) matter
+        lo, hi = max(0, t - c + 1), min(t, s) + 1
+        cur[:, :, :lo] = 0.0  # finished: nothing more to pay
+        if lo >= hi:
+            continue
         nxt = ring[(t + 1) % depth]
         jump = ring[(t + k) % depth] if (k > 0 and t + k <= n) else None
-        idle = shift(nxt[0], 1)
-        od_cont = a + nxt[1]
+        idle = nxt[0][:, lo + 1 : hi + 1]
+        od_cont = a + nxt[1][:, lo:hi]
+        never = np.full(idle.shape, inf)
         if k == 0:
             od_start = od_cont
         elif jump is not None:
-            od_start = k * a + shift(jump[1], k)
+            od_start = k * a + jump[1][:, lo + k : hi + k]
         else:
             od_start = never
         conts = []
         starts = []
         for z in range(n_z):
-            conts.append(np.where(av_t[t, :, z][:, None], b + nxt[2 + z], inf))
+            conts.append(np.where(av_t[t, :, z][:, None], b + nxt[2 + z][:, lo:hi], inf))
             if k == 0:
                 starts.append(conts[z])
             elif jump is not None:
                 ok = can_start[t, :, z][:, None]
-                starts.append(np.where(ok, k * b + shift(jump[2 + z], k), inf))
+                starts.append(np.where(ok, k * b + jump[2 + z][:, lo + k : hi + k], inf))
             else:
                 starts.append(never)
-        cur = ring[t % depth]
         # options per mode, in a fixed order: idle, on-demand, spot in each zone
         for mode in range(n_modes):
             opts = [idle, od_cont if mode == 1 else od_start]
@@ -168,15 +168,12 @@ def _solve(
                 val = np.take_along_axis(stacked, best[None], axis=0)[0]
             if mode >= 2:  # spot in a zone that is down now: the instance is gone
                 up = av_t[t, :, mode - 2][:, None]
-                val = np.where(up, val, cur[0])
+                val = np.where(up, val, cur[0][:, lo:hi])
                 if best is not None and choice is not None:
-                    best = np.where(up, best, choice[t, 0])
-            cur[mode] = val
+                    best = np.where(up, best, choice[t, 0][:, lo:hi])
+            cur[mode][:, lo:hi] = val
             if choice is not None and best is not None:
-                choice[t, mode] = best
-        done = lidx <= t - c  # progress t - l >= C: finished, nothing more to pay
-        if done.any():
-            cur[:, :, done] = 0.0
+                choice[t, mode][:, lo:hi] = best
     cost = ring[0][0][:, 0].copy()
     if choice is None:
         return cost, None
