@@ -289,3 +289,20 @@ def test_replay_and_decide_agree_on_real_windows() -> None:
         slow = run_windows(BENCH, avail, sc, World(["us-west-2a"]), strategy=name)
         assert np.allclose(fast.cost, slow.cost, rtol=0, atol=1e-9), name
         assert np.array_equal(fast.launches, slow.launches), name
+
+
+def test_a_policy_that_allows_no_trace_zone_is_refused_with_reasons(tmp_path: Path) -> None:
+    from policies import parse_policy
+    from provisioner.simulate.run import SimulateError, scenario_for, simulate
+    from provisioner.traces import load_trace
+
+    trace = tmp_path / "us-west-2a_v100_1.json"
+    trace.write_text(
+        '{"metadata": {"gap_seconds": 600}, "data": [1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1]}'
+    )
+    policy = parse_policy(
+        "name: eu\nresidency: {allow: [EU]}\njob: {compute_hours: 0.5}\ndeadline: 1h\n"
+    )
+    t = load_trace(str(trace))
+    with pytest.raises(SimulateError, match="outside the policy's residency"):
+        simulate(policy, [t], scenario_for(policy, [t]))

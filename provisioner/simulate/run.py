@@ -102,6 +102,7 @@ def simulate(
         [0] if windows <= 1 else [int(s) for s in window_starts(n, sc.window_steps, windows, seed)]
     )
     world = World([t.zone for t in traces])
+    _check_eligible(policy, world, sc)
     k = total_steps(sc)
     rows = []
     for i, s0 in enumerate(starts):
@@ -137,6 +138,19 @@ def simulate(
         "windows": rows,
         "summary": summarize(rows),
     }
+
+
+def _check_eligible(policy: Policy, world: World, sc: Scenario) -> None:
+    """Refuse a replay in which the policy's rules allow no trace zone on any market."""
+    from provisioner.decide import launchable
+
+    reasons = []
+    for p in world.candidates(sc, None):
+        why = launchable(policy, p)
+        if why is None:
+            return
+        reasons.append(f"{p.offer.zone} {p.market.value}: {why}")
+    raise SimulateError("no trace zone can be used under this policy (" + "; ".join(reasons) + ")")
 
 
 def _strategy_name(policy: Policy) -> str:
