@@ -70,7 +70,7 @@ def work_done_h(progress: dict[str, Any] | None, total_h: float | None) -> float
 
 def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
     job, policy, now = runner.job, runner.policy, runner.now
-    cooldowns = runner.store.cooldowns(job.id, now)
+    cooldowns = runner.cooldowns()
     cur = runner.current
     current = None
     if cur is not None:
@@ -106,7 +106,7 @@ def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
         for a in runner.attempts
         if a.state == "failed"
         and (a.ended_at or a.created_at) >= recent
-        and a.end_reason.startswith(("capacity", "price-too-low"))
+        and a.end_reason.startswith(("capacity", "price-too-low", "quota"))
     )
     obs = Observations(
         instances=tuple(observed.instances),

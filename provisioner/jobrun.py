@@ -2,12 +2,22 @@
 
 Kept apart from :mod:`provisioner.reconciler` (which batches provider calls across jobs) so
 that the per-job rules read top to bottom.
+
+Crash safety: every effect can be repeated. A launch writes its attempt row (with the
+(job, attempt) token) before the cloud call; a pass that finds the row still ``launching``
+adopts the instance carrying the attempt's tag, or, when there is none, sends the same launch
+again (same token: the provider returns the instance it may have started). Restarts are
+counted from the attempts, so a crash between two writes never loses one.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import os
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +35,74 @@ log = logging.getLogger("provisioner.reconciler")
 MAX_LAUNCH_TRIES_PER_PASS = 5
 #: How long a zone that just answered "no capacity" is skipped by this job.
 CAPACITY_COOLDOWN = timedelta(minutes=5)
+#: Launch failures that send the job to its next offer at once (end_reason prefixes).
+MOVE_ON = ("capacity", "price-too-low", "quota")
+#: Hold-off after a launch failure that the next offer would not cure (doubling, capped).
+BACKOFF_FIRST, BACKOFF_MAX = timedelta(seconds=5), timedelta(minutes=5)
+#: An agent whose progress is older than this is taken for gone (it writes every 5 s).
+AGENT_SILENT = timedelta(minutes=10)
+#: A running job's spend is written to its row when it moved by this much (batched per pass).
+SPEND_STEP_USD = 0.001
+
+
+#: Test-only crash points (``PROVISIONER_CRASH_AT``), in the order a launch meets them.
+CRASH_POINTS = (
+    "after-attempt-row",  # intent written, launch not sent
+    "after-launch-call",  # the cloud started the instance, nothing recorded
+    "after-instance-record",  # attempt running, launch event and job state not written
+    "after-adopt",  # an unrecorded launch adopted
+    "after-terminate",  # decide()'s terminate sent, what follows not done
+    "after-preempted",  # attempt ended as preempted, job not updated
+    "after-finish-terminate",  # a finished job's instance terminated, job not marked
+    "after-reap",  # orphans terminated, events not written
+)
+_crash_hits = 0
+
+
+def crash_point(name: str) -> None:
+    """Exit at once, as SIGKILL would (status 137, nothing flushed or cleaned up), when
+    ``PROVISIONER_CRASH_AT`` names this point (comma-separated, or ``any``) and
+    ``PROVISIONER_CRASH_SKIP`` (default 0) earlier matching hits have passed. For the
+    crash-safety tests only: unset, it costs one environment lookup."""
+    global _crash_hits
+    wanted = os.environ.get("PROVISIONER_CRASH_AT")
+    if not wanted:
+        return
+    names = wanted.split(",")
+    if name not in names and "any" not in names:
+        return
+    _crash_hits += 1
+    if _crash_hits > int(os.environ.get("PROVISIONER_CRASH_SKIP") or 0):
+        sys.stderr.write(f"provisioner: crash point {name}: exiting 137\n")
+        sys.stderr.flush()
+        os._exit(137)
+
+
+class LeaseLost(RuntimeError):
+    """Another replica holds the job now: this one must not act on it."""
+
+
+@dataclass
+class JobMemo:
+    """What a reconciler remembers of one job between passes (memory only: a restarted daemon
+    starts afresh, which costs only the work the memo saves)."""
+
+    fingerprint: tuple[Any, ...] | None = None  # the inputs of the last decision that waited
+    decided_at: datetime | None = None
+    progress: dict[str, Any] | None = None
+    progress_at: datetime | None = None
+    live: frozenset[str] = frozenset()  # live instances when progress was read
+    instances: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # recorded states
+    checkpoints: Any = None  # the job's CheckpointStore (fsspec filesystem resolved once)
+    job: JobRow | None = None  # the job's row as this process last read and wrote it
+    version: int | None = None  # its version when read (another writer moves it)
+    attempts: list[AttemptRow] = field(default_factory=list)
+    spread: float | None = None  # this job's share of decide_every (see redecide_after)
+
+    def forget(self) -> None:
+        """Read the job, decide and read progress afresh next pass (after an error)."""
+        self.fingerprint = self.decided_at = self.progress_at = None
+        self.job = self.version = None
 
 
 @dataclass
@@ -44,6 +122,9 @@ class JobRunner:
         provider: Provider,
         attempts: list[AttemptRow],
         now: datetime,
+        *,
+        cooldowns: dict[tuple[str, str], datetime] | None = None,
+        memo: JobMemo | None = None,
     ) -> None:
         self.rec = rec
         self.store = rec.store
@@ -53,6 +134,9 @@ class JobRunner:
         self.attempts = attempts
         self.now = now
         self.interruptions: list[Any] = []
+        self._cooldowns = None if cooldowns is None else dict(cooldowns)
+        self.memo = memo or JobMemo()
+        self._sent: list[Instance] = []  # instances launched by this step
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -67,16 +151,97 @@ class JobRunner:
     def checkpoint_uri(self) -> str:
         from provisioner.reconciler import resolve_checkpoint_uri
 
-        return resolve_checkpoint_uri(self.policy.checkpoint.uri)
+        # relative to where the job was submitted (the daemon runs elsewhere)
+        return resolve_checkpoint_uri(self.policy.checkpoint.uri, self.job.workdir)
 
     def read_progress(self) -> dict[str, Any] | None:
-        from provisioner.agent.store import read_progress
+        from provisioner.agent.store import CheckpointStore
 
         try:
-            return read_progress(self.checkpoint_uri(), self.job.id)
+            if self.memo.checkpoints is None:
+                self.memo.checkpoints = CheckpointStore(self.checkpoint_uri(), self.job.id)
+            doc: dict[str, Any] | None = self.memo.checkpoints.read_json("progress.json")
+            return doc
         except Exception as exc:  # an unreachable checkpoint store must not stop the pass
             log.warning("job %s: cannot read progress: %s", self.job.id, exc)
             return None
+
+    def progress_for(self, live: list[Instance]) -> dict[str, Any] | None:
+        """The job's progress: read again when the memo's copy is older than the reconciler's
+        ``progress_every`` (spread by :meth:`spread`), when the live instances changed, or when
+        none is live."""
+        memo, every = self.memo, self.rec.progress_every
+        ids = frozenset(i.id for i in live)
+        fresh = (
+            memo.progress_at is not None
+            and ids
+            and ids == memo.live
+            and self.now - memo.progress_at < every * self.spread()
+        )
+        if not fresh:
+            memo.progress, memo.progress_at, memo.live = self.read_progress(), self.now, ids
+        return memo.progress
+
+    def cooldowns(self) -> dict[tuple[str, str], datetime]:
+        """The job's zone cooldowns in force now (read once per pass, kept up to date here)."""
+        if self._cooldowns is None:
+            self._cooldowns = self.store.cooldowns(self.job.id, self.now)
+        return {k: v for k, v in self._cooldowns.items() if v >= self.now}
+
+    def cool_down(self, provider: str, location: str, until: datetime, reason: str) -> None:
+        self.store.cool_down(self.job.id, provider, location, until, reason)
+        if self._cooldowns is not None:
+            self._cooldowns[(provider, location)] = until
+
+    def record_instances(self, seen: list[Instance]) -> None:
+        """Instance rows for the store, only where something changed since last recorded."""
+        from provisioner.reconciler import instance_row
+
+        for inst in seen:
+            key = (inst.state, inst.raw_state, inst.state_reason, inst.price_per_hour)
+            if self.memo.instances.get(inst.id) != key:
+                self.rec.record_instance(instance_row(inst, self.now))
+                self.memo.instances[inst.id] = key
+
+    def note_spend(self) -> None:
+        """Queue the job's running spend for the pass's batched write when it moved."""
+        spent = self.spent()
+        if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
+            self.rec.record_spend(self.job.id, spent)
+            self.job.spent_usd = spent
+
+    def fingerprint(self, seen: list[Instance], progress: dict[str, Any] | None) -> tuple[Any, ...]:
+        """Everything decide() reads that changes other than with the clock."""
+        cur = self.current
+        p = progress or {}
+        return (
+            self.job.state,
+            self.job.restarts,
+            None
+            if cur is None
+            else (cur.attempt, cur.state, cur.instance_id, cur.launched_at, cur.ended_at),
+            tuple(
+                sorted(
+                    (i.id, i.state.value, i.market.value)
+                    for i in seen
+                    if i.state.alive or (cur is not None and i.id == cur.instance_id)
+                )
+            ),
+            tuple(sorted((x.instance_id, x.kind) for x in self.interruptions)),
+            (p.get("state"), p.get("attempt"), p.get("last_checkpoint"), p.get("total_steps")),
+            tuple(sorted(self.cooldowns())),
+        )
+
+    def redecide_after(self) -> timedelta:
+        """This job's period between decisions on unchanged inputs: ``decide_every`` spread
+        over [0.5, 1.5) of it by the job's id, so that jobs do not all come due together."""
+        return self.rec.decide_every * self.spread()
+
+    def spread(self) -> float:
+        """This job's factor in [0.5, 1.5), fixed by its id: periodic work spread over passes."""
+        if self.memo.spread is None:
+            self.memo.spread = 0.5 + (zlib.crc32(self.job.id.encode()) % 1000) / 1000.0
+        return self.memo.spread
 
     def read_result(self, progress: dict[str, Any]) -> dict[str, Any]:
         """The job's output/result.json from the checkpoint store, else its last progress."""
@@ -119,13 +284,17 @@ class JobRunner:
     # -- the step ------------------------------------------------------------------------------
 
     def step(self, seen: list[Instance], report: PassReport) -> None:
-        from provisioner.reconciler import instance_row
+        try:
+            self._step(seen, report)
+        except LeaseLost as exc:
+            self.memo.forget()
+            log.warning("job %s: %s; leaving it to its new owner", self.job.id, exc)
 
+    def _step(self, seen: list[Instance], report: PassReport) -> None:
         job = self.job
-        for inst in seen:
-            self.store.upsert_instance(instance_row(inst, self.now))
+        self.record_instances(seen)
         live = [i for i in seen if i.state.alive]
-        progress = self.read_progress()
+        progress = self.progress_for(live)
         updates: dict[str, Any] = {}
         if progress and progress != job.progress:
             updates["progress"] = progress
@@ -134,6 +303,7 @@ class JobRunner:
         if job.cancel_requested:
             if live:
                 self.provider.terminate([i.id for i in live])
+                report.provider_calls += 1
                 report.terminations += len(live)
             for a in self.attempts:
                 if a.state in ("launching", "running"):
@@ -152,27 +322,36 @@ class JobRunner:
             return
 
         cur = self.current
-        # Heal an attempt whose launch was sent but never recorded: adopt the tagged instance.
+        # Heal an attempt whose launch was sent but never recorded: adopt the tagged instance;
+        # where there is none, the launch may never have left: send it again (same token).
         if cur is not None and cur.state == "launching":
             mine = [i for i in live if i.attempt == cur.attempt]
             if mine:
-                inst = mine[0]
+                found = mine[0]
                 self.store.update_attempt(
                     job.id,
                     cur.attempt,
-                    instance_id=inst.id,
+                    instance_id=found.id,
                     state="running",
-                    launched_at=inst.launched_at or self.now,
+                    launched_at=found.launched_at or self.now,
                 )
                 cur.instance_id, cur.state, cur.launched_at = (
-                    inst.id,
+                    found.id,
                     "running",
-                    inst.launched_at or self.now,
+                    found.launched_at or self.now,
                 )
                 self.event(
                     "adopted",
-                    f"adopted instance {inst.id} of attempt {cur.attempt} (launch was not recorded)",
+                    f"adopted instance {found.id} of attempt {cur.attempt} "
+                    "(launch was not recorded)",
+                    instance=found.id,
                 )
+                crash_point("after-adopt")
+            else:
+                self.resend(cur, report)
+                known = {i.id for i in seen}
+                seen = [*seen, *[i for i in self._sent if i.id not in known]]
+                live = [i for i in seen if i.state.alive]
 
         # The running attempt: still there? preempted? gone?
         if cur is not None and cur.state == "running":
@@ -195,10 +374,10 @@ class JobRunner:
                     self.end_attempt(cur, "ended", "job finished")
                 elif inst is not None and inst.state is InstanceState.PREEMPTED:
                     self.end_attempt(cur, "preempted", inst.state_reason or "preempted")
+                    report.restarts += 1
+                    crash_point("after-preempted")
                     until = self.now + self.policy.restart.zone_cooldown
-                    self.store.cool_down(job.id, cur.provider, cur.zone, until, "preempted")
-                    job.restarts += 1
-                    updates["restarts"] = job.restarts
+                    self.cool_down(cur.provider, cur.zone, until, "preempted")
                     self.event(
                         "preempted",
                         f"attempt {cur.attempt} on {cur.provider}:{cur.zone} preempted"
@@ -211,11 +390,20 @@ class JobRunner:
                     self.end_attempt(cur, "ended", reason)
                     self.event("lost", f"attempt {cur.attempt}: {reason}", instance=cur.instance_id)
 
+        # Restarts are the preempted attempts: counted, never incremented, so a crash between
+        # ending an attempt and writing the job loses none.
+        restarts = sum(1 for a in self.attempts if a.state == "preempted")
+        if restarts != job.restarts:
+            job.restarts = restarts
+            updates["restarts"] = restarts
+
         # Finished?
         if progress and progress.get("state") == "done":
             if live:
                 self.provider.terminate([i.id for i in live])
+                report.provider_calls += 1
                 report.terminations += len(live)
+                crash_point("after-finish-terminate")
             for a in self.attempts:
                 if a.state in ("launching", "running"):
                     self.end_attempt(a, "ended", "job finished")
@@ -246,14 +434,83 @@ class JobRunner:
             return
 
         # Decide and act; a launch refused for capacity or price moves on to the next offer.
+        # Unchanged inputs since a decision that only waited: decide again only once
+        # ``redecide_after`` has passed (what changes with time alone: slack, spend).
+        from provisioner import decide as d
         from provisioner.jobdecide import decide_for
 
+        memo = self.memo
+        wait = None if live else self.launch_backoff()
+        if wait is not None:
+            self.note_spend()
+            if updates:
+                self.store.update_job(job.id, **updates)
+            log.info("job %s: launch failures; next try in %.0f s", job.id, wait.total_seconds())
+            return
+        fp = self.fingerprint(seen, progress) if self.rec.decide_every else None
+        if (
+            fp is not None
+            and fp == memo.fingerprint
+            and memo.decided_at is not None
+            and self.now - memo.decided_at < self.redecide_after()
+        ):
+            if updates:
+                self.store.update_job(job.id, spent_usd=self.spent(), **updates)
+                job.spent_usd = self.spent()
+            else:
+                self.note_spend()
+            return
+        memo.fingerprint = None
+        actions: list[Any] = []
         for _ in range(MAX_LAUNCH_TRIES_PER_PASS):
-            actions = decide_for(self, Observed(seen, progress))
+            actions = self.hold_finish(decide_for(self, Observed(seen, progress)), live, progress)
             if not self.act(actions, report, updates):
                 break
+        memo.decided_at = self.now
+        if fp is not None and all(isinstance(a, d.Wait) for a in actions):
+            memo.fingerprint = self.fingerprint(seen, progress)
 
     # -- acting -------------------------------------------------------------------------------
+
+    def launch_backoff(self) -> timedelta | None:
+        """How long to hold off the next launch after launches that failed for reasons another
+        offer does not cure (auth, invalid request, transient errors past their retries):
+        5 s after the first, doubling to 5 min. Capacity, price and quota failures move on
+        to the next offer at once and do not count. None: launch when decide() says so."""
+        n, last = 0, None
+        for a in reversed(self.attempts):
+            if a.state != "failed":
+                break
+            if a.end_reason.startswith(MOVE_ON):
+                continue
+            n += 1
+            last = last or a
+        if last is None:
+            return None
+        wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (n - 1))
+        left = (utc(last.ended_at) or self.now) + wait - self.now
+        return left if left > timedelta(0) else None
+
+    def hold_finish(
+        self, actions: list[Any], live: list[Instance], progress: dict[str, Any] | None
+    ) -> list[Any]:
+        """decide() finishes a job when its checkpoints cover all the work; here the job is
+        done when its command has exited (the agent says ``done``), after its output went up.
+        While an instance still runs it and its agent reports (recently), wait for that."""
+        from provisioner import decide as d
+
+        if not live or not any(isinstance(a, d.Finish) for a in actions):
+            return actions
+        p = progress or {}
+        if p.get("state") in ("done", "failed"):
+            return actions
+        try:
+            updated = datetime.fromisoformat(str(p.get("updated_at")))
+        except ValueError:
+            return actions
+        if self.now - (utc(updated) or self.now) > AGENT_SILENT:
+            return actions  # the agent is gone: believe the checkpoints
+        return [d.Wait(None, "the last checkpoint is in: waiting for the job to exit")]
 
     def act(self, actions: list[Any], report: PassReport, updates: dict[str, Any]) -> bool:
         """Carry out decide()'s actions; True when a launch was refused and decide should
@@ -266,12 +523,12 @@ class JobRunner:
         for action in actions:
             if isinstance(action, d.Terminate):
                 self.provider.terminate([action.instance_id])
+                report.provider_calls += 1
                 report.terminations += 1
+                crash_point("after-terminate")
                 self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
             elif isinstance(action, d.CoolDown):
-                self.store.cool_down(
-                    job.id, action.provider, action.location, action.until, "decide"
-                )
+                self.cool_down(action.provider, action.location, action.until, "decide")
             elif isinstance(action, d.Launch):
                 if self.launch(action.placement, action.reason, report):
                     state = "running"
@@ -283,6 +540,11 @@ class JobRunner:
                     state = "waiting"
             elif isinstance(action, d.Finish):
                 state = "succeeded"
+                for a in self.attempts:
+                    if a.state in ("launching", "running"):
+                        self.end_attempt(a, "ended", "job finished")
+                updates["reason"] = action.reason
+                updates["result"] = self.read_result(self.memo.progress or {})
                 self.event("finished", action.reason)
             elif isinstance(action, d.Fail):
                 state = "failed"
@@ -295,6 +557,7 @@ class JobRunner:
                 ]
                 if live:
                     self.provider.terminate([a.instance_id for a in live if a.instance_id])
+                    report.provider_calls += 1
                     for a in live:
                         self.end_attempt(a, "ended", "job failed: " + action.reason)
         if any(a.state == "running" for a in self.attempts) and state in (
@@ -303,9 +566,10 @@ class JobRunner:
             "recovering",
         ):
             state = "running"
-        spent = self.spent()
-        if state == job.state and not updates and abs(spent - job.spent_usd) < 1e-9:
+        if state == job.state and not updates:
+            self.note_spend()
             return retry
+        spent = self.spent()
         self.store.update_job(job.id, state=state, spent_usd=spent, **updates)
         job.state, job.spent_usd = state, spent
         updates.clear()
@@ -313,27 +577,61 @@ class JobRunner:
 
     def launch(self, placement: Placement, reason: str, report: PassReport) -> bool:
         """Launch one attempt on ``placement``: intent first, then the cloud call."""
-        from provisioner.agent.spec import CLOUDS, AgentSpec
         from provisioner.reconciler import attempt_row, guard_launch
 
         job = self.job
         guard_launch(self.policy, placement, self.spent())
+        self.fence(f"launching attempt {job.attempt + 1}")
         attempt = (self.current.attempt if self.current else 0) + 1
         row = attempt_row(job, attempt, placement, self.now, reason)
         self.store.add_attempt(row)
         self.attempts.append(row)
         job.attempt = attempt
+        crash_point("after-attempt-row")
+        return self._send(row, placement, reason, report)
+
+    def fence(self, what: str) -> None:
+        """Renew the job's lease right before a launch; raise LeaseLost if another replica
+        claimed the job since this pass began (a pass that outran its lease)."""
+        until = self.rec.clock() + self.rec.lease
+        if not self.store.renew_lease(self.job.id, self.rec.owner, until):
+            raise LeaseLost(f"another replica holds the job; not {what}")
+
+    def resend(self, row: AttemptRow, report: PassReport) -> bool:
+        """Send an attempt's launch again: its row was written but no instance carries its tag
+        (the process that wrote it died before or during the call). Same token, so a cloud
+        that did start it returns that instance instead of a second one."""
+        from provisioner.jobdecide import placement_of
+        from provisioner.reconciler import guard_launch
+
+        placement = placement_of(row)
+        try:
+            guard_launch(self.policy, placement, self.spent())
+        except Exception:
+            self.end_attempt(row, "failed", "guard: launch refused on resend")
+            raise
+        self.fence(f"resending attempt {row.attempt}")
+        self.event(
+            "relaunch",
+            f"attempt {row.attempt}: no instance carries its tag; sending its launch again "
+            f"(token {row.token})",
+        )
+        return self._send(row, placement, row.reason, report)
+
+    def _request(self, row: AttemptRow, placement: Placement) -> LaunchRequest:
+        from provisioner.agent.spec import CLOUDS, AgentSpec
+
         o = placement.offer
         spec = AgentSpec.from_policy(
             self.policy,
-            job_id=job.id,
-            attempt=attempt,
+            job_id=self.job.id,
+            attempt=row.attempt,
             cloud=o.provider if o.provider in CLOUDS else "aws",
             checkpoint_uri=self.checkpoint_uri(),
         )
-        req = LaunchRequest(
-            job_id=job.id,
-            attempt=attempt,
+        return LaunchRequest(
+            job_id=self.job.id,
+            attempt=row.attempt,
             offer=o,
             market=placement.market,
             bid_cap_per_hour=placement.bid_cap_per_hour
@@ -343,16 +641,26 @@ class JobRunner:
             disk_gb=self.policy.job.disk_gb,
             job_spec=spec.to_dict(),
         )
+
+    def _send(self, row: AttemptRow, placement: Placement, reason: str, report: PassReport) -> bool:
+        """The cloud call of an attempt whose row is written; records what came back."""
+        from provisioner.reconciler import instance_row
+
+        job, attempt, o = self.job, row.attempt, placement.offer
+        req = self._request(row, placement)
         where = f"{o.provider}:{o.zone or o.region}"
+        t0 = time.perf_counter()
         try:
             inst = self.provider.launch(req)
             report.provider_calls += 1
         except ProviderError as exc:
             report.provider_calls += 1
+            if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:  # raised ones: the pass
+                report.provider_errors[(exc.provider or self.job.provider, exc.kind.value)] += 1
             self.end_attempt(row, "failed", f"{exc.kind.value}: {exc.code}")
-            if exc.kind.try_next_offer:
-                self.store.cool_down(
-                    job.id, o.provider, o.zone or o.region, self.now + CAPACITY_COOLDOWN, exc.code
+            if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:
+                self.cool_down(
+                    o.provider, o.zone or o.region, self.now + CAPACITY_COOLDOWN, exc.code
                 )
                 self.event(
                     "launch-failed",
@@ -363,14 +671,22 @@ class JobRunner:
                 )
                 return False
             raise
+        report.launch_seconds.append(time.perf_counter() - t0)
+        crash_point("after-launch-call")
         launched = inst.launched_at or self.now
         self.store.update_attempt(
             job.id, attempt, instance_id=inst.id, state="running", launched_at=launched
         )
         row.instance_id, row.state, row.launched_at = inst.id, "running", launched
-        from provisioner.reconciler import instance_row
-
         self.store.upsert_instance(instance_row(inst, self.now))
+        self.memo.instances[inst.id] = (
+            inst.state,
+            inst.raw_state,
+            inst.state_reason,
+            inst.price_per_hour,
+        )
+        self._sent = [*self._sent, inst]
+        crash_point("after-instance-record")
         report.launches += 1
         cap = f", bid cap ${placement.bid_cap_per_hour:.4f}/h" if placement.bid_cap_per_hour else ""
         self.event(

@@ -19,11 +19,13 @@ jurisdictions, raises instead of reaching the cloud.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,6 +35,7 @@ from policies.loader import parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
 from provisioner.catalog import Catalog, builtin_catalog
+from provisioner.jobrun import JobMemo
 from provisioner.models import (
     TAG_JOB,
     TAG_MANAGED,
@@ -157,6 +160,9 @@ class PassReport:
     errors: int = 0
     seconds: float = 0.0
     actions: list[str] = field(default_factory=list)
+    launch_seconds: list[float] = field(default_factory=list)  # each launch call's latency
+    restarts: int = 0  # attempts found preempted this pass
+    provider_errors: Counter[tuple[str, str]] = field(default_factory=Counter)  # (provider, kind)
 
 
 ProviderFactory = Callable[[str, dict[str, Any]], Provider]
@@ -179,6 +185,9 @@ class Reconciler:
         owner: str | None = None,
         lease: timedelta = timedelta(seconds=30),
         job_ids: Iterable[str] | None = None,
+        share: bool = False,
+        decide_every: timedelta = timedelta(0),
+        progress_every: timedelta = timedelta(0),
     ) -> None:
         self.store = store
         # Live prices stored by `catalog refresh` / the daemon's price refresh override the catalog's.
@@ -195,6 +204,19 @@ class Reconciler:
         self._seen_interruptions: set[tuple[str, str]] = set()
         self._plans: dict[tuple[str, frozenset[tuple[str, str]], int], list[Placement]] = {}
         self.pass_interval_s = 5.0
+        #: Daemon replicas split the active jobs evenly between the live ones (a replica's
+        #: share is re-read every pass; see :meth:`claim_limit`).
+        self.share = share
+        #: A job whose observations have not changed since its last decision is decided again
+        #: only after this long (0: every pass); what changes with time alone (deadline slack,
+        #: spend against the budget) is re-judged at least this often.
+        self.decide_every = decide_every
+        #: A running job's progress is re-read from its checkpoint store at most this often
+        #: (0: every pass); a job without a live instance is read every pass.
+        self.progress_every = progress_every
+        self._memos: dict[str, JobMemo] = {}
+        self._spend: dict[str, float] = {}
+        self._instance_rows: list[InstanceRow] = []
 
     # -- offers and candidates -------------------------------------------------------------
 
@@ -247,11 +269,25 @@ class Reconciler:
         return prov
 
     def policy_of(self, job: JobRow) -> Policy:
-        pol = self._policies.get(job.id)
+        """The job's policy, parsed once per distinct policy text (jobs share policies)."""
+        pol = self._policies.get(job.policy_yaml)
         if pol is None:
+            if len(self._policies) > 10_000:
+                self._policies.clear()
             pol = parse_policy(job.policy_yaml, job.policy_path or job.id)
-            self._policies[job.id] = pol
+            self._policies[job.policy_yaml] = pol
         return pol
+
+    def claim_limit(self, now: datetime) -> int:
+        """How many jobs this replica claims: all of them alone, else an even share of the
+        active jobs between the replicas seen alive within one lease."""
+        if not self.share:
+            return 100_000_000
+        from provisioner.store import live_replicas
+
+        alive = set(live_replicas(self.store, now, within=self.lease)) | {self.owner}
+        active = self.store.count_active()
+        return max(1, -(-active // len(alive)))
 
     def close(self) -> None:
         for p in self._providers.values():
@@ -268,18 +304,36 @@ class Reconciler:
         t0 = time.perf_counter()
         now = self.clock()
         report = PassReport()
-        claimed = set(self.store.claim_jobs(self.owner, now, self.lease))
-        if self.only_jobs is not None:
-            claimed &= self.only_jobs
-        jobs = [j for j in self.store.jobs(list(ACTIVE_STATES)) if j.id in claimed]
+        claimed = self.store.claim(
+            self.owner, now, self.lease, limit=self.claim_limit(now), job_ids=self.only_jobs
+        )
+        for gone in set(self._memos) - set(claimed):  # released, taken over or finished
+            del self._memos[gone]
+        # Rows are read again only where they changed (their version moved) since last pass:
+        # this process writes the jobs it holds, so its copies stay current in between.
+        stale = [
+            j for j, v in claimed.items() if j not in self._memos or self._memos[j].version != v
+        ]
+        if stale:
+            fresh = self.store.jobs_by_id(stale, states=ACTIVE_STATES)
+            fresh_attempts = self.store.attempts_for([j.id for j in fresh])
+            for j in fresh:
+                memo = self._memos.setdefault(j.id, JobMemo())
+                memo.job, memo.version, memo.attempts = j, j.version, fresh_attempts[j.id]
+            for jid in set(stale) - {j.id for j in fresh}:
+                self._memos.pop(jid, None)
+        jobs: list[JobRow] = [
+            m.job
+            for jid in claimed
+            if (m := self._memos.get(jid)) is not None and m.job is not None
+        ]
+        ids = [j.id for j in jobs]
         report.jobs = len(jobs)
         # Observe: one list() per provider (configured once) per pass.
         by_provider: dict[str, list[JobRow]] = {}
         for j in jobs:
-            by_provider.setdefault(
-                j.provider + ":" + json.dumps(j.provider_options, sort_keys=True), []
-            ).append(j)
-        attempts = self.store.attempts_for([j.id for j in jobs])
+            by_provider.setdefault(self._provider_key(j), []).append(j)
+        cooldowns = self.store.cooldowns_for(ids, now)
         for key, group in by_provider.items():
             prov = self.provider_for(group[0])
             try:
@@ -287,6 +341,7 @@ class Reconciler:
                 report.provider_calls += 1
             except ProviderError as exc:
                 report.errors += 1
+                report.provider_errors[(exc.provider or key.split(":")[0], exc.kind.value)] += 1
                 log.warning("listing instances at %s failed: %s", key.split(":")[0], exc)
                 continue
             by_job: dict[str, list[Instance]] = {}
@@ -295,8 +350,16 @@ class Reconciler:
                     by_job.setdefault(inst.job_id, []).append(inst)
             notices = self._interruptions(key, prov, by_job, now, report)
             for job in group:
+                memo = self._memos[job.id]
                 runner = JobRunner(
-                    self, job, self.policy_of(job), prov, attempts.get(job.id, []), now
+                    self,
+                    job,
+                    self.policy_of(job),
+                    prov,
+                    memo.attempts,
+                    now,
+                    cooldowns=cooldowns.get(job.id, {}),
+                    memo=memo,
                 )
                 runner.interruptions = notices.get(job.id, [])
                 try:
@@ -307,17 +370,49 @@ class Reconciler:
                     self.store.add_event(job.id, "guard", f"launch refused: {exc}", at=now)
                 except ProviderError as exc:
                     report.errors += 1
+                    report.provider_errors[(exc.provider or job.provider, exc.kind.value)] += 1
+                    memo.forget()
                     self.store.add_event(
                         job.id,
                         "provider-error",
                         str(exc),
                         at=now,
-                        kind=exc.kind.value,
+                        error_kind=exc.kind.value,
                         code=exc.code,
                     )
-            self._reap(prov, seen, {j.id for j in jobs}, now, report)
+                except Exception as exc:  # one job's trouble must not stop the others
+                    report.errors += 1
+                    memo.forget()
+                    log.exception("job %s: step failed; the next pass retries", job.id)
+                    with contextlib.suppress(Exception):
+                        self.store.add_event(job.id, "error", f"step failed: {exc!r}", at=now)
+            try:
+                self._reap(prov, seen, set(ids), now, report)
+            except ProviderError as exc:
+                report.errors += 1
+                log.warning("reaping at %s failed: %s", key.split(":")[0], exc)
+        self._flush()
         report.seconds = time.perf_counter() - t0
         return report
+
+    def record_instance(self, row: InstanceRow) -> None:
+        """Write an instance row at the end of the pass (with the others, in one statement)."""
+        self._instance_rows.append(row)
+
+    def record_spend(self, job_id: str, spent: float) -> None:
+        """A job's running spend, written at the end of the pass (with the others)."""
+        self._spend[job_id] = spent
+
+    def _flush(self) -> None:
+        rows, self._instance_rows = self._instance_rows, []
+        spend, self._spend = self._spend, {}
+        try:
+            self.store.upsert_instances(rows)
+            self.store.update_jobs([{"id": j, "spent_usd": v} for j, v in spend.items()])
+        except Exception:  # bookkeeping only: the next pass writes it again
+            log.exception("writing instance states and spend failed")
+            for m in self._memos.values():
+                m.instances.clear()
 
     def _interruptions(
         self,
@@ -338,6 +433,8 @@ class Reconciler:
             return {}
         self._last_interruptions[key] = now - timedelta(seconds=5)  # overlap: clocks, late events
         owner = {i.id: job_id for job_id, insts in by_job.items() for i in insts}
+        if len(self._seen_interruptions) > 100_000:  # a daemon runs for months
+            self._seen_interruptions = {m for m in self._seen_interruptions if m[0] in owner}
         out: dict[str, list[Any]] = {}
         for it in items:
             job_id = owner.get(it.instance_id)
@@ -348,7 +445,8 @@ class Reconciler:
             if mark in self._seen_interruptions:
                 continue
             self._seen_interruptions.add(mark)
-            if it.kind == "notice":
+            # once per notice, also across restarts (the memory above is this process's)
+            if it.kind == "notice" and not self.store.has_event(job_id, "notice", it.instance_id):
                 until = f"; capacity goes at {it.deadline:%H:%M:%S}" if it.deadline else ""
                 self.store.add_event(
                     job_id,
@@ -360,6 +458,16 @@ class Reconciler:
                 )
         return out
 
+    def reap_orphans(self, provider: str, options: dict[str, Any]) -> int:
+        """List one provider's managed instances and reap those whose job is finished or
+        unknown (the daemon's periodic reaping, for providers that no active job uses)."""
+        probe = JobRow(provider=provider, provider_options=dict(options))
+        prov = self.provider_for(probe)
+        report = PassReport()
+        seen = prov.list({TAG_MANAGED: "true"})
+        self._reap(prov, seen, set(), self.clock(), report)
+        return report.reaped
+
     def _reap(
         self,
         prov: Provider,
@@ -368,18 +476,20 @@ class Reconciler:
         now: datetime,
         report: PassReport,
     ) -> None:
-        """Terminate instances with our tag whose job is finished or unknown to the store."""
+        """Terminate instances with our tag whose job is finished or unknown to the store
+        (an active job's instances are its runner's business, whichever replica holds it)."""
         candidates = [i for i in seen if i.state.alive and i.job_id and i.job_id not in owned]
         if not candidates:
             return
-        orphans = []
-        for inst in candidates:
-            assert inst.job_id is not None
-            job = self.store.job(inst.job_id) if inst.job_id else None
-            if job is None or job.id != inst.job_id or job.state in FINAL_STATES:
-                orphans.append(inst)
+        states = self.store.job_states([i.job_id for i in candidates if i.job_id])
+        orphans = [
+            i for i in candidates if i.job_id not in states or states[i.job_id] in FINAL_STATES
+        ]
         if orphans:
+            from provisioner.jobrun import crash_point
+
             prov.terminate([i.id for i in orphans])
+            crash_point("after-reap")
             report.provider_calls += 1
             report.reaped += len(orphans)
             for i in orphans:

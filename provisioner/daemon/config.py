@@ -33,7 +33,18 @@ class DaemonConfig(BaseModel):
     price_refresh_interval: Annotated[timedelta, Field()] = timedelta(hours=1)
     reap_interval: Annotated[timedelta, Field()] = timedelta(seconds=60)
     lease: Annotated[
-        timedelta, Field(description="Job lease; another replica takes over after it.")
+        timedelta,
+        Field(
+            description="Job lease, renewed every pass: a replica that stops renewing loses its "
+            "jobs to the others after it (takeover within lease + reconcile_interval)."
+        ),
+    ] = timedelta(seconds=8)
+    decide_interval: Annotated[
+        timedelta,
+        Field(description="A job whose observations did not change is decided again this often."),
+    ] = timedelta(seconds=60)
+    progress_interval: Annotated[
+        timedelta, Field(description="A running job's progress is re-read this often.")
     ] = timedelta(seconds=10)
     metrics: MetricsConfig = Field(default_factory=lambda: MetricsConfig())
     providers: dict[str, dict[str, Any]] = Field(
@@ -46,6 +57,8 @@ class DaemonConfig(BaseModel):
         "price_refresh_interval",
         "reap_interval",
         "lease",
+        "decide_interval",
+        "progress_interval",
         mode="before",
     )(classmethod(lambda cls, v: _dur(v)))
 

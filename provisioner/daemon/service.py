@@ -56,13 +56,12 @@ class Daemon:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def open(self) -> None:
-        from provisioner.reconciler import Reconciler
         from provisioner.store import Store, heartbeat
 
         url = self.store_url_override or self.config.store
         self.store = Store(url)
         heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
-        self.reconciler = Reconciler(self.store, owner=self.owner, lease=self.config.lease)
+        self.reconciler = reconciler_for(self.store, self.config, self.owner)
         if self.config.metrics.enabled:
             port = (
                 self.metrics_port_override
@@ -136,6 +135,12 @@ class Daemon:
             log.error("reload failed, keeping the old configuration: %s", exc)
         else:
             self.config = new
+            with self.pass_lock:
+                rec = self.reconciler
+                if rec is not None:
+                    rec.lease, rec.decide_every = new.lease, new.decide_interval
+                    rec.progress_every = new.progress_interval
+                    rec.pass_interval_s = new.reconcile_interval.total_seconds()
             if self.scheduler is not None:
                 self.scheduler.shutdown(wait=True)
             self.schedule()
@@ -168,6 +173,8 @@ class Daemon:
         with self.pass_lock:
             t0 = time.perf_counter()
             try:
+                # alive before claiming: the other replicas count us in their shares
+                heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
                 report = self.reconciler.run_pass()
             except Exception:
                 log.exception("reconcile pass failed; the next pass retries")
@@ -178,6 +185,11 @@ class Daemon:
             m.pass_seconds.observe(time.perf_counter() - t0)
             m.passes.inc()
             m.reaped.inc(report.reaped)
+            for seconds in report.launch_seconds:
+                m.launch_latency.labels(provider="all").observe(seconds)
+            m.restarts.inc(report.restarts)
+            for (provider, kind), n in report.provider_errors.items():
+                m.provider_errors.labels(provider=provider, kind=kind).inc(n)
             m.owned.set(report.jobs)
             self._update_gauges()
             self.notifier.status(
@@ -234,31 +246,36 @@ class Daemon:
                 log.warning("price refresh at %s failed: %s", name, exc)
 
     def reap(self) -> None:
-        """Orphans at configured providers that have no active job here (the pass reaps the rest)."""
-        from providers.base import get
-        from provisioner.models import TAG_MANAGED
-        from provisioner.store import FINAL_STATES
-
+        """Orphans at the configured providers: instances with our tag whose job is finished or
+        unknown (each pass also reaps at the providers its jobs use)."""
         for name, opts in self.config.providers.items():
             try:
-                prov = get(name, **opts)
-                orphans = []
-                for inst in prov.list({TAG_MANAGED: "true"}):
-                    if not inst.state.alive or not inst.job_id:
-                        continue
-                    job = self.store.job(inst.job_id)
-                    if job is None or job.id != inst.job_id or job.state in FINAL_STATES:
-                        orphans.append(inst.id)
-                if orphans:
-                    prov.terminate(orphans)
-                    self.metrics.reaped.inc(len(orphans))
-                    log.warning("reaped %d orphan instance(s) at %s", len(orphans), name)
-                prov.close()
+                with self.pass_lock:
+                    n = self.reconciler.reap_orphans(name, opts)
+                if n:
+                    log.warning("reaped %d orphan instance(s) at %s", n, name)
+                    self.metrics.reaped.inc(n)
             except Exception as exc:
                 log.warning("reaping at %s failed: %s", name, exc)
 
     def watchdog(self) -> None:
         self.notifier.watchdog()
+
+
+def reconciler_for(store: Any, config: DaemonConfig, owner: str) -> Any:
+    """The daemon's reconciler: every active job (an even share when replicas run)."""
+    from provisioner.reconciler import Reconciler
+
+    rec = Reconciler(
+        store,
+        owner=owner,
+        lease=config.lease,
+        share=True,
+        decide_every=config.decide_interval,
+        progress_every=config.progress_interval,
+    )
+    rec.pass_interval_s = config.reconcile_interval.total_seconds()
+    return rec
 
 
 def _version() -> str:

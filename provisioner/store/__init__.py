@@ -15,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy import Engine, case, create_engine, delete, event, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.attributes import set_committed_value
 
 from provisioner.store.schema import (
     AttemptRow,
@@ -216,6 +217,38 @@ class Store:
                 q = q.limit(limit)
             return [self._fix(r) for r in s.scalars(q).all()]
 
+    def jobs_by_id(
+        self, job_ids: Sequence[str], states: Sequence[str] | None = None
+    ) -> list[JobRow]:
+        """The jobs with these ids (in the order given; missing ones left out)."""
+        found: dict[str, JobRow] = {}
+        with self.session() as s:
+            for chunk in _chunks(list(job_ids)):
+                q = select(JobRow).where(JobRow.id.in_(chunk))
+                if states:
+                    q = q.where(JobRow.state.in_(states))
+                for r in s.scalars(q).all():
+                    found[r.id] = self._fix(r)
+        return [found[j] for j in job_ids if j in found]
+
+    def job_states(self, job_ids: Sequence[str]) -> dict[str, str]:
+        """``{id: state}`` for those of ``job_ids`` that exist (exact ids)."""
+        out: dict[str, str] = {}
+        with self.session() as s:
+            for chunk in _chunks(list(dict.fromkeys(job_ids))):
+                for jid, state in s.execute(
+                    select(JobRow.id, JobRow.state).where(JobRow.id.in_(chunk))
+                ):
+                    out[jid] = state
+        return out
+
+    def update_jobs(self, values: Sequence[dict[str, Any]]) -> None:
+        """Several jobs' columns in one transaction (``values``: dicts with the job ``id``)."""
+        if not values:
+            return
+        with self.session() as s:
+            s.execute(update(JobRow), list(values))
+
     @staticmethod
     def _fix(row: Any) -> Any:
         if row is None:
@@ -233,7 +266,8 @@ class Store:
             "until",
         ):
             if hasattr(row, attr):
-                setattr(row, attr, _aware(getattr(row, attr)))
+                # as loaded, not as a change: the row must not be written back on commit
+                set_committed_value(row, attr, _aware(getattr(row, attr)))
         return row
 
     def update_job(self, job_id: str, **values: Any) -> None:
@@ -251,31 +285,83 @@ class Store:
     # -- leases (one supervisor per job; several daemon replicas share the jobs) ---------------
 
     def claim_jobs(
-        self, owner: str, now: datetime, lease: timedelta, limit: int = 100_000
+        self,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int = 100_000,
+        job_ids: Iterable[str] | None = None,
     ) -> list[str]:
-        """Claim (or renew) jobs for ``owner``: unowned, owned by us, or whose lease expired.
+        """Claim (or renew) up to ``limit`` jobs for ``owner`` (see :meth:`claim`)."""
+        return list(self.claim(owner, now, lease, limit, job_ids))
 
-        On PostgreSQL the candidate rows are locked with ``FOR UPDATE SKIP LOCKED``, so replicas
-        claiming at the same moment never take the same job.
+    def claim(
+        self,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int = 100_000,
+        job_ids: Iterable[str] | None = None,
+    ) -> dict[str, int]:
+        """Claim (or renew) up to ``limit`` jobs for ``owner``: unowned, owned by us, or whose
+        lease expired; ``job_ids`` restricts the claim to those jobs. Returns each claimed
+        job's row version (it changes with every :meth:`update_job`).
+
+        Jobs we hold already come first, so renewing never loses a job to a newcomer; jobs we
+        hold beyond ``limit`` are released (another replica takes them on its next pass: this
+        is how replicas even out). On PostgreSQL the candidate rows are locked with
+        ``FOR UPDATE SKIP LOCKED``, so replicas claiming at the same moment never take the
+        same job.
         """
         until = now + lease
+        wanted = None if job_ids is None else list(job_ids)
+        if wanted is not None and not wanted:
+            return {}
         with self.session() as s:
             q = (
-                select(JobRow.id)
+                select(JobRow.id, JobRow.version)
                 .where(JobRow.state.in_(ACTIVE_STATES))
                 .where(
                     (JobRow.owner.is_(None)) | (JobRow.owner == owner) | (JobRow.lease_until < now)
                 )
+                .order_by(case((JobRow.owner == owner, 0), else_=1), JobRow.submitted_at)
                 .limit(limit)
             )
+            if wanted is not None:
+                q = q.where(JobRow.id.in_(wanted))
             if self.is_postgres:
                 q = q.with_for_update(skip_locked=True)
-            ids = list(s.scalars(q).all())
-            if ids:
+            got = {jid: version for jid, version in s.execute(q)}
+            ids = list(got)
+            for chunk in _chunks(ids):
                 s.execute(
-                    update(JobRow).where(JobRow.id.in_(ids)).values(owner=owner, lease_until=until)
+                    update(JobRow)
+                    .where(JobRow.id.in_(chunk))
+                    .values(owner=owner, lease_until=until)
                 )
-            return ids
+            if len(ids) >= limit:  # we may hold more than our share: let the rest go
+                s.execute(
+                    update(JobRow)
+                    .where(JobRow.owner == owner, JobRow.lease_until != until)
+                    .values(owner=None, lease_until=None)
+                )
+            return got
+
+    def renew_lease(self, job_id: str, owner: str, until: datetime) -> bool:
+        """Extend ``owner``'s lease on a job to ``until`` if ``owner`` still holds it (even
+        past its expiry, as long as no other replica claimed the job meanwhile). Called right
+        before a launch: False means another replica owns the job and this one must not act."""
+        with self.session() as s:
+            done = s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.owner == owner)
+                .values(lease_until=until)
+            )
+            return bool(done.rowcount)  # type: ignore[attr-defined]
+
+    def count_active(self) -> int:
+        with self.session() as s:
+            return int(s.scalar(select(func.count()).where(JobRow.state.in_(ACTIVE_STATES))) or 0)
 
     def release_jobs(self, owner: str, job_ids: Iterable[str] | None = None) -> None:
         with self.session() as s:
@@ -332,6 +418,26 @@ class Store:
         with self.session() as s:
             s.merge(row)
 
+    def upsert_instances(self, rows: Sequence[InstanceRow]) -> None:
+        """Insert or update many instance rows in one statement per chunk."""
+        if not rows:
+            return
+        if self.is_postgres:
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+        cols = [c.name for c in InstanceRow.__table__.columns]
+        keys = ("provider", "instance_id")
+        docs = [{c: getattr(r, c) for c in cols} for r in rows]
+        with self.session() as s:
+            for chunk in _chunks(docs, 1000):
+                stmt = insert(InstanceRow).values(chunk)
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=list(keys),
+                    set_={c: stmt.excluded[c] for c in cols if c not in keys},
+                )
+                s.execute(stmt)
+
     def instances(self, job_id: str | None = None) -> list[InstanceRow]:
         with self.session() as s:
             q = select(InstanceRow)
@@ -363,6 +469,17 @@ class Store:
                 )
             )
 
+    def has_event(self, job_id: str, kind: str, mentioning: str) -> bool:
+        """Whether the job has an event of ``kind`` whose message mentions ``mentioning``."""
+        with self.session() as s:
+            q = (
+                select(EventRow.id)
+                .where(EventRow.job_id == job_id, EventRow.kind == kind)
+                .where(EventRow.message.contains(mentioning, autoescape=True))
+                .limit(1)
+            )
+            return s.scalar(q) is not None
+
     def events(
         self, job_id: str | None = None, after_id: int = 0, limit: int | None = None
     ) -> list[EventRow]:
@@ -385,6 +502,19 @@ class Store:
                     job_id=job_id, provider=provider, location=location, until=until, reason=reason
                 )
             )
+
+    def cooldowns_for(
+        self, job_ids: Sequence[str], now: datetime
+    ) -> dict[str, dict[tuple[str, str], datetime]]:
+        """Current cooldowns of many jobs (expired ones are deleted), in two statements."""
+        out: dict[str, dict[tuple[str, str], datetime]] = {j: {} for j in job_ids}
+        with self.session() as s:
+            s.execute(delete(CooldownRow).where(CooldownRow.until < now))
+            # the table holds only cooldowns in force: reading it whole beats a long IN list
+            for r in s.scalars(select(CooldownRow)):
+                if r.job_id in out:
+                    out[r.job_id][(r.provider, r.location)] = _aware(r.until) or r.until
+        return out
 
     def cooldowns(self, job_id: str, now: datetime) -> dict[tuple[str, str], datetime]:
         with self.session() as s:
@@ -426,6 +556,8 @@ def heartbeat(store: Store, owner: str, now: datetime, version: str = "") -> Non
         row = s.get(ReplicaRow, owner)
         if row is None:
             s.add(ReplicaRow(owner=owner, started_at=now, last_seen=now, version=version))
+            # replicas gone for a day (killed without a goodbye) are forgotten
+            s.execute(delete(ReplicaRow).where(ReplicaRow.last_seen < now - timedelta(days=1)))
         else:
             row.last_seen = now
 
@@ -441,6 +573,11 @@ def live_replicas(
 def drop_replica(store: Store, owner: str) -> None:
     with store.session() as s:
         s.execute(delete(ReplicaRow).where(ReplicaRow.owner == owner))
+
+
+def _chunks(items: Sequence[Any], size: int = 5000) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
 
 
 def metadata_tables() -> list[str]:
