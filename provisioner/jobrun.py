@@ -12,6 +12,7 @@ counted from the attempts, so a crash between two writes never loses one.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -19,6 +20,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.model import Policy
@@ -39,6 +41,8 @@ CAPACITY_COOLDOWN = timedelta(minutes=5)
 MOVE_ON = ("capacity", "price-too-low", "quota")
 #: Hold-off after a launch failure that the next offer would not cure (doubling, capped).
 BACKOFF_FIRST, BACKOFF_MAX = timedelta(seconds=5), timedelta(minutes=5)
+#: A running job's row gets its progress (step counts) at least this often.
+PROGRESS_ROW_EVERY = timedelta(seconds=60)
 #: An agent whose progress is older than this is taken for gone (it writes every 5 s).
 AGENT_SILENT = timedelta(minutes=10)
 #: A running job's spend is written to its row when it moved by this much (batched per pass).
@@ -97,7 +101,9 @@ class JobMemo:
     job: JobRow | None = None  # the job's row as this process last read and wrote it
     version: int | None = None  # its version when read (another writer moves it)
     attempts: list[AttemptRow] = field(default_factory=list)
-    spread: float | None = None  # this job's share of decide_every (see redecide_after)
+    provider_key: str = ""  # which configured provider the job runs on
+    progress_written_at: datetime | None = None  # when the job row's progress was last queued
+    phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
 
     def forget(self) -> None:
         """Read the job, decide and read progress afresh next pass (after an error)."""
@@ -158,17 +164,24 @@ class JobRunner:
         from provisioner.agent.store import CheckpointStore
 
         try:
-            if self.memo.checkpoints is None:
-                self.memo.checkpoints = CheckpointStore(self.checkpoint_uri(), self.job.id)
-            doc: dict[str, Any] | None = self.memo.checkpoints.read_json("progress.json")
-            return doc
+            store = self.memo.checkpoints
+            if store is None:
+                store = self.memo.checkpoints = CheckpointStore(self.checkpoint_uri(), self.job.id)
+            if store.local:  # the same file, without fsspec's per-call overhead (10,000 jobs)
+                try:
+                    doc = json.loads(Path(store.path("progress.json")).read_bytes())
+                except (OSError, ValueError):
+                    return None
+                return doc if isinstance(doc, dict) else None
+            got: dict[str, Any] | None = store.read_json("progress.json")
+            return got
         except Exception as exc:  # an unreachable checkpoint store must not stop the pass
             log.warning("job %s: cannot read progress: %s", self.job.id, exc)
             return None
 
     def progress_for(self, live: list[Instance]) -> dict[str, Any] | None:
         """The job's progress: read again when the memo's copy is older than the reconciler's
-        ``progress_every`` (spread by :meth:`spread`), when the live instances changed, or when
+        ``progress_every`` (see :meth:`due`), when the live instances changed, or when
         none is live."""
         memo, every = self.memo, self.rec.progress_every
         ids = frozenset(i.id for i in live)
@@ -176,7 +189,7 @@ class JobRunner:
             memo.progress_at is not None
             and ids
             and ids == memo.live
-            and self.now - memo.progress_at < every * self.spread()
+            and not self.due(memo.progress_at, every)
         )
         if not fresh:
             memo.progress, memo.progress_at, memo.live = self.read_progress(), self.now, ids
@@ -207,7 +220,33 @@ class JobRunner:
         """Queue the job's running spend for the pass's batched write when it moved."""
         spent = self.spent()
         if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
-            self.rec.record_spend(self.job.id, spent)
+            self.rec.record_job(self.job.id, spent_usd=spent)
+            self.job.spent_usd = spent
+
+    def progress_worth_writing(self, progress: dict[str, Any]) -> bool:
+        """Whether the job row's copy of the progress is to be replaced: at once when its state,
+        attempt or checkpoint moved (or the reconciler reads progress every pass, as ``up``
+        does); a step count alone, once per ``PROGRESS_ROW_EVERY`` (10,000 agents report
+        every 5 s: their steps are for display, the store need not follow each one)."""
+        old = self.job.progress or {}
+        if self.rec.progress_every <= timedelta(0) or any(
+            progress.get(k) != old.get(k) for k in ("state", "attempt", "last_checkpoint")
+        ):
+            return True
+        return self.due(self.memo.progress_written_at, PROGRESS_ROW_EVERY)
+
+    def settle(self, updates: dict[str, Any]) -> None:
+        """Write what changed of the job: its progress and spend with the pass's batch (they
+        change all the time and decide nothing here), anything else at once."""
+        if set(updates) <= {"progress"}:
+            if "progress" in updates:
+                self.job.progress = updates["progress"]
+                self.memo.progress_written_at = self.now
+                self.rec.record_job(self.job.id, progress=updates["progress"])
+            self.note_spend()
+        else:
+            spent = self.spent()
+            self.store.update_job(self.job.id, spent_usd=spent, **updates)
             self.job.spent_usd = spent
 
     def fingerprint(self, seen: list[Instance], progress: dict[str, Any] | None) -> tuple[Any, ...]:
@@ -232,16 +271,17 @@ class JobRunner:
             tuple(sorted(self.cooldowns())),
         )
 
-    def redecide_after(self) -> timedelta:
-        """This job's period between decisions on unchanged inputs: ``decide_every`` spread
-        over [0.5, 1.5) of it by the job's id, so that jobs do not all come due together."""
-        return self.rec.decide_every * self.spread()
-
-    def spread(self) -> float:
-        """This job's factor in [0.5, 1.5), fixed by its id: periodic work spread over passes."""
-        if self.memo.spread is None:
-            self.memo.spread = 0.5 + (zlib.crc32(self.job.id.encode()) % 1000) / 1000.0
-        return self.memo.spread
+    def due(self, last: datetime | None, every: timedelta) -> bool:
+        """Whether periodic work done at ``last`` is due again: once per ``every``, at a
+        moment fixed by the job's id, so that the jobs' turns spread evenly over the passes
+        (each pass does about jobs x interval / every of them, not all at once)."""
+        if last is None or every <= timedelta(0):
+            return True
+        if self.memo.phase is None:
+            self.memo.phase = (zlib.crc32(self.job.id.encode()) % 10_000) / 10_000.0
+        e = every.total_seconds()
+        shift = self.memo.phase * e
+        return (self.now.timestamp() + shift) // e != (last.timestamp() + shift) // e
 
     def read_result(self, progress: dict[str, Any]) -> dict[str, Any]:
         """The job's output/result.json from the checkpoint store, else its last progress."""
@@ -294,9 +334,11 @@ class JobRunner:
         job = self.job
         self.record_instances(seen)
         live = [i for i in seen if i.state.alive]
+        reads = self.memo.progress_at
         progress = self.progress_for(live)
+        report.progress_reads += self.memo.progress_at is not reads
         updates: dict[str, Any] = {}
-        if progress and progress != job.progress:
+        if progress and progress != job.progress and self.progress_worth_writing(progress):
             updates["progress"] = progress
 
         # Cancellation requested (provisioner down, Job.cancel()).
@@ -434,35 +476,35 @@ class JobRunner:
             return
 
         # Decide and act; a launch refused for capacity or price moves on to the next offer.
-        # Unchanged inputs since a decision that only waited: decide again only once
-        # ``redecide_after`` has passed (what changes with time alone: slack, spend).
+        # Unchanged inputs since a decision that only waited: decide again only when due (once
+        # per ``decide_every``; what changes with time alone: slack, spend against the budget)
         from provisioner import decide as d
         from provisioner.jobdecide import decide_for
 
         memo = self.memo
         wait = None if live else self.launch_backoff()
         if wait is not None:
-            self.note_spend()
-            if updates:
-                self.store.update_job(job.id, **updates)
+            self.settle(updates)
             log.info("job %s: launch failures; next try in %.0f s", job.id, wait.total_seconds())
             return
-        fp = self.fingerprint(seen, progress) if self.rec.decide_every else None
+        # (only while an instance runs the job: a job waiting for capacity tries every pass)
+        steady = bool(live) and self.rec.decide_every > timedelta(0)
+        fp = self.fingerprint(seen, progress) if steady else None
+        if fp is not None and memo.decided_at is None and self.running_as_recorded(live):
+            # First sight of a job that runs as its store says (a restart, a takeover): it was
+            # decided before; its turn comes within ``decide_every``, like every other's.
+            memo.fingerprint, memo.decided_at = fp, self.now
         if (
             fp is not None
             and fp == memo.fingerprint
-            and memo.decided_at is not None
-            and self.now - memo.decided_at < self.redecide_after()
+            and not self.due(memo.decided_at, self.rec.decide_every)
         ):
-            if updates:
-                self.store.update_job(job.id, spent_usd=self.spent(), **updates)
-                job.spent_usd = self.spent()
-            else:
-                self.note_spend()
+            self.settle(updates)
             return
         memo.fingerprint = None
         actions: list[Any] = []
         for _ in range(MAX_LAUNCH_TRIES_PER_PASS):
+            report.decisions += 1
             actions = self.hold_finish(decide_for(self, Observed(seen, progress)), live, progress)
             if not self.act(actions, report, updates):
                 break
@@ -471,6 +513,17 @@ class JobRunner:
             memo.fingerprint = self.fingerprint(seen, progress)
 
     # -- acting -------------------------------------------------------------------------------
+
+    def running_as_recorded(self, live: list[Instance]) -> bool:
+        """One live instance, the current attempt's, running, and no interruption for it."""
+        cur = self.current
+        return (
+            cur is not None
+            and cur.state == "running"
+            and len(live) == 1
+            and live[0].id == cur.instance_id
+            and not self.interruptions
+        )
 
     def launch_backoff(self) -> timedelta | None:
         """How long to hold off the next launch after launches that failed for reasons another
@@ -566,8 +619,9 @@ class JobRunner:
             "recovering",
         ):
             state = "running"
-        if state == job.state and not updates:
-            self.note_spend()
+        if state == job.state and set(updates) <= {"progress"}:
+            self.settle(updates)
+            updates.clear()
             return retry
         spent = self.spent()
         self.store.update_job(job.id, state=state, spent_usd=spent, **updates)

@@ -162,6 +162,8 @@ class PassReport:
     actions: list[str] = field(default_factory=list)
     launch_seconds: list[float] = field(default_factory=list)  # each launch call's latency
     restarts: int = 0  # attempts found preempted this pass
+    decisions: int = 0  # decide() calls
+    progress_reads: int = 0  # progress.json reads
     provider_errors: Counter[tuple[str, str]] = field(default_factory=Counter)  # (provider, kind)
 
 
@@ -215,7 +217,7 @@ class Reconciler:
         #: (0: every pass); a job without a live instance is read every pass.
         self.progress_every = progress_every
         self._memos: dict[str, JobMemo] = {}
-        self._spend: dict[str, float] = {}
+        self._job_cols: dict[str, dict[str, Any]] = {}
         self._instance_rows: list[InstanceRow] = []
 
     # -- offers and candidates -------------------------------------------------------------
@@ -320,6 +322,7 @@ class Reconciler:
             for j in fresh:
                 memo = self._memos.setdefault(j.id, JobMemo())
                 memo.job, memo.version, memo.attempts = j, j.version, fresh_attempts[j.id]
+                memo.provider_key = self._provider_key(j)
             for jid in set(stale) - {j.id for j in fresh}:
                 self._memos.pop(jid, None)
         jobs: list[JobRow] = [
@@ -332,7 +335,7 @@ class Reconciler:
         # Observe: one list() per provider (configured once) per pass.
         by_provider: dict[str, list[JobRow]] = {}
         for j in jobs:
-            by_provider.setdefault(self._provider_key(j), []).append(j)
+            by_provider.setdefault(self._memos[j.id].provider_key, []).append(j)
         cooldowns = self.store.cooldowns_for(ids, now)
         for key, group in by_provider.items():
             prov = self.provider_for(group[0])
@@ -399,16 +402,21 @@ class Reconciler:
         """Write an instance row at the end of the pass (with the others, in one statement)."""
         self._instance_rows.append(row)
 
-    def record_spend(self, job_id: str, spent: float) -> None:
-        """A job's running spend, written at the end of the pass (with the others)."""
-        self._spend[job_id] = spent
+    def record_job(self, job_id: str, **columns: Any) -> None:
+        """Job columns that change all the time (spend, progress), written at the end of the
+        pass with the others' in a few statements."""
+        self._job_cols.setdefault(job_id, {}).update(columns)
 
     def _flush(self) -> None:
         rows, self._instance_rows = self._instance_rows, []
-        spend, self._spend = self._spend, {}
+        cols, self._job_cols = self._job_cols, {}
+        by_keys: dict[frozenset[str], list[dict[str, Any]]] = {}
+        for job_id, values in cols.items():
+            by_keys.setdefault(frozenset(values), []).append({"id": job_id, **values})
         try:
             self.store.upsert_instances(rows)
-            self.store.update_jobs([{"id": j, "spent_usd": v} for j, v in spend.items()])
+            for batch in by_keys.values():
+                self.store.update_jobs(batch)
         except Exception:  # bookkeeping only: the next pass writes it again
             log.exception("writing instance states and spend failed")
             for m in self._memos.values():

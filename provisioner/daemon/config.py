@@ -41,8 +41,11 @@ class DaemonConfig(BaseModel):
     ] = timedelta(seconds=8)
     decide_interval: Annotated[
         timedelta,
-        Field(description="A job whose observations did not change is decided again this often."),
-    ] = timedelta(seconds=60)
+        Field(
+            description="A running job whose observations did not change is decided again this "
+            "often (what changes with time alone: deadline slack, spend against the budget)."
+        ),
+    ] = timedelta(seconds=120)
     progress_interval: Annotated[
         timedelta, Field(description="A running job's progress is re-read this often.")
     ] = timedelta(seconds=10)
