@@ -1,0 +1,401 @@
+"""Daemon scale: reconcile passes over 1,000 and 10,000 jobs on the sim provider.
+
+For each size N this sets up a steady state, then measures the daemon's reconcile pass:
+
+* a SQLite store (or ``--store URL``, e.g. a PostgreSQL database) with N jobs under ten
+  policies (the jobs are inserted directly, with a running attempt each);
+* one sim server with N running instances, one per job, tagged with its (job, attempt) and
+  launched without a job spec, so each is a placeholder ``sleep`` process (docs/agent.md):
+  no agent and no job run, the pass sees what it would see of N busy VMs;
+* a ``progress.json`` per job in a ``file://`` checkpoint store (state ``running``),
+  rewritten every 5 s per job during the measurement as the agents would (``--no-agents``:
+  left alone), so the daemon finds new progress whenever it reads.
+
+The passes run in a fresh interpreter (the daemon's view: its own memory only), with the
+daemon's reconciler and its default settings (``provisioner.daemon.service.reconciler_for``;
+``--decide-interval``/``--progress-interval`` change two of them), a pass every
+``--interval`` seconds as the daemon schedules them: one cold pass (policies parsed, plans
+computed, every job decided, instances recorded), then ``--passes`` warm ones, in which each
+job is decided again once per ``decide_interval`` and its progress read once per
+``progress_interval``, at moments spread over the passes. Printed per size: seconds per
+pass (cold; warm median and max; how much of it was spent waiting for the sim server's
+answers), HTTP requests to the sim server per pass (counted on the wire, in the sim client)
+next to the reconciler's own count, decide() calls and progress reads per pass, and the
+measuring process's peak RSS (``ru_maxrss``).
+
+    .venv/bin/python benchmarks/daemon_scale.py [--jobs 1000 10000] [--passes 20]
+        [--interval 5] [--decide-interval 120] [--progress-interval 10]
+        [--store postgresql+psycopg://...]
+
+The aims (issue #5): <= 1 s per pass and <= 300 MB at 10,000 jobs; provider calls per pass
+growing with regions, not with jobs. Launching 10,000 sandboxes takes about half a minute
+and 2 GB of memory for the ``sleep`` processes; the sim server then spends a good part of a
+core watching them, on the same machine as the measured process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+POLICY = """\
+name: scale-{i}
+job:
+  command: ["python", "-m", "examples.train", "--steps", "100000"]
+  compute_hours: 200
+  reference_gpu: A10G
+resources:
+  gpu_count: 1
+market: spot-then-on-demand
+bid_cap:
+  max_spot_price_per_gpu_hour: {cap}
+deadline: 30d
+checkpoint:
+  uri: {uri}
+  interval: 10m
+restart:
+  max_restarts: 50
+  zone_cooldown: 10m
+"""
+
+SIM_OPTIONS: dict[str, Any] = {
+    "mimic": "aws",
+    "seconds_per_hour": 3600.0,  # real time: nothing moves during the measurement
+    "mtbp_hours": None,  # no preemptions
+    "idle_exit_s": 3600.0,
+    "terminate_grace_s": 0.5,
+}
+
+
+def setup(n: int, work: Path, store_url: str) -> None:
+    """N jobs, each with a running attempt and its placeholder instance at the sim."""
+    from policies.loader import parse_policy
+    from providers.sim import SimProvider
+    from provisioner.jobdecide import plan_candidates
+    from provisioner.models import LaunchRequest, Market
+    from provisioner.reconciler import Reconciler, attempt_row
+    from provisioner.store import Store
+    from provisioner.store.schema import AttemptRow, JobRow
+
+    ckpt = work / "ckpt"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    uri = f"file://{ckpt}"
+    store = Store(store_url)
+    options = {**SIM_OPTIONS, "state_dir": str(work / "sim")}
+    rec = Reconciler(store)
+    now = datetime.now(UTC)
+    texts = [POLICY.format(i=i, cap=2.0 + 0.1 * i, uri=uri) for i in range(10)]
+    probe = JobRow(id="probe", provider="sim", provider_options=options, policy_yaml=texts[0])
+    placements = [
+        plan_candidates(parse_policy(t, "p.yaml"), rec.catalog_for(probe), frozenset(), now)
+        for t in texts
+    ]
+    placements = [[p for p in ps if p.market is Market.SPOT][:8] for ps in placements]
+    sim: SimProvider = rec.provider_for(probe)  # type: ignore[assignment]
+
+    def launch(i: int) -> tuple[int, Any]:
+        job_id = f"scale-{i:05d}"
+        p = placements[i % 10][i % len(placements[i % 10])]
+        req = LaunchRequest(
+            job_id=job_id,
+            attempt=1,
+            offer=p.offer,
+            market=p.market,
+            bid_cap_per_hour=p.bid_cap_per_hour,
+            job_spec=None,
+        )
+        return i, (p, sim.launch(req))
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        launched = dict(pool.map(launch, range(n)))
+    print(f"  setup: {n} sim instances in {time.perf_counter() - t0:.1f} s", flush=True)
+    jobs, attempts = [], []
+    for i in range(n):
+        job_id = f"scale-{i:05d}"
+        p, inst = launched[i]
+        jobs.append(
+            JobRow(
+                id=job_id,
+                name=f"scale-{i % 10}",
+                policy_yaml=texts[i % 10],
+                policy_path=None,
+                workdir=str(work),
+                provider="sim",
+                provider_options=options,
+                state="running",
+                submitted_at=now,
+                updated_at=now,
+                deadline=now + timedelta(days=30),
+                attempt=1,
+                restarts=0,
+                spent_usd=0.0,
+                work_total_h=200.0,
+                work_done_h=0.0,
+                progress={},
+                result={},
+                reason="",
+                cancel_requested=False,
+                owner=None,
+                lease_until=None,
+                version=0,
+            )
+        )
+        a: AttemptRow = attempt_row(jobs[-1], 1, p, now, "benchmark")
+        a.instance_id, a.state, a.launched_at = inst.id, "running", inst.launched_at
+        attempts.append(a)
+        d = ckpt / job_id
+        d.mkdir(exist_ok=True)
+        (d / "progress.json").write_text(
+            json.dumps(
+                {
+                    "job_id": job_id,
+                    "attempt": 1,
+                    "instance_id": inst.id,
+                    "state": "running",
+                    "step": 10,
+                    "total_steps": 100000,
+                    "last_checkpoint": None,
+                }
+            )
+        )
+    with store.session() as s:
+        s.add_all(jobs)
+    with store.session() as s:
+        s.add_all(attempts)
+    rec.close()
+    store.close()
+
+
+class Agents(threading.Thread):
+    """Stand-ins for the agents' progress writes: each job's ``progress.json`` is rewritten
+    (step + 1, atomically, as an agent does) once every ``every`` seconds, the jobs' writes
+    spread over the period, so the daemon finds changed progress at every read."""
+
+    def __init__(self, ckpt: Path, n: int, every: float = 5.0) -> None:
+        super().__init__(daemon=True)
+        self.ckpt, self.n, self.every = ckpt, n, every
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        step = 10
+        while not self.halt.is_set():
+            t0 = time.monotonic()
+            step += 1
+            for i in range(self.n):
+                job_id = f"scale-{i:05d}"
+                d = self.ckpt / job_id
+                doc = {
+                    "job_id": job_id,
+                    "attempt": 1,
+                    "state": "running",
+                    "step": step,
+                    "total_steps": 100000,
+                    "last_checkpoint": None,
+                }
+                tmp = d / "progress.json.tmp"
+                tmp.write_text(json.dumps(doc))
+                os.replace(tmp, d / "progress.json")
+                if i % 100 == 99:
+                    lag = t0 + self.every * (i + 1) / self.n - time.monotonic()
+                    if lag > 0 and self.halt.wait(lag):
+                        return
+            self.halt.wait(max(0.0, t0 + self.every - time.monotonic()))
+
+
+def measure(
+    store_url: str, passes: int, interval: float, knobs: dict[str, float]
+) -> dict[str, Any]:
+    """Run in a fresh interpreter: the daemon's reconciler over the store, pass after pass."""
+    import resource
+
+    import providers.sim.client as sim_client
+    from provisioner.daemon.config import DaemonConfig
+    from provisioner.daemon.service import reconciler_for
+    from provisioner.store import Store
+
+    calls: dict[str, float] = {"n": 0, "s": 0.0}
+    real_request = sim_client.request
+
+    def counting(url: str, *args: Any, **kw: Any) -> Any:
+        calls["n"] += 1
+        t0 = time.perf_counter()
+        try:
+            return real_request(url, *args, **kw)
+        finally:
+            calls["s"] += time.perf_counter() - t0
+
+    sim_client.request = counting  # type: ignore[assignment]
+    import providers.sim.adapter as sim_adapter
+
+    sim_adapter.request = counting  # type: ignore[assignment]
+
+    store = Store(store_url)
+    config = DaemonConfig(
+        reconcile_interval=timedelta(seconds=interval),
+        **{k: timedelta(seconds=v) for k, v in knobs.items()},
+    )
+    rec = reconciler_for(store, config, "bench")  # the daemon's reconciler, its defaults
+    rows = []
+    for i in range(passes + 1):
+        if i > 1:
+            time.sleep(max(0.0, interval - rows[-1]["seconds"]))  # the daemon's cadence
+        before, waited = calls["n"], calls["s"]
+        t0, c0 = time.perf_counter(), time.process_time()
+        report = rec.run_pass()
+        took, cpu = time.perf_counter() - t0, time.process_time() - c0
+        rows.append(
+            {
+                "seconds": took,
+                "jobs": report.jobs,
+                "http": calls["n"] - before,
+                "sim_s": calls["s"] - waited,
+                "cpu_s": cpu,
+                "counted": report.provider_calls,
+                "launches": report.launches,
+                "decisions": report.decisions,
+                "reads": report.progress_reads,
+                "errors": report.errors,
+            }
+        )
+    rec.close()
+    store.close()
+    return {
+        "passes": rows,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--passes", type=int, default=20)
+    ap.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between pass starts (daemon: 5)"
+    )
+    ap.add_argument("--decide-interval", type=float, default=None, help="s (daemon: 120)")
+    ap.add_argument("--progress-interval", type=float, default=None, help="s (daemon: 10)")
+    ap.add_argument(
+        "--no-agents",
+        dest="agents",
+        action="store_false",
+        help="leave progress.json unchanged (default: rewritten every 5 s per job)",
+    )
+    ap.add_argument("--store", default=None, help="store URL (default: SQLite in a temp dir)")
+    ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.measure:
+        knobs = {
+            k: v
+            for k, v in (
+                ("decide_interval", args.decide_interval),
+                ("progress_interval", args.progress_interval),
+            )
+            if v is not None
+        }
+        print(json.dumps(measure(args.measure, args.passes, args.interval, knobs)))
+        return
+    # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the sim's sandboxes are always stopped
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    for n in args.jobs:
+        with tempfile.TemporaryDirectory(prefix="daemon-scale-") as tmp:
+            work = Path(tmp)
+            url = args.store or f"sqlite:///{work / 'store.db'}"
+            if args.store:
+                _reset(url)
+            print(f"{n} jobs:", flush=True)
+            agents = Agents(work / "ckpt", n)
+            try:
+                setup(n, work, url)
+                env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(work / "state"))
+                argv = [sys.executable, __file__, "--measure", url, "--passes", str(args.passes)]
+                argv += ["--interval", str(args.interval)]
+                for flag, value in (
+                    ("--decide-interval", args.decide_interval),
+                    ("--progress-interval", args.progress_interval),
+                ):
+                    if value is not None:
+                        argv += [flag, str(value)]
+                if args.agents:
+                    agents.start()
+                out = subprocess.run(
+                    argv, env=env, cwd=work, capture_output=True, text=True, check=False
+                )
+            finally:
+                agents.halt.set()
+                _stop_sim(work)
+            if out.returncode != 0:
+                print(out.stderr[-4000:])
+                raise SystemExit(out.returncode)
+            res = json.loads(out.stdout.strip().splitlines()[-1])
+            _print(n, res)
+
+
+def _reset(url: str) -> None:
+    from provisioner.store import Store
+    from provisioner.store.schema import Base
+
+    s = Store(url)
+    Base.metadata.drop_all(s.engine)
+    with s.engine.begin() as conn:
+        from sqlalchemy import text
+
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    s.close()
+
+
+def _stop_sim(work: Path) -> None:
+    from providers.sim import SimProvider
+
+    SimProvider(work / "sim").shutdown_server(terminate_all=True)
+
+
+def _print(n: int, res: dict[str, Any]) -> None:
+    rows = res["passes"]
+    cold, warm = rows[0], rows[1:]
+    ws = [r["seconds"] for r in warm] or [cold["seconds"]]
+    print(f"  jobs per pass            {cold['jobs']} (cold) / {warm[-1]['jobs'] if warm else '-'}")
+    print(f"  cold pass                {cold['seconds']:.3f} s")
+    print(f"  warm pass                median {statistics.median(ws):.3f} s, max {max(ws):.3f} s")
+    cpu = [r["cpu_s"] for r in warm] or [cold["cpu_s"]]
+    print(f"    CPU time of the pass        median {statistics.median(cpu):.3f} s")
+    sim = [r["sim_s"] for r in warm] or [cold["sim_s"]]
+    print(
+        f"    of which the sim's answers  median {statistics.median(sim):.3f} s "
+        "(listing every instance, interruptions)"
+    )
+    print(
+        "  sim HTTP calls per pass  "
+        + ", ".join(str(r["http"]) for r in rows)
+        + f"  (reconciler's count: {', '.join(str(r['counted']) for r in rows)})"
+    )
+    print(
+        f"  launches / errors        {sum(r['launches'] for r in rows)} / {sum(r['errors'] for r in rows)}"
+    )
+    dec = [r["decisions"] for r in warm] or [0]
+    reads = [r["reads"] for r in warm] or [0]
+    print(
+        f"  decide() per warm pass   median {statistics.median(dec):.0f}, max {max(dec)}; "
+        f"progress reads median {statistics.median(reads):.0f}, max {max(reads)}"
+    )
+    print(f"  peak RSS                 {res['peak_rss_mb']:.0f} MB")
+    print(flush=True)
+
+
+if __name__ == "__main__":
+    main()
