@@ -240,10 +240,10 @@ def measure(
         finally:
             calls["s"] += time.perf_counter() - t0
 
-    sim_client.request = counting  # type: ignore[assignment]
+    sim_client.request = counting
     import providers.sim.adapter as sim_adapter
 
-    sim_adapter.request = counting  # type: ignore[assignment]
+    sim_adapter.request = counting
 
     store = Store(store_url)
     config = DaemonConfig(
@@ -251,7 +251,7 @@ def measure(
         **{k: timedelta(seconds=v) for k, v in knobs.items()},
     )
     rec = reconciler_for(store, config, "bench")  # the daemon's reconciler, its defaults
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i in range(passes + 1):
         if i > 1:
             time.sleep(max(0.0, interval - rows[-1]["seconds"]))  # the daemon's cadence

@@ -155,9 +155,9 @@ def run_chaos(cloud: Cloud, tmp_path: Path, seed: int = SEED) -> tuple[Store, Wa
     log = tmp_path / "daemon.log"
     try:
         rounds: list[tuple[str | None, str | None]] = []
-        for point, before in CYCLE:
-            rounds.append((point, before))
-            if point != "after-launch-call":
+        for crash, first in CYCLE:
+            rounds.append((crash, first))
+            if crash != "after-launch-call":
                 rounds.append((None, None))
         i = 0
         while out.kills < KILLS:
