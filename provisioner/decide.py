@@ -41,6 +41,7 @@ import numpy as np
 from policies.model import MarketChoice, Policy
 from provisioner import strategies as st
 from provisioner.models import Instance, InstanceState, Interruption, Market, Placement
+from provisioner.planner import region_matches
 from provisioner.regions import regions
 from provisioner.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy
 
@@ -159,13 +160,6 @@ Action = Launch | Terminate | Wait | CoolDown | Finish | Fail
 # -- rules shared with the planner -------------------------------------------------------------
 
 
-def _region_matches(spec: str, provider: str, region: str) -> bool:
-    if ":" in spec:
-        p, _, r = spec.partition(":")
-        return p == provider and r == region
-    return spec == region
-
-
 def region_allowed(policy: Policy, provider: str, region: str) -> bool:
     """The planner's residency rules for one region: providers, jurisdictions, region lists."""
     res = policy.residency
@@ -180,10 +174,10 @@ def region_allowed(policy: Policy, provider: str, region: str) -> bool:
         if res.deny and reg.in_any(set(res.deny)):
             return False
     if res.allow_regions and not any(
-        _region_matches(s, provider, region) for s in res.allow_regions
+        region_matches(s, provider, region) for s in res.allow_regions
     ):
         return False
-    return not any(_region_matches(s, provider, region) for s in res.deny_regions)
+    return not any(region_matches(s, provider, region) for s in res.deny_regions)
 
 
 def spot_cap(policy: Policy, placement: Placement) -> float:

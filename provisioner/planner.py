@@ -142,7 +142,7 @@ def _gpu_models(policy: Policy) -> tuple[set[str] | None, set[str]]:
     return allowed, excluded
 
 
-def _region_matches(spec: str, provider: str, region: str) -> bool:
+def region_matches(spec: str, provider: str, region: str) -> bool:
     if ":" in spec:
         p, _, r = spec.partition(":")
         return p == provider and r == region
@@ -186,10 +186,10 @@ def _region_verdicts(
         if (
             not verdict
             and res.allow_regions
-            and not any(_region_matches(s, provider, code) for s in res.allow_regions)
+            and not any(region_matches(s, provider, code) for s in res.allow_regions)
         ):
             verdict = _CODE["denied_region"]
-        if not verdict and any(_region_matches(s, provider, code) for s in res.deny_regions):
+        if not verdict and any(region_matches(s, provider, code) for s in res.deny_regions):
             verdict = _CODE["denied_region"]
         verdicts.append(verdict)
         if targets:

@@ -63,7 +63,7 @@ class GuardViolation(RuntimeError):
 
 def guard_launch(policy: Policy, placement: Placement, spent_usd: float) -> None:
     """Re-check the hard rules on the exact launch about to be sent."""
-    from provisioner.regions import region
+    from provisioner.decide import region_allowed
 
     o = placement.offer
     price = o.price_for(placement.market)
@@ -71,17 +71,8 @@ def guard_launch(policy: Policy, placement: Placement, spent_usd: float) -> None
         raise GuardViolation(
             f"placement price {placement.price_per_hour} is not the offer's {price}"
         )
-    res = policy.residency
-    if res.providers and o.provider not in res.providers:
-        raise GuardViolation(f"provider {o.provider} not allowed")
-    if res.allow or res.deny:
-        reg = region(o.provider, o.region)
-        if reg is None:
-            raise GuardViolation(f"region {o.provider}:{o.region} has no known jurisdiction")
-        if res.allow and not reg.in_any(set(res.allow)):
-            raise GuardViolation(f"region {o.provider}:{o.region} outside {res.allow}")
-        if res.deny and reg.in_any(set(res.deny)):
-            raise GuardViolation(f"region {o.provider}:{o.region} is denied ({res.deny})")
+    if not region_allowed(policy, o.provider, o.region):  # the planner's residency rules
+        raise GuardViolation(f"{o.provider}:{o.region} is outside the policy's residency")
     budget = policy.budget
     if budget.max_price_per_hour is not None and price > budget.max_price_per_hour + 1e-12:
         raise GuardViolation(
