@@ -204,6 +204,8 @@ def _issues_from_validation(
             continue
         if err["type"] == "missing":
             line, col = _nearest(loc[:-1], values)
+        elif err["loc"] and err["loc"][-1] == "[key]":  # a mapping's key is wrong: point at it
+            line, col = keys.get(loc) or _nearest(loc, values)
         else:
             line, col = values.get(loc) or _nearest(loc, values)
         sig = (loc, err["type"])
@@ -298,13 +300,16 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         return PolicyError([PolicyIssue(name, None, None, "", message)])
 
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
                 raise whole_file("is a directory, not a policy file")
             if not stat.S_ISREG(st.st_mode):
                 # a FIFO, a device (/dev/zero) or a socket could block or never end
                 raise whole_file("is not a regular file; give the path of a policy YAML file")
+            os.set_blocking(fd, True)
             raw = f.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
         raise whole_file("no such file (see policies/*.yaml for examples)") from None

@@ -239,6 +239,15 @@ def provider_region(key: str) -> tuple[str, str]:
     return provider, region
 
 
+def _provider_region_key(key: str) -> str:
+    provider_region(key)
+    return key
+
+
+ProviderRegion = Annotated[str, AfterValidator(_provider_region_key)]
+RTT = Annotated[float, Field(gt=0, le=MAX_RTT_MS)]
+
+
 class LatencyTarget(_Model):
     name: str | None = None
     lat: float | None = Field(None, ge=-90, le=90)
@@ -268,21 +277,10 @@ class Latency(_Model):
     max_rtt_ms: float | None = Field(
         None, gt=0, description="Reject offers estimated slower than this."
     )
-    measured: dict[str, float] = Field(
+    measured: dict[ProviderRegion, RTT] = Field(
         default_factory=dict,
         description="Measured RTT in ms by `provider:region`; overrides estimates.",
     )
-
-    @field_validator("measured")
-    @classmethod
-    def _measured(cls, v: dict[str, float]) -> dict[str, float]:
-        for key, rtt in v.items():
-            provider_region(key)
-            if not 0 < rtt <= MAX_RTT_MS:
-                raise ValueError(
-                    f"the RTT for {key} must be > 0 and <= {MAX_RTT_MS:g} ms, got {rtt:g}"
-                )
-        return v
 
 
 class Preferences(_Model):
