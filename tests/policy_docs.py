@@ -191,7 +191,7 @@ def mutated(draw: st.DrawFn) -> str:
             text = text[:i] + text[i + draw(st.integers(1, 40)) :]
         elif op == "insert":
             junk = draw(
-                st.text(alphabet=st.sampled_from(NASTY_CHARS + ["x", "0", " ", "\n"]), max_size=8)
+                st.text(alphabet=st.sampled_from([*NASTY_CHARS, "x", "0", " ", "\n"]), max_size=8)
             )
             text = text[:i] + junk + text[i:]
         elif op == "dup" and lines:
@@ -244,7 +244,7 @@ def unicode_and_controls(draw: st.DrawFn) -> str:
     if kind == "escape":
         return _with_raw(path, draw(st.sampled_from(ESCAPES)), base)
     if kind == "key":
-        key = draw(st.sampled_from(ESCAPES + ['"[bold]x[/]"', '"[/oops]"', "'a.b'", "'<<'"]))
+        key = draw(st.sampled_from([*ESCAPES, '"[bold]x[/]"', '"[/oops]"', "'a.b'", "'<<'"]))
         return _dump(base) + f"{key}: 1\n"
     if kind == "bom":
         return "\ufeff" + _dump(base) + "\ufeff"
