@@ -241,7 +241,7 @@ def _nearest(loc: tuple[Any, ...], values: Marks) -> tuple[int, int]:
 def parse_policy(text: str, file: str = "<policy>") -> Policy:
     """Parse and validate policy YAML text; raise :class:`PolicyError` naming each location.
 
-    Bounded whatever the text: see :mod:`policies.safeyaml` for the limits (1 MB, 20,000
+    Bounded whatever the text: see :mod:`policies.safeyaml` for the limits (1 MB, 10,000
     values after aliases, 32 levels, plain-data tags, finite numbers of sane size).
     """
     try:

@@ -195,9 +195,9 @@ def test_the_alias_bomb_is_refused_at_the_alias_that_crosses_the_budget() -> Non
         with pytest.raises(PolicyError) as info:
             parse_policy(alias_bomb(levels), "p.yaml")
         (issue,) = info.value.issues
-        # 10**4 values at level 4: the first alias of a4 that pushes past 20,000 is on line 5
-        assert (issue.line, issue.column, issue.field) == (5, 10, "a4[0]"), str(issue)
-        assert "alias" in issue.message and "20,000" in issue.message
+        # level 3 holds 1,111 values per alias: its 8th alias (line 4) crosses the 10,000 budget
+        assert (issue.line, issue.column, issue.field) == (4, 38, "a3[7]"), str(issue)
+        assert "alias" in issue.message and "10,000" in issue.message
 
 
 @pytest.mark.parametrize(
