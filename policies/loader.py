@@ -80,8 +80,15 @@ def _dotted(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + _short(str(part))
+            text = str(part)
+            # a key that is empty or has spaces is quoted, so the field reads as one word
+            shown = _short(text) if text and not any(c.isspace() for c in text) else repr(text)
+            out += ("." if out else "") + shown
     return out
+
+
+def _quoted(dotted: str) -> str:
+    return dotted if dotted.startswith("'") else f"'{dotted}'"
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -200,7 +207,9 @@ def _issues_from_validation(
                 else (f" (known keys: {', '.join(options)})" if options else "")
             )
             line, col = keys.get(loc) or _nearest(loc, values)
-            yield PolicyIssue(file, line, col, "", f"unknown key '{_dotted(loc)}'{suggestion}")
+            yield PolicyIssue(
+                file, line, col, "", f"unknown key {_quoted(_dotted(loc))}{suggestion}"
+            )
             continue
         if err["type"] == "missing":
             line, col = _nearest(loc[:-1], values)

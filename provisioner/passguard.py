@@ -58,10 +58,21 @@ def fail_unparseable(store: Any, job: Any, exc: Any, now: datetime) -> None:
     )
 
 
-def block(store: Any, job: Any, reason: str, now: datetime, kind: str = "provider-error") -> None:
-    """Mark an active job blocked (its state is kept) with ``reason``, once per reason."""
+def block(
+    store: Any,
+    job: Any,
+    reason: str,
+    now: datetime,
+    kind: str = "provider-error",
+    *,
+    same: str | None = None,
+) -> None:
+    """Mark an active job blocked (its state is kept) with ``reason``, once per reason: a
+    job already blocked with a reason starting with ``same`` (default: the whole reason; a
+    stable part such as the error's kind and code, where messages carry request ids) is left
+    as it is."""
     text = (BLOCKED + reason)[:1000]
-    if (job.reason or "") == text:
+    if (job.reason or "").startswith((BLOCKED + (same if same is not None else reason))[:1000]):
         return
     log.warning("job %s: %s", job.id, text)
     store.update_job(job.id, reason=text)

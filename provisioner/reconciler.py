@@ -353,7 +353,8 @@ class Reconciler:
                 report.provider_errors[(exc.provider or key.split(":")[0], exc.kind.value)] += 1
                 log.warning("listing instances at %s failed: %s", key.split(":")[0], exc)
                 if exc.kind in (ErrorKind.AUTH, ErrorKind.INVALID):  # will not pass by itself
-                    self._block(group, f"{group[0].provider} refuses: {describe(exc)}", now)
+                    why = f"{group[0].provider} refuses ({exc.kind.value} {exc.code})"
+                    self._block(group, f"{why}: {describe(exc)}", now, same=why)
                 continue
             self._unblock(group, now)
             by_job: dict[str, list[Instance]] = {}
@@ -418,12 +419,14 @@ class Reconciler:
         report.seconds = time.perf_counter() - t0
         return report
 
-    def _block(self, jobs: list[JobRow], reason: str, now: datetime) -> None:
+    def _block(
+        self, jobs: list[JobRow], reason: str, now: datetime, same: str | None = None
+    ) -> None:
         """Jobs whose provider cannot be used now: the reason on each (once), pass goes on."""
         for job in jobs:
             self._memos[job.id].forget()
             try:
-                block(self.store, job, reason, now)
+                block(self.store, job, reason, now, same=same)
             except Exception as exc:  # the store itself may be the trouble
                 log.warning("job %s: %s (not recorded: %s)", job.id, reason, describe(exc))
 
