@@ -1,40 +1,45 @@
 """Load a policy from YAML with errors that say where: ``file:line:column: field message``.
 
-The YAML is composed once into nodes (which carry their marks) and constructed from those
-same nodes, so every pydantic error location maps back to the line and column of the value
-(or, for an unknown key, of the key). Unknown keys get a "did you mean". Nothing here raises
-anything but :class:`PolicyError` for bad input.
+The YAML is composed once into nodes (which carry their marks) by the bounded composer in
+:mod:`policies.safeyaml` and constructed from those same nodes, so every pydantic error
+location maps back to the line and column of the value (or, for an unknown key, of the key).
+Unknown keys get a "did you mean". Nothing here raises anything but :class:`PolicyError` for
+bad input, and no input takes more than a fraction of a second or a few MB to answer.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import stat
 import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from policies.model import Policy
+from policies.safeyaml import MAX_BYTES, Refusal, compose
 
-MAX_POLICY_BYTES = 1_000_000
+MAX_POLICY_BYTES = MAX_BYTES
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyIssue:
+    """One problem: where (``line``/``column`` are 1-based; ``None`` for the file as a whole,
+    e.g. a missing file), which field (dotted path, may be empty) and what is wrong."""
+
     file: str
-    line: int
-    column: int
+    line: int | None
+    column: int | None
     field: str
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
+        where = self.file if self.line is None else f"{self.file}:{self.line}:{self.column or 1}"
         return f"{where}: {self.field} {self.message}" if self.field else f"{where}: {self.message}"
 
 
@@ -49,23 +54,24 @@ class PolicyError(ValueError):
 Marks = dict[tuple[Any, ...], tuple[int, int]]
 
 
-def _walk(
-    node: yaml.Node, path: tuple[Any, ...], values: Marks, keys: Marks, issues: list[Any]
-) -> None:
-    values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
-            child = (*path, key)
-            if key in seen:
-                issues.append(child)
-            seen.add(key)
-            keys[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            _walk(value_node, child, values, keys, issues)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _walk(item, (*path, i), values, keys, issues)
+def _walk(root: yaml.Node, values: Marks, keys: Marks) -> None:
+    """Record where each value (and each key) is, by its path of keys and indices. The
+    document was bounded by :mod:`policies.safeyaml` (nodes after aliases, depth), so this
+    walk is too; it is a loop, not a recursion."""
+    todo: list[tuple[yaml.Node, tuple[Any, ...]]] = [(root, ())]
+    while todo:
+        node, path = todo.pop()
+        values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            # pushed last-first, so a later pair (an explicit key after a `<<` merge) wins
+            for key_node, value_node in reversed(node.value):
+                child = (*path, key_node.value)
+                keys.setdefault(
+                    child, (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                )
+                todo.append((value_node, child))
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend((item, (*path, i)) for i, item in reversed(list(enumerate(node.value))))
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
@@ -74,8 +80,29 @@ def _dotted(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            text = str(part)
+            # a key that is empty or has spaces is quoted, so the field reads as one word
+            shown = _short(text) if text and not any(c.isspace() for c in text) else repr(text)
+            out += ("." if out else "") + shown
     return out
+
+
+def _quoted(dotted: str) -> str:
+    return dotted if dotted.startswith("'") else f"'{dotted}'"
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """User text fit for a one-line message: control characters escaped, long text cut."""
+    shown = text if text.isprintable() else repr(text)[1:-1]
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def _got(value: Any) -> str:
+    """``repr`` of an offending value, cut to a readable length."""
+    if isinstance(value, dict | list | tuple | set):
+        return f"a {'mapping' if isinstance(value, dict) else 'list'} of {len(value)}"
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -132,23 +159,31 @@ def _message(err: dict[str, Any]) -> str:
     if kind == "missing":
         return "is required"
     if kind in ("enum", "literal_error"):
-        return f"must be one of {ctx.get('expected')}, got {inp!r}"
+        return f"must be one of {ctx.get('expected')}, got {_got(inp)}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {_got(inp)}; leave the key out for no limit"
     if kind in ("float_type", "float_parsing", "int_type", "int_parsing", "int_from_float"):
-        return f"must be a number, got {inp!r}"
+        return f"must be a number, got {_got(inp)}"
+    if kind in ("int_parsing_size",):
+        return f"is too large a number, got {_got(inp)}"
     if kind in ("string_type",):
-        return f"must be text, got {inp!r}"
+        return f"must be text, got {_got(inp)}"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters long"
+    if kind == "string_too_short":
+        return f"must be at least {ctx.get('min_length')} character(s) long"
     if kind in ("list_type",):
         return f"must be a list, got {type(inp).__name__}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"must be a mapping of keys, got {type(inp).__name__}"
     if kind == "bool_type" or kind == "bool_parsing":
-        return f"must be true or false, got {inp!r}"
+        return f"must be true or false, got {_got(inp)}"
     if kind == "string_pattern_mismatch":
         return "must start with a letter or digit and use only letters, digits, '_', '.', '-'"
     if kind == "value_error":
-        return str(ctx.get("error", err["msg"])).removeprefix("Value error, ")
+        return _short(str(ctx.get("error", err["msg"])).removeprefix("Value error, "), 300)
     msg = str(err["msg"])
-    return msg[0].lower() + msg[1:] if msg else kind
+    return _short(msg[0].lower() + msg[1:], 200) if msg else kind
 
 
 def _issues_from_validation(
@@ -156,24 +191,30 @@ def _issues_from_validation(
 ) -> Iterator[PolicyIssue]:
     seen: set[tuple[Any, ...]] = set()
     for err in exc.errors():
-        raw_loc = tuple(err["loc"])
-        # pydantic adds union member tags (e.g. "datetime", "function-after[...]"): keep real keys
-        loc = tuple(p for p in raw_loc if isinstance(p, int) or p in _known_keys(raw_loc, p))
+        loc = _real_loc(tuple(err["loc"]), values, keys)
         if err["type"] == "extra_forbidden":
             parent, key = loc[:-1], loc[-1] if loc else ""
             model = _model_at(parent)
             options = list(model.model_fields) if model else []
-            hint = difflib.get_close_matches(str(key), options, n=1, cutoff=0.6)
+            hint = (
+                difflib.get_close_matches(str(key), options, n=1, cutoff=0.6)
+                if len(str(key)) <= 64
+                else []
+            )
             suggestion = (
                 f" (did you mean '{hint[0]}'?)"
                 if hint
                 else (f" (known keys: {', '.join(options)})" if options else "")
             )
             line, col = keys.get(loc) or _nearest(loc, values)
-            yield PolicyIssue(file, line, col, "", f"unknown key '{_dotted(loc)}'{suggestion}")
+            yield PolicyIssue(
+                file, line, col, "", f"unknown key {_quoted(_dotted(loc))}{suggestion}"
+            )
             continue
         if err["type"] == "missing":
             line, col = _nearest(loc[:-1], values)
+        elif err["loc"] and err["loc"][-1] == "[key]":  # a mapping's key is wrong: point at it
+            line, col = keys.get(loc) or _nearest(loc, values)
         else:
             line, col = values.get(loc) or _nearest(loc, values)
         sig = (loc, err["type"])
@@ -183,14 +224,20 @@ def _issues_from_validation(
         yield PolicyIssue(file, line, col, _dotted(loc), _message(dict(err)))
 
 
-def _known_keys(loc: tuple[Any, ...], part: Any) -> set[Any]:
-    # A location element is a real key when it is a plain identifier-like field name or a YAML
-    # key; pydantic's union tags contain brackets or are type names of the union members.
-    if not isinstance(part, str):
-        return set()
-    if "[" in part or part in {"datetime", "timedelta", "str", "int", "float", "list[str]"}:
-        return set()
-    return {part}
+_UNION_TAGS = frozenset({"datetime", "timedelta", "str", "int", "float", "list[str]"})
+
+
+def _real_loc(loc: tuple[Any, ...], values: Marks, keys: Marks) -> tuple[Any, ...]:
+    """pydantic's error location without the tags it adds for union members (e.g.
+    ``datetime``, ``function-after[...]``): a part is kept when the document has that key
+    there, or when it does not look like such a tag (a missing field's name)."""
+    real: tuple[Any, ...] = ()
+    for part in loc:
+        here = (*real, part)
+        in_doc = isinstance(part, int) or here in values or here in keys
+        if in_doc or (isinstance(part, str) and "[" not in part and part not in _UNION_TAGS):
+            real = here
+    return real
 
 
 def _nearest(loc: tuple[Any, ...], values: Marks) -> tuple[int, int]:
@@ -201,16 +248,17 @@ def _nearest(loc: tuple[Any, ...], values: Marks) -> tuple[int, int]:
 
 
 def parse_policy(text: str, file: str = "<policy>") -> Policy:
-    """Parse and validate policy YAML text; raise :class:`PolicyError` naming each location."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_POLICY_BYTES:
-        raise PolicyError([PolicyIssue(file, 1, 1, "", "policy file is larger than 1 MB")])
+    """Parse and validate policy YAML text; raise :class:`PolicyError` naming each location.
+
+    Bounded whatever the text: see :mod:`policies.safeyaml` for the limits (1 MB, 10,000
+    values after aliases, 32 levels, plain-data tags, finite numbers of sane size).
+    """
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
+        node, data = compose(text)
+    except Refusal as exc:
+        raise PolicyError(
+            [PolicyIssue(file, exc.line, exc.column, _dotted(exc.path), exc.message)]
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -220,7 +268,8 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
         raise PolicyError(
             [PolicyIssue(file, line, col, "", f"YAML syntax error: {problem}")]
         ) from None
-    except (yaml.YAMLError, ValueError, RecursionError, UnicodeError) as exc:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # not expected past safeyaml's checks; still an answer, never a traceback
         raise PolicyError([PolicyIssue(file, 1, 1, "", f"cannot read YAML: {exc}")]) from None
     if node is None or data is None:
         raise PolicyError(
@@ -241,42 +290,61 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
         )
     values: Marks = {}
     keys: Marks = {}
-    dups: list[Any] = []
-    try:
-        _walk(node, (), values, keys, dups)
-    except RecursionError:
-        raise PolicyError([PolicyIssue(file, 1, 1, "", "the policy nests too deeply")]) from None
-    if dups:
-        issues = [PolicyIssue(file, *keys[d], _dotted(d), "is given twice; keep one") for d in dups]
-        raise PolicyError(issues)
+    _walk(node, values, keys)
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
         issues = list(_issues_from_validation(exc, file, values, keys))
         raise PolicyError(issues or [PolicyIssue(file, 1, 1, "", str(exc))]) from None
-    except RecursionError:
-        raise PolicyError([PolicyIssue(file, 1, 1, "", "the policy nests too deeply")]) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # a validator that raised something pydantic does not wrap: still located at the top
+        raise PolicyError([PolicyIssue(file, 1, 1, "", f"cannot use this policy: {exc}")]) from None
 
 
 def load_policy(path: str | os.PathLike[str]) -> Policy:
-    """Read and validate a policy file."""
-    p = Path(path)
+    """Read and validate a policy file (a regular file of at most 1 MB of UTF-8)."""
     name = str(path)
+
+    def whole_file(message: str) -> PolicyError:
+        return PolicyError([PolicyIssue(name, None, None, "", message)])
+
     try:
-        raw = p.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise whole_file("is a directory, not a policy file")
+            if not stat.S_ISREG(st.st_mode):
+                # a FIFO, a device (/dev/zero) or a socket could block or never end
+                raise whole_file("is not a regular file; give the path of a policy YAML file")
+            os.set_blocking(fd, True)
+            raw = f.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        raise PolicyError([PolicyIssue(name, 0, 0, "", "no such file")]) from None
+        raise whole_file("no such file (see policies/*.yaml for examples)") from None
     except IsADirectoryError:
-        raise PolicyError(
-            [PolicyIssue(name, 0, 0, "", "is a directory, not a policy file")]
-        ) from None
+        raise whole_file("is a directory, not a policy file") from None
+    except PermissionError:
+        raise whole_file("cannot be read: permission denied") from None
     except OSError as exc:
-        raise PolicyError([PolicyIssue(name, 0, 0, "", f"cannot read: {exc.strerror}")]) from None
+        raise whole_file(f"cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_POLICY_BYTES:
+        raise PolicyError(
+            [
+                PolicyIssue(
+                    name, 1, 1, "", f"is larger than {MAX_POLICY_BYTES:,} bytes; a policy is small"
+                )
+            ]
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise PolicyError([PolicyIssue(name, line, 1, "", "is not UTF-8 text")]) from None
+        before = raw[: exc.start]
+        line = before.count(b"\n") + 1
+        col = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
+        raise PolicyError(
+            [PolicyIssue(name, line, col, "", "is not UTF-8 text; save the file as UTF-8")]
+        ) from None
     return parse_policy(text, name)
 
 

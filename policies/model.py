@@ -10,8 +10,9 @@ YAML with errors that name file:line:column.
 from __future__ import annotations
 
 import enum
+import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,31 +37,54 @@ _UNIT_SECONDS = {
 }
 
 
+#: The longest duration a policy may give (ten years): more is a typo, and a timedelta
+#: overflows not far beyond.
+MAX_DURATION = timedelta(days=3650)
+_DURATION_HELP = "a duration like 30s, 15m, 2h or 1d"
+
+
 def parse_duration(value: Any) -> timedelta:
-    """``90`` (seconds), ``"15m"``, ``"2h"``, ``"1.5d"`` or a timedelta."""
+    """``90`` (seconds), ``"15m"``, ``"2h"``, ``"1.5d"`` or a timedelta, at most ten years.
+
+    The number is range-checked before any timedelta is built, so no input overflows."""
     if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool):
-        raise ValueError("expected a duration like 30s, 15m, 2h or 1d")
-    if isinstance(value, int | float):
-        return timedelta(seconds=float(value))
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            unit = (m.group(2) or "s").lower()
-            return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[unit])
-    raise ValueError(f"expected a duration like 30s, 15m, 2h or 1d, got {value!r}")
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError(f"expected {_DURATION_HELP}")
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and len(value) <= 64 and (m := _DURATION.match(value)):
+        unit = (m.group(2) or "s").lower()
+        seconds = float(m.group(1)) * _UNIT_SECONDS[unit]
+    else:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"expected {_DURATION_HELP}, got {shown}")
+    if not math.isfinite(seconds) or abs(seconds) > MAX_DURATION.total_seconds():
+        raise ValueError(
+            f"must be at most {MAX_DURATION.days}d (ten years); expected {_DURATION_HELP}"
+        )
+    return timedelta(seconds=seconds)
 
 
 def _duration(v: Any) -> timedelta:
     d = parse_duration(v)
     if d.total_seconds() < 0:
-        raise ValueError("a duration must not be negative")
+        raise ValueError(f"must not be negative; expected {_DURATION_HELP}")
+    return d
+
+
+def _positive_duration(v: Any) -> timedelta:
+    d = _duration(v)
+    if d.total_seconds() <= 0:
+        raise ValueError(f"must be longer than 0; expected {_DURATION_HELP}")
     return d
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # allow_inf_nan=False: "inf", ".nan" or "1e999" (as text) is never a price or a limit
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class Precision(str, enum.Enum):
@@ -114,6 +138,8 @@ def _known_gpu(name: str) -> str:
     """The canonical GPU model for ``name``, or a ValueError that lists close known names."""
     from provisioner.gpus import canonical_gpu, gpu_specs
 
+    if len(name) > 64:
+        raise ValueError(f"unknown GPU {name[:20]!r}... (a GPU model is a short name like A100)")
     model = canonical_gpu(name)
     if model is not None:
         return model
@@ -194,12 +220,47 @@ class Residency(_Model):
     providers: list[str] = Field(default_factory=list, description="Only these clouds.")
 
 
+#: The clouds a ``provider:region`` may name (the sim mimics their region names).
+PROVIDERS = ("aws", "gcp", "azure", "alibaba", "tencent", "sim")
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+#: A measured round trip longer than a minute is a typo (or seconds given as ms).
+MAX_RTT_MS = 60_000.0
+
+
+def provider_region(key: str) -> tuple[str, str]:
+    """``aws:eu-west-1`` as ``("aws", "eu-west-1")``, or a ValueError that shows the form."""
+    provider, sep, region = key.partition(":")
+    if not sep or provider not in PROVIDERS or not _REGION.match(region):
+        shown = repr(key) if len(key) <= 40 else repr(key[:37] + "...")
+        raise ValueError(
+            f"{shown} is not provider:region (like aws:eu-west-1; providers: "
+            f"{', '.join(PROVIDERS)})"
+        )
+    return provider, region
+
+
+def _provider_region_key(key: str) -> str:
+    provider_region(key)
+    return key
+
+
+ProviderRegion = Annotated[str, AfterValidator(_provider_region_key)]
+RTT = Annotated[float, Field(gt=0, le=MAX_RTT_MS)]
+
+
 class LatencyTarget(_Model):
     name: str | None = None
     lat: float | None = Field(None, ge=-90, le=90)
     lon: float | None = Field(None, ge=-180, le=180)
     region: str | None = Field(None, description="`provider:region` instead of coordinates.")
     weight: float = Field(1.0, gt=0)
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str | None) -> str | None:
+        if v is not None:
+            provider_region(v)
+        return v
 
     @model_validator(mode="after")
     def _where(self) -> LatencyTarget:
@@ -216,7 +277,7 @@ class Latency(_Model):
     max_rtt_ms: float | None = Field(
         None, gt=0, description="Reject offers estimated slower than this."
     )
-    measured: dict[str, float] = Field(
+    measured: dict[ProviderRegion, RTT] = Field(
         default_factory=dict,
         description="Measured RTT in ms by `provider:region`; overrides estimates.",
     )
@@ -241,21 +302,15 @@ class Checkpoint(_Model):
         seconds=60
     )
 
-    _iv = field_validator("interval", "grace", mode="before")(
-        classmethod(lambda cls, v: _duration(v))
+    _iv = field_validator("interval", mode="before")(
+        classmethod(lambda cls, v: _positive_duration(v))
     )
+    _gr = field_validator("grace", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @field_validator("signal")
     @classmethod
     def _signal(cls, v: str) -> str:
-        name = v.upper()
-        if not name.startswith("SIG"):
-            name = "SIG" + name
-        import signal as _signal
-
-        if not hasattr(_signal, name):
-            raise ValueError(f"unknown signal {v!r} (try SIGUSR1, SIGTERM or SIGINT)")
-        return name
+        return checkpoint_signal(v)
 
     @field_validator("uri")
     @classmethod
@@ -264,6 +319,28 @@ class Checkpoint(_Model):
         if scheme not in {"file", "s3", "gs", "gcs", "az", "abfs", "memory"}:
             raise ValueError("use a file://, s3://, gs://, az:// or memory:// URI")
         return v
+
+
+#: Signals a job cannot catch: asking for a checkpoint with one would kill or freeze it.
+UNCATCHABLE_SIGNALS = frozenset({"SIGKILL", "SIGSTOP"})
+
+
+def checkpoint_signal(v: str) -> str:
+    """The canonical name (``SIGUSR1``) of a signal the job can catch, from ``signal.Signals``
+    (``usr1``, ``SIGUSR1`` and ``sigusr1`` all work; ``SIG_DFL`` and numbers do not)."""
+    import signal as _signal
+
+    name = v.strip().upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    members = _signal.Signals.__members__
+    if name not in members or name in UNCATCHABLE_SIGNALS:
+        shown = repr(v) if len(v) <= 20 else repr(v[:17] + "...")
+        why = (
+            f"{shown} cannot be caught by the job" if name in members else f"unknown signal {shown}"
+        )
+        raise ValueError(f"{why} (use SIGUSR1, SIGUSR2, SIGTERM or SIGINT)")
+    return name
 
 
 class Restart(_Model):
@@ -278,7 +355,9 @@ class TimeWindow(_Model):
     cron: str = Field(description="Five-field cron expression for when a window opens (UTC).")
     duration: Annotated[timedelta, Field(description="How long each window lasts.")]
 
-    _iv = field_validator("duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _iv = field_validator("duration", mode="before")(
+        classmethod(lambda cls, v: _positive_duration(v))
+    )
 
     @field_validator("cron")
     @classmethod
@@ -301,6 +380,10 @@ class Job(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     image: str | None = Field(None, description="Machine image (AMI, GCP image, ...).")
     disk_gb: int = Field(100, ge=10, le=65536)
+
+
+#: An absolute deadline outside these years is a typo (and far ones overflow date arithmetic).
+DEADLINE_YEARS = (2000, 2200)
 
 
 class Policy(_Model):
@@ -326,19 +409,30 @@ class Policy(_Model):
     @field_validator("deadline", mode="before")
     @classmethod
     def _deadline(cls, v: Any) -> Any:
-        if v is None or isinstance(v, datetime | timedelta):
+        # YAML reads an unquoted 2026-12-24T18:00:00Z as a datetime, 2026-12-24 as a date
+        if v is None or isinstance(v, timedelta):
             return v
-        if isinstance(v, str) and _DURATION.match(v):
+        help_ = "an ISO time like 2026-12-24T18:00:00Z or a duration like 48h"
+        if isinstance(v, datetime):
+            dt = v
+        elif isinstance(v, date):
+            dt = datetime(v.year, v.month, v.day)
+        elif isinstance(v, str) and len(v) <= 64 and _DURATION.match(v):
             return _duration(v)
-        if isinstance(v, str):
+        elif isinstance(v, str) and len(v) <= 64:
             try:
-                dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+                dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
             except ValueError:
-                raise ValueError(
-                    "deadline must be an ISO time like 2026-12-24T18:00:00Z or a duration like 48h"
-                ) from None
-            return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-        raise ValueError("deadline must be an ISO time or a duration like 48h")
+                raise ValueError(f"must be {help_}, got {v!r}") from None
+        else:
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise ValueError(f"must be {help_}, got {shown}")
+        dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+        if not DEADLINE_YEARS[0] <= dt.year <= DEADLINE_YEARS[1]:
+            raise ValueError(
+                f"must be a time between the years {DEADLINE_YEARS[0]} and {DEADLINE_YEARS[1]}"
+            )
+        return dt
 
     def deadline_at(self, submitted: datetime) -> datetime | None:
         if self.deadline is None:

@@ -46,9 +46,9 @@ def submit(
         pol, path = policy, None
     else:
         path = str(policy)
+        load_policy(path)  # a PolicyError (file:line:column) for a missing or bad file
         text = Path(path).read_text(encoding="utf-8")
-        pol = load_policy(path)
-        parse_policy(text, path)  # what the store keeps is what was validated
+        pol = parse_policy(text, path)  # what the store keeps is what was validated
     st = store if isinstance(store, Store) else Store(store)
     now = now or datetime.now(UTC)
     work_total = pol.job.compute_hours

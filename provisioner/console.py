@@ -23,5 +23,10 @@ def console(stderr: bool = False) -> Console:
 
 
 def error(message: str) -> None:
-    """Print an error line to stderr (never a traceback)."""
-    console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    """Print an error line to stderr (never a traceback). The message is printed as it is:
+    user text in it (a path, a key) is never read as rich markup."""
+    from rich.markup import escape
+
+    console(stderr=True).print(
+        f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False
+    )

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from policies.loader import parse_policy
+from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
 from provisioner.catalog import Catalog, builtin_catalog
@@ -45,6 +45,14 @@ from provisioner.models import (
     Market,
     Placement,
     launch_token,
+)
+from provisioner.passguard import (
+    BLOCKED,
+    block,
+    describe,
+    fail_unparseable,
+    is_store_error,
+    unblock,
 )
 from provisioner.store import ACTIVE_STATES, FINAL_STATES, AttemptRow, InstanceRow, JobRow, Store
 
@@ -329,7 +337,14 @@ class Reconciler:
             by_provider.setdefault(self._memos[j.id].provider_key, []).append(j)
         cooldowns = self.store.cooldowns_for(ids, now)
         for key, group in by_provider.items():
-            prov = self.provider_for(group[0])
+            try:
+                prov = self.provider_for(group[0])
+            except Exception as exc:  # unknown provider, SDK missing, bad options, credentials
+                if is_store_error(exc):
+                    raise
+                report.errors += 1
+                self._block(group, f"cannot set up {group[0].provider}: {describe(exc)}", now)
+                continue
             try:
                 seen = prov.list({TAG_MANAGED: "true"})
                 report.provider_calls += 1
@@ -337,7 +352,11 @@ class Reconciler:
                 report.errors += 1
                 report.provider_errors[(exc.provider or key.split(":")[0], exc.kind.value)] += 1
                 log.warning("listing instances at %s failed: %s", key.split(":")[0], exc)
+                if exc.kind in (ErrorKind.AUTH, ErrorKind.INVALID):  # will not pass by itself
+                    why = f"{group[0].provider} refuses ({exc.kind.value} {exc.code})"
+                    self._block(group, f"{why}: {describe(exc)}", now, same=why)
                 continue
+            self._unblock(group, now)
             by_job: dict[str, list[Instance]] = {}
             for inst in seen:
                 if inst.job_id:
@@ -345,10 +364,18 @@ class Reconciler:
             notices = self._interruptions(key, prov, by_job, now, report)
             for job in group:
                 memo = self._memos[job.id]
+                try:
+                    policy = self.policy_of(job)
+                except PolicyError as exc:  # this job's alone: the others go on
+                    report.errors += 1
+                    memo.forget()
+                    with contextlib.suppress(Exception):
+                        fail_unparseable(self.store, job, exc, now)
+                    continue
                 runner = JobRunner(
                     self,
                     job,
-                    self.policy_of(job),
+                    policy,
                     prov,
                     memo.attempts,
                     now,
@@ -377,6 +404,9 @@ class Reconciler:
                 except Exception as exc:  # one job's trouble must not stop the others
                     report.errors += 1
                     memo.forget()
+                    if is_store_error(exc):  # locked or full: writing an event would fail too
+                        log.warning("job %s: the store is unavailable (%s)", job.id, describe(exc))
+                        continue
                     log.exception("job %s: step failed; the next pass retries", job.id)
                     with contextlib.suppress(Exception):
                         self.store.add_event(job.id, "error", f"step failed: {exc!r}", at=now)
@@ -388,6 +418,23 @@ class Reconciler:
         self._flush()
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _block(
+        self, jobs: list[JobRow], reason: str, now: datetime, same: str | None = None
+    ) -> None:
+        """Jobs whose provider cannot be used now: the reason on each (once), pass goes on."""
+        for job in jobs:
+            self._memos[job.id].forget()
+            try:
+                block(self.store, job, reason, now, same=same)
+            except Exception as exc:  # the store itself may be the trouble
+                log.warning("job %s: %s (not recorded: %s)", job.id, reason, describe(exc))
+
+    def _unblock(self, jobs: list[JobRow], now: datetime) -> None:
+        for job in jobs:
+            if (job.reason or "").startswith(BLOCKED):
+                with contextlib.suppress(Exception):
+                    unblock(self.store, job, now)
 
     def record_instance(self, row: InstanceRow) -> None:
         """Write an instance row at the end of the pass (with the others, in one statement)."""

@@ -71,6 +71,17 @@ class LazyGroup(click.Group):
         assert isinstance(cmd, click.Command)
         return cmd
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; an exception it did not handle becomes one error line and an exit
+        code (never a traceback, unless -vv asks for it)."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            verbose = int((ctx.obj or {}).get("verbose", 0)) if isinstance(ctx.obj, dict) else 0
+            raise SystemExit(report_unhandled(exc, verbose)) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
@@ -92,7 +103,76 @@ def cli(ctx: click.Context, verbose: int) -> None:
 
     setup_logging(verbose)
     ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+
+
+def report_unhandled(exc: BaseException, verbose: int = 0) -> int:
+    """Print what went wrong in one line (stderr) and return the exit code for it: 2 for a
+    policy or a store that cannot be used as given (a directory, read-only, not a database),
+    4 for a provider's refusal, 1 for anything else."""
+    import traceback
+
+    from provisioner.console import error
+
+    if verbose >= 2:
+        traceback.print_exception(exc)
+    from policies.loader import PolicyError
+
+    if isinstance(exc, PolicyError):
+        for issue in exc.issues:
+            error(str(issue))
+        return EXIT_BAD_INPUT
+    store_problem = _store_problem(exc)
+    if store_problem is not None:
+        error(
+            f"the store cannot be used: {store_problem} (check --store / PROVISIONER_STORE: "
+            "a writable SQLite file or a reachable PostgreSQL database)"
+        )
+        return EXIT_BAD_INPUT
+    from providers.base import ProviderError, redact
+
+    if isinstance(exc, ProviderError):
+        error(redact(str(exc)))
+        return EXIT_PROVIDER
+    hint = "" if verbose >= 2 else " (run with -vv for the traceback)"
+    error(f"unexpected error: {type(exc).__name__}: {redact(str(exc))[:500]}{hint}")
+    return EXIT_ERROR
+
+
+def _store_problem(exc: BaseException) -> str | None:
+    """The database's own message for a store error (without the SQL or its parameters)."""
+    import sqlite3
+
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:  # pragma: no cover - a dependency
+        SQLAlchemyError = ()  # type: ignore[assignment,misc]
+    if isinstance(exc, SQLAlchemyError):
+        orig = getattr(exc, "orig", None)
+        text = str(orig) if orig is not None else str(exc).split("\n")[0]
+        return text.split("\n")[0][:300]
+    if isinstance(exc, sqlite3.Error):
+        return str(exc).split("\n")[0][:300]
+    return None
 
 
 def main(argv: list[str] | None = None) -> Any:
-    return cli.main(args=argv, prog_name="provisioner")
+    """The console entry point. Usage errors (an unknown option, a value out of range) are
+    printed in the same one-line style as every other error, with exit 2."""
+    import sys
+
+    from provisioner.console import error
+
+    try:
+        rv = cli.main(args=argv, prog_name="provisioner", standalone_mode=False)
+    except click.UsageError as exc:
+        where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        error(f"{exc.format_message()}{where}")
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        error("interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)

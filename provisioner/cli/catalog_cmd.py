@@ -18,7 +18,6 @@ def catalog() -> None:
     "--catalog",
     "catalogs",
     multiple=True,
-    type=click.Path(dir_okay=False),
     help="Catalog CSV (repeatable).",
 )
 @click.option("--gpu", default=None, help="GPU model (A100, H100, L4, ...).")
@@ -51,6 +50,14 @@ def show(
         from provisioner.cli.common import fail
 
         fail(f"--gpu: unknown GPU {gpu!r}")
+    if provider is not None:
+        from providers.base import provider_names
+        from provisioner.cli.common import fail
+
+        if provider not in provider_names():
+            fail(
+                f"--provider {provider!r}: unknown provider (known: {', '.join(provider_names())})"
+            )
     rows = cat.filter(provider=provider, gpu=gpu, regions=list(regions) or None)
     if market == "spot":
         rows = [o for o in rows if o.spot_price is not None]
@@ -111,6 +118,7 @@ def refresh(
     """
     from providers.base import ProviderError, ProviderUnavailable, get
     from provisioner.cli import EXIT_PROVIDER
+    from provisioner.cli.checks import check_provider
     from provisioner.cli.common import fail
     from provisioner.cli.jobs_cmd import _store
     from provisioner.cli.up_cmd import _parse_options
@@ -118,6 +126,7 @@ def refresh(
     from provisioner.providers_config import provider_defaults
 
     opts = {**provider_defaults(provider_name), **_parse_options(options)}
+    check_provider(provider_name, opts)
     try:
         prov = get(provider_name, **opts)
     except ValueError as exc:

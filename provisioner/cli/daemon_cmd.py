@@ -12,7 +12,6 @@ from provisioner.cli import EXIT_BAD_INPUT
     "--config",
     "config_path",
     default=None,
-    type=click.Path(dir_okay=False),
     help="Daemon configuration YAML (store, intervals, metrics, providers).",
 )
 @click.option(

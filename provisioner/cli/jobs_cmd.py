@@ -26,7 +26,10 @@ def _store(url: str | None) -> Any:
     try:
         return Store(url)
     except Exception as exc:  # a bad URL or an unreachable database: say so, no traceback
-        fail(f"cannot open the store {redacted_url(url or '')}: {exc.__class__.__name__}: {exc}", 2)
+        from provisioner.cli import _store_problem
+
+        why = _store_problem(exc) or f"{exc.__class__.__name__}: {str(exc)[:300]}"
+        fail(f"cannot open the store {redacted_url(url or '')}: {why}", 2)
 
 
 def _job_or_exit(store: Any, job_id: str) -> Any:

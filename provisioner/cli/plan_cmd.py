@@ -19,14 +19,12 @@ from provisioner.cli.common import (
     "--policy",
     "policy_path",
     required=True,
-    type=click.Path(dir_okay=False),
     help="Policy YAML file.",
 )
 @click.option(
     "--catalog",
     "catalogs",
     multiple=True,
-    type=click.Path(dir_okay=False),
     help="Catalog CSV (repeatable; own layout, SkyPilot vms.csv, GCP price list). Default: built-in.",
 )
 @click.option(

@@ -14,7 +14,7 @@ def policy() -> None:
 
 
 @policy.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True)
 @json_option
 def check(files: tuple[str, ...], as_json: bool) -> None:
     """Validate policy FILES. Exits 0 when all are valid, 2 otherwise (errors as file:line:col)."""

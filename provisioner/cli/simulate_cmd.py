@@ -11,15 +11,18 @@ from provisioner.cli import EXIT_OK, EXIT_UNMEETABLE
 from provisioner.cli.common import fail, json_option, load_policy_or_exit, print_json
 
 
-def _hours(value: str | None) -> float | None:
+def _hours(value: str | None, option: str) -> float | None:
     if value is None:
         return None
     from policies.model import parse_duration
 
     try:
-        return parse_duration(value).total_seconds() / 3600.0
+        hours = parse_duration(value).total_seconds() / 3600.0
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc), param_hint=option) from None
+    if hours < 0:
+        raise click.BadParameter("must not be negative", param_hint=option)
+    return hours
 
 
 @click.command()
@@ -27,11 +30,10 @@ def _hours(value: str | None) -> float | None:
     "--policy",
     "policy_path",
     required=True,
-    type=click.Path(dir_okay=False),
     help="Policy YAML file.",
 )
 @click.option(
-    "--trace", "trace_paths", required=True, multiple=True, type=click.Path(dir_okay=False),
+    "--trace", "trace_paths", required=True, multiple=True,
     help="Spot trace, JSON (Can't Be Late layout) or CSV timestamp,available[,price]; one per zone (repeatable).",
 )  # fmt: skip
 @click.option(
@@ -123,10 +125,10 @@ def simulate(
         fail(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     try:
         traces = [load_trace(p) for p in trace_paths]
-        changeover_h = _hours(changeover) or 0.0
-        step_h = _hours(step)
+        changeover_h = _hours(changeover, "--changeover") or 0.0
+        step_h = _hours(step, "--step")
         sc = scenario_for(
-            policy, traces, work_h=_hours(work), deadline_h=_hours(deadline),
+            policy, traces, work_h=_hours(work, "--work"), deadline_h=_hours(deadline, "--deadline"),
             changeover_h=changeover_h, step_s=None if step_h is None else step_h * 3600.0,
             on_demand_price=on_demand_price, spot_price=spot_price, checkpoint_loss=checkpoint_loss,
         )  # fmt: skip

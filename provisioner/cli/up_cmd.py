@@ -16,15 +16,9 @@ from provisioner.cli.jobs_cmd import _store, job_summary, store_option
 
 
 def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    import yaml
+    from provisioner.cli.checks import parse_provider_options
 
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            fail(f"--provider-option {pair!r}: expected KEY=VALUE")
-        out[key.replace("-", "_")] = yaml.safe_load(value)
-    return out
+    return parse_provider_options(pairs)
 
 
 @click.command()
@@ -32,7 +26,6 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     "--policy",
     "policy_path",
     required=True,
-    type=click.Path(dir_okay=False),
     help="Policy YAML file.",
 )
 @click.option(
@@ -70,11 +63,15 @@ def up(
     5: the job failed or was stopped.
     """
     from provisioner.api import Job, submit
+    from provisioner.cli.checks import check_provider
     from provisioner.planner import PlanError, plan_offers
     from provisioner.providers_config import provider_defaults
     from provisioner.store import live_replicas
 
+    # Everything is checked before anything is written: a refused `up` leaves no job behind.
     policy = load_policy_or_exit(policy_path)
+    opts = {**provider_defaults(provider), **_parse_options(options)}
+    check_provider(provider, opts)
     try:
         plan = plan_offers(policy, _catalog(), top=3)
     except PlanError as exc:
@@ -84,7 +81,6 @@ def up(
 
         render_plan(plan, _catalog())
         raise SystemExit(EXIT_NOTHING_ELIGIBLE)
-    opts = {**provider_defaults(provider), **_parse_options(options)}
     store = _store(store_url)
     _, job_id = submit(policy_path, provider=provider, provider_options=opts, store=store)
     job = Job(store, job_id)

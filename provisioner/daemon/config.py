@@ -71,19 +71,30 @@ def load_config(path: str | None) -> DaemonConfig:
     if path is None:
         return DaemonConfig()
     p = Path(path)
-    if not p.exists():
-        from policies.loader import PolicyError, PolicyIssue
-
-        raise PolicyError([PolicyIssue(str(p), 0, 0, "", "no such file")])
     import yaml
     from pydantic import ValidationError
 
     from policies.loader import PolicyError, PolicyIssue
+    from policies.safeyaml import MAX_BYTES, Refusal, compose
 
-    text = p.read_text(encoding="utf-8")
+    if not p.exists():
+        raise PolicyError([PolicyIssue(str(p), None, None, "", "no such file")])
+    if not p.is_file():
+        raise PolicyError(
+            [PolicyIssue(str(p), None, None, "", "is not a regular file (give a YAML file)")]
+        )
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text) or {}
+        raw = p.open("rb").read(MAX_BYTES + 1)
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError([PolicyIssue(str(p), None, None, "", f"cannot be read: {exc}")]) from None
+    try:
+        # the same bounded reader as policies: no alias bombs, finite numbers
+        node, data = compose(text)
+        data = data or {}
+    except Refusal as exc:
+        field = ".".join(str(x) for x in exc.path)
+        raise PolicyError([PolicyIssue(str(p), exc.line, exc.column, field, exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         raise PolicyError(

@@ -176,8 +176,16 @@ class Daemon:
                 # alive before claiming: the other replicas count us in their shares
                 heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
                 report = self.reconciler.run_pass()
-            except Exception:
-                log.exception("reconcile pass failed; the next pass retries")
+            except Exception as exc:
+                from provisioner.passguard import describe, is_store_error
+
+                if is_store_error(exc):  # locked by another writer, or the disk is full
+                    log.warning(
+                        "the store is unavailable (%s); the next pass retries", describe(exc)
+                    )
+                    self.notifier.status(f"store unavailable: {describe(exc)}; retrying")
+                else:
+                    log.exception("reconcile pass failed; the next pass retries")
                 return
             heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
             self.passes += 1
