@@ -30,9 +30,9 @@ from typing import Any, TypeVar
 
 from providers._common import (
     ErrorTable,
+    cap_str,
     normalise_state,
     now_utc,
-    price_str,
     user_data_for,
     utc,
     wanted_tags,
@@ -111,6 +111,9 @@ DEFAULT_IMAGE = (
     "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 DEFAULT_IMAGE_ROOT_DEVICE = "/dev/sda1"
+
+#: decimals of ``SpotOptions.MaxPrice`` (EC2 quotes spot prices to 4 places)
+PRICE_DECIMALS = 4
 
 _WHEN = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 
@@ -391,7 +394,8 @@ class AWSProvider(Provider):
                 "InstanceInterruptionBehavior": "terminate",
             }
             if request.bid_cap_per_hour is not None:
-                spot["MaxPrice"] = price_str(request.bid_cap_per_hour, 4)
+                # rounded toward the cap: "0.51237" goes out as "0.5123", never "0.5124"
+                spot["MaxPrice"] = cap_str(request.bid_cap_per_hour, PRICE_DECIMALS)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return params
 

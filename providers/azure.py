@@ -36,7 +36,6 @@ import builtins
 import functools
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -47,7 +46,15 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from providers._common import ErrorTable, has_tags, normalise_state, now_utc, utc, wanted_tags
+from providers._common import (
+    ErrorTable,
+    cap_decimal,
+    has_tags,
+    normalise_state,
+    now_utc,
+    utc,
+    wanted_tags,
+)
 from providers.base import (
     ErrorKind,
     PriceQuote,
@@ -129,11 +136,15 @@ POWER_STATES: dict[str, InstanceState] = {
 }
 
 
+#: ``billingProfile.maxPrice`` takes at most 5 decimals (USD)
+PRICE_DECIMALS = 5
+
+
 def max_price(cap: float | None) -> float:
     """``billingProfile.maxPrice`` for a bid cap: floor to 5 decimals; ``-1`` for no cap."""
     if cap is None:
         return -1
-    value = math.floor(cap * 100_000 + 1e-6) / 100_000
+    value = float(cap_decimal(cap, PRICE_DECIMALS))  # decimal arithmetic: never above the cap
     if value <= 0:
         raise ProviderError(
             ErrorKind.PRICE_TOO_LOW,

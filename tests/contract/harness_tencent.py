@@ -53,6 +53,7 @@ class TencentHarness:
             vpc_id="vpc-fake0001",
             subnet_id="subnet-fake0001",
             security_group_ids=["sg-fake0001"],
+            currency="USD",  # the fake is an international-site account
             retry=CONTRACT_RETRY,
         )
 

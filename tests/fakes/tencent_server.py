@@ -125,6 +125,9 @@ class TencentFakeServer:
         self.known_secret_ids = known_secret_ids
         #: the Content-Type of every answer; the cloud's is exactly ``application/json``
         self.content_type = JSON
+        #: CVM's ``ItemPrice`` (API 2017-03-12) names no currency; a test may set one here to
+        #: play an answer that does (``Price.InstancePrice.Currency``)
+        self.price_currency = ""
         self.requests: list[Recorded] = []
         self._failures: dict[str, list[_Failure]] = {}
         self._state = _State()
@@ -551,7 +554,7 @@ class TencentFakeServer:
                 "ResourceInsufficient.SpecifiedInstanceType",
                 f"{itype.instance_type} is sold out in {zone}.",
             )
-        return {
+        answer: dict[str, Any] = {
             "Price": {
                 "InstancePrice": {
                     "UnitPrice": itype.price,
@@ -562,3 +565,6 @@ class TencentFakeServer:
                 "BandwidthPrice": {"UnitPrice": 0.0, "ChargeUnit": "GB", "Discount": 100},
             }
         }
+        if self.price_currency:
+            answer["Price"]["InstancePrice"]["Currency"] = self.price_currency
+        return answer
