@@ -96,6 +96,7 @@ _EXACT: dict[str, ErrorKind] = {
     "Zone.NotOnSale": ErrorKind.CAPACITY,
     "InvalidResourceType.NotSupported": ErrorKind.CAPACITY,  # type not sold in that zone
     "ResourceNotAvailable": ErrorKind.CAPACITY,
+    "InvalidVSwitchId.IpNotEnough": ErrorKind.CAPACITY,  # the zone's vSwitch has no free IP
     "InvalidInstanceType.ValueUnauthorized": ErrorKind.QUOTA,  # account not allowed this type
     "InvalidAccountStatus.NotEnoughBalance": ErrorKind.QUOTA,
     "Account.Arrearage": ErrorKind.QUOTA,

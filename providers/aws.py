@@ -71,6 +71,8 @@ ERRORS = ErrorTable(
             "InsufficientCapacity",
             "MaxSpotInstanceCountExceeded",
             "Unsupported",
+            # the subnet of that zone has no free IP address: another zone's subnet may
+            "InsufficientFreeAddressesInSubnet",
         ),
         ErrorKind.PRICE_TOO_LOW: ("SpotMaxPriceTooLow",),
         ErrorKind.QUOTA: ("VcpuLimitExceeded", "InstanceLimitExceeded"),

@@ -133,6 +133,11 @@ FAMILY_GPU: dict[str, str] = {
 _EXACT: dict[str, ErrorKind] = {
     "UnsupportedOperation.NoInstanceTypeSupportSpot": ErrorKind.CAPACITY,
     "ResourceUnavailable.InstanceType": ErrorKind.CAPACITY,
+    # placement failures: another zone (its subnet, its images, its spot stock) may work
+    "FailedOperation.NoAvailableIpAddressCountInSubnet": ErrorKind.CAPACITY,
+    "InvalidParameterValue.ZoneNotSupported": ErrorKind.CAPACITY,
+    "UnsupportedOperation.LocationImageNotSupported": ErrorKind.CAPACITY,
+    "InvalidParameterValue.InsufficientOffering": ErrorKind.CAPACITY,  # spot stock too small
     "InvalidParameterValue.InsufficientPrice": ErrorKind.PRICE_TOO_LOW,
     "InvalidInstanceId.NotFound": ErrorKind.NOT_FOUND,
     "InvalidAccount.InsufficientBalance": ErrorKind.QUOTA,

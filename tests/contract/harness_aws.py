@@ -104,6 +104,8 @@ class AWSHarness:
         ErrorKind.AUTH: "AuthFailure",
         ErrorKind.THROTTLED: "RequestLimitExceeded",
     }
+    #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
+    placement_codes = ["InsufficientFreeAddressesInSubnet"]  # noqa: RUF012
     secret = SECRET
     missing_id = "i-0123456789abcdef0"
 

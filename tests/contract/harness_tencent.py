@@ -38,6 +38,11 @@ class TencentHarness:
         ErrorKind.AUTH: "AuthFailure.SecretIdNotFound",
         ErrorKind.THROTTLED: "RequestLimitExceeded",
     }
+    #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
+    placement_codes = [  # noqa: RUF012 - read-only table
+        "FailedOperation.NoAvailableIpAddressCountInSubnet",
+        "UnsupportedOperation.LocationImageNotSupported",
+    ]
     secret = SECRET_KEY
     missing_id = "ins-0missing"
 

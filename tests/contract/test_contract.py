@@ -282,3 +282,19 @@ def test_the_bid_sent_never_exceeds_the_cap(harness: Harness, provider: Provider
             assert Decimal(repr(cap)) - Decimal(repr(wire)) < Decimal(1).scaleb(-decimals)
 
     check()
+
+
+def test_subnet_and_image_placement_failures_move_on(harness: Harness, provider: Provider) -> None:
+    """No free IP in the zone's subnet, or the image not offered there: the job moves on to
+    the next offer (CAPACITY), it is not stopped as an invalid request, nor retried in place."""
+    codes = getattr(harness, "placement_codes", [])
+    if not codes:
+        pytest.skip(f"{harness.name} has no such codes")
+    for n, code in enumerate(codes):
+        before = len(harness.launch_requests())
+        harness.inject_error(code)
+        with pytest.raises(ProviderError) as caught:
+            provider.launch(request_for(harness, Market.SPOT, job=f"job-{n}", cap=0.5))
+        assert (caught.value.kind, caught.value.code) == (ErrorKind.CAPACITY, code)
+        assert caught.value.kind.try_next_offer
+        assert len(harness.launch_requests()) == before + 1

@@ -57,6 +57,11 @@ OPERATION_ERRORS: dict[str, tuple[int, str, str]] = {
         "The zone '{zone}' does not have enough resources available to fulfill the request. "
         "'(resource type:compute)'.",
     ),
+    "IP_SPACE_EXHAUSTED": (  # the subnetwork has no free address (an operation error)
+        400,
+        "BAD REQUEST",
+        "IP space of 'projects/{project}/regions/{region}/subnetworks/default' is exhausted.",
+    ),
     "QUOTA_EXCEEDED": (
         403,
         "FORBIDDEN",
@@ -620,7 +625,9 @@ class GCPServer:
         if code is not None:
             status, status_text, template = OPERATION_ERRORS[code]
             region = zone.rsplit("-", 1)[0]
-            message = template.format(zone=f"projects/{self.project}/zones/{zone}", region=region)
+            message = template.format(
+                zone=f"projects/{self.project}/zones/{zone}", region=region, project=self.project
+            )
             op["error"] = {"errors": [{"code": code, "message": message}]}
             op["httpErrorStatusCode"] = status
             op["httpErrorMessage"] = status_text
