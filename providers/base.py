@@ -68,9 +68,14 @@ class PriceQuote:
     region: str
     zone: str
     instance_type: str
-    spot_price: float | None
-    on_demand_price: float | None
-    at: datetime
+    spot_price: float | None  # USD per instance-hour (converted from the account's currency)
+    on_demand_price: float | None  # USD per instance-hour
+    at: datetime  # when the spot price was observed
+    #: when the on-demand price was fetched live (None: from the catalog, not live)
+    on_demand_at: datetime | None = None
+    #: the currency the cloud quoted in, and the USD per unit it was converted at
+    currency: str = "USD"
+    usd_per_unit: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
