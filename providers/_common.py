@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
+from typing import Any
 
 from providers.base import ErrorKind, ProviderError
 from provisioner.models import TAG_MANAGED, InstanceState, LaunchRequest
@@ -239,6 +240,16 @@ class AccountCurrency:
             )
         return code, rate
 
+    def billing(self) -> dict[str, Any]:
+        """What :meth:`providers.base.Provider.account_billing` reports for this account."""
+        code = self.code
+        return {
+            "currency": code,
+            "usd_per_unit": self.rates.get(code) if code else None,
+            "source": "cloud" if self.reported else ("configured" if code else "unknown"),
+            "note": self.describe(),
+        }
+
     def describe(self) -> str:
         """``"CNY (reported by the cloud) at 0.1400 USD/CNY"``, for plans and notes."""
         code = self.code
@@ -251,6 +262,35 @@ class AccountCurrency:
         if rate is None:
             return f"{code} ({source}), no USD rate set"
         return f"{code} ({source}) at {rate:.4f} USD/{code}"
+
+
+#: clouds whose prices and bids are in the account's currency (the others are USD)
+ACCOUNT_CURRENCY_CLOUDS = ("alibaba", "tencent")
+
+
+def billing_from_options(provider: str, options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a provider built with ``options`` would report as :meth:`Provider.account_billing` before
+    any price answer (None for the clouds that bill in USD). Imports no SDK."""
+    if provider not in ACCOUNT_CURRENCY_CLOUDS:
+        return None
+    rates = {"CNY": float(options.get("cny_to_usd") or DEFAULT_CNY_TO_USD)}
+    rates.update({str(k): float(v) for k, v in dict(options.get("fx_rates") or {}).items()})
+    account = AccountCurrency(provider, options.get("currency"), rates)
+    info = account.billing()
+    if account.code is None:
+        info["note"] = (
+            "bids in the account's currency, "
+            + (
+                "taken from its price answers at launch"
+                if provider == "alibaba"
+                else "which must be configured (provider option currency)"
+            )
+            + f"; CNY converted at {rates['CNY']:.4f} USD/CNY (provider option cny_to_usd)"
+        )
+    else:
+        info["note"] = f"bids in {account.describe()} (provider options currency, cny_to_usd)"
+    info["rates"] = rates
+    return info
 
 
 def utc(value: datetime) -> datetime:

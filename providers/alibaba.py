@@ -546,9 +546,15 @@ class AlibabaProvider(Provider):
                                 None if origin is None else float(origin), currency
                             ),
                             at=parse_time(point.get("Timestamp")) or _utcnow(),
+                            on_demand_at=_utcnow() if origin is not None else None,
+                            currency=str(currency or self.account.code or ""),
+                            usd_per_unit=self.account.usd_per_unit(currency) or 0.0,
                         )
                     )
         return out
+
+    def account_billing(self) -> dict[str, Any]:
+        return self.account.billing()
 
     # -- instances ---------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ shows as ``StateReason.Code`` ``Server.SpotInstanceTermination`` on the terminat
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import logging
 import re
@@ -281,7 +282,7 @@ class AWSProvider(Provider):
             try:
                 for itype in missing:
                     price = call_with_retries(
-                        lambda itype=itype: _get_on_demand(client, region, itype),
+                        functools.partial(_get_on_demand, client, region, itype),
                         classify,
                         policy=self.retry,
                         what=f"aws GetProducts ({itype}, {region})",

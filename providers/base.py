@@ -123,6 +123,12 @@ class Provider(abc.ABC):
     def interruptions(self, since: datetime) -> builtins.list[Interruption]:
         """Preemptions and notices the API reports since ``since``."""
 
+    def account_billing(self) -> dict[str, Any]:
+        """The account's billing currency and its USD rate: ``{"currency", "usd_per_unit",
+        "source", "note"}`` (prices and caps are USD everywhere else; clouds that bill in the
+        account's currency convert at this rate)."""
+        return {"currency": "USD", "usd_per_unit": 1.0, "source": "cloud", "note": "USD"}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and sockets."""
 

@@ -474,11 +474,16 @@ class TencentProvider(Provider):
             )
         return usd
 
+    def account_billing(self) -> dict[str, Any]:
+        return self.account.billing()
+
     def _observe_currency(self, body: Mapping[str, Any]) -> None:
         """Take the currency from a price answer, wherever it names one."""
-        price = body.get("Price") if isinstance(body.get("Price"), Mapping) else {}
-        item = price.get("InstancePrice") if isinstance(price.get("InstancePrice"), Mapping) else {}
-        for node in (body, price, item):
+        node: Any = body
+        for key in ("", "Price", "InstancePrice"):
+            node = node.get(key) if key else node
+            if not isinstance(node, Mapping):
+                return
             if node.get("Currency"):
                 self.account.observe(node["Currency"])
                 return
@@ -579,6 +584,9 @@ class TencentProvider(Provider):
                         spot_price=o.spot_price,
                         on_demand_price=o.price,
                         at=now,
+                        on_demand_at=datetime.now(UTC),
+                        currency=self.account.code or "",
+                        usd_per_unit=self.account.usd_per_unit() or 0.0,
                     )
                     for o in self.offers([region])
                 )
@@ -603,6 +611,9 @@ class TencentProvider(Provider):
                         spot_price=spot,
                         on_demand_price=od,
                         at=datetime.now(UTC),
+                        on_demand_at=datetime.now(UTC),
+                        currency=self.account.code or "",
+                        usd_per_unit=self.account.usd_per_unit() or 0.0,
                     )
                 )
         return out
