@@ -693,6 +693,7 @@ class JobRunner:
             else None,
             image=self.policy.job.image,
             disk_gb=self.policy.job.disk_gb,
+            extra_tags=dict(self.policy.tags),
             job_spec=spec.to_dict(),
         )
 

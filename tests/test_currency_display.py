@@ -129,3 +129,22 @@ def test_a_price_refresh_says_how_live_and_how_old_its_prices_are() -> None:
     assert doc["converted_from"] == {"CNY": 0.14}
     assert "on-demand: 1 from the bundled catalog (not live)" in doc["lines"]
     assert "quoted in CNY, stored as USD at 0.1400 USD/CNY" in doc["lines"]
+
+
+def test_policy_check_warns_of_tags_gcp_cannot_carry_as_written(tmp_path: Path) -> None:
+    policy = tmp_path / "tags.yaml"
+    policy.write_text("name: tagged\ntags: {CostCenter: CC-42, team: ml}\n")
+    res = CliRunner().invoke(cli, ["policy", "check", str(policy), "--json"])
+    assert res.exit_code == 0, res.output
+    [doc] = json.loads(res.stdout)
+    assert any("'CostCenter' becomes GCP label 'costcenter'" in w for w in doc["warnings"])
+    assert not any("'team'" in w and "becomes GCP label" in w for w in doc["warnings"])
+    text = CliRunner().invoke(cli, ["policy", "check", str(policy)])
+    assert text.exit_code == 0 and "warning:" in text.stderr and "costcenter" in text.stderr
+    # a policy that keeps off GCP is not warned about GCP
+    policy.write_text("name: tagged\ntags: {CostCenter: x}\nresidency: {providers: [aws]}\n")
+    [off] = json.loads(CliRunner().invoke(cli, ["policy", "check", str(policy), "--json"]).stdout)
+    assert off["warnings"] == []
+    policy.write_text("name: tagged\ntags: {provisioner-job: x}\n")
+    bad = CliRunner().invoke(cli, ["policy", "check", str(policy)])
+    assert bad.exit_code == 2 and "reserved" in bad.stderr

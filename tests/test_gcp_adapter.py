@@ -130,6 +130,33 @@ def test_spot_insert_carries_scheduling_request_id_labels_and_startup_script(
     assert provider.list({TAG_JOB: "team-alpha-run-1"}) == []
 
 
+def test_tags_whose_keys_are_not_label_keys_become_labels_and_stay_in_metadata(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    import dataclasses
+    import json
+
+    from providers.gcp import label_changes, label_key
+
+    tags = {"Team": "ML", "CostCenter": "cc-42", "team.name": "vision", "9lives": "x"}
+    provider.launch(dataclasses.replace(request(), extra_tags=tags))
+    [sent] = server.launch_requests()
+    labels = sent.body["labels"]
+    assert labels["team"] == "ml"
+    assert labels["costcenter"] == "cc-42"
+    assert labels["team_name"] == "vision"
+    assert labels["k9lives"] == "x"
+    assert all(label_key(k) == k for k in labels)  # every key is a valid label key
+    items = {i["key"]: i["value"] for i in sent.body["metadata"]["items"]}
+    kept = json.loads(items["provisioner-tags"])
+    assert {k: kept[k] for k in tags} == tags  # the originals, exactly
+    lines = label_changes(tags)
+    assert any("'CostCenter' becomes GCP label 'costcenter'" in line for line in lines)
+    assert any("value of tag 'Team' becomes 'ml'" in line for line in lines)
+    clash = label_changes({"Team": "a", "team": "b"})
+    assert any("already taken" in line for line in clash)
+
+
 def test_request_id_is_stable_for_a_token_and_a_retried_insert_repeats_it(
     server: GCPServer, provider: GCPProvider
 ) -> None:
