@@ -402,22 +402,36 @@ class AlibabaProvider(Provider):
         return self.account.to_usd(price, currency)
 
     def _spot_history(self, region: str, itype: str, zone: str | None = None) -> dict[str, Any]:
-        """One ``DescribeSpotPriceHistory`` answer (the last 3 hours); notes its currency."""
+        """``DescribeSpotPriceHistory`` (the last 3 hours, every page: ``Offset`` from each
+        answer's ``NextOffset``) as one answer; notes the currency it names."""
         models = self._models()
         client = self._client(region)
-        req = models.DescribeSpotPriceHistoryRequest(
-            region_id=region,
-            instance_type=itype,
-            zone_id=zone or None,
-            network_type="vpc",
-            ostype="linux",
-            start_time=(_utcnow() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        )
-        body = self._body(
-            self._call("DescribeSpotPriceHistory", partial(client.describe_spot_price_history, req))
-        )
-        self.account.observe(body.get("Currency"))
-        return body
+        start = (_utcnow() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        points: list[Any] = []
+        offset = 0
+        while True:
+            req = models.DescribeSpotPriceHistoryRequest(
+                region_id=region,
+                instance_type=itype,
+                zone_id=zone or None,
+                network_type="vpc",
+                ostype="linux",
+                start_time=start,
+                offset=offset or None,
+            )
+            body = self._body(
+                self._call(
+                    "DescribeSpotPriceHistory", partial(client.describe_spot_price_history, req)
+                )
+            )
+            self.account.observe(body.get("Currency"))
+            page = _list(body, "SpotPrices", "SpotPriceType")
+            points.extend(page)
+            nxt = int(body.get("NextOffset") or 0)
+            if not page or nxt <= offset:
+                body["SpotPrices"] = {"SpotPriceType": points}
+                return body
+            offset = nxt
 
     def spot_price_limit(self, cap_usd: float, region: str, offer: Offer) -> float:
         """``SpotPriceLimit`` for a USD cap: in the account's currency, rounded down to 3 places.

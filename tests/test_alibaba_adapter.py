@@ -636,3 +636,22 @@ def test_recorded_requests_are_json_decodable_for_instance_ids(
     provider.get(inst.id)
     last = server.calls("DescribeInstances")[-1]
     assert json.loads(last.params["InstanceIds"]) == [inst.id]
+
+
+def test_every_list_and_price_call_crosses_pages(server: AlibabaFakeServer) -> None:
+    server.max_page = 1  # one row a page, whatever MaxResults asks for
+    provider = make_provider(server)
+    ids = {provider.launch(request(job=f"job-{n}")).id for n in range(3)}
+    server.requests.clear()
+    assert {i.id for i in provider.list()} == ids
+    offers = provider.offers()
+    assert len({o.instance_type for o in offers}) > 1
+    quotes = provider.prices()
+    assert len({q.zone for q in quotes if q.instance_type == A10}) > 1
+
+    def tokens(action: str, key: str) -> list[str | None]:
+        return [r.params.get(key) for r in server.calls(action)]
+
+    assert tokens("DescribeInstances", "NextToken")[:3] == [None, "1", "2"]
+    assert "1" in tokens("DescribeInstanceTypes", "NextToken")
+    assert "1" in tokens("DescribeSpotPriceHistory", "Offset")  # NextOffset followed

@@ -441,3 +441,16 @@ def test_as_dict_gives_the_wire_shape_whatever_the_model_generation() -> None:
     )
     assert vm["properties"]["priority"] == "Spot"
     assert vm["properties"]["billingProfile"]["maxPrice"] == 0.5
+
+
+def test_vm_and_nic_lists_follow_next_link(server: AzureServer, provider: AzureProvider) -> None:
+    server.list_page_size = 1  # one VM (one NIC) a page
+    launched = [provider.launch(request(job=f"job-{n}")) for n in range(3)]
+    evicted = launched[0].id.rsplit("/", 1)[-1]
+    provider.compute.virtual_machines.simulate_eviction(server.resource_group, evicted)
+    found = {i.id: i for i in provider.list()}
+    assert set(found) == {i.id for i in launched}
+    assert found[launched[0].id].state is InstanceState.PREEMPTED  # its NIC was on a later page
+    for kind in ("virtualMachines", "networkInterfaces"):
+        pages = [r for r in server.requests if r.method == "GET" and r.path.endswith(kind)]
+        assert any("$skiptoken" in r.query for r in pages), f"{kind}: nextLink not followed"

@@ -503,3 +503,37 @@ def test_offers_fall_back_on_the_catalog_when_the_api_keeps_failing(
         pytest.skip("no built-in catalog with GCP offers")
     assert {o.provider for o in offers} == {"gcp"}
     assert {o.region for o in offers} == {"us-central1"}
+
+
+def test_every_list_and_price_call_crosses_pages(server: GCPServer) -> None:
+    """One result (or one zone's scope) a page: the SDK's pagers must follow
+    ``nextPageToken`` for instances, operations, machine/accelerator types and SKUs."""
+    provider = make_provider(server)
+    full_offers = {(o.zone, o.instance_type, o.gpu_count) for o in provider.offers(["us-central1"])}
+    server.requests.clear()
+    server.list_page_size = 1
+    server.sku_page_size = 2
+    a = provider.launch(request(job="job-a"))
+    b = provider.launch(request(job="job-b"))
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    assert {i.id for i in provider.list()} == {a.id, b.id}
+    for inst in (a, b):
+        server.preempt(inst.id.rsplit("/", 1)[-1], ZONE)
+    assert {i.instance_id for i in provider.interruptions(since)} == {a.id, b.id}
+    assert provider.get(b.id).state is InstanceState.PREEMPTED  # zone operations, paged
+    paged = {(o.zone, o.instance_type, o.gpu_count) for o in provider.offers(["us-central1"])}
+    assert paged == full_offers
+    assert provider.prices(["us-central1"])
+
+    def followed(suffix: str) -> bool:
+        return any(r.path.endswith(suffix) and r.query.get("pageToken") for r in server.requests)
+
+    for suffix in (
+        "/aggregated/instances",
+        "/aggregated/operations",
+        f"/zones/{ZONE}/operations",
+        "/aggregated/machineTypes",
+        "/aggregated/acceleratorTypes",
+        "/skus",
+    ):
+        assert followed(suffix), f"{suffix}: no second page was asked for"

@@ -617,3 +617,21 @@ def test_terminate_twice_releases_from_the_recycle_bin(
     assert server.instances() == {}
     assert len(server.calls("TerminateInstances")) == 1 + 1 + 3
     provider.terminate([a.id])  # gone: not an error
+
+
+def test_short_pages_from_the_server_are_followed_to_total_count(
+    server: TencentFakeServer, provider: TencentProvider
+) -> None:
+    server.max_page = 2  # the server answers fewer than Limit=100 asks for
+    ids = {provider.launch(request(job=f"job-{n}")).id for n in range(5)}
+    before = len(server.calls("DescribeInstances"))
+    assert {i.id for i in provider.list()} == ids
+    listed = server.calls("DescribeInstances")[before:]
+    assert [(c.params["Offset"], c.params["Limit"]) for c in listed] == [
+        (0, 100),
+        (2, 100),
+        (4, 100),
+    ]
+    server.preempt(sorted(ids)[-1])
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    assert [i.instance_id for i in provider.interruptions(since)] == [sorted(ids)[-1]]

@@ -308,3 +308,75 @@ def test_describe_instances_crosses_pages(aws: AWSHarness) -> None:
     ]
     assert [r.get("MaxResults") for r in listing[-2:]] == ["5", "5"]
     assert listing[-1].get("NextToken")  # the second page was asked for
+
+
+def test_offers_follow_next_token_of_instance_types_and_offerings(aws: AWSHarness) -> None:
+    """moto answers DescribeInstanceTypes and DescribeInstanceTypeOfferings in one page
+    whatever MaxResults says; the real client, answered by botocore's Stubber, must follow
+    ``NextToken`` through two pages of each."""
+    from botocore.stub import Stubber
+
+    provider = aws.provider(page_size=5)
+
+    def gpu_type(name: str, gpu: str, mib: int) -> dict[str, Any]:
+        return {
+            "InstanceType": name,
+            "VCpuInfo": {"DefaultVCpus": 4},
+            "MemoryInfo": {"SizeInMiB": 16384},
+            "GpuInfo": {
+                "Gpus": [
+                    {
+                        "Name": gpu,
+                        "Manufacturer": "NVIDIA",
+                        "Count": 1,
+                        "MemoryInfo": {"SizeInMiB": mib},
+                    }
+                ]
+            },
+        }
+
+    with Stubber(provider.client(REGION)) as stub:
+        stub.add_response(
+            "describe_instance_types",
+            {"InstanceTypes": [gpu_type("g5.xlarge", "A10G", 24576)], "NextToken": "t2"},
+            {"MaxResults": 5},
+        )
+        stub.add_response(
+            "describe_instance_types",
+            {"InstanceTypes": [gpu_type("g4dn.xlarge", "T4", 16384)]},
+            {"MaxResults": 5, "NextToken": "t2"},
+        )
+        offering = {"LocationType": "availability-zone", "Filters": ANY, "MaxResults": 5}
+        stub.add_response(
+            "describe_instance_type_offerings",
+            {
+                "InstanceTypeOfferings": [
+                    {
+                        "InstanceType": "g5.xlarge",
+                        "LocationType": "availability-zone",
+                        "Location": ZONE,
+                    }
+                ],
+                "NextToken": "o2",
+            },
+            offering,
+        )
+        stub.add_response(
+            "describe_instance_type_offerings",
+            {
+                "InstanceTypeOfferings": [
+                    {
+                        "InstanceType": "g4dn.xlarge",
+                        "LocationType": "availability-zone",
+                        "Location": "us-east-1b",
+                    }
+                ]
+            },
+            {**offering, "NextToken": "o2"},
+        )
+        offers = provider.offers([REGION])
+        stub.assert_no_pending_responses()
+    assert {(o.instance_type, o.zone) for o in offers} == {
+        ("g5.xlarge", ZONE),
+        ("g4dn.xlarge", "us-east-1b"),
+    }

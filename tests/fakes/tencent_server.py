@@ -128,6 +128,9 @@ class TencentFakeServer:
         #: CVM's ``ItemPrice`` (API 2017-03-12) names no currency; a test may set one here to
         #: play an answer that does (``Price.InstancePrice.Currency``)
         self.price_currency = ""
+        #: the most instances one DescribeInstances page holds, below ``Limit`` (the service
+        #: may answer fewer; ``TotalCount`` says how many match): small, every list pages
+        self.max_page = 100
         self.requests: list[Recorded] = []
         self._failures: dict[str, list[_Failure]] = {}
         self._state = _State()
@@ -447,7 +450,7 @@ class TencentFakeServer:
         if limit > 100:
             raise ApiError("InvalidParameterValue.LimitExceeded", "Limit is at most 100.")
         offset = int(params.get("Offset") or 0)
-        page = rows[offset : offset + limit]
+        page = rows[offset : offset + min(limit, self.max_page)]
         for inst in page:  # a new instance is PENDING once, then RUNNING
             if inst["InstanceId"] in self._state.fresh:
                 self._state.fresh.discard(inst["InstanceId"])
