@@ -204,6 +204,9 @@ def classify_error(exc: BaseException) -> ProviderError | None:
     if code and type(exc).__name__ == "TencentCloudSDKException":
         message = getattr(exc, "message", None)
         text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+        request_id = getattr(exc, "requestId", None)
+        if request_id:  # as for an envelope read here: the RequestId support asks for
+            text = f"{text} (request {request_id})"
         return ProviderError(classify_code(str(code)), str(code), text, provider=NAME)
     if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
         return ProviderError(ErrorKind.TRANSIENT, type(exc).__name__, str(exc), provider=NAME)

@@ -438,6 +438,8 @@ class TencentFakeServer:
             )
         if filters and len(filters) > 10:
             raise ApiError("InvalidParameterValue.LimitExceeded", "At most 10 filters.")
+        if any(len(f.get("Values") or ()) > 5 for f in filters or ()):
+            raise ApiError("InvalidParameterValue.LimitExceeded", "At most 5 values a filter.")
         rows = list(self._state.instances.values())
         if ids:
             for iid in ids:
