@@ -139,6 +139,12 @@ class _OnDemandCache:
     asked: set[str] = field(default_factory=set)
 
 
+#: fetched on-demand prices by (pricing endpoint, region), kept for the process's life: the
+#: daemon builds a provider for each price refresh, and the list changes monthly
+_ON_DEMAND: dict[tuple[str | None, str], _OnDemandCache] = {}
+_ON_DEMAND_LOCK = threading.Lock()
+
+
 #: decimals of ``SpotOptions.MaxPrice`` (EC2 quotes spot prices to 4 places)
 PRICE_DECIMALS = 4
 
@@ -202,7 +208,6 @@ class AWSProvider(Provider):
         self.pricing_region = pricing_region
         self.on_demand_ttl_s = on_demand_ttl_s
         self.page_size = page_size
-        self._on_demand: dict[str, _OnDemandCache] = {}
         self._pricing: Any = None
 
         creds = dict(credentials or {})
@@ -274,7 +279,9 @@ class AWSProvider(Provider):
         if client is None or not wanted:
             return {}, None
         now = now_utc()
-        cache = self._on_demand.get(region)
+        key = (self.pricing_endpoint, region)
+        with _ON_DEMAND_LOCK:
+            cache = _ON_DEMAND.get(key)
         if cache is None or (now - cache.at).total_seconds() >= self.on_demand_ttl_s:
             cache = _OnDemandCache(at=now)
         missing = [t for t in wanted if t not in cache.asked]
@@ -300,7 +307,8 @@ class AWSProvider(Provider):
                 )
                 if not cache.asked:
                     return {}, None
-            self._on_demand[region] = cache
+            with _ON_DEMAND_LOCK:
+                _ON_DEMAND[key] = cache
         return {t: cache.prices[t] for t in wanted if t in cache.prices}, cache.at
 
     def _pages(self, **kwargs: Any) -> dict[str, Any]:
@@ -364,8 +372,9 @@ class AWSProvider(Provider):
             types = self._types_with_gpus(region)
             zones = self._zones_of(region, [t["InstanceType"] for t in types])
             priced = _CatalogPrices.for_region(region)
-            cache = self._on_demand.get(region)
-            live = cache.prices if cache else {}
+            with _ON_DEMAND_LOCK:
+                cache = _ON_DEMAND.get((self.pricing_endpoint, region))
+            live = cache.prices if cache and self.pricing_client() is not None else {}
             for t in types:
                 itype = t["InstanceType"]
                 # a type no zone offers cannot be launched here (unless EC2 named no zones)

@@ -468,7 +468,14 @@ class AzureProvider(Provider):
                 spot = markets.get("spot")
                 od = markets.get("on-demand")
                 quote = PriceQuote(
-                    "azure", region, "", size, spot[1] if spot else None, od[1] if od else None, at
+                    "azure",
+                    region,
+                    "",
+                    size,
+                    spot[1] if spot else None,
+                    od[1] if od else None,
+                    at,
+                    at if od else None,  # live from the Retail Prices API
                 )
                 self._quotes[(region, size)] = quote
                 out.append(quote)

@@ -608,7 +608,9 @@ class GCPProvider(Provider):
                 spot, on_demand = total("Preemptible"), total("OnDemand")
                 if spot is None and on_demand is None:
                     continue
-                quote = PriceQuote("gcp", region, "", itype, spot, on_demand, at)
+                quote = PriceQuote(
+                    "gcp", region, "", itype, spot, on_demand, at, at if on_demand else None
+                )
                 self._quotes[(region, itype)] = quote
                 out.append(quote)
         return out

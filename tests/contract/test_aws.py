@@ -266,6 +266,9 @@ def test_on_demand_prices_are_cached_then_fetched_again(aws: AWSHarness, pricing
     assert prices == {"g5.xlarge": pytest.approx(1.006)} and at is not None
     again, again_at = provider.on_demand_prices(REGION, ["g5.xlarge"])
     assert (again, again_at) == (prices, at)
+    # a new adapter (the daemon builds one per refresh) uses the same cache
+    other = aws.provider(pricing_endpoint=pricing.endpoint)
+    assert other.on_demand_prices(REGION, ["g5.xlarge"]) == (prices, at)
     assert len(pricing.calls("GetProducts")) == 2  # cached: no new query
     provider.on_demand_ttl_s = 0  # expired
     _, fresh_at = provider.on_demand_prices(REGION, ["g5.xlarge"])
