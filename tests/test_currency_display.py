@@ -148,3 +148,12 @@ def test_policy_check_warns_of_tags_gcp_cannot_carry_as_written(tmp_path: Path) 
     policy.write_text("name: tagged\ntags: {provisioner-job: x}\n")
     bad = CliRunner().invoke(cli, ["policy", "check", str(policy)])
     assert bad.exit_code == 2 and "reserved" in bad.stderr
+
+
+def test_providers_shows_the_currency_and_rate_each_account_bids_in(config: Path) -> None:
+    res = CliRunner().invoke(cli, ["providers", "--json"])
+    assert res.exit_code == 0, res.output
+    detail = {p["name"]: p["detail"] for p in json.loads(res.stdout)}
+    assert "bids in CNY (configured) at 0.1380 USD/CNY" in detail["tencent"]
+    assert "taken from its price answers" in detail["alibaba"] and "0.1390" in detail["alibaba"]
+    assert "bids in" not in detail["aws"]
