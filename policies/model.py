@@ -405,6 +405,23 @@ class Policy(_Model):
     checkpoint: Checkpoint = Field(default_factory=lambda: Checkpoint())
     restart: Restart = Field(default_factory=lambda: Restart())
     windows: list[TimeWindow] = Field(default_factory=list)
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Cost-allocation tags put on every instance (GCP labels are lowercased: "
+        "`provisioner policy check` says how each one is mapped).",
+    )
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not key.strip():
+                raise ValueError("a tag key cannot be empty")
+            if len(key) > 128 or len(value) > 256:
+                raise ValueError(f"tag {key!r}: keys are at most 128 characters, values 256")
+            if key.lower().startswith("provisioner-"):
+                raise ValueError(f"tag {key!r}: keys starting with provisioner- are reserved")
+        return v
 
     @field_validator("deadline", mode="before")
     @classmethod

@@ -26,9 +26,14 @@ Credentials: ``credentials=`` (``{"access_key_id", "access_key_secret"}`` or a p
 ``ALIBABA_CLOUD_ACCESS_KEY_ID``/``ALIBABA_CLOUD_ACCESS_KEY_SECRET``, else the SDK's default
 chain (profile file, RAM role); the key pair is registered for redaction.
 
-Prices: Alibaba answers in the account's currency (``Currency`` in the price history; CNY on the
-China site). The planner works in USD: prices are converted with ``cny_to_usd`` when the cloud
-says CNY, and a USD bid cap is converted back for ``SpotPriceLimit`` when ``currency="CNY"``.
+Prices and bids are in the account's currency, which every ``DescribeSpotPriceHistory`` answer
+names (``Currency``: CNY on a China-site account, USD on an international one). The adapter
+takes the currency from those answers (``currency=`` is only a fallback, and a configured
+currency the cloud contradicts refuses launches), converts prices to USD for the planner with a
+rate the user sees and sets (``cny_to_usd``, ``fx_rates``), and converts a USD bid cap back for
+``SpotPriceLimit``, rounded *down* to the 3 decimals Alibaba takes, so it never exceeds the cap.
+A spot launch with a cap first asks for the type's price history when no answer has named the
+currency yet, and is refused (INVALID, ``UnknownCurrency``) while it stays unknown.
 
 The SDK is imported lazily (inside :meth:`AlibabaProvider._client`), never at module import.
 """
@@ -40,14 +45,13 @@ import builtins
 import importlib
 import json
 import logging
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
-from providers._common import user_data_for
+from providers._common import DEFAULT_CNY_TO_USD, AccountCurrency, cap_decimal, user_data_for
 from providers.base import (
     ErrorKind,
     PriceQuote,
@@ -92,6 +96,7 @@ _EXACT: dict[str, ErrorKind] = {
     "Zone.NotOnSale": ErrorKind.CAPACITY,
     "InvalidResourceType.NotSupported": ErrorKind.CAPACITY,  # type not sold in that zone
     "ResourceNotAvailable": ErrorKind.CAPACITY,
+    "InvalidVSwitchId.IpNotEnough": ErrorKind.CAPACITY,  # the zone's vSwitch has no free IP
     "InvalidInstanceType.ValueUnauthorized": ErrorKind.QUOTA,  # account not allowed this type
     "InvalidAccountStatus.NotEnoughBalance": ErrorKind.QUOTA,
     "Account.Arrearage": ErrorKind.QUOTA,
@@ -195,10 +200,8 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _floor(value: float, places: int) -> float:
-    """Round down: a bid cap is never exceeded by rounding."""
-    scale = 10**places
-    return math.floor(value * scale + 1e-9) / scale
+#: ``SpotPriceLimit`` "can be accurate to three decimal places" (RunInstances reference)
+PRICE_DECIMALS = 3
 
 
 def gpu_model(spec: str) -> str:
@@ -297,8 +300,9 @@ class AlibabaProvider(Provider):
         key_pair_name: str | None = None,
         instance_types: Iterable[str] | None = None,
         system_disk_category: str | None = None,
-        currency: str = "USD",
-        cny_to_usd: float = 0.14,
+        currency: str | None = None,
+        cny_to_usd: float = DEFAULT_CNY_TO_USD,
+        fx_rates: Mapping[str, float] | None = None,
         retry: RetryPolicy | None = None,
         package_spec: str = "provisioner",
         pip_args: Iterable[str] = (),
@@ -316,8 +320,7 @@ class AlibabaProvider(Provider):
         self.key_pair_name = key_pair_name
         self.instance_types = list(instance_types) if instance_types else None
         self.system_disk_category = system_disk_category
-        self.currency = currency.upper()
-        self.cny_to_usd = cny_to_usd
+        self.account = AccountCurrency(NAME, currency, {"CNY": cny_to_usd, **(fx_rates or {})})
         self.retry = retry or RetryPolicy()
         self.package_spec = package_spec
         self.pip_args = list(pip_args)
@@ -390,14 +393,64 @@ class AlibabaProvider(Provider):
         body = getattr(response, "body", None)
         return body.to_map() if body is not None else {}
 
-    def _to_usd(self, price: float | None, currency: str | None) -> float | None:
-        if price is None:
-            return None
-        unit = (currency or self.currency).upper()
-        return price * self.cny_to_usd if unit == "CNY" else price
+    @property
+    def currency(self) -> str | None:
+        """The account's currency: as the price answers report it, else as configured."""
+        return self.account.code
 
-    def _from_usd(self, usd: float) -> float:
-        return usd / self.cny_to_usd if self.currency == "CNY" else usd
+    def _to_usd(self, price: float | None, currency: str | None) -> float | None:
+        return self.account.to_usd(price, currency)
+
+    def _spot_history(self, region: str, itype: str, zone: str | None = None) -> dict[str, Any]:
+        """``DescribeSpotPriceHistory`` (the last 3 hours, every page: ``Offset`` from each
+        answer's ``NextOffset``) as one answer; notes the currency it names."""
+        models = self._models()
+        client = self._client(region)
+        start = (_utcnow() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        points: list[Any] = []
+        offset = 0
+        while True:
+            req = models.DescribeSpotPriceHistoryRequest(
+                region_id=region,
+                instance_type=itype,
+                zone_id=zone or None,
+                network_type="vpc",
+                ostype="linux",
+                start_time=start,
+                offset=offset or None,
+            )
+            body = self._body(
+                self._call(
+                    "DescribeSpotPriceHistory", partial(client.describe_spot_price_history, req)
+                )
+            )
+            self.account.observe(body.get("Currency"))
+            page = _list(body, "SpotPrices", "SpotPriceType")
+            points.extend(page)
+            nxt = int(body.get("NextOffset") or 0)
+            if not page or nxt <= offset:
+                body["SpotPrices"] = {"SpotPriceType": points}
+                return body
+            offset = nxt
+
+    def spot_price_limit(self, cap_usd: float, region: str, offer: Offer) -> float:
+        """``SpotPriceLimit`` for a USD cap: in the account's currency, rounded down to 3 places.
+
+        Asks the cloud for the type's price history first when no answer has named the
+        account's currency yet; refuses (INVALID) while the currency or its rate is unknown.
+        """
+        if self.account.reported is None:
+            self._spot_history(region, offer.instance_type, offer.zone)
+        code, rate = self.account.for_launch()
+        limit = cap_decimal(cap_usd, PRICE_DECIMALS, usd_per_unit=rate)
+        if limit <= 0:
+            raise ProviderError(
+                ErrorKind.PRICE_TOO_LOW,
+                "BidCapBelowMinimum",
+                f"the cap {cap_usd!r} USD/h is below 0.001 {code}/h, the smallest bid Alibaba takes",
+                provider=NAME,
+            )
+        return float(limit)
 
     # -- offers and prices ----------------------------------------------------------------
 
@@ -476,28 +529,13 @@ class AlibabaProvider(Provider):
         return out
 
     def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
-        models = self._models()
         out: list[PriceQuote] = []
-        start = (_utcnow() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
         for region in list(regions or self.regions):
-            client = self._client(region)
             types = self.instance_types or [
                 t.get("InstanceTypeId", "") for t in self._gpu_types(region)
             ]
             for itype in types:
-                req = models.DescribeSpotPriceHistoryRequest(
-                    region_id=region,
-                    instance_type=itype,
-                    network_type="vpc",
-                    ostype="linux",
-                    start_time=start,
-                )
-                body = self._body(
-                    self._call(
-                        "DescribeSpotPriceHistory",
-                        partial(client.describe_spot_price_history, req),
-                    )
-                )
+                body = self._spot_history(region, itype)
                 currency = body.get("Currency")
                 newest: dict[str, dict[str, Any]] = {}
                 for point in _list(body, "SpotPrices", "SpotPriceType"):
@@ -522,9 +560,15 @@ class AlibabaProvider(Provider):
                                 None if origin is None else float(origin), currency
                             ),
                             at=parse_time(point.get("Timestamp")) or _utcnow(),
+                            on_demand_at=_utcnow() if origin is not None else None,
+                            currency=str(currency or self.account.code or ""),
+                            usd_per_unit=self.account.usd_per_unit(currency) or 0.0,
                         )
                     )
         return out
+
+    def account_billing(self) -> dict[str, Any]:
+        return self.account.billing()
 
     # -- instances ---------------------------------------------------------------------------
 
@@ -572,7 +616,7 @@ class AlibabaProvider(Provider):
             state_reason=reason,
             tags=tags,
             launched_at=parse_time(raw.get("StartTime") or raw.get("CreationTime")),
-            price_per_hour=self._to_usd(float(limit), None)
+            price_per_hour=self.account.to_usd(float(limit))
             if market is Market.SPOT and limit
             else None,
             public_ip=str(public[0]) if public else None,
@@ -677,7 +721,9 @@ class AlibabaProvider(Provider):
             req.spot_interruption_behavior = "Terminate"
             if request.bid_cap_per_hour is not None:
                 req.spot_strategy = "SpotWithPriceLimit"
-                req.spot_price_limit = _floor(self._from_usd(request.bid_cap_per_hour), 3)
+                req.spot_price_limit = self.spot_price_limit(
+                    request.bid_cap_per_hour, region, offer
+                )
             else:
                 req.spot_strategy = "SpotAsPriceGo"
         else:

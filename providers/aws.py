@@ -13,26 +13,35 @@ switched off so that :func:`providers.base.call_with_retries` is the one retry l
 jittered, throttling and transient errors only).
 
 Offers come from ``DescribeInstanceTypes`` (types with ``GpuInfo``), priced from the catalog
-where it has the type; live spot prices from ``DescribeSpotPriceHistory``. A spot interruption
+where it has the type; live spot prices from ``DescribeSpotPriceHistory``, live on-demand
+prices from the Price List Query API (``pricing`` ``GetProducts``, ``ServiceCode=AmazonEC2``,
+filtered by instance type, ``regionCode``, ``operatingSystem=Linux``, ``tenancy=Shared`` and
+``capacitystatus=Used``; of the rows left, the one with no pre-installed software), one query
+per GPU type, every page followed, cached ``on_demand_ttl_s`` (24 h: the list changes monthly)
+and reported with the time it was fetched (``PriceQuote.on_demand_at``). Where the Pricing API
+cannot be reached the catalog's on-demand price is used, and the quote says so
+(``on_demand_at`` None). A spot interruption
 shows as ``StateReason.Code`` ``Server.SpotInstanceTermination`` on the terminated instance.
 """
 
 from __future__ import annotations
 
 import builtins
+import functools
+import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from providers._common import (
     ErrorTable,
+    cap_str,
     normalise_state,
     now_utc,
-    price_str,
     user_data_for,
     utc,
     wanted_tags,
@@ -71,6 +80,8 @@ ERRORS = ErrorTable(
             "InsufficientCapacity",
             "MaxSpotInstanceCountExceeded",
             "Unsupported",
+            # the subnet of that zone has no free IP address: another zone's subnet may
+            "InsufficientFreeAddressesInSubnet",
         ),
         ErrorKind.PRICE_TOO_LOW: ("SpotMaxPriceTooLow",),
         ErrorKind.QUOTA: ("VcpuLimitExceeded", "InstanceLimitExceeded"),
@@ -112,6 +123,31 @@ DEFAULT_IMAGE = (
 )
 DEFAULT_IMAGE_ROOT_DEVICE = "/dev/sda1"
 
+#: the Price List Query API is served from a few regions only; us-east-1 is one
+PRICING_REGION = "us-east-1"
+#: how long fetched on-demand prices are used before they are fetched again
+ON_DEMAND_TTL_S = 24 * 3600.0
+#: the GetProducts filters besides instance type and region: Linux, shared tenancy, used
+#: (not reserved-capacity) rows; rows with pre-installed software are left out when read
+PRICING_FILTERS = (("operatingSystem", "Linux"), ("tenancy", "Shared"), ("capacitystatus", "Used"))
+
+
+@dataclass(slots=True)
+class _OnDemandCache:
+    at: datetime
+    prices: dict[str, float] = field(default_factory=dict)
+    asked: set[str] = field(default_factory=set)
+
+
+#: fetched on-demand prices by (pricing endpoint, region), kept for the process's life: the
+#: daemon builds a provider for each price refresh, and the list changes monthly
+_ON_DEMAND: dict[tuple[str | None, str], _OnDemandCache] = {}
+_ON_DEMAND_LOCK = threading.Lock()
+
+
+#: decimals of ``SpotOptions.MaxPrice`` (EC2 quotes spot prices to 4 places)
+PRICE_DECIMALS = 4
+
 _WHEN = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 
 
@@ -125,6 +161,10 @@ class AWSProvider(Provider):
     ``instance_profile`` (name or ARN) gives the VM its identity for the checkpoint store.
     ``package_spec``/``pip_args``: how the bootstrap script installs provisioner on the VM
     when a request carries a ``job_spec`` and no ``user_data``.
+    ``pricing_endpoint``: the Price List Query API's URL (a local server in tests); with a
+    custom EC2 ``endpoint`` and none given, on-demand prices come from the catalog.
+    ``on_demand_ttl_s``: how long fetched on-demand prices are kept.
+    ``page_size``: ``MaxResults`` of the list calls (5 or more; None: the service's default).
     """
 
     name = "aws"
@@ -145,6 +185,10 @@ class AWSProvider(Provider):
         retry: RetryPolicy | None = None,
         package_spec: str = "provisioner",
         pip_args: Iterable[str] = (),
+        pricing_endpoint: str | None = None,
+        pricing_region: str = PRICING_REGION,
+        on_demand_ttl_s: float = ON_DEMAND_TTL_S,
+        page_size: int | None = None,
     ) -> None:
         import boto3
 
@@ -160,6 +204,11 @@ class AWSProvider(Provider):
         self.retry = retry or RetryPolicy()
         self.package_spec = package_spec
         self.pip_args = list(pip_args)
+        self.pricing_endpoint = pricing_endpoint
+        self.pricing_region = pricing_region
+        self.on_demand_ttl_s = on_demand_ttl_s
+        self.page_size = page_size
+        self._pricing: Any = None
 
         creds = dict(credentials or {})
         register_secret(creds.get("aws_secret_access_key"))
@@ -195,6 +244,79 @@ class AWSProvider(Provider):
                 self._clients[region] = client
             return client
 
+    def pricing_client(self) -> Any:
+        """The Price List Query API client (one, in ``pricing_region``); None where disabled."""
+        if self.endpoint and not self.pricing_endpoint:
+            return None  # a private EC2 endpoint (moto): the Pricing API is not there
+        with self._lock:
+            if self._pricing is None:
+                from botocore.config import Config
+
+                self._pricing = self.session.client(
+                    "pricing",
+                    region_name=self.pricing_region,
+                    endpoint_url=self.pricing_endpoint,
+                    config=Config(
+                        retries={"total_max_attempts": 1, "mode": "standard"},
+                        connect_timeout=10,
+                        read_timeout=60,
+                        user_agent_extra="provisioner",
+                    ),
+                )
+            return self._pricing
+
+    def on_demand_prices(
+        self, region: str, types: Iterable[str]
+    ) -> tuple[dict[str, float], datetime | None]:
+        """Linux shared-tenancy on-demand USD/hour of ``types`` in ``region``, live from the
+        Pricing API, and when they were fetched; (``{}``, None) where it cannot be reached.
+
+        Fetched once per ``on_demand_ttl_s`` per region (types not yet asked are fetched
+        then), so a refresh every few minutes costs no Pricing calls.
+        """
+        wanted = sorted(set(types))
+        client = self.pricing_client()
+        if client is None or not wanted:
+            return {}, None
+        now = now_utc()
+        key = (self.pricing_endpoint, region)
+        with _ON_DEMAND_LOCK:
+            cache = _ON_DEMAND.get(key)
+        if cache is None or (now - cache.at).total_seconds() >= self.on_demand_ttl_s:
+            cache = _OnDemandCache(at=now)
+        missing = [t for t in wanted if t not in cache.asked]
+        if missing:
+            try:
+                for itype in missing:
+                    price = call_with_retries(
+                        functools.partial(_get_on_demand, client, region, itype),
+                        classify,
+                        policy=self.retry,
+                        what=f"aws GetProducts ({itype}, {region})",
+                    )
+                    if price is not None:
+                        cache.prices[itype] = price
+                    cache.asked.add(itype)
+            except ProviderError as err:
+                log.warning(
+                    "aws: on-demand prices for %s not live (Pricing API: %s %s); the "
+                    "catalog's are used",
+                    region,
+                    err.kind.value,
+                    err.code,
+                )
+                if not cache.asked:
+                    return {}, None
+            with _ON_DEMAND_LOCK:
+                _ON_DEMAND[key] = cache
+        return {t: cache.prices[t] for t in wanted if t in cache.prices}, cache.at
+
+    def _pages(self, **kwargs: Any) -> dict[str, Any]:
+        """Paginator arguments: ``kwargs`` and, where set, the page size (``MaxResults``)."""
+        if self.page_size and "InstanceIds" not in kwargs:  # MaxResults excludes InstanceIds
+            kwargs["PaginationConfig"] = {"PageSize": self.page_size}
+        return kwargs
+
     def _call(self, region: str, what: str, fn: Callable[[EC2Client], T]) -> T:
         client = self.client(region)
         return call_with_retries(
@@ -206,6 +328,9 @@ class AWSProvider(Provider):
             for client in self._clients.values():
                 client.close()
             self._clients.clear()
+            if self._pricing is not None:
+                self._pricing.close()
+                self._pricing = None
 
     # -- offers and prices ------------------------------------------------------------------
 
@@ -214,7 +339,7 @@ class AWSProvider(Provider):
 
             def fetch(ec2: EC2Client) -> list[dict[str, Any]]:
                 found: list[dict[str, Any]] = []
-                for page in ec2.get_paginator("describe_instance_types").paginate():
+                for page in ec2.get_paginator("describe_instance_types").paginate(**self._pages()):
                     found.extend(t for t in page["InstanceTypes"] if _whole_gpus(t))
                 return found
 
@@ -228,8 +353,10 @@ class AWSProvider(Provider):
             zones: dict[str, builtins.list[str]] = {}
             for i in range(0, len(types), 100):  # at most 200 values per filter
                 pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
-                    LocationType="availability-zone",
-                    Filters=[{"Name": "instance-type", "Values": types[i : i + 100]}],
+                    **self._pages(
+                        LocationType="availability-zone",
+                        Filters=[{"Name": "instance-type", "Values": types[i : i + 100]}],
+                    )
                 )
                 for page in pages:
                     for row in page["InstanceTypeOfferings"]:
@@ -245,6 +372,9 @@ class AWSProvider(Provider):
             types = self._types_with_gpus(region)
             zones = self._zones_of(region, [t["InstanceType"] for t in types])
             priced = _CatalogPrices.for_region(region)
+            with _ON_DEMAND_LOCK:
+                cache = _ON_DEMAND.get((self.pricing_endpoint, region))
+            live = cache.prices if cache and self.pricing_client() is not None else {}
             for t in types:
                 itype = t["InstanceType"]
                 # a type no zone offers cannot be launched here (unless EC2 named no zones)
@@ -260,9 +390,11 @@ class AWSProvider(Provider):
                             gpu_count=_whole_gpus(t),
                             vcpus=float(t.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
                             memory_gib=round(t.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024, 2),
-                            price=known.price if known else None,
+                            price=live.get(itype, known.price if known else None),
                             spot_price=known.spot_price if known else None,
-                            price_date=known.price_date if known else "",
+                            price_date=cache.at.date().isoformat()
+                            if cache and itype in live
+                            else (known.price_date if known else ""),
                             interruption_band=known.interruption_band if known else "",
                         )
                     )
@@ -279,9 +411,11 @@ class AWSProvider(Provider):
             def fetch(ec2: EC2Client, types: list[str] = types) -> dict[tuple[str, str], Any]:
                 latest: dict[tuple[str, str], Any] = {}
                 pages = ec2.get_paginator("describe_spot_price_history").paginate(
-                    InstanceTypes=types,
-                    ProductDescriptions=["Linux/UNIX"],
-                    StartTime=now_utc(),
+                    **self._pages(
+                        InstanceTypes=types,
+                        ProductDescriptions=["Linux/UNIX"],
+                        StartTime=now_utc(),
+                    )
                 )
                 for page in pages:
                     for row in page["SpotPriceHistory"]:
@@ -290,7 +424,10 @@ class AWSProvider(Provider):
                             latest[key] = row
                 return latest
 
-            for (zone, itype), row in self._call(region, "DescribeSpotPriceHistory", fetch).items():
+            spot = self._call(region, "DescribeSpotPriceHistory", fetch)
+            live, live_at = self.on_demand_prices(region, types)
+            for (zone, itype), row in spot.items():
+                od = live.get(itype)
                 out.append(
                     PriceQuote(
                         provider="aws",
@@ -298,8 +435,11 @@ class AWSProvider(Provider):
                         zone=zone,
                         instance_type=itype,
                         spot_price=float(row["SpotPrice"]),
-                        on_demand_price=getattr(priced.find(zone, itype), "price", None),
+                        on_demand_price=od
+                        if od is not None
+                        else getattr(priced.find(zone, itype), "price", None),
                         at=utc(row["Timestamp"]),
+                        on_demand_at=live_at if od is not None else None,
                     )
                 )
         return out
@@ -391,7 +531,8 @@ class AWSProvider(Provider):
                 "InstanceInterruptionBehavior": "terminate",
             }
             if request.bid_cap_per_hour is not None:
-                spot["MaxPrice"] = price_str(request.bid_cap_per_hour, 4)
+                # rounded toward the cap: "0.51237" goes out as "0.5123", never "0.5124"
+                spot["MaxPrice"] = cap_str(request.bid_cap_per_hour, PRICE_DECIMALS)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return params
 
@@ -426,7 +567,7 @@ class AWSProvider(Provider):
 
         def fetch(ec2: EC2Client) -> builtins.list[dict[str, Any]]:
             found: builtins.list[dict[str, Any]] = []
-            for page in ec2.get_paginator("describe_instances").paginate(**kwargs):
+            for page in ec2.get_paginator("describe_instances").paginate(**self._pages(**kwargs)):
                 for reservation in page["Reservations"]:
                     found.extend(reservation["Instances"])
             return found
@@ -587,6 +728,41 @@ def classify(exc: BaseException) -> ProviderError | None:
         return ProviderError(ErrorKind.TRANSIENT, type(exc).__name__, str(exc), provider="aws")
     if isinstance(exc, ParamValidationError):
         return ProviderError(ErrorKind.INVALID, "ParamValidation", str(exc), provider="aws")
+    return None
+
+
+def _get_on_demand(client: Any, region: str, itype: str) -> float | None:
+    """The Linux shared-tenancy on-demand USD/hour of ``itype`` in ``region`` (every page)."""
+    filters = [{"Type": "TERM_MATCH", "Field": "instanceType", "Value": itype}]
+    filters.append({"Type": "TERM_MATCH", "Field": "regionCode", "Value": region})
+    filters += [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in PRICING_FILTERS]
+    pages = client.get_paginator("get_products").paginate(
+        ServiceCode="AmazonEC2",
+        Filters=filters,
+        FormatVersion="aws_v1",
+        PaginationConfig={"PageSize": 100},
+    )
+    found: list[float] = []
+    for page in pages:  # every page: the plain row may come after the others
+        for text in page.get("PriceList") or ():
+            price = _on_demand_of(json.loads(text) if isinstance(text, str) else text)
+            if price is not None:
+                found.append(price)
+    return min(found) if found else None
+
+
+def _on_demand_of(doc: Mapping[str, Any]) -> float | None:
+    """The hourly USD price of one price-list product (None: not the plain Linux row)."""
+    attrs = (doc.get("product") or {}).get("attributes") or {}
+    if attrs.get("preInstalledSw", "NA") != "NA" or attrs.get("operatingSystem") != "Linux":
+        return None
+    for term in ((doc.get("terms") or {}).get("OnDemand") or {}).values():
+        for dim in (term.get("priceDimensions") or {}).values():
+            usd = (dim.get("pricePerUnit") or {}).get("USD")
+            if dim.get("unit") == "Hrs" and usd not in (None, ""):
+                value = float(usd)
+                if value > 0:
+                    return value
     return None
 
 

@@ -36,8 +36,8 @@ import builtins
 import functools
 import json
 import logging
-import math
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -47,7 +47,15 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from providers._common import ErrorTable, has_tags, normalise_state, now_utc, utc, wanted_tags
+from providers._common import (
+    ErrorTable,
+    cap_decimal,
+    has_tags,
+    normalise_state,
+    now_utc,
+    utc,
+    wanted_tags,
+)
 from providers.base import (
     ErrorKind,
     PriceQuote,
@@ -76,6 +84,9 @@ T = TypeVar("T")
 ARM_ENDPOINT = "https://management.azure.com"
 PRICES_ENDPOINT = "https://prices.azure.com"
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
+#: GPU sizes named in one Retail Prices query (an OData ``or`` list; keeps the URL short)
+SKUS_PER_QUERY = 10
+_SKU_NAME = re.compile(r"Standard_[A-Za-z0-9_]+")
 
 ERRORS = ErrorTable(
     "azure",
@@ -87,6 +98,7 @@ ERRORS = ErrorTable(
             "OverconstrainedAllocationRequest",
             "OverconstrainedZonalAllocationRequest",
             "AzureSpotIsNotSupportedForThisVMSize",  # no spot for this size here: next offer
+            "SubnetIsFull",  # the NIC's subnet has no free IP address: another region's may
         ),
         ErrorKind.PRICE_TOO_LOW: ("SpotPriceGreaterThanProvidedMaxPrice", "BidCapBelowMinimum"),
         ErrorKind.INVALID: ("MaxPriceValueInvalid", "InvalidParameter", "NicInUse"),
@@ -129,11 +141,15 @@ POWER_STATES: dict[str, InstanceState] = {
 }
 
 
+#: ``billingProfile.maxPrice`` takes at most 5 decimals (USD)
+PRICE_DECIMALS = 5
+
+
 def max_price(cap: float | None) -> float:
     """``billingProfile.maxPrice`` for a bid cap: floor to 5 decimals; ``-1`` for no cap."""
     if cap is None:
         return -1
-    value = math.floor(cap * 100_000 + 1e-6) / 100_000
+    value = float(cap_decimal(cap, PRICE_DECIMALS))  # decimal arithmetic: never above the cap
     if value <= 0:
         raise ProviderError(
             ErrorKind.PRICE_TOO_LOW,
@@ -241,6 +257,7 @@ class AzureProvider(Provider):
         retry: RetryPolicy | None = None,
         polling_interval: float = 5.0,
         request_timeout: float = 60.0,
+        vm_sizes: Iterable[str] | None = None,
     ) -> None:
         try:
             import azure.core  # noqa: F401  (the management SDKs are imported on first use)
@@ -271,6 +288,7 @@ class AzureProvider(Provider):
         self.retry = retry or RetryPolicy()
         self.polling_interval = polling_interval
         self.request_timeout = request_timeout
+        self.vm_sizes = builtins.list(vm_sizes or ())
         self.credential = self._credential(credentials)
         self._compute: Any = None
         self._network: Any = None
@@ -387,18 +405,48 @@ class AzureProvider(Provider):
             out.append(o)
         return out
 
+    def gpu_sizes(self, region: str) -> builtins.list[str]:
+        """The GPU sizes to price in ``region``: ``vm_sizes`` if given, else the catalog's."""
+        if self.vm_sizes:
+            return builtins.list(self.vm_sizes)
+        try:
+            from provisioner.catalog import Catalog
+
+            rows = Catalog.load().filter(provider="azure", regions=[region])
+        except Exception as exc:  # the catalog is optional
+            log.warning("azure: no catalog to name the GPU sizes: %s", exc)
+            return []
+        return sorted({o.instance_type for o in rows})
+
+    def _price_filters(self, region: str) -> builtins.list[str]:
+        """Retail Prices ``$filter`` expressions for ``region``'s GPU sizes, a few per query.
+
+        Filtering on ``armSkuName`` keeps a refresh to a few pages (a region has thousands of
+        VM meters); without any known GPU size the region's VM meters are read and filtered here.
+        """
+        base = (
+            f"serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
+            f"and armRegionName eq '{region}'"
+        )
+        sizes = [s for s in self.gpu_sizes(region) if _SKU_NAME.fullmatch(s)]
+        if not sizes:
+            log.warning("azure: no GPU sizes known for %s; reading all its VM meters", region)
+            return [base]
+        out = []
+        for i in range(0, len(sizes), SKUS_PER_QUERY):
+            skus = " or ".join(f"armSkuName eq '{s}'" for s in sizes[i : i + SKUS_PER_QUERY])
+            out.append(f"{base} and ({skus})")
+        return out
+
     def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
-        """Linux spot and pay-as-you-go prices of GPU sizes (``Standard_N*``) from the public
-        Retail Prices API, one filtered query per region, following ``NextPageLink``."""
+        """Linux spot and pay-as-you-go prices of the GPU sizes (``Standard_N*``) from the
+        public Retail Prices API, filtered by ``armSkuName``, following ``NextPageLink``."""
         out: list[PriceQuote] = []
         at = now_utc()
         for region in regions or self.locations:
-            expr = (
-                f"serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
-                f"and armRegionName eq '{region}'"
-            )
             best: dict[str, dict[str, tuple[str, float]]] = {}
-            for item in self._retail(expr):
+            items = (item for expr in self._price_filters(region) for item in self._retail(expr))
+            for item in items:
                 size = item.get("armSkuName") or ""
                 meter = f"{item.get('meterName', '')} {item.get('skuName', '')}"
                 if (
@@ -420,7 +468,14 @@ class AzureProvider(Provider):
                 spot = markets.get("spot")
                 od = markets.get("on-demand")
                 quote = PriceQuote(
-                    "azure", region, "", size, spot[1] if spot else None, od[1] if od else None, at
+                    "azure",
+                    region,
+                    "",
+                    size,
+                    spot[1] if spot else None,
+                    od[1] if od else None,
+                    at,
+                    at if od else None,  # live from the Retail Prices API
                 )
                 self._quotes[(region, size)] = quote
                 out.append(quote)
@@ -845,14 +900,26 @@ def _user_data(request: LaunchRequest) -> str:
 
 
 def _as_dict(model: Any) -> dict[str, Any]:
-    """An SDK model as its wire JSON (camelCase), whatever generation of models it is."""
+    """An SDK model as its wire JSON (camelCase, ``properties`` nested), whatever its generation.
+
+    Two generations of models are in the versions the extras allow: the msrest-style models
+    (azure-mgmt-network < 26 and azure-mgmt-compute <= 33, ``_serialization.Model``), whose
+    ``as_dict()`` gives flattened snake_case attributes (``ip_configurations``) and whose
+    ``serialize(keep_readonly=True)`` gives the wire JSON; and the newer models
+    (``model_base.Model``, a mapping over the wire JSON), whose ``as_dict()`` is the wire JSON.
+    Everything here reads the wire shape, so each generation is asked for that.
+    """
     if isinstance(model, dict):
         return model
+    serialize = getattr(model, "serialize", None)
+    if callable(serialize) and hasattr(type(model), "_attribute_map"):  # msrest generation
+        data: dict[str, Any] = serialize(keep_readonly=True)
+        return data
     as_dict = getattr(model, "as_dict", None)
     if callable(as_dict):
         try:
-            data: dict[str, Any] = as_dict()
-            return data
+            wire: dict[str, Any] = as_dict()
+            return wire
         except TypeError:
             pass
     return dict(model)

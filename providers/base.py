@@ -68,9 +68,14 @@ class PriceQuote:
     region: str
     zone: str
     instance_type: str
-    spot_price: float | None
-    on_demand_price: float | None
-    at: datetime
+    spot_price: float | None  # USD per instance-hour (converted from the account's currency)
+    on_demand_price: float | None  # USD per instance-hour
+    at: datetime  # when the spot price was observed
+    #: when the on-demand price was fetched live (None: from the catalog, not live)
+    on_demand_at: datetime | None = None
+    #: the currency the cloud quoted in, and the USD per unit it was converted at
+    currency: str = "USD"
+    usd_per_unit: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,12 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def interruptions(self, since: datetime) -> builtins.list[Interruption]:
         """Preemptions and notices the API reports since ``since``."""
+
+    def account_billing(self) -> dict[str, Any]:
+        """The account's billing currency and its USD rate: ``{"currency", "usd_per_unit",
+        "source", "note"}`` (prices and caps are USD everywhere else; clouds that bill in the
+        account's currency convert at this rate)."""
+        return {"currency": "USD", "usd_per_unit": 1.0, "source": "cloud", "note": "USD"}
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and sockets."""

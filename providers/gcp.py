@@ -16,9 +16,12 @@ What this adapter does, and the GCP facts behind it (see shared/reference/clouds
 - **Operations.** Polled with our own ``ZoneOperationsClient.wait`` (``op.result()`` polls the
   public endpoint). A failed operation's cause is ``op.error.errors[0].code``:
   ``ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS)`` capacity, ``QUOTA_EXCEEDED`` quota.
-- **Labels** are lowercase and dot-free, so tag values are sanitised for labels and the exact
-  tags are also kept in the ``provisioner-tags`` metadata item, which is what ``Instance.tags``
-  reports.
+- **Labels** are lowercase and dot-free (keys: a lowercase letter first, then lowercase
+  letters, digits, ``_`` and ``-``, at most 63), so every tag becomes a label: its key mapped by
+  :func:`label_key` (``CostCenter`` -> ``costcenter``, ``team.name`` -> ``team_name``) and its value
+  by :func:`label`, so that cost-allocation tags reach billing; ``policy check`` warns of each
+  change (:func:`label_changes`). The exact tags are also kept in the ``provisioner-tags``
+  metadata item, which is what ``Instance.tags`` reports.
 - **Preemption.** Compute Engine records a ``compute.instances.preempted`` system operation
   and stops (``STOP``) or deletes (``DELETE``) the VM. ``interruptions`` reads those
   operations; ``get``/``list`` report a stopped VM with such an operation as PREEMPTED, and
@@ -87,6 +90,9 @@ ERRORS = ErrorTable(
             "ZONE_RESOURCE_POOL_EXHAUSTED",
             "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
             "RESOURCE_POOL_EXHAUSTED",
+            # the subnetwork has no free IP address in that region: another region's may
+            "IP_SPACE_EXHAUSTED",
+            "IP_SPACE_EXHAUSTED_WITH_DETAILS",
         ),
         ErrorKind.QUOTA: ("QUOTA_EXCEEDED", "quotaExceeded"),
         ErrorKind.AUTH: ("authError", "forbidden", "PERMISSIONS_ERROR", "insufficientPermissions"),
@@ -209,6 +215,56 @@ def has_builtin_gpus(machine_type: str) -> bool:
 def label(value: str) -> str:
     """``value`` as a GCP label value: lowercase letters, digits, ``_`` and ``-``; <= 63."""
     return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+
+
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+
+
+def label_key(key: str) -> str:
+    """``key`` as a GCP label key: lowercase, ``_`` for any other character, a letter first,
+    at most 63 characters (``CostCenter`` -> ``costcenter``, ``9x`` -> ``k9x``)."""
+    if _LABEL_KEY.fullmatch(key):
+        return key
+    out = re.sub(r"[^a-z0-9_-]", "_", key.lower())
+    if not out or not out[0].isalpha() or not out[0].isascii():
+        out = "k" + out
+    return out[:63]
+
+
+def labels_for(tags: Mapping[str, str]) -> dict[str, str]:
+    """Every tag as a label (key by :func:`label_key`, value by :func:`label`); where two tags
+    map to the same key the first (in sorted order) keeps it."""
+    out: dict[str, str] = {}
+    for key in sorted(tags):
+        out.setdefault(label_key(key), label(tags[key]))
+    return out
+
+
+def label_changes(tags: Mapping[str, str]) -> builtins.list[str]:
+    """What GCP will not carry as written: one line per changed, merged or dropped tag."""
+    lines: builtins.list[str] = []
+    taken: dict[str, str] = {}
+    for key in sorted(tags):
+        new_key, value = label_key(key), tags[key]
+        if new_key in taken:
+            lines.append(
+                f"tag {key!r} maps to GCP label key {new_key!r}, already taken by tag "
+                f"{taken[new_key]!r}: it is not a label (it is kept in the instance metadata)"
+            )
+            continue
+        taken[new_key] = key
+        if new_key != key:
+            lines.append(
+                f"tag {key!r} becomes GCP label {new_key!r} (label keys are lowercase letters, "
+                "digits, _ and -, a letter first, at most 63); the original is kept in the "
+                "instance metadata"
+            )
+        if label(value) != value:
+            lines.append(
+                f"the value of tag {key!r} becomes {label(value)!r} as a GCP label (lowercase "
+                "letters, digits, _ and -, at most 63)"
+            )
+    return lines
 
 
 def request_id(token: str) -> str:
@@ -552,7 +608,9 @@ class GCPProvider(Provider):
                 spot, on_demand = total("Preemptible"), total("OnDemand")
                 if spot is None and on_demand is None:
                     continue
-                quote = PriceQuote("gcp", region, "", itype, spot, on_demand, at)
+                quote = PriceQuote(
+                    "gcp", region, "", itype, spot, on_demand, at, at if on_demand else None
+                )
                 self._quotes[(region, itype)] = quote
                 out.append(quote)
         return out
@@ -724,9 +782,7 @@ class GCPProvider(Provider):
             "name": request.name,
             "machine_type": f"zones/{zone}/machineTypes/{offer.instance_type}",
             "scheduling": scheduling,
-            "labels": {
-                k: label(v) for k, v in tags.items() if re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", k)
-            },
+            "labels": labels_for(tags),
             "metadata": {"items": metadata},
             "disks": [
                 {
@@ -912,11 +968,7 @@ class GCPProvider(Provider):
         compared, so a sanitised label never matches a different job.
         """
         wanted = wanted_tags(tags)
-        expr = " AND ".join(
-            f'(labels.{k} = "{label(v)}")'
-            for k, v in wanted.items()
-            if re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", k)
-        )
+        expr = " AND ".join(f'(labels.{label_key(k)} = "{label(v)}")' for k, v in wanted.items())
         raw = [i for i in self._list_raw(expr)]
         stopped = [i for i in raw if _enum_name(i.status) in ("TERMINATED", "STOPPED", "STOPPING")]
         preempted_targets = (

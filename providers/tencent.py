@@ -37,8 +37,15 @@ Credentials: ``credentials=`` (``{"secret_id", "secret_key"}`` or a pair), else
 (``~/.tencentcloud/credentials``); both values are registered for redaction, and the SDK's
 DEBUG lines are redacted after rendering.
 
-Prices are in the account's currency (``currency``: USD on the international site, CNY on the
-China site, converted with ``cny_to_usd``); bid caps arrive in USD and are converted back.
+Prices and ``MaxPrice`` are in the account's currency: CNY on a China-site account, USD on an
+international one. Tencent's price answers (``DescribeZoneInstanceConfigInfos``,
+``InquiryPriceRunInstances``: ``ItemPrice`` has no currency field in API 2017-03-12) do not
+name it, so it must be configured (``currency=``); a ``Currency`` the cloud does report in a
+price answer is taken and wins, and a configured currency it contradicts refuses launches.
+Prices are converted to USD with a rate the user sees and sets (``cny_to_usd``, ``fx_rates``);
+with no currency known they are left out (None), never passed off as USD, and a spot launch
+(which always carries a ``MaxPrice``) is refused with INVALID ``UnknownCurrency``. The USD cap
+is converted back and rounded *down* to 4 decimals, so it never exceeds the cap.
 
 The SDK is imported lazily (inside :meth:`TencentProvider._client`), never at module import.
 """
@@ -49,14 +56,21 @@ import base64
 import builtins
 import importlib
 import logging
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from providers._common import has_tags, user_data_for, utc, wanted_tags
+from providers._common import (
+    DEFAULT_CNY_TO_USD,
+    AccountCurrency,
+    cap_decimal,
+    has_tags,
+    user_data_for,
+    utc,
+    wanted_tags,
+)
 from providers.base import (
     ErrorKind,
     PriceQuote,
@@ -119,6 +133,11 @@ FAMILY_GPU: dict[str, str] = {
 _EXACT: dict[str, ErrorKind] = {
     "UnsupportedOperation.NoInstanceTypeSupportSpot": ErrorKind.CAPACITY,
     "ResourceUnavailable.InstanceType": ErrorKind.CAPACITY,
+    # placement failures: another zone (its subnet, its images, its spot stock) may work
+    "FailedOperation.NoAvailableIpAddressCountInSubnet": ErrorKind.CAPACITY,
+    "InvalidParameterValue.ZoneNotSupported": ErrorKind.CAPACITY,
+    "UnsupportedOperation.LocationImageNotSupported": ErrorKind.CAPACITY,
+    "InvalidParameterValue.InsufficientOffering": ErrorKind.CAPACITY,  # spot stock too small
     "InvalidParameterValue.InsufficientPrice": ErrorKind.PRICE_TOO_LOW,
     "InvalidInstanceId.NotFound": ErrorKind.NOT_FOUND,
     "InvalidAccount.InsufficientBalance": ErrorKind.QUOTA,
@@ -185,6 +204,9 @@ def classify_error(exc: BaseException) -> ProviderError | None:
     if code and type(exc).__name__ == "TencentCloudSDKException":
         message = getattr(exc, "message", None)
         text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+        request_id = getattr(exc, "requestId", None)
+        if request_id:  # as for an envelope read here: the RequestId support asks for
+            text = f"{text} (request {request_id})"
         return ProviderError(classify_code(str(code)), str(code), text, provider=NAME)
     if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
         return ProviderError(ErrorKind.TRANSIENT, type(exc).__name__, str(exc), provider=NAME)
@@ -218,10 +240,14 @@ def parse_time(text: str | None) -> datetime | None:
     return utc(parsed)
 
 
-def price_text(value: float) -> str:
-    """A cap as Tencent's MaxPrice wants it: rounded down to 4 places, at least 2 shown."""
-    floored = math.floor(value * 10_000 + 1e-9) / 10_000
-    text = f"{floored:.4f}".rstrip("0")
+#: decimals of ``MaxPrice`` (Tencent's examples: "1.50"; prices are quoted to 4 places)
+PRICE_DECIMALS = 4
+
+
+def price_text(value: float, usd_per_unit: float = 1.0) -> str:
+    """A USD cap as Tencent's MaxPrice wants it: in the account's currency (``usd_per_unit``
+    USD per unit), rounded *down* to 4 places, at least 2 shown (``"1.50"``)."""
+    text = f"{cap_decimal(value, PRICE_DECIMALS, usd_per_unit=usd_per_unit):f}".rstrip("0")
     whole, _, frac = text.partition(".")
     return f"{whole}.{frac.ljust(2, '0')}"
 
@@ -323,8 +349,9 @@ class TencentProvider(Provider):
         key_ids: Sequence[str] | None = None,
         instance_types: Iterable[str] | None = None,
         system_disk_type: str | None = None,
-        currency: str = "USD",
-        cny_to_usd: float = 0.14,
+        currency: str | None = None,
+        cny_to_usd: float = DEFAULT_CNY_TO_USD,
+        fx_rates: Mapping[str, float] | None = None,
         retry: RetryPolicy | None = None,
         package_spec: str = "provisioner",
         pip_args: Iterable[str] = (),
@@ -342,8 +369,7 @@ class TencentProvider(Provider):
         self.key_ids = list(key_ids or ())
         self.instance_types = list(instance_types) if instance_types else None
         self.system_disk_type = system_disk_type
-        self.currency = currency.upper()
-        self.cny_to_usd = cny_to_usd
+        self.account = AccountCurrency(NAME, currency, {"CNY": cny_to_usd, **(fx_rates or {})})
         self.retry = retry or RetryPolicy()
         self.package_spec = package_spec
         self.pip_args = list(pip_args)
@@ -357,6 +383,7 @@ class TencentProvider(Provider):
         self._first_seen: dict[str, datetime] = {}
         self._alive_spot: dict[str, Instance] = {}
         self._terminated: set[str] = set()
+        self._warned_currency = False
 
     def __repr__(self) -> str:  # never the credentials
         return f"TencentProvider(regions={self.regions!r}, endpoint={self.endpoint!r})"
@@ -434,13 +461,35 @@ class TencentProvider(Provider):
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return call_with_retries(fn, classify_error, policy=self.retry, what=f"tencent {what}")
 
-    def _to_usd(self, price: float | None) -> float | None:
-        if price is None:
-            return None
-        return price * self.cny_to_usd if self.currency == "CNY" else price
+    @property
+    def currency(self) -> str | None:
+        """The account's currency: as a price answer reports it, else as configured."""
+        return self.account.code
 
-    def _from_usd(self, usd: float) -> float:
-        return usd / self.cny_to_usd if self.currency == "CNY" else usd
+    def _to_usd(self, price: float | None) -> float | None:
+        usd = self.account.to_usd(price)
+        if price is not None and usd is None and not self._warned_currency:
+            self._warned_currency = True
+            log.warning(
+                "tencent: prices left out: %s (CNY on a China-site account, USD on an "
+                "international one)",
+                self.account.describe(),
+            )
+        return usd
+
+    def account_billing(self) -> dict[str, Any]:
+        return self.account.billing()
+
+    def _observe_currency(self, body: Mapping[str, Any]) -> None:
+        """Take the currency from a price answer, wherever it names one."""
+        node: Any = body
+        for key in ("", "Price", "InstancePrice"):
+            node = node.get(key) if key else node
+            if not isinstance(node, Mapping):
+                return
+            if node.get("Currency"):
+                self.account.observe(node["Currency"])
+                return
 
     # -- offers and prices ----------------------------------------------------------------
 
@@ -451,6 +500,7 @@ class TencentProvider(Provider):
             "DescribeZoneInstanceConfigInfos",
             {"Filters": [{"Name": "instance-charge-type", "Values": [SPOTPAID, POSTPAID]}]},
         )
+        self._observe_currency(body)
         rows = []
         for row in body.get("InstanceTypeQuotaSet") or ():
             gpus = _num(row.get("GpuCount")) or _num(row.get("Gpu")) or 0.0
@@ -520,6 +570,7 @@ class TencentProvider(Provider):
             if exc.kind in (ErrorKind.CAPACITY, ErrorKind.INVALID):
                 return None  # not sold (or not as spot) there: no quote
             raise
+        self._observe_currency(body)
         return self._to_usd(_unit_price((body.get("Price") or {}).get("InstancePrice")))
 
     def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
@@ -536,6 +587,9 @@ class TencentProvider(Provider):
                         spot_price=o.spot_price,
                         on_demand_price=o.price,
                         at=now,
+                        on_demand_at=datetime.now(UTC),
+                        currency=self.account.code or "",
+                        usd_per_unit=self.account.usd_per_unit() or 0.0,
                     )
                     for o in self.offers([region])
                 )
@@ -560,6 +614,9 @@ class TencentProvider(Provider):
                         spot_price=spot,
                         on_demand_price=od,
                         at=datetime.now(UTC),
+                        on_demand_at=datetime.now(UTC),
+                        currency=self.account.code or "",
+                        usd_per_unit=self.account.usd_per_unit() or 0.0,
                     )
                 )
         return out
@@ -732,11 +789,19 @@ class TencentProvider(Provider):
                     "Tencent spot needs a maximum price: give a bid cap or an on-demand price",
                     provider=NAME,
                 )
+            _, rate = self.account.for_launch()
+            if cap_decimal(cap, PRICE_DECIMALS, usd_per_unit=rate) <= 0:
+                raise ProviderError(
+                    ErrorKind.PRICE_TOO_LOW,
+                    "BidCapBelowMinimum",
+                    f"the cap {cap!r} USD/h rounds to 0 at Tencent's 4 decimals",
+                    provider=NAME,
+                )
             params["InstanceChargeType"] = SPOTPAID
             params["InstanceMarketOptions"] = {
                 "MarketType": "spot",
                 "SpotOptions": {
-                    "MaxPrice": price_text(self._from_usd(cap)),
+                    "MaxPrice": price_text(cap, rate),
                     "SpotInstanceType": "one-time",
                 },
             }

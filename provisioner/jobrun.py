@@ -693,6 +693,7 @@ class JobRunner:
             else None,
             image=self.policy.job.image,
             disk_gb=self.policy.job.disk_gb,
+            extra_tags=dict(self.policy.tags),
             job_spec=spec.to_dict(),
         )
 
@@ -751,8 +752,18 @@ class JobRunner:
             instance=inst.id,
             market=placement.market.value,
             price=placement.price_per_hour,
+            billing=_billing(self.provider),
         )
         return True
+
+
+def _billing(provider: object) -> dict[str, object]:
+    """The account currency and USD rate the provider billed this launch in (for ``cost``)."""
+    try:
+        info = provider.account_billing()  # type: ignore[attr-defined]
+    except Exception:  # an adapter without it (or failing to say): USD, as the planner assumes
+        return {"currency": "USD", "usd_per_unit": 1.0}
+    return {"currency": info.get("currency"), "usd_per_unit": info.get("usd_per_unit")}
 
 
 def utc(dt: datetime | None) -> datetime | None:

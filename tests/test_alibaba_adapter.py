@@ -202,10 +202,54 @@ def test_on_demand_launch_is_no_spot(server: AlibabaFakeServer, provider: Alibab
 
 
 def test_usd_cap_is_converted_for_a_cny_account(server: AlibabaFakeServer) -> None:
-    provider = make_provider(server, currency="CNY", cny_to_usd=0.14)
+    server.currency = "CNY"  # a China-site account: its price answers say CNY
+    provider = make_provider(server, cny_to_usd=0.14)  # no currency configured
     provider.launch(request(cap=0.5))
     [sent] = server.calls("RunInstances")
     assert sent.params["SpotPriceLimit"] == "3.571"  # 0.5 / 0.14, rounded down
+    asked = [r.action for r in server.requests]
+    assert "DescribeSpotPriceHistory" in asked
+    assert asked.index("DescribeSpotPriceHistory") < asked.index("RunInstances")
+    assert provider.currency == "CNY"
+    assert provider.account.describe() == "CNY (reported by the cloud) at 0.1400 USD/CNY"
+
+
+def test_the_rate_is_the_users(server: AlibabaFakeServer) -> None:
+    server.currency = "CNY"
+    make_provider(server, cny_to_usd=0.125).launch(request(cap=0.5))
+    assert server.calls("RunInstances")[0].params["SpotPriceLimit"] == "4.0"
+
+
+def test_a_usd_account_bids_the_cap_itself(server: AlibabaFakeServer) -> None:
+    make_provider(server).launch(request(cap=0.51237))
+    assert server.calls("RunInstances")[0].params["SpotPriceLimit"] == "0.512"
+
+
+def test_a_configured_currency_the_cloud_contradicts_refuses_the_launch(
+    server: AlibabaFakeServer,
+) -> None:
+    server.currency = "CNY"
+    provider = make_provider(server, currency="USD")  # wrong: the account bills in CNY
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request(cap=0.5))
+    assert (caught.value.kind, caught.value.code) == (ErrorKind.INVALID, "CurrencyMismatch")
+    assert "CNY" in caught.value.message and "currency" in caught.value.message
+    assert server.calls("RunInstances") == []
+
+
+def test_an_unknown_currency_refuses_a_capped_launch(server: AlibabaFakeServer) -> None:
+    server.currency = ""  # an answer that does not name its currency
+    provider = make_provider(server)
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request(cap=0.5))
+    assert (caught.value.kind, caught.value.code) == (ErrorKind.INVALID, "UnknownCurrency")
+    assert server.calls("RunInstances") == []
+    server.currency = "HKD"  # a currency with no rate set
+    with pytest.raises(ProviderError) as no_rate:
+        make_provider(server).launch(request(cap=0.5))
+    assert no_rate.value.code == "NoExchangeRate" and "fx_rates" in no_rate.value.message
+    make_provider(server, fx_rates={"HKD": 0.128}).launch(request(cap=0.5))
+    assert server.calls("RunInstances")[0].params["SpotPriceLimit"] == "3.906"
 
 
 def test_a_job_spec_becomes_the_bootstrap_script(
@@ -483,6 +527,13 @@ def test_prices_in_cny_are_converted_to_usd() -> None:
         quotes = {q.zone: q for q in provider.prices()}
     assert quotes["cn-hangzhou-h"].spot_price == pytest.approx(0.36 * 0.14)
     assert quotes["cn-hangzhou-h"].on_demand_price == pytest.approx(1.20 * 0.14)
+    assert provider.currency == "CNY"
+
+
+def test_prices_in_an_unknown_currency_are_left_out() -> None:
+    with AlibabaFakeServer(currency="EUR") as srv:  # no EUR rate set: not comparable to USD
+        quotes = make_provider(srv, instance_types=[A10]).prices()
+    assert quotes and all(q.spot_price is None and q.on_demand_price is None for q in quotes)
 
 
 def test_instances_read_pending_then_running(
@@ -585,3 +636,22 @@ def test_recorded_requests_are_json_decodable_for_instance_ids(
     provider.get(inst.id)
     last = server.calls("DescribeInstances")[-1]
     assert json.loads(last.params["InstanceIds"]) == [inst.id]
+
+
+def test_every_list_and_price_call_crosses_pages(server: AlibabaFakeServer) -> None:
+    server.max_page = 1  # one row a page, whatever MaxResults asks for
+    provider = make_provider(server)
+    ids = {provider.launch(request(job=f"job-{n}")).id for n in range(3)}
+    server.requests.clear()
+    assert {i.id for i in provider.list()} == ids
+    offers = provider.offers()
+    assert len({o.instance_type for o in offers}) > 1
+    quotes = provider.prices()
+    assert len({q.zone for q in quotes if q.instance_type == A10}) > 1
+
+    def tokens(action: str, key: str) -> list[str | None]:
+        return [r.params.get(key) for r in server.calls(action)]
+
+    assert tokens("DescribeInstances", "NextToken")[:3] == [None, "1", "2"]
+    assert "1" in tokens("DescribeInstanceTypes", "NextToken")
+    assert "1" in tokens("DescribeSpotPriceHistory", "Offset")  # NextOffset followed

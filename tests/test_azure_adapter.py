@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -330,6 +331,28 @@ def test_prices_from_the_retail_api_follow_next_page_link(
     assert "armRegionName eq 'eastus'" in pages[0].query["$filter"]
     assert "priceType eq 'Consumption'" in pages[0].query["$filter"]
     assert all("Authorization" not in r.headers for r in pages)
+    # filtered on the GPU sizes: no page carries a meter of another size
+    assert "armSkuName eq 'Standard_NC4as_T4_v3'" in " ".join(p.query["$filter"] for p in pages)
+    firsts = [p for p in pages if "$skip" not in p.query]  # one query per batch of sizes
+    assert len(pages) > len(firsts)  # and NextPageLink followed past the first page
+
+
+def test_a_price_refresh_names_the_gpu_sizes_and_reads_only_their_meters(
+    server: AzureServer,
+) -> None:
+    provider = make_provider(server, vm_sizes=["Standard_NC4as_T4_v3", "Standard_NC24ads_A100_v4"])
+    quotes = provider.prices(["eastus"])
+    assert {q.instance_type for q in quotes} == {"Standard_NC4as_T4_v3", "Standard_NC24ads_A100_v4"}
+    pages = [r for r in server.requests if r.path == "/api/retail/prices"]
+    everything = [i for i in server.prices if i["armRegionName"] == "eastus"]
+    wanted = [i for i in everything if i["armSkuName"] in provider.vm_sizes]
+    assert len(wanted) < len(everything)
+    # the pages hold just those sizes' meters (7 items a page in the fake)
+    assert len(pages) == -(-len(wanted) // server.price_page_size)
+    expr = pages[0].query["$filter"]
+    assert (
+        "(armSkuName eq 'Standard_NC4as_T4_v3' or armSkuName eq 'Standard_NC24ads_A100_v4')" in expr
+    )
 
     west = provider.prices(["westus2"])
     assert {q.region for q in west} == {"westus2"}
@@ -369,3 +392,65 @@ def test_job_spec_becomes_custom_data(server: AzureServer, provider: AzureProvid
     script = base64.b64decode(custom).decode()
     assert script.startswith("#!")
     assert '"cloud": "azure"' in script and "train.py" in script
+
+
+# -- both generations of SDK models ---------------------------------------------------------------
+
+NIC_WIRE = {
+    "id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/n-nic",
+    "name": "n-nic",
+    "location": "eastus",
+    "tags": {"provisioner-job": "job-1"},
+    "properties": {
+        "provisioningState": "Succeeded",
+        "ipConfigurations": [{"name": "ipconfig1", "properties": {"privateIPAddress": "10.0.0.4"}}],
+    },
+}
+
+
+def _sdk_model(cls: Any, wire: dict[str, Any]) -> Any:
+    """``wire`` as the installed SDK's own model (msrest-style or the newer mapping models)."""
+    if hasattr(cls, "_attribute_map"):  # azure-mgmt-network < 26, azure-mgmt-compute <= 33
+        return cls.deserialize(wire)
+    return cls(wire)
+
+
+def test_as_dict_gives_the_wire_shape_whatever_the_model_generation() -> None:
+    """The extras allow azure-mgmt-network >= 25 and azure-mgmt-compute >= 33, whose models are
+    msrest-style (``as_dict()`` is flattened snake_case); newer ones are mappings over the wire
+    JSON. The adapter reads the wire shape from both (.ci/azure-min-versions runs this file at
+    the lowest versions)."""
+    from azure.mgmt.compute.models import VirtualMachine
+    from azure.mgmt.network.models import NetworkInterface
+
+    from providers.azure import _as_dict, _private_ip
+
+    nic = _as_dict(_sdk_model(NetworkInterface, NIC_WIRE))
+    assert nic["id"] == NIC_WIRE["id"]
+    assert nic["tags"] == {"provisioner-job": "job-1"}
+    assert nic["properties"]["provisioningState"] == "Succeeded"
+    assert _private_ip(nic) == "10.0.0.4"
+    vm = _as_dict(
+        _sdk_model(
+            VirtualMachine,
+            {
+                "location": "eastus",
+                "properties": {"priority": "Spot", "billingProfile": {"maxPrice": 0.5}},
+            },
+        )
+    )
+    assert vm["properties"]["priority"] == "Spot"
+    assert vm["properties"]["billingProfile"]["maxPrice"] == 0.5
+
+
+def test_vm_and_nic_lists_follow_next_link(server: AzureServer, provider: AzureProvider) -> None:
+    server.list_page_size = 1  # one VM (one NIC) a page
+    launched = [provider.launch(request(job=f"job-{n}")) for n in range(3)]
+    evicted = launched[0].id.rsplit("/", 1)[-1]
+    provider.compute.virtual_machines.simulate_eviction(server.resource_group, evicted)
+    found = {i.id: i for i in provider.list()}
+    assert set(found) == {i.id for i in launched}
+    assert found[launched[0].id].state is InstanceState.PREEMPTED  # its NIC was on a later page
+    for kind in ("virtualMachines", "networkInterfaces"):
+        pages = [r for r in server.requests if r.method == "GET" and r.path.endswith(kind)]
+        assert any("$skiptoken" in r.query for r in pages), f"{kind}: nextLink not followed"

@@ -130,6 +130,33 @@ def test_spot_insert_carries_scheduling_request_id_labels_and_startup_script(
     assert provider.list({TAG_JOB: "team-alpha-run-1"}) == []
 
 
+def test_tags_whose_keys_are_not_label_keys_become_labels_and_stay_in_metadata(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    import dataclasses
+    import json
+
+    from providers.gcp import label_changes, label_key
+
+    tags = {"Team": "ML", "CostCenter": "cc-42", "team.name": "vision", "9lives": "x"}
+    provider.launch(dataclasses.replace(request(), extra_tags=tags))
+    [sent] = server.launch_requests()
+    labels = sent.body["labels"]
+    assert labels["team"] == "ml"
+    assert labels["costcenter"] == "cc-42"
+    assert labels["team_name"] == "vision"
+    assert labels["k9lives"] == "x"
+    assert all(label_key(k) == k for k in labels)  # every key is a valid label key
+    items = {i["key"]: i["value"] for i in sent.body["metadata"]["items"]}
+    kept = json.loads(items["provisioner-tags"])
+    assert {k: kept[k] for k in tags} == tags  # the originals, exactly
+    lines = label_changes(tags)
+    assert any("'CostCenter' becomes GCP label 'costcenter'" in line for line in lines)
+    assert any("value of tag 'Team' becomes 'ml'" in line for line in lines)
+    clash = label_changes({"Team": "a", "team": "b"})
+    assert any("already taken" in line for line in clash)
+
+
 def test_request_id_is_stable_for_a_token_and_a_retried_insert_repeats_it(
     server: GCPServer, provider: GCPProvider
 ) -> None:
@@ -476,3 +503,37 @@ def test_offers_fall_back_on_the_catalog_when_the_api_keeps_failing(
         pytest.skip("no built-in catalog with GCP offers")
     assert {o.provider for o in offers} == {"gcp"}
     assert {o.region for o in offers} == {"us-central1"}
+
+
+def test_every_list_and_price_call_crosses_pages(server: GCPServer) -> None:
+    """One result (or one zone's scope) a page: the SDK's pagers must follow
+    ``nextPageToken`` for instances, operations, machine/accelerator types and SKUs."""
+    provider = make_provider(server)
+    full_offers = {(o.zone, o.instance_type, o.gpu_count) for o in provider.offers(["us-central1"])}
+    server.requests.clear()
+    server.list_page_size = 1
+    server.sku_page_size = 2
+    a = provider.launch(request(job="job-a"))
+    b = provider.launch(request(job="job-b"))
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    assert {i.id for i in provider.list()} == {a.id, b.id}
+    for inst in (a, b):
+        server.preempt(inst.id.rsplit("/", 1)[-1], ZONE)
+    assert {i.instance_id for i in provider.interruptions(since)} == {a.id, b.id}
+    assert provider.get(b.id).state is InstanceState.PREEMPTED  # zone operations, paged
+    paged = {(o.zone, o.instance_type, o.gpu_count) for o in provider.offers(["us-central1"])}
+    assert paged == full_offers
+    assert provider.prices(["us-central1"])
+
+    def followed(suffix: str) -> bool:
+        return any(r.path.endswith(suffix) and r.query.get("pageToken") for r in server.requests)
+
+    for suffix in (
+        "/aggregated/instances",
+        "/aggregated/operations",
+        f"/zones/{ZONE}/operations",
+        "/aggregated/machineTypes",
+        "/aggregated/acceleratorTypes",
+        "/skus",
+    ):
+        assert followed(suffix), f"{suffix}: no second page was asked for"

@@ -50,6 +50,7 @@ def make_provider(server: TencentFakeServer, **options: Any) -> TencentProvider:
         "vpc_id": "vpc-test0001",
         "subnet_id": "subnet-test0001",
         "security_group_ids": ["sg-test0001"],
+        "currency": "USD",  # Tencent's price answers do not say; an international account
         "retry": FAST,
     }
     settings.update(options)
@@ -261,6 +262,34 @@ def test_usd_cap_is_converted_for_a_cny_account(server: TencentFakeServer) -> No
     make_provider(server, currency="CNY", cny_to_usd=0.14).launch(request(cap=0.5))
     options = server.calls("RunInstances")[0].params["InstanceMarketOptions"]
     assert options["SpotOptions"]["MaxPrice"] == "3.5714"
+
+
+def test_an_unknown_currency_refuses_a_spot_launch_and_leaves_prices_out(
+    server: TencentFakeServer,
+) -> None:
+    provider = make_provider(server, currency=None)
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request(cap=0.5))
+    assert (caught.value.kind, caught.value.code) == (ErrorKind.INVALID, "UnknownCurrency")
+    assert "currency" in caught.value.message
+    assert server.calls("RunInstances") == []
+    offers = provider.offers()
+    assert offers and all(o.price is None and o.spot_price is None for o in offers)
+    # on-demand carries no price: it may go ahead
+    assert provider.launch(request(Market.ON_DEMAND, cap=None)).market is Market.ON_DEMAND
+
+
+def test_a_currency_the_price_answer_reports_is_taken(server: TencentFakeServer) -> None:
+    server.price_currency = "CNY"  # should a price answer name its currency, it wins
+    provider = make_provider(server, currency=None, instance_types=[T4])
+    quotes = {q.zone: q for q in provider.prices()}
+    assert provider.currency == "CNY"
+    assert quotes["ap-guangzhou-3"].spot_price == pytest.approx(0.41 * 0.14)
+    mismatch = make_provider(server, currency="USD", instance_types=[T4])
+    mismatch.prices()
+    with pytest.raises(ProviderError) as caught:
+        mismatch.launch(request(cap=0.5))
+    assert caught.value.code == "CurrencyMismatch"
 
 
 def test_client_token_makes_a_resent_launch_return_the_first_instance(
@@ -588,3 +617,21 @@ def test_terminate_twice_releases_from_the_recycle_bin(
     assert server.instances() == {}
     assert len(server.calls("TerminateInstances")) == 1 + 1 + 3
     provider.terminate([a.id])  # gone: not an error
+
+
+def test_short_pages_from_the_server_are_followed_to_total_count(
+    server: TencentFakeServer, provider: TencentProvider
+) -> None:
+    server.max_page = 2  # the server answers fewer than Limit=100 asks for
+    ids = {provider.launch(request(job=f"job-{n}")).id for n in range(5)}
+    before = len(server.calls("DescribeInstances"))
+    assert {i.id for i in provider.list()} == ids
+    listed = server.calls("DescribeInstances")[before:]
+    assert [(c.params["Offset"], c.params["Limit"]) for c in listed] == [
+        (0, 100),
+        (2, 100),
+        (4, 100),
+    ]
+    server.preempt(sorted(ids)[-1])
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    assert [i.instance_id for i in provider.interruptions(since)] == [sorted(ids)[-1]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from provisioner.cli import EXIT_NOT_FOUND, EXIT_OK
@@ -144,7 +146,56 @@ def refresh(
     finally:
         prov.close()
     n = _store(store_url).save_prices(quotes)
+    summary = price_summary(quotes)
     if as_json:
-        print_json({"provider": provider_name, "stored": n})
+        print_json({"provider": provider_name, "stored": n, **summary})
     else:
         console().print(f"stored {n} price quote(s) from {provider_name}")
+        for line in summary["lines"]:
+            console().print(f"  {line}")
+
+
+def price_summary(quotes: list[Any]) -> dict[str, Any]:
+    """How live and how old the quotes are, and what currency they were converted from."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+
+    def age(at: datetime | None) -> float | None:
+        return None if at is None else round((now - at).total_seconds() / 60.0, 1)
+
+    spot_at = [q.at for q in quotes if q.spot_price is not None]
+    od_live = [q.on_demand_at for q in quotes if getattr(q, "on_demand_at", None) is not None]
+    od_catalog = sum(
+        1
+        for q in quotes
+        if q.on_demand_price is not None and getattr(q, "on_demand_at", None) is None
+    )
+    currencies = {
+        str(q.currency): float(q.usd_per_unit)
+        for q in quotes
+        if getattr(q, "currency", "USD") not in ("USD", "")
+    }
+    doc: dict[str, Any] = {
+        "currency": "USD",
+        "spot_oldest_age_min": age(min(spot_at)) if spot_at else None,
+        "on_demand_live": len(od_live),
+        "on_demand_oldest_age_min": age(min(od_live)) if od_live else None,
+        "on_demand_from_catalog": od_catalog,
+        "converted_from": currencies,
+    }
+    lines = []
+    if spot_at:
+        lines.append(
+            f"spot: {len(spot_at)} live, oldest observed {doc['spot_oldest_age_min']} min ago"
+        )
+    if od_live:
+        lines.append(
+            f"on-demand: {len(od_live)} live, fetched {doc['on_demand_oldest_age_min']} min ago"
+        )
+    if od_catalog:
+        lines.append(f"on-demand: {od_catalog} from the bundled catalog (not live)")
+    for code, rate in sorted(currencies.items()):
+        lines.append(f"quoted in {code}, stored as USD at {rate:.4f} USD/{code}")
+    doc["lines"] = lines
+    return doc

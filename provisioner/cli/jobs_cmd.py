@@ -254,6 +254,11 @@ def cost(job_id: str, store_url: str | None, as_json: bool) -> None:
     rows = []
     totals = {"spot": 0.0, "on-demand": 0.0}
     hours = {"spot": 0.0, "on-demand": 0.0}
+    billed_in = {  # instance -> the account currency and USD rate recorded at launch
+        str(e.data.get("instance")): e.data.get("billing") or {}
+        for e in store.events(job.id)
+        if e.kind == "launch" and isinstance(e.data, dict)
+    }
     for a in store.attempts(job.id):
         end = a.ended_at or datetime.now(UTC)
         h = ((end - a.launched_at).total_seconds() / 3600.0) if a.launched_at else 0.0
@@ -270,12 +275,14 @@ def cost(job_id: str, store_url: str | None, as_json: bool) -> None:
                 "price_per_hour": a.price_per_hour,
                 "hours": round(h, 4),
                 "cost_usd": round(a.cost_usd, 4),
+                "billed": _billed(billed_in.get(str(a.instance_id)) or {}, a.cost_usd),
                 "state": a.state,
                 "end_reason": a.end_reason,
             }
         )
     doc = {
         "id": job.id,
+        "currency": "USD",
         "total_usd": round(sum(totals.values()), 4),
         "by_market_usd": {k: round(v, 4) for k, v in totals.items()},
         "hours_by_market": {k: round(v, 4) for k, v in hours.items()},
@@ -289,7 +296,9 @@ def cost(job_id: str, store_url: str | None, as_json: bool) -> None:
     from provisioner.console import console
 
     t = Table(box=None, header_style="bold")
-    for c in ("attempt", "instance", "where", "type", "market", "$/h", "hours", "cost $", "ended"):
+    cols = ["attempt", "instance", "where", "type", "market", "USD/h", "hours", "cost USD"]
+    converted = any(r["billed"]["currency"] not in ("USD", None) for r in rows)
+    for c in [*cols, *(["billed as"] if converted else []), "ended"]:
         t.add_column(c)
     for r in rows:
         t.add_row(
@@ -301,10 +310,32 @@ def cost(job_id: str, store_url: str | None, as_json: bool) -> None:
             f"{r['price_per_hour']:.4f}",
             f"{r['hours']:.3f}",
             f"{r['cost_usd']:.4f}",
+            *([_billed_text(r["billed"])] if converted else []),
             r["end_reason"] or r["state"],
         )
     out = console()
     out.print(t)
     out.print(
-        f"total ${doc['total_usd']:.4f} (spot ${totals['spot']:.4f}, on-demand ${totals['on-demand']:.4f})"
+        f"total {doc['total_usd']:.4f} USD (spot {totals['spot']:.4f} USD, "
+        f"on-demand {totals['on-demand']:.4f} USD)"
     )
+    for r in rows:
+        b = r["billed"]
+        if b["currency"] not in ("USD", None):
+            out.print(
+                f"attempt {r['attempt']}: {r['provider']} bills in {b['currency']}; USD figures "
+                f"converted at {b['usd_per_unit']:.4f} USD/{b['currency']} (provider option "
+                "cny_to_usd or fx_rates)"
+            )
+
+
+def _billed(billing: dict[str, Any], cost_usd: float) -> dict[str, Any]:
+    """The attempt's cost in the currency the account was billed in (as recorded at launch)."""
+    code, rate = billing.get("currency"), billing.get("usd_per_unit")
+    if not code or code == "USD" or not rate:
+        return {"currency": code or "USD", "usd_per_unit": rate or 1.0, "cost": round(cost_usd, 4)}
+    return {"currency": code, "usd_per_unit": rate, "cost": round(cost_usd / rate, 4)}
+
+
+def _billed_text(billed: dict[str, Any]) -> str:
+    return f"{billed['cost']:.4f} {billed['currency']}"

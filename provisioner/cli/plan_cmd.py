@@ -54,7 +54,12 @@ def plan(
     except PlanError as exc:
         fail(f"{policy_path}: {exc}")
     if as_json:
-        print_json(result.as_dict())
+        from provisioner.cli.render import billing_by_provider
+
+        doc = result.as_dict()
+        doc["currency"] = "USD"  # every price, cap and estimate above
+        doc["billing"] = billing_by_provider({pl.offer.provider for pl in result.placements})
+        print_json(doc)
     else:
         from provisioner.cli.render import render_plan
 

@@ -35,13 +35,33 @@ def check(files: tuple[str, ...], as_json: bool) -> None:
                     error(str(i))
             continue
         vram, _ = required_vram(pol)
-        results.append({"file": f, "valid": True, "name": pol.name, "required_vram_gb": vram})
+        warnings = _tag_warnings(pol.tags, pol.residency.providers)
+        results.append(
+            {
+                "file": f,
+                "valid": True,
+                "name": pol.name,
+                "required_vram_gb": vram,
+                "warnings": warnings,
+            }
+        )
         if not as_json:
             extra = f", needs {vram:.1f} GB per GPU" if vram else ""
             console().print(f"{f}: ok ([bold]{pol.name}[/], market {pol.market.value}{extra})")
+            for w in warnings:
+                console(stderr=True).print(f"[yellow]warning:[/] {f}: {w}")
     if as_json:
         print_json(results)
     raise SystemExit(EXIT_OK if ok else EXIT_BAD_INPUT)
+
+
+def _tag_warnings(tags: dict[str, str], providers: list[str]) -> list[str]:
+    """How the policy's tags will not reach a cloud as written (GCP labels), when GCP may run it."""
+    if not tags or (providers and "gcp" not in providers):
+        return []
+    from providers.gcp import label_changes
+
+    return [f"gcp: {line}" for line in label_changes(tags)]
 
 
 @policy.command()

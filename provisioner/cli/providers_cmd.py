@@ -125,6 +125,12 @@ def provider_info(
     detail = f"credentials: {where}" if where else "no credentials found"
     if not installed:
         detail += f"; pip install 'provisioner[{name}]'"
+    from providers._common import billing_from_options
+    from provisioner.providers_config import provider_defaults
+
+    billing = billing_from_options(name, provider_defaults(name))
+    if billing is not None:  # the currency and rate it bids in, as the user set them
+        detail += f"; {billing['note']}"
     return ProviderInfo(name, dist, installed, where is not None, detail)
 
 

@@ -22,7 +22,7 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
     out = console()
     p = plan.policy
     head = f"[bold]{p.name}[/]: {plan.eligible} eligible of {plan.candidates} candidates"
-    head += f" ({len(catalog)} offers, market {p.market.value})"
+    head += f" ({len(catalog)} offers, market {p.market.value}; prices in USD)"
     if plan.required_vram_gb is not None:
         head += f"; needs {plan.required_vram_gb:.1f} GB per GPU"
     if plan.deadline is not None:
@@ -39,13 +39,13 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
             ("instance", "left"),
             ("GPUs", "left"),
             ("market", "left"),
-            ("$/h", "right"),
-            ("cap $/h", "right"),
+            ("USD/h", "right"),
+            ("cap USD/h", "right"),
             ("band", "left"),
             ("RTT ms", "right"),
             ("est h", "right"),
-            ("est $", "right"),
-            ("TFLOPS/$", "right"),
+            ("est USD", "right"),
+            ("TFLOPS/USD", "right"),
         ]:
             t.add_column(col, justify=justify)  # type: ignore[arg-type]
         for pl in plan.placements:
@@ -66,6 +66,8 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
                 "-" if pl.tflops_per_dollar is None else f"{pl.tflops_per_dollar:.1f}",
             )
         out.print(t)
+        for note in billing_notes({pl.offer.provider for pl in plan.placements}):
+            out.print(f"[yellow]currency:[/] {note}")
     else:
         out.print("[bold red]Nothing is eligible under this policy.[/]")
     if plan.rejections:
@@ -73,6 +75,25 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
         for r in plan.rejections.values():
             ex = "; ".join(r.examples[:2])
             out.print(f"  {r.reason:<14} {r.count:>7}  e.g. {ex}")
+
+
+def billing_notes(providers: set[str]) -> list[str]:
+    """How each cloud that bills in the account's currency will convert, from its options."""
+    return [f"{name}: {info['note']}" for name, info in billing_by_provider(providers).items()]
+
+
+def billing_by_provider(providers: set[str]) -> dict[str, dict[str, object]]:
+    """The billing currency each provider in ``providers`` would bid in, from its configured
+    options (``providers.yaml``), for the clouds that bill in the account's currency."""
+    from providers._common import billing_from_options
+    from provisioner.providers_config import provider_defaults
+
+    out = {}
+    for name in sorted(providers):
+        info = billing_from_options(name, provider_defaults(name))
+        if info is not None:
+            out[name] = info
+    return out
 
 
 def render_offers(offers: list[Offer]) -> None:

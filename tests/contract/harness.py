@@ -46,6 +46,8 @@ class Harness(Protocol):
     name: str  # "aws", "gcp", "azure", "alibaba", "tencent"
     #: the cloud's own error codes to inject for each kind the suite checks
     error_codes: dict[ErrorKind, str]
+    #: codes meaning "not here" (no free IP in the subnet, image not in the zone): CAPACITY
+    placement_codes: list[str]
     #: the fake secret credential given to the adapter (must never be logged)
     secret: str
     #: a well-formed instance id the server does not know

@@ -38,6 +38,8 @@ class AlibabaHarness:
         ErrorKind.AUTH: "InvalidAccessKeyId.NotFound",
         ErrorKind.THROTTLED: "Throttling.User",
     }
+    #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
+    placement_codes = ["InvalidVSwitchId.IpNotEnough"]  # noqa: RUF012
     secret = SECRET
     missing_id = "i-bp1missing00000000000"
 

@@ -104,6 +104,8 @@ class AWSHarness:
         ErrorKind.AUTH: "AuthFailure",
         ErrorKind.THROTTLED: "RequestLimitExceeded",
     }
+    #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
+    placement_codes = ["InsufficientFreeAddressesInSubnet"]  # noqa: RUF012
     secret = SECRET
     missing_id = "i-0123456789abcdef0"
 
@@ -115,13 +117,14 @@ class AWSHarness:
 
     # -- the adapter ------------------------------------------------------------------------
 
-    def provider(self) -> AWSProvider:
+    def provider(self, **options: Any) -> AWSProvider:
         p = AWSProvider(
             region=REGION,
             endpoint=self.endpoint,
             credentials={"aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET},
             image=self._moto_image(),
             retry=CONTRACT_RETRY,
+            **options,
         )
         p.client(REGION).meta.events.register("before-send.ec2", self._before_send)
         self._providers.append(p)
@@ -160,6 +163,10 @@ class AWSHarness:
         )
 
     # -- the wire -------------------------------------------------------------------------------
+
+    def sent(self, action: str) -> list[dict[str, str]]:
+        """The requests of ``action`` that reached the wire (decoded form bodies)."""
+        return list(self._sent[action])
 
     def _before_send(self, request: Any, event_name: str, **_: Any) -> Any:
         action = event_name.rsplit(".", 1)[-1]

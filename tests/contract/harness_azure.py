@@ -35,6 +35,8 @@ class AzureHarness:
         ErrorKind.AUTH: "AuthorizationFailed",
         ErrorKind.THROTTLED: "TooManyRequests",
     }
+    #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
+    placement_codes = ["SubnetIsFull"]  # noqa: RUF012
     secret = TOKEN
 
     def __init__(self, server: AzureServer) -> None:

@@ -37,6 +37,8 @@ class GCPHarness:
         ErrorKind.AUTH: "forbidden",  # 403; a 401 makes google-auth refresh the token first
         ErrorKind.THROTTLED: "rateLimitExceeded",
     }
+    #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
+    placement_codes = ["IP_SPACE_EXHAUSTED"]  # noqa: RUF012
     secret = TOKEN
     missing_id = f"{ZONE}/prov-missing-a9"
 

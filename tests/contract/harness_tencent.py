@@ -38,6 +38,11 @@ class TencentHarness:
         ErrorKind.AUTH: "AuthFailure.SecretIdNotFound",
         ErrorKind.THROTTLED: "RequestLimitExceeded",
     }
+    #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
+    placement_codes = [  # noqa: RUF012 - read-only table
+        "FailedOperation.NoAvailableIpAddressCountInSubnet",
+        "UnsupportedOperation.LocationImageNotSupported",
+    ]
     secret = SECRET_KEY
     missing_id = "ins-0missing"
 
@@ -53,6 +58,7 @@ class TencentHarness:
             vpc_id="vpc-fake0001",
             subnet_id="subnet-fake0001",
             security_group_ids=["sg-fake0001"],
+            currency="USD",  # the fake is an international-site account
             retry=CONTRACT_RETRY,
         )
 

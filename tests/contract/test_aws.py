@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from botocore.stub import ANY
 
 pytest.importorskip("boto3")
 pytest.importorskip("moto")
@@ -48,7 +50,7 @@ def test_run_instances_carries_bootstrap_tags_disk_and_imdsv2(aws: AWSHarness) -
     assert script.startswith("#!/bin/sh")
     assert spec_from_script(script) == {**spec, "cloud": "aws"}
     assert sent["ClientToken"] == request.token
-    assert sent["InstanceMarketOptions.SpotOptions.MaxPrice"] == "0.1235"
+    assert sent["InstanceMarketOptions.SpotOptions.MaxPrice"] == "0.1234"  # toward the cap
     assert sent["InstanceMarketOptions.SpotOptions.SpotInstanceType"] == "one-time"
     assert sent["InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"] == "terminate"
     assert sent["Placement.AvailabilityZone"] == ZONE
@@ -176,3 +178,208 @@ def test_unreachable_endpoint_is_transient_after_bounded_retries() -> None:
         provider.get("i-0123456789abcdef0")
     assert caught.value.kind is ErrorKind.TRANSIENT
     assert len(attempts) == CONTRACT_RETRY.attempts
+
+
+# -- live on-demand prices (Price List Query API) and pages -------------------------------------
+
+
+@pytest.fixture
+def pricing() -> Iterator[Any]:
+    from fakes.aws_pricing_server import PricingServer
+
+    with PricingServer(max_page=1) as server:  # one product a page: every type crosses pages
+        yield server
+
+
+def _stub_spot(provider: AWSProvider, types: list[str]) -> Any:
+    """DescribeSpotPriceHistory in two pages (moto ignores MaxResults for it): the real
+    client, answered by botocore's Stubber, must follow ``NextToken``."""
+    from botocore.stub import Stubber
+
+    now = datetime.now(UTC)
+    stub = Stubber(provider.client(REGION))
+    rows = [
+        {
+            "AvailabilityZone": zone,
+            "InstanceType": itype,
+            "ProductDescription": "Linux/UNIX",
+            "SpotPrice": "0.3000",
+            "Timestamp": now,
+        }
+        for itype in types
+        for zone in ("us-east-1a", "us-east-1b")
+    ]
+    half = len(rows) // 2
+    stub.add_response(
+        "describe_spot_price_history", {"SpotPriceHistory": rows[:half], "NextToken": "page-2"}
+    )
+    stub.add_response(
+        "describe_spot_price_history",
+        {"SpotPriceHistory": rows[half:], "NextToken": ""},
+        {
+            "InstanceTypes": types,
+            "ProductDescriptions": ["Linux/UNIX"],
+            "StartTime": ANY,
+            "NextToken": "page-2",
+        },
+    )
+    return stub
+
+
+def test_on_demand_prices_are_live_from_the_pricing_api(aws: AWSHarness, pricing: Any) -> None:
+    provider = aws.provider(pricing_endpoint=pricing.endpoint)
+    types = ["g5.xlarge", "p4d.24xlarge"]
+    provider._gpu_types[REGION] = [{"InstanceType": t} for t in types]
+    before = datetime.now(UTC)
+    with _stub_spot(provider, types) as stub:
+        quotes = {(q.zone, q.instance_type): q for q in provider.prices([REGION])}
+        stub.assert_no_pending_responses()  # both spot pages were read
+
+    assert len(quotes) == 4
+    g5 = quotes[("us-east-1b", "g5.xlarge")]  # on the second spot page
+    assert g5.on_demand_price == pytest.approx(1.006)  # Linux, shared, no SQL, not reserved
+    assert quotes[("us-east-1a", "p4d.24xlarge")].on_demand_price == pytest.approx(32.7726)
+    assert g5.on_demand_at is not None and g5.on_demand_at >= before  # its age is known
+    # on the wire: one GetProducts query per type, filtered as documented, every page read
+    calls = pricing.calls("GetProducts")
+    assert len(calls) == 4  # two products match each type's filters: two pages each
+    first = calls[0]
+    assert first.headers["x-amz-target"] == "AWSPriceListService.GetProducts"
+    assert first.headers["content-type"].startswith("application/x-amz-json-1.1")
+    assert first.body["ServiceCode"] == "AmazonEC2"
+    assert first.body["FormatVersion"] == "aws_v1"
+    assert first.body["MaxResults"] == 100
+    assert {(f["Type"], f["Field"], f["Value"]) for f in first.body["Filters"]} == {
+        ("TERM_MATCH", "instanceType", "g5.xlarge"),
+        ("TERM_MATCH", "regionCode", REGION),
+        ("TERM_MATCH", "operatingSystem", "Linux"),
+        ("TERM_MATCH", "tenancy", "Shared"),
+        ("TERM_MATCH", "capacitystatus", "Used"),
+    }
+    assert "NextToken" not in first.body and calls[1].body["NextToken"] == "1"
+    assert "authorization" not in first.headers  # the recorder drops it; it was sent (checked)
+
+
+def test_on_demand_prices_are_cached_then_fetched_again(aws: AWSHarness, pricing: Any) -> None:
+    provider = aws.provider(pricing_endpoint=pricing.endpoint)
+    prices, at = provider.on_demand_prices(REGION, ["g5.xlarge"])
+    assert prices == {"g5.xlarge": pytest.approx(1.006)} and at is not None
+    again, again_at = provider.on_demand_prices(REGION, ["g5.xlarge"])
+    assert (again, again_at) == (prices, at)
+    # a new adapter (the daemon builds one per refresh) uses the same cache
+    other = aws.provider(pricing_endpoint=pricing.endpoint)
+    assert other.on_demand_prices(REGION, ["g5.xlarge"]) == (prices, at)
+    assert len(pricing.calls("GetProducts")) == 2  # cached: no new query
+    provider.on_demand_ttl_s = 0  # expired
+    _, fresh_at = provider.on_demand_prices(REGION, ["g5.xlarge"])
+    assert fresh_at is not None and fresh_at >= at
+    assert len(pricing.calls("GetProducts")) == 4
+    # a type the list does not carry is asked once, and has no price
+    assert provider.on_demand_prices(REGION, ["x9.nothing"])[0] == {}
+
+
+def test_without_the_pricing_api_the_catalog_price_is_used_and_said_so(
+    aws: AWSHarness, pricing: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    pricing.fail_next = [("AccessDeniedException", 400)]
+    provider = aws.provider(pricing_endpoint=pricing.endpoint)
+    provider._gpu_types[REGION] = [{"InstanceType": "g5.xlarge"}]
+    with _stub_spot(provider, ["g5.xlarge"]):
+        quotes = provider.prices([REGION])
+    assert quotes and all(q.on_demand_at is None for q in quotes)  # not live, and it says so
+    assert "not live" in caplog.text
+    # moto as the EC2 endpoint and no pricing endpoint: the Pricing API is not asked at all
+    assert aws.provider().on_demand_prices(REGION, ["g5.xlarge"]) == ({}, None)
+
+
+def test_describe_instances_crosses_pages(aws: AWSHarness) -> None:
+    provider = aws.provider(page_size=5)
+    launched = {
+        provider.launch(
+            LaunchRequest(
+                job_id=f"job-{n}", attempt=1, offer=aws.offer(Market.SPOT), market=Market.SPOT
+            )
+        ).id
+        for n in range(7)
+    }
+    found = {i.id for i in provider.list()}
+    assert launched <= found
+    listing = [
+        r
+        for r in aws.sent("DescribeInstances")
+        if r.get("Filter.1.Name") == "tag:provisioner-managed"
+    ]
+    assert [r.get("MaxResults") for r in listing[-2:]] == ["5", "5"]
+    assert listing[-1].get("NextToken")  # the second page was asked for
+
+
+def test_offers_follow_next_token_of_instance_types_and_offerings(aws: AWSHarness) -> None:
+    """moto answers DescribeInstanceTypes and DescribeInstanceTypeOfferings in one page
+    whatever MaxResults says; the real client, answered by botocore's Stubber, must follow
+    ``NextToken`` through two pages of each."""
+    from botocore.stub import Stubber
+
+    provider = aws.provider(page_size=5)
+
+    def gpu_type(name: str, gpu: str, mib: int) -> dict[str, Any]:
+        return {
+            "InstanceType": name,
+            "VCpuInfo": {"DefaultVCpus": 4},
+            "MemoryInfo": {"SizeInMiB": 16384},
+            "GpuInfo": {
+                "Gpus": [
+                    {
+                        "Name": gpu,
+                        "Manufacturer": "NVIDIA",
+                        "Count": 1,
+                        "MemoryInfo": {"SizeInMiB": mib},
+                    }
+                ]
+            },
+        }
+
+    with Stubber(provider.client(REGION)) as stub:
+        stub.add_response(
+            "describe_instance_types",
+            {"InstanceTypes": [gpu_type("g5.xlarge", "A10G", 24576)], "NextToken": "t2"},
+            {"MaxResults": 5},
+        )
+        stub.add_response(
+            "describe_instance_types",
+            {"InstanceTypes": [gpu_type("g4dn.xlarge", "T4", 16384)]},
+            {"MaxResults": 5, "NextToken": "t2"},
+        )
+        offering = {"LocationType": "availability-zone", "Filters": ANY, "MaxResults": 5}
+        stub.add_response(
+            "describe_instance_type_offerings",
+            {
+                "InstanceTypeOfferings": [
+                    {
+                        "InstanceType": "g5.xlarge",
+                        "LocationType": "availability-zone",
+                        "Location": ZONE,
+                    }
+                ],
+                "NextToken": "o2",
+            },
+            offering,
+        )
+        stub.add_response(
+            "describe_instance_type_offerings",
+            {
+                "InstanceTypeOfferings": [
+                    {
+                        "InstanceType": "g4dn.xlarge",
+                        "LocationType": "availability-zone",
+                        "Location": "us-east-1b",
+                    }
+                ]
+            },
+            {**offering, "NextToken": "o2"},
+        )
+        offers = provider.offers([REGION])
+        stub.assert_no_pending_responses()
+    assert {(o.instance_type, o.zone) for o in offers} == {
+        ("g5.xlarge", ZONE),
+        ("g4dn.xlarge", "us-east-1b"),
+    }

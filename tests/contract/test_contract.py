@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from harness import CONTRACT_RETRY, Harness
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from providers.base import ErrorKind, Provider, ProviderError
 from provisioner.models import (
@@ -227,3 +230,71 @@ def test_credentials_never_reach_logs_or_errors(
         assert harness.secret not in str(record.exc_text or "")
     for text in (str(caught.value), repr(caught.value), caught.value.message):
         assert harness.secret not in text
+
+
+#: how many decimals each cloud's bid carries on the wire (None: the cloud takes no bid)
+BID_DECIMALS = {"aws": 4, "azure": 5, "alibaba": 3, "tencent": 4, "gcp": None, "sim": None}
+
+
+@st.composite
+def bid_caps(draw: st.DrawFn) -> float:
+    """Caps as users write them (0.51237, 1.5, 3) and as arithmetic makes them (0.1 * 3)."""
+    places = draw(st.integers(0, 9))
+    written = draw(st.decimals(min_value="0.001", max_value="40", places=places))
+    computed = draw(st.floats(0.001, 40, allow_nan=False, allow_infinity=False))
+    return float(written) if draw(st.booleans()) and written > 0 else computed
+
+
+def test_the_bid_sent_never_exceeds_the_cap(harness: Harness, provider: Provider) -> None:
+    """Property over random caps, read back from the wire: the bid is the cap rounded *toward
+    the cap* at the cloud's precision (never above it, and less than one step below); a cloud
+    that takes no bid launches only when the price it knows is within the cap."""
+    decimals = BID_DECIMALS.get(harness.name)
+    known = harness.offer(Market.SPOT).spot_price
+    seen = {"n": 0}
+
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        database=None,
+    )
+    @given(cap=bid_caps())
+    def check(cap: float) -> None:
+        seen["n"] += 1
+        before = len(harness.launch_requests())
+        request = request_for(harness, Market.SPOT, job=f"cap-{seen['n']}", cap=cap)
+        try:
+            provider.launch(request)
+        except ProviderError as err:
+            assert err.kind is ErrorKind.PRICE_TOO_LOW, err
+        sent = harness.launch_requests()[before:]
+        if not provider.accepts_bid_cap:  # the cap is enforced before launch, nothing is sent
+            assert all(harness.wire_market(r)[1] is None for r in sent)
+            if known is not None and known > cap:
+                assert sent == [], f"launched at {known} above the cap {cap}"
+            return
+        assert len(sent) == 1
+        market, wire = harness.wire_market(sent[0])
+        assert market is Market.SPOT and wire is not None
+        assert Decimal(repr(wire)) <= Decimal(repr(cap)), f"bid {wire} above the cap {cap}"
+        if decimals is not None:
+            assert Decimal(repr(cap)) - Decimal(repr(wire)) < Decimal(1).scaleb(-decimals)
+
+    check()
+
+
+def test_subnet_and_image_placement_failures_move_on(harness: Harness, provider: Provider) -> None:
+    """No free IP in the zone's subnet, or the image not offered there: the job moves on to
+    the next offer (CAPACITY), it is not stopped as an invalid request, nor retried in place."""
+    codes = getattr(harness, "placement_codes", [])
+    if not codes:
+        pytest.skip(f"{harness.name} has no such codes")
+    for n, code in enumerate(codes):
+        before = len(harness.launch_requests())
+        harness.inject_error(code)
+        with pytest.raises(ProviderError) as caught:
+            provider.launch(request_for(harness, Market.SPOT, job=f"job-{n}", cap=0.5))
+        assert (caught.value.kind, caught.value.code) == (ErrorKind.CAPACITY, code)
+        assert caught.value.kind.try_next_offer
+        assert len(harness.launch_requests()) == before + 1

@@ -152,6 +152,9 @@ class AlibabaFakeServer:
         self.zones = zones
         self.types = {t.instance_type: t for t in (types or default_types(zones))}
         self.currency = currency
+        #: the most rows one page holds, below what the request asks for (the service caps
+        #: pages: DescribeInstances 100, DescribeInstanceTypes 1600); small: every list pages
+        self.max_page = 1600
         self.known_key_ids = known_key_ids
         self.requests: list[Recorded] = []
         self._failures: dict[str, list[_Failure]] = {}
@@ -465,7 +468,9 @@ class AlibabaFakeServer:
                 for i in rows
                 if any(t["TagKey"] == key and t["TagValue"] == value for t in i["Tags"]["Tag"])
             ]
-        size = int(params.get("MaxResults") or params.get("PageSize") or 10)
+        size = min(int(params.get("MaxResults") or params.get("PageSize") or 10), self.max_page)
+        if size > 100:
+            raise ApiError("InvalidParameter.MaxResults", "MaxResults is at most 100.")
         start = int(params.get("NextToken") or 0)
         page = rows[start : start + size]
         for inst in page:  # a new instance is Pending once, then Running
@@ -531,7 +536,7 @@ class AlibabaFakeServer:
         rows = [r for r in rows if int(r["GPUAmount"]) >= minimum]
         if wanted:
             rows = [r for r in rows if r["InstanceTypeId"] in wanted]
-        size = int(params.get("MaxResults") or 1600)
+        size = min(int(params.get("MaxResults") or 1600), self.max_page)
         start = int(params.get("NextToken") or 0)
         nxt = str(start + size) if start + size < len(rows) else ""
         return {"InstanceTypes": {"InstanceType": rows[start : start + size]}, "NextToken": nxt}
@@ -593,4 +598,11 @@ class AlibabaFakeServer:
                         "OriginPrice": itype.price,
                     }
                 )
-        return {"Currency": self.currency, "NextOffset": 0, "SpotPrices": {"SpotPriceType": points}}
+        start = int(params.get("Offset") or 0)  # paged by Offset / NextOffset
+        page = points[start : start + self.max_page]
+        nxt = start + len(page) if start + len(page) < len(points) else 0
+        return {
+            "Currency": self.currency,
+            "NextOffset": nxt,
+            "SpotPrices": {"SpotPriceType": page},
+        }

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 COMPUTE_API = "2026-04-01"
 
@@ -324,6 +324,8 @@ class AzureServer:
         #: how many polls of an operation answer InProgress before it ends
         self.polls = polls
         self.price_page_size = price_page_size
+        #: the most items an ARM list page holds before ``nextLink`` (ARM decides; 1000 here)
+        self.list_page_size = 1000
         self.requests: list[Recorded] = []
         self.prices: list[dict[str, Any]] = retail_items()
         self._state = _State()
@@ -684,7 +686,20 @@ class AzureServer:
         bad = self._scope_ok(sub, rg, "nic", "") or self._injected("nic.list")
         if isinstance(bad, tuple):
             return bad
-        return 200, {"value": list(self._state.nics.values())}, {}
+        path = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces"
+        return 200, self._arm_page(list(self._state.nics.values()), query, path), {}
+
+    def _arm_page(self, rows: list[Any], query: dict[str, str], path: str) -> dict[str, Any]:
+        """One ARM list page (``value``) and, when more follow, its ``nextLink`` (an absolute
+        URL carrying ``$skiptoken``, as ARM sends it)."""
+        start = int(query.get("$skiptoken") or 0)
+        nxt = start + self.list_page_size
+        out: dict[str, Any] = {"value": rows[start:nxt]}
+        if nxt < len(rows):
+            keep = {k: v for k, v in query.items() if k != "$skiptoken"}
+            keep["$skiptoken"] = str(nxt)
+            out["nextLink"] = f"{self.endpoint}{path}?{urlencode(keep)}"
+        return out
 
     def _nic_delete(
         self, query: dict[str, str], body: Any, sub: str, rg: str, name: str
@@ -845,7 +860,11 @@ class AzureServer:
         if isinstance(bad, tuple):
             return bad
         expand = query.get("$expand", "").lower() == "instanceview"
-        return 200, {"value": [self._public_vm(vm, expand) for vm in self._state.vms.values()]}, {}
+        rows = [self._public_vm(vm, expand) for vm in self._state.vms.values()]
+        path = (
+            f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines"
+        )
+        return 200, self._arm_page(rows, query, path), {}
 
     def _vm_delete(
         self, query: dict[str, str], body: Any, sub: str, rg: str, name: str

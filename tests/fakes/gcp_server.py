@@ -57,6 +57,11 @@ OPERATION_ERRORS: dict[str, tuple[int, str, str]] = {
         "The zone '{zone}' does not have enough resources available to fulfill the request. "
         "'(resource type:compute)'.",
     ),
+    "IP_SPACE_EXHAUSTED": (  # the subnetwork has no free address (an operation error)
+        400,
+        "BAD REQUEST",
+        "IP space of 'projects/{project}/regions/{region}/subnetworks/default' is exhausted.",
+    ),
     "QUOTA_EXCEEDED": (
         403,
         "FORBIDDEN",
@@ -451,6 +456,9 @@ class GCPServer:
         self.requests: list[Recorded] = []
         self.skus: list[dict[str, Any]] = default_skus()
         self.sku_page_size = 8
+        #: the most results one list page holds (Compute Engine: ``maxResults``, default and
+        #: most 500); a smaller value makes every list cross pages (``nextPageToken``)
+        self.list_page_size = 500
         self._state = _State()
         self._inject: dict[str, list[_Injected]] = {}
         self._lock = threading.RLock()
@@ -620,7 +628,9 @@ class GCPServer:
         if code is not None:
             status, status_text, template = OPERATION_ERRORS[code]
             region = zone.rsplit("-", 1)[0]
-            message = template.format(zone=f"projects/{self.project}/zones/{zone}", region=region)
+            message = template.format(
+                zone=f"projects/{self.project}/zones/{zone}", region=region, project=self.project
+            )
             op["error"] = {"errors": [{"code": code, "message": message}]}
             op["httpErrorStatusCode"] = status
             op["httpErrorMessage"] = status_text
@@ -798,6 +808,13 @@ class GCPServer:
         expr = query.get("filter", "")
         return [i for i in items if matches_filter(i, expr)]
 
+    def _page(self, rows: list[Any], query: dict[str, str]) -> tuple[list[Any], str]:
+        """One page of ``rows`` by ``maxResults``/``pageToken``, and the next page's token."""
+        size = min(int(query.get("maxResults") or 500), 500, self.list_page_size)
+        start = int(query.get("pageToken") or 0)
+        nxt = start + size
+        return rows[start:nxt], (str(nxt) if nxt < len(rows) else "")
+
     def _list(self, query: dict[str, str], body: Any, project: str, zone: str) -> tuple[int, Any]:
         injected = self._injected("list")
         if injected:
@@ -813,8 +830,11 @@ class GCPServer:
             "id": f"projects/{project}/zones/{zone}/instances",
             "selfLink": self._url("zones", zone, "instances"),
         }
+        items, token = self._page(items, query)
         if items:
             out["items"] = items
+        if token:
+            out["nextPageToken"] = token
         return 200, out
 
     def _aggregated(
@@ -838,12 +858,16 @@ class GCPServer:
                     }
         except ValueError as exc:
             return _error(400, "invalid", str(exc))
-        return 200, {
+        scopes, token = self._page(sorted(items.items()), query)  # a page holds whole scopes
+        out = {
             "kind": kind,
             "id": f"projects/{self.project}/aggregated/{key}",
-            "items": items,
+            "items": dict(scopes),
             "selfLink": self._url("aggregated", key),
         }
+        if token:
+            out["nextPageToken"] = token
+        return 200, out
 
     def _aggregated_instances(
         self, query: dict[str, str], body: Any, project: str
@@ -923,8 +947,11 @@ class GCPServer:
             "id": f"projects/{project}/zones/{zone}/operations",
             "selfLink": self._url("zones", zone, "operations"),
         }
+        items, token = self._page(items, query)
         if items:
             out["items"] = items
+        if token:
+            out["nextPageToken"] = token
         return 200, out
 
     def _aggregated_ops(self, query: dict[str, str], body: Any, project: str) -> tuple[int, Any]:

@@ -125,6 +125,12 @@ class TencentFakeServer:
         self.known_secret_ids = known_secret_ids
         #: the Content-Type of every answer; the cloud's is exactly ``application/json``
         self.content_type = JSON
+        #: CVM's ``ItemPrice`` (API 2017-03-12) names no currency; a test may set one here to
+        #: play an answer that does (``Price.InstancePrice.Currency``)
+        self.price_currency = ""
+        #: the most instances one DescribeInstances page holds, below ``Limit`` (the service
+        #: may answer fewer; ``TotalCount`` says how many match): small, every list pages
+        self.max_page = 100
         self.requests: list[Recorded] = []
         self._failures: dict[str, list[_Failure]] = {}
         self._state = _State()
@@ -432,6 +438,8 @@ class TencentFakeServer:
             )
         if filters and len(filters) > 10:
             raise ApiError("InvalidParameterValue.LimitExceeded", "At most 10 filters.")
+        if any(len(f.get("Values") or ()) > 5 for f in filters or ()):
+            raise ApiError("InvalidParameterValue.LimitExceeded", "At most 5 values a filter.")
         rows = list(self._state.instances.values())
         if ids:
             for iid in ids:
@@ -444,7 +452,7 @@ class TencentFakeServer:
         if limit > 100:
             raise ApiError("InvalidParameterValue.LimitExceeded", "Limit is at most 100.")
         offset = int(params.get("Offset") or 0)
-        page = rows[offset : offset + limit]
+        page = rows[offset : offset + min(limit, self.max_page)]
         for inst in page:  # a new instance is PENDING once, then RUNNING
             if inst["InstanceId"] in self._state.fresh:
                 self._state.fresh.discard(inst["InstanceId"])
@@ -551,7 +559,7 @@ class TencentFakeServer:
                 "ResourceInsufficient.SpecifiedInstanceType",
                 f"{itype.instance_type} is sold out in {zone}.",
             )
-        return {
+        answer: dict[str, Any] = {
             "Price": {
                 "InstancePrice": {
                     "UnitPrice": itype.price,
@@ -562,3 +570,6 @@ class TencentFakeServer:
                 "BandwidthPrice": {"UnitPrice": 0.0, "ChargeUnit": "GB", "Discount": 100},
             }
         }
+        if self.price_currency:
+            answer["Price"]["InstancePrice"]["Currency"] = self.price_currency
+        return answer
