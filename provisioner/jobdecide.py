@@ -119,9 +119,7 @@ def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
     return decide(view, obs, now)
 
 
-def candidate_plan(
-    policy: Any, catalog: Any, cooled: frozenset[tuple[str, str]], now: Any
-) -> Plan:
+def candidate_plan(policy: Any, catalog: Any, cooled: frozenset[tuple[str, str]], now: Any) -> Plan:
     ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled)
     return plan_offers(policy, catalog, ctx, top=CANDIDATES)
 

@@ -96,9 +96,7 @@ class _Sample:
         pol = parse_policy(text, "sample.yaml")
         return candidate_plan(pol, self.catalogs[provider], cooled, at)
 
-    def job(
-        self, name: str, text: str, at: datetime, provider: str = "aws", **cols: Any
-    ) -> JobRow:
+    def job(self, name: str, text: str, at: datetime, provider: str = "aws", **cols: Any) -> JobRow:
         job = self.store.submit(
             name=name,
             policy_yaml=text,
@@ -138,7 +136,11 @@ class _Sample:
         self.store.add_attempt(row)
         iid = f"i-{abs(hash((job.id, attempt))) % 16**12:012x}"
         self.store.update_attempt(
-            job.id, attempt, instance_id=iid, state="running", launched_at=at + timedelta(seconds=40)
+            job.id,
+            attempt,
+            instance_id=iid,
+            state="running",
+            launched_at=at + timedelta(seconds=40),
         )
         o = p.offer
         self.store.add_event(
@@ -296,7 +298,9 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     a = s.launch(job, 1, text, t0 + timedelta(seconds=15))
     ck = s.checkpoint(job, t0 + 5.5 * h, 1200, 1)
     cost = s.end(job, a, t0 + 5.8 * h, "ended", "job finished")
-    store.add_event(job.id, "finished", "all work checkpointed and the job exited 0", at=t0 + 5.8 * h)
+    store.add_event(
+        job.id, "finished", "all work checkpointed and the job exited 0", at=t0 + 5.8 * h
+    )
     store.update_job(
         job.id,
         state="succeeded",
@@ -326,7 +330,10 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     a = s.launch(job, 1, text, t0 + timedelta(seconds=15), rank=1)
     cost = s.end(job, a, t0 + 1.1 * h, "ended", "cancelled")
     store.add_event(
-        job.id, "cancelled", "cancelled; terminated 1 instance(s); checkpoints kept", at=t0 + 1.1 * h
+        job.id,
+        "cancelled",
+        "cancelled; terminated 1 instance(s); checkpoints kept",
+        at=t0 + 1.1 * h,
     )
     store.update_job(job.id, state="cancelled", spent_usd=cost, reason="cancelled by the user")
     ids["sdxl-finetune"] = job.id
@@ -475,49 +482,95 @@ def bulk(store: Store, n: int, now: datetime | None = None, seed: int = 1) -> No
     rng = random.Random(seed)
     text = _policy("bulk-job")
     states = ["running"] * 6 + ["succeeded"] * 2 + ["pending", "recovering", "failed", "waiting"]
-    zones = [("aws", "eu-west-1", "eu-west-1a"), ("aws", "eu-central-1", "eu-central-1b"),
-             ("gcp", "europe-west4", "europe-west4-a"), ("azure", "westeurope", "westeurope-1")]
+    zones = [
+        ("aws", "eu-west-1", "eu-west-1a"),
+        ("aws", "eu-central-1", "eu-central-1b"),
+        ("gcp", "europe-west4", "europe-west4-a"),
+        ("azure", "westeurope", "westeurope-1"),
+    ]
+    jobs: list[JobRow] = []
+    rest: list[Any] = []  # attempts and instances, written after their jobs
+    for i in range(n):
+        jid = f"bulk-{i:05d}-{rng.randrange(16**6):06x}"
+        at = now - timedelta(minutes=rng.randrange(1, 60 * 48))
+        state = rng.choice(states)
+        spent = round(rng.uniform(0, 50), 4)
+        jobs.append(
+            JobRow(
+                id=jid,
+                name=f"sweep-{i:05d}",
+                policy_yaml=text,
+                policy_path=None,
+                workdir=None,
+                provider="aws",
+                provider_options={},
+                state=state,
+                submitted_at=at,
+                updated_at=at + timedelta(minutes=5),
+                deadline=at + timedelta(hours=48),
+                attempt=1,
+                restarts=rng.choice([0, 0, 1]),
+                spent_usd=spent,
+                work_total_h=6.0,
+                work_done_h=rng.uniform(0, 6),
+                progress={"step": rng.randrange(0, 1200), "total_steps": 1200},
+                result={},
+                reason="",
+                cancel_requested=False,
+                owner=None,
+                lease_until=None,
+                version=0,
+            )
+        )
+        prov, region, zone = rng.choice(zones)
+        rest.append(
+            AttemptRow(
+                job_id=jid,
+                attempt=1,
+                token=launch_token(jid, 1),
+                provider=prov,
+                region=region,
+                zone=zone,
+                instance_type="g5.xlarge",
+                gpu="A10G",
+                gpu_count=1,
+                market=rng.choice(["spot", "spot", "on-demand"]),
+                price_per_hour=round(rng.uniform(0.3, 1.2), 4),
+                bid_cap_per_hour=None,
+                instance_id=f"i-{i:012x}",
+                state="running" if state == "running" else "ended",
+                reason="cheapest eligible offer",
+                created_at=at,
+                launched_at=at,
+                ended_at=None,
+                end_reason="",
+                cost_usd=spent,
+            )
+        )
+        if state == "running":
+            rest.append(
+                InstanceRow(
+                    provider=prov,
+                    instance_id=f"i-{i:012x}",
+                    job_id=jid,
+                    attempt=1,
+                    region=region,
+                    zone=zone,
+                    instance_type="g5.xlarge",
+                    market="spot",
+                    state="running",
+                    raw_state="running",
+                    state_reason="",
+                    price_per_hour=0.5,
+                    launched_at=at,
+                    ended_at=None,
+                    last_seen_at=now,
+                )
+            )
     with store.session() as sess:
-        for i in range(n):
-            jid = f"bulk-{i:05d}-{rng.randrange(16**6):06x}"
-            at = now - timedelta(minutes=rng.randrange(1, 60 * 48))
-            state = rng.choice(states)
-            spent = round(rng.uniform(0, 50), 4)
-            sess.add(
-                JobRow(
-                    id=jid, name=f"sweep-{i:05d}", policy_yaml=text, policy_path=None,
-                    workdir=None, provider="aws", provider_options={}, state=state,
-                    submitted_at=at, updated_at=at + timedelta(minutes=5),
-                    deadline=at + timedelta(hours=48), attempt=1, restarts=rng.choice([0, 0, 1]),
-                    spent_usd=spent, work_total_h=6.0, work_done_h=rng.uniform(0, 6),
-                    progress={"step": rng.randrange(0, 1200), "total_steps": 1200},
-                    result={}, reason="", cancel_requested=False, owner=None, lease_until=None,
-                    version=0,
-                )
-            )
-            prov, region, zone = rng.choice(zones)
-            sess.add(
-                AttemptRow(
-                    job_id=jid, attempt=1, token=launch_token(jid, 1), provider=prov,
-                    region=region, zone=zone, instance_type="g5.xlarge", gpu="A10G", gpu_count=1,
-                    market=rng.choice(["spot", "spot", "on-demand"]),
-                    price_per_hour=round(rng.uniform(0.3, 1.2), 4), bid_cap_per_hour=None,
-                    instance_id=f"i-{i:012x}", state="running" if state == "running" else "ended",
-                    reason="cheapest eligible offer", created_at=at, launched_at=at, ended_at=None,
-                    end_reason="", cost_usd=spent,
-                )
-            )
-            if state == "running":
-                sess.add(
-                    InstanceRow(
-                        provider=prov, instance_id=f"i-{i:012x}", job_id=jid, attempt=1,
-                        region=region, zone=zone, instance_type="g5.xlarge", market="spot",
-                        state="running", raw_state="running", state_reason="",
-                        price_per_hour=0.5, launched_at=at, ended_at=None, last_seen_at=now,
-                    )
-                )
-            if i % 2000 == 1999:
-                sess.flush()
+        sess.add_all(jobs)
+        sess.flush()
+        sess.add_all(rest)
 
 
 if __name__ == "__main__":

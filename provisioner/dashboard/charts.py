@@ -40,7 +40,8 @@ def _ticks(start: datetime, end: datetime, most: int = 8) -> list[datetime]:
     step = next((s for s in _STEPS if span / s.total_seconds() <= most), _STEPS[-1])
     sec = step.total_seconds()
     first = datetime.fromtimestamp((start.timestamp() // sec + 1) * sec, tz=start.tzinfo)
-    out, t = [], first
+    out: list[datetime] = []
+    t = first
     while t <= end and len(out) < 40:
         out.append(t)
         t += step
@@ -132,7 +133,7 @@ def timeline_svg(tl: dict[str, Any], width: int = 1000) -> Markup:
         Markup('<text class="lane-label" x="8" y="{y}">job</text>').format(y=top + lane_h / 2 + 4)
     )
     for i, lane in enumerate(lanes):
-        y = top + (i + 1) * lane_h
+        y: float = top + (i + 1) * lane_h
         x0, x1 = sc(lane["start"]), sc(lane["end"])
         title = (
             f"attempt {lane['attempt']} on {lane.get('where', lane['label'])} · {lane['market']}"
@@ -221,7 +222,12 @@ def line_chart_svg(
                 '<line class="grid" x1="{l}" x2="{r}" y1="{y}" y2="{y}"/>'
                 '<text class="tick" x="{tx}" y="{ty}" text-anchor="end">{v}</text>'
             ).format(
-                l=left, r=right, y=y(v), tx=left - 6, ty=y(v) + 4, v=_money(v) if money else f"{v:.3g}"
+                l=left,
+                r=right,
+                y=y(v),
+                tx=left - 6,
+                ty=y(v) + 4,
+                v=_money(v) if money else f"{v:.3g}",
             )
         )
     if hline:
@@ -233,9 +239,9 @@ def line_chart_svg(
         )
     if off_scale and hline_label:
         parts.append(
-            Markup('<text class="limit-label" x="{r}" y="{y}" text-anchor="end">{label}</text>').format(
-                r=right, y=top + 10, label=hline_label
-            )
+            Markup(
+                '<text class="limit-label" x="{r}" y="{y}" text-anchor="end">{label}</text>'
+            ).format(r=right, y=top + 10, label=hline_label)
         )
     for s in series:
         if not s["points"]:

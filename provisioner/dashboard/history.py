@@ -106,7 +106,7 @@ def price_history(store: Store, limit: int = 2000) -> list[dict[str, Any]]:
             .order_by(EventRow.id.desc())
             .limit(limit)
         ).all()
-    out = []
+    out: list[dict[str, Any]] = []
     for at, data in reversed(rows):
         d = data if isinstance(data, dict) else {}
         out.append(

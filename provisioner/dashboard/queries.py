@@ -444,9 +444,7 @@ def prices(
         rows = s.scalars(
             select(PriceRow)
             .where(*cond)
-            .order_by(
-                PriceRow.provider, PriceRow.instance_type, PriceRow.region, PriceRow.zone
-            )
+            .order_by(PriceRow.provider, PriceRow.instance_type, PriceRow.region, PriceRow.zone)
             .limit(pg.per_page)
             .offset(pg.offset)
         ).all()
@@ -484,8 +482,7 @@ def prices(
         "provider": provider,
         "newest_quote_at": utc(newest),
         "refreshes": [
-            {"at": h["at"], "provider": h["provider"], "quotes": h["quotes"]}
-            for h in history[-50:]
+            {"at": h["at"], "provider": h["provider"], "quotes": h["quotes"]} for h in history[-50:]
         ][::-1],
         "history": {k: dict(v) for k, v in sorted(series.items())},
     }

@@ -81,6 +81,24 @@ def check_token(address: str, token: str | None) -> None:
         )
 
 
+def load_token(env: str | None, path: str | None) -> str | None:
+    """The bearer token: from the file when one is named, else from the environment variable
+    ``env`` (systemd: the daemon's EnvironmentFile). Never logged."""
+    import os
+
+    if path:
+        try:
+            text = open(path, encoding="utf-8").read().strip()  # noqa: SIM115 - read once
+        except OSError as exc:
+            raise DashboardError(
+                f"dashboard token file {path}: {exc.strerror or exc}; create it (mode 0600) "
+                "or remove dashboard.token_file"
+            ) from None
+        return text or None
+    value = os.environ.get(env or "", "").strip() if env else ""
+    return value or None
+
+
 class Response:
     __slots__ = ("body", "headers", "status")
 
@@ -161,8 +179,8 @@ class Dashboard:
             cookie = SimpleCookie()
         if COOKIE in cookie and self._token_ok(cookie[COOKIE].value):
             return True, False
-        presented = (query.get("token") or [None])[0]
-        if self._token_ok(presented):
+        presented = query.get("token") or []
+        if presented and self._token_ok(presented[0]):
             return True, True
         return False, False
 
@@ -201,7 +219,10 @@ class Dashboard:
             return self._unauthorized(wants_json)
         if method not in ("GET", "HEAD"):
             return self._error(
-                405, "The dashboard is read-only: it answers GET only.", wants_json, {"Allow": "GET, HEAD"}
+                405,
+                "The dashboard is read-only: it answers GET only.",
+                wants_json,
+                {"Allow": "GET, HEAD"},
             )
         if via_query and not wants_json:
             rest = {k: v for k, v in query.items() if k != "token"}
@@ -221,7 +242,9 @@ class Dashboard:
             return self._error(400, str(exc), wants_json)
         except Exception:
             log.exception("dashboard: %s failed", path)
-            return self._error(500, "The page failed to render; the daemon's log says why.", wants_json)
+            return self._error(
+                500, "The page failed to render; the daemon's log says why.", wants_json
+            )
 
     def route(self, path: str, query: dict[str, list[str]], wants_json: bool) -> Response:
         from provisioner.dashboard import queries
@@ -363,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
         if n:
             self.rfile.read(n)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # requests are logged in log_request, without their query (it may hold a token)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:

@@ -66,9 +66,7 @@ def timeline(
     lanes: list[dict[str, Any]] = []
     marks: list[dict[str, Any]] = []
     previous_end: str | None = None
-    preempted_msgs = {
-        _attempt_of(e, atts): e["message"] for e in evs if e["kind"] == "preempted"
-    }
+    preempted_msgs = {_attempt_of(e, atts): e["message"] for e in evs if e["kind"] == "preempted"}
     for a in atts:
         where = f"{a['provider']}:{a['zone']} {a['instance_type']}"
         if a["state"] == "failed" and a["launched_at"] is None:
@@ -123,17 +121,17 @@ def timeline(
         previous_end = a["state"]
     ck_seen = set()
     for e in evs:
-        kind = EVENT_MARKS.get(e["kind"])
-        if kind is None or e["at"] is None:
+        mark = EVENT_MARKS.get(e["kind"])
+        if mark is None or e["at"] is None:
             continue
-        if kind == "checkpoint":
+        if mark == "checkpoint":
             ck_seen.add((e.get("data") or {}).get("checkpoint"))
         marks.append(
             {
-                "kind": kind,
+                "kind": mark,
                 "at": e["at"],
                 "attempt": _attempt_of(e, atts),
-                "label": kind,
+                "label": mark,
                 "reason": e["message"],
             }
         )
@@ -163,9 +161,7 @@ def _parse(value: Any) -> datetime | None:
         return None
 
 
-def spend_series(
-    job: dict[str, Any], atts: list[dict[str, Any]], end: datetime
-) -> dict[str, Any]:
+def spend_series(job: dict[str, Any], atts: list[dict[str, Any]], end: datetime) -> dict[str, Any]:
     """Cumulative spend over time: each attempt's cost accrues evenly over its run (what a
     per-second bill does), flat between attempts. ``points``: ``[(time, usd)]``."""
     runs = [
@@ -208,9 +204,7 @@ def plans_of(
         if not isinstance(n, int):
             m = _ATTEMPT_IN_MESSAGE.search(e.message or "")
             n = int(m.group(1)) if m else None
-        out.append(
-            {"attempt": n, "at": utc(e.at), "source": "stored", "note": "", "plan": plan}
-        )
+        out.append({"attempt": n, "at": utc(e.at), "source": "stored", "note": "", "plan": plan})
     have = {p["attempt"] for p in out}
     launched = [a for a in attempts if a.launched_at is not None]
     newest = launched[-1] if launched else (attempts[-1] if attempts else None)
