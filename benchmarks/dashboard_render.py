@@ -44,7 +44,9 @@ def main() -> int:
     ids = dashboard_sample.build(store)
     dashboard_sample.bulk(store, args.jobs)
     total = len(ids) + args.jobs
-    print(f"store: {total:,} jobs written in {time.perf_counter() - t0:.1f} s ({url.split(':')[0]})")
+    print(
+        f"store: {total:,} jobs written in {time.perf_counter() - t0:.1f} s ({url.split(':')[0]})"
+    )
 
     app = Dashboard(store, page_size=100)
     host = {"Host": "127.0.0.1"}

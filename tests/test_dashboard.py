@@ -205,12 +205,11 @@ def test_credentials_are_never_rendered(
             for never in ("NEVER-RENDER-ME", "sk-live-do-not-render", secret, "secret_access_key"):
                 assert never not in body, (path, fmt, never)
     # the store URL shown in the footer has no password
-    pg = Store.__new__(Store)
-    pg.url = "postgresql+psycopg://prov:hunter2secret@db.example:5432/prov"
     from provisioner.dashboard.render import Renderer
 
-    html = Renderer(store_url=pg.url).error(404, "Not Found", "x")
-    assert "hunter2secret" not in html and "db.example" in html
+    r = Renderer(store_url="postgresql+psycopg://prov:hunter2secret@db.example:5432/prov")
+    html = r.env.get_template("base.html").render(path="/", json_link="")
+    assert "hunter2secret" not in html and "prov:***@db.example" in html
 
 
 def test_bad_input_is_a_clear_400_or_404(served: tuple[DashboardServer, dict[str, str]]) -> None:
@@ -246,7 +245,7 @@ def test_non_loopback_bind_refuses_without_the_token(sample: tuple[Store, dict[s
             status, headers, body = get(base + path)
             assert status == 401, path
             assert headers["WWW-Authenticate"].startswith("Bearer")
-            assert "llama-7b-lora" not in body
+            assert "llama-7b-lora" not in body and "sample.db" not in body
         assert get(base, {"Authorization": "Bearer wrong-token-0123456789"})[0] == 401
         assert get(base, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
         assert get_json(base + "fleet", {"Authorization": f"Bearer {TOKEN}"})["alive"] >= 1
@@ -386,3 +385,76 @@ def test_up_prints_no_address_without_a_live_daemon(tmp_path: Path) -> None:
     record_address(store, "alive:2", "http://127.0.0.1:9999/", now)
     assert dashboard_url(store, now) == "http://127.0.0.1:9999/"
     store.close()
+
+
+def test_dashboard_command_serves_a_store_and_refuses_bad_setups(tmp_path: Path) -> None:
+    url_db = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url_db)
+    dashboard_sample.build(store)
+    store.close()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("PROVISIONER_DASHBOARD_TOKEN", None)
+    bad = subprocess.run(
+        [sys.executable, "-m", "provisioner", "dashboard", "--store", url_db,
+         "--address", "0.0.0.0", "--port", "0"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "without a token" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "dashboard", "--store", url_db, "--address",
+         "0.0.0.0", "--port", "0", "--token-file", str(token_file), "--json"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        doc = json.loads(line)
+        port = int(doc["url"].rsplit(":", 1)[1].strip("/"))
+        base = f"http://127.0.0.1:{port}/"
+        assert get(base)[0] == 401
+        jobs = get_json(base, {"Authorization": f"Bearer {TOKEN}"})
+        assert jobs["counts"]["total"] == len(SAMPLE_STATES) + 4
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        assert TOKEN not in (proc.stderr.read() if proc.stderr else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.postgres
+def test_pages_on_postgresql() -> None:
+    from tests.pg import fresh_database
+
+    with fresh_database() as url:
+        store = Store(url)
+        try:
+            ids = dashboard_sample.build(store)
+            dashboard_sample.bulk(store, 120)
+            server = DashboardServer(store, port=0)
+            server.start()
+            try:
+                doc = get_json(server.url + "?per_page=50&page=3")
+                assert (
+                    doc["paging"]["total"] == len(ids) + 120
+                    and len(doc["jobs"]) == len(ids) + 120 - 100
+                )
+                job = get_json(server.url + "jobs/" + ids["llama-7b-lora"])
+                assert [m["kind"] for m in job["timeline"]["marks"]].count("preemption") == 1
+                assert {c["provider"] for c in get_json(server.url + "fleet")["clouds"]} == {
+                    "aws",
+                    "gcp",
+                    "azure",
+                }
+                assert get_json(server.url + "prices")["history"]
+                for path in ("", "fleet", "prices", f"jobs/{ids[HOSTILE_NAME]}"):
+                    status, _, html = get(server.url + path)
+                    assert status == 200 and "<script>alert" not in html
+            finally:
+                server.close()
+        finally:
+            store.close()

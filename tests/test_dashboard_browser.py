@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,7 +158,10 @@ def test_hostile_name_is_text_and_runs_nothing(
             "return Array.from(document.scripts).map(s => s.getAttribute('src'))"
         )
         assert scripts == ["/static/dashboard.js"]
-        assert browser.execute_script("return document.querySelectorAll('img[src=x], iframe').length") == 0
+        assert (
+            browser.execute_script("return document.querySelectorAll('img[src=x], iframe').length")
+            == 0
+        )
         assert HOSTILE_NAME in browser.find_element("tag name", "body").text
         assert headless.console_errors(browser) == []
     assert browser.find_element("css selector", "h1 .job-name").text == HOSTILE_NAME
@@ -214,3 +218,51 @@ def test_non_loopback_bind_refuses_the_browser_without_the_token(
     finally:
         browser.delete_all_cookies()
         srv.close()
+
+
+@pytest.mark.e2e
+def test_a_real_job_preempted_and_restarted_on_the_sim(browser: Any, tmp_path: Path) -> None:
+    """Not sample rows: a job run by the reconciler on the sim cloud, its first spot instance
+    taken back with a notice; the agent checkpoints, the job restarts from that checkpoint
+    elsewhere and finishes. Its page shows the story from what the reconciler recorded."""
+    from providers.sim import SimProvider
+    from provisioner.api import Job, submit
+    from tests.e2e_util import write_policy
+
+    sim_dir = tmp_path / "sim"
+    policy = write_policy(tmp_path / "p.yaml", steps=400, ckpt=tmp_path / "ck")
+    options = {
+        "state_dir": str(sim_dir),
+        "mimic": "aws",
+        "seconds_per_hour": 60,
+        "mtbp_hours": None,
+        "preempt_first_after_s": 6,
+        "demo_outage_s": 8,
+        "idle_exit_s": 120,
+    }
+    st = Store(f"sqlite:///{tmp_path / 's.db'}")
+    srv = None
+    try:
+        _, job_id = submit(policy, provider="sim", provider_options=options, store=st)
+        job = Job(st, job_id)
+        assert job.wait(timeout=150, poll_s=0.5) == "succeeded", job.refresh().reason
+        srv = DashboardServer(st, port=0)
+        srv.start()
+        load(browser, srv.url + f"jobs/{job_id}")
+        kinds = [g.get_attribute("data-kind") for g in css(browser, "svg.timeline g.mark")]
+        for kind in ("launch", "notice", "checkpoint", "preemption", "restart", "finished"):
+            assert kind in kinds, (kind, kinds)
+        lanes = [g.get_attribute("class") for g in css(browser, "svg.timeline g.lane")]
+        assert "lane-preempted" in (lanes[0] or "") and len(lanes) >= 2
+        rows = [r.get_attribute("data-kind") for r in css(browser, "table.marks tr.mark-row")]
+        assert rows.index("notice") < rows.index("preemption") < rows.index("restart")
+        # every launch stored the plan it was chosen from
+        plans = css(browser, "details.plan")
+        assert plans and all(p.get_attribute("data-source") == "stored" for p in plans)
+        assert css(browser, "details.plan[open] table.rejected tr[data-reason]")
+        assert headless.console_errors(browser) == []
+    finally:
+        if srv is not None:
+            srv.close()
+        st.close()
+        SimProvider(sim_dir).shutdown_server(terminate_all=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
 import click
 
 from provisioner.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
-from provisioner.cli.common import json_option, print_json
+from provisioner.cli.common import json_option
 
 
 @click.command()
@@ -80,10 +83,12 @@ def dashboard(
     except DashboardError as exc:
         error(str(exc))
         raise SystemExit(EXIT_BAD_INPUT) from None
-    if as_json:
-        print_json({"url": server.url, "store": redacted_url(store.url)})
+    if as_json:  # one line, flushed: a script reads it and goes on
+        click.echo(json.dumps({"url": server.url, "store": redacted_url(store.url)}))
+        sys.stdout.flush()
     else:
         click.echo(f"dashboard on {server.url} (store {redacted_url(store.url)}); Ctrl-C stops it")
+        sys.stdout.flush()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

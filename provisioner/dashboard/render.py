@@ -119,6 +119,7 @@ class Renderer:
         )
 
     def error(self, status: int, title: str, message: str) -> str:
+        # no store address or daemon name on error pages: a 401 tells a stranger nothing
         return self.env.get_template("error.html").render(
-            status=status, title=title, message=message, path="", json_link=""
+            status=status, title=title, message=message, path="", json_link="", store="", source=""
         )

@@ -338,6 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "provisioner-dashboard"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    timeout = 60  # an idle or slow connection lets its thread go after this
     app: Dashboard
 
     def _serve(self, method: str) -> None:
