@@ -171,6 +171,38 @@ def test_fleet_and_prices(served: tuple[DashboardServer, dict[str, str]]) -> Non
         assert status == 200 and "<svg" in html
 
 
+def test_fleet_leaves_out_instances_of_finished_jobs(
+    served: tuple[DashboardServer, dict[str, str]], sample: tuple[Store, dict[str, str]]
+) -> None:
+    """A finished job's instance row keeps the state last seen (nobody follows it any more):
+    the fleet counts it apart, not as live capacity."""
+    from provisioner.store import InstanceRow
+
+    server, ids = served
+    store, _ = sample
+    before = get_json(server.url + "fleet")
+    row = next(i for i in store.instances(ids["mistral-sft"]))
+    try:
+        store.upsert_instance(_copy(row, state="running"))
+        after = get_json(server.url + "fleet")
+        assert after["alive"] == before["alive"] and after["stale"] == before["stale"] + 1
+        assert row.instance_id not in {i["instance_id"] for i in after["instances"]}
+        orphan = _copy(row, instance_id="i-orphan", job_id=None, state="running")
+        store.upsert_instance(orphan)  # no job: live until reaping says otherwise
+        assert get_json(server.url + "fleet")["alive"] == before["alive"] + 1
+    finally:
+        store.upsert_instance(_copy(row, state="terminated"))
+        store.upsert_instance(_copy(row, instance_id="i-orphan", job_id=None, state="terminated"))
+    assert isinstance(row, InstanceRow)
+
+
+def _copy(row: Any, **changes: Any) -> Any:
+    from provisioner.store import InstanceRow
+
+    cols = {c.name: getattr(row, c.name) for c in InstanceRow.__table__.columns}
+    return InstanceRow(**{**cols, **changes})
+
+
 def test_hostile_names_and_reasons_are_text(served: tuple[DashboardServer, dict[str, str]]) -> None:
     server, ids = served
     jid = ids[HOSTILE_NAME]
@@ -458,3 +490,26 @@ def test_pages_on_postgresql() -> None:
                 server.close()
         finally:
             store.close()
+
+
+def test_timeline_of_a_job_restarted_many_times_keeps_the_newest_attempts() -> None:
+    from provisioner.dashboard.timeline import MAX_LANES, timeline
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    atts = []
+    for n in range(1, MAX_LANES + 11):
+        start = t0 + timedelta(minutes=10 * n)
+        atts.append(
+            {
+                "attempt": n, "provider": "aws", "zone": "eu-west-1a", "instance_type": "g5",
+                "market": "spot", "price_per_hour": 1.0, "state": "preempted",
+                "launched_at": start, "created_at": start,
+                "ended_at": start + timedelta(minutes=9), "reason": "r", "end_reason": "e",
+                "cost_usd": 0.15, "instance_id": f"i-{n}",
+            }
+        )  # fmt: skip
+    job = {"submitted_at": t0, "progress": {}}
+    tl = timeline(job, atts, [], t0 + timedelta(days=1))
+    assert tl["hidden_attempts"] == 10 and len(tl["lanes"]) == MAX_LANES
+    assert tl["lanes"][0]["attempt"] == 11
+    assert {m["attempt"] for m in tl["marks"]} == set(range(11, MAX_LANES + 11))

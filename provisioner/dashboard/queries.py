@@ -361,9 +361,20 @@ def _instance(i: InstanceRow) -> dict[str, Any]:
 
 
 def fleet(store: Store, now: datetime, *, page: int = 1, per_page: int = 100) -> dict[str, Any]:
-    """Live instances by cloud and region (counts, markets, $/h), and a page of them."""
-    alive = InstanceRow.state.in_(ALIVE)
+    """Live instances by cloud and region (counts, markets, $/h), and a page of them.
+
+    Live: last seen pending or running, and its job still active (or no job: an instance the
+    next reaping pass looks at). A finished job's instance is not followed any more, so its
+    row keeps the last state seen; those are counted apart (``stale``), not as the fleet."""
+    from provisioner.store import ACTIVE_STATES
+
+    seen_alive = InstanceRow.state.in_(ALIVE)
+    job_state = select(JobRow.state).where(JobRow.id == InstanceRow.job_id).scalar_subquery()
+    alive = seen_alive & (InstanceRow.job_id.is_(None) | job_state.in_(ACTIVE_STATES))
     with store.session() as s:
+        stale = int(
+            s.scalar(select(func.count()).select_from(InstanceRow).where(seen_alive, ~alive)) or 0
+        )
         groups = s.execute(
             select(
                 InstanceRow.provider,
@@ -397,7 +408,7 @@ def fleet(store: Store, now: datetime, *, page: int = 1, per_page: int = 100) ->
             s.scalar(
                 select(func.count())
                 .select_from(InstanceRow)
-                .where(~alive, InstanceRow.ended_at >= now - timedelta(days=1))
+                .where(~seen_alive, InstanceRow.ended_at >= now - timedelta(days=1))
             )
             or 0
         )
@@ -424,6 +435,7 @@ def fleet(store: Store, now: datetime, *, page: int = 1, per_page: int = 100) ->
         "paging": pg.as_dict(),
         "alive": total,
         "ended_last_day": ended_day,
+        "stale": stale,
         "usd_per_hour": round(sum(c["usd_per_hour"] for c in out_clouds), 6),
     }
 

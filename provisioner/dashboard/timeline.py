@@ -30,6 +30,8 @@ EVENT_MARKS = {
     "guard": "guard",
     "error": "error",
 }
+#: Attempts drawn on the timeline (the newest; the attempts table lists them all).
+MAX_LANES = 40
 _ATTEMPT_IN_MESSAGE = re.compile(r"\battempt (\d+)\b")
 
 
@@ -148,8 +150,22 @@ def timeline(
             }
         )
     marks.sort(key=lambda m: (m["at"], m["attempt"] or 0))
+    hidden = max(0, len(lanes) - MAX_LANES)
+    if hidden:  # a job restarted hundreds of times: its newest attempts
+        lanes = lanes[hidden:]
+        shown = {lane["attempt"] for lane in lanes}
+        start = lanes[0]["start"]
+        marks = [
+            m for m in marks if m["attempt"] in shown or (m["attempt"] is None and m["at"] >= start)
+        ]
     times = [start, end, *[m["at"] for m in marks]]
-    return {"start": min(times), "end": max(times), "lanes": lanes, "marks": marks}
+    return {
+        "start": min(times),
+        "end": max(times),
+        "lanes": lanes,
+        "marks": marks,
+        "hidden_attempts": hidden,
+    }
 
 
 def _parse(value: Any) -> datetime | None:
