@@ -513,3 +513,48 @@ def test_timeline_of_a_job_restarted_many_times_keeps_the_newest_attempts() -> N
     assert tl["hidden_attempts"] == 10 and len(tl["lanes"]) == MAX_LANES
     assert tl["lanes"][0]["attempt"] == 11
     assert {m["attempt"] for m in tl["marks"]} == set(range(11, MAX_LANES + 11))
+
+
+def test_the_daemons_price_refresh_is_the_history_the_prices_page_charts(tmp_path: Path) -> None:
+    from providers.sim import SimProvider
+    from provisioner.daemon.service import Daemon
+    from provisioner.dashboard.history import price_history
+
+    sim_dir = tmp_path / "sim"
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "store": f"sqlite:///{tmp_path / 'd.db'}",
+                "metrics": {"enabled": False},
+                "dashboard": {"enabled": False},
+                "providers": {"sim": {"state_dir": str(sim_dir), "mimic": "aws"}},
+            }
+        )
+    )
+    d = Daemon(str(cfg))
+    try:
+        d.open()
+        d.refresh_prices()
+        d.refresh_prices()
+        history = price_history(d.store)
+        assert [h["provider"] for h in history] == ["sim", "sim"]
+        assert history[0]["quotes"] == len(d.store.prices("sim")) > 0
+        cheapest = history[-1]["cheapest"]
+        assert cheapest and all(
+            (v["spot"] is None or v["spot"] > 0) and v["offers"] >= 1 for v in cheapest.values()
+        )
+        server = DashboardServer(d.store, port=0)
+        server.start()
+        try:
+            doc = get_json(server.url + "prices?provider=sim")
+            assert doc["history"] and all(k.startswith("sim:") for k in doc["history"])
+            assert any(len(v.get("spot", [])) == 2 for v in doc["history"].values())
+        finally:
+            server.close()
+    finally:
+        if d.reconciler is not None:
+            d.reconciler.close()
+        if d.store is not None:
+            d.store.close()
+        SimProvider(sim_dir).shutdown_server(terminate_all=True)
