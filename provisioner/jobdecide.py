@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.agent.store import step_of
 from provisioner.decide import Action, AttemptView, CapacityError, JobView, Observations, decide
 from provisioner.models import InstanceState, Market, Offer, Placement
-from provisioner.planner import PlanContext, plan_offers
+from provisioner.planner import Plan, PlanContext, plan_offers
 
 if TYPE_CHECKING:
     from provisioner.jobrun import JobRunner, Observed
@@ -98,6 +98,8 @@ def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
         changeover_h=CHANGEOVER_H,
         step_h=max(1.0, runner.rec.pass_interval_s) / 3600.0,
     )
+    # kept on the runner: a launch stores the plan it was chosen from (see plan_digest)
+    plan = runner.plan = runner.rec.plan_for(job, policy, frozenset(cooldowns), now)
     recent = now - timedelta(minutes=5)
     errors = tuple(
         CapacityError(
@@ -111,14 +113,49 @@ def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
     obs = Observations(
         instances=tuple(observed.instances),
         interruptions=tuple(runner.interruptions),
-        candidates=tuple(runner.rec.candidates(job, policy, frozenset(cooldowns), now)),
+        candidates=tuple(plan.placements),
         capacity_errors=errors,
     )
     return decide(view, obs, now)
 
 
+def candidate_plan(policy: Any, catalog: Any, cooled: frozenset[tuple[str, str]], now: Any) -> Plan:
+    ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled)
+    return plan_offers(policy, catalog, ctx, top=CANDIDATES)
+
+
 def plan_candidates(
     policy: Any, catalog: Any, cooled: frozenset[tuple[str, str]], now: Any
 ) -> list[Placement]:
-    ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled)
-    return plan_offers(policy, catalog, ctx, top=CANDIDATES).placements
+    return candidate_plan(policy, catalog, cooled, now).placements
+
+
+#: How many of a plan's ranked placements a launch event keeps.
+PLAN_DIGEST_TOP = 5
+
+
+def plan_digest(plan: Plan, chosen: Placement | None) -> dict[str, Any]:
+    """What a launch records of the plan it was chosen from (JSON, a few kB): the best
+    placements, where the chosen one ranked, and the rejected offers by reason."""
+
+    def key(p: Placement) -> tuple[Any, ...]:
+        o = p.offer
+        return (o.provider, o.zone, o.region, o.instance_type, p.market)
+
+    rank = None
+    if chosen is not None:
+        want = key(chosen)
+        rank = next((i + 1 for i, p in enumerate(plan.placements) if key(p) == want), None)
+    return {
+        "eligible": plan.eligible,
+        "candidates": plan.candidates,
+        "chosen_rank": rank,
+        "chosen": None if chosen is None else chosen.as_dict(),
+        "top": [p.as_dict() for p in plan.placements[:PLAN_DIGEST_TOP]],
+        "rejected": plan.rejected,
+        "rejected_examples": {r: list(rej.examples) for r, rej in plan.rejections.items()},
+        "required_vram_gb": None
+        if plan.required_vram_gb is None
+        else round(plan.required_vram_gb, 2),
+        "notes": list(plan.notes),
+    }

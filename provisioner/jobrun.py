@@ -29,6 +29,7 @@ from provisioner.models import Instance, InstanceState, LaunchRequest, Market, P
 from provisioner.store import AttemptRow, JobRow
 
 if TYPE_CHECKING:
+    from provisioner.planner import Plan
     from provisioner.reconciler import PassReport, Reconciler
 
 log = logging.getLogger("provisioner.reconciler")
@@ -104,6 +105,7 @@ class JobMemo:
     provider_key: str = ""  # which configured provider the job runs on
     progress_written_at: datetime | None = None  # when the job row's progress was last queued
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
+    checkpoint: str | None = None  # the newest checkpoint an event was written for
 
     def forget(self) -> None:
         """Read the job, decide and read progress afresh next pass (after an error)."""
@@ -143,6 +145,7 @@ class JobRunner:
         self._cooldowns = None if cooldowns is None else dict(cooldowns)
         self.memo = memo or JobMemo()
         self._sent: list[Instance] = []  # instances launched by this step
+        self.plan: Plan | None = None  # the plan decide() chose from this step
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -271,6 +274,31 @@ class JobRunner:
             tuple(sorted(self.cooldowns())),
         )
 
+    def note_checkpoint(self, progress: dict[str, Any]) -> None:
+        """A ``checkpoint`` event, at the agent's upload time, for each new checkpoint seen
+        (the timeline of ``provisioner logs`` and the dashboard)."""
+        ck = progress.get("last_checkpoint")
+        if not ck or ck == self.memo.checkpoint:
+            return
+        self.memo.checkpoint = ck
+        if ck == (self.job.progress or {}).get("last_checkpoint"):
+            return  # recorded before (this process or the one before it)
+        try:
+            at = utc(datetime.fromisoformat(str(progress.get("last_checkpoint_at"))))
+        except ValueError:
+            at = None
+        step = progress.get("last_checkpoint_step")
+        self.store.add_event(
+            self.job.id,
+            "checkpoint",
+            f"checkpoint {ck} in the checkpoint store"
+            + (f" (step {step})" if step is not None else "")
+            + f", attempt {progress.get('attempt', '?')}",
+            at=at or self.now,
+            checkpoint=ck,
+            attempt=progress.get("attempt"),
+        )
+
     def due(self, last: datetime | None, every: timedelta) -> bool:
         """Whether periodic work done at ``last`` is due again: once per ``every``, at a
         moment fixed by the job's id, so that the jobs' turns spread evenly over the passes
@@ -338,6 +366,8 @@ class JobRunner:
         progress = self.progress_for(live)
         report.progress_reads += self.memo.progress_at is not reads
         updates: dict[str, Any] = {}
+        if progress:
+            self.note_checkpoint(progress)
         if progress and progress != job.progress and self.progress_worth_writing(progress):
             updates["progress"] = progress
 
@@ -699,6 +729,7 @@ class JobRunner:
 
     def _send(self, row: AttemptRow, placement: Placement, reason: str, report: PassReport) -> bool:
         """The cloud call of an attempt whose row is written; records what came back."""
+        from provisioner.jobdecide import plan_digest
         from provisioner.reconciler import instance_row
 
         job, attempt, o = self.job, row.attempt, placement.offer
@@ -753,6 +784,8 @@ class JobRunner:
             market=placement.market.value,
             price=placement.price_per_hour,
             billing=_billing(self.provider),
+            attempt=attempt,
+            plan=None if self.plan is None else plan_digest(self.plan, placement),
         )
         return True
 

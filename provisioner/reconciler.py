@@ -54,6 +54,7 @@ from provisioner.passguard import (
     is_store_error,
     unblock,
 )
+from provisioner.planner import Plan
 from provisioner.store import ACTIVE_STATES, FINAL_STATES, AttemptRow, InstanceRow, JobRow, Store
 
 log = logging.getLogger("provisioner.reconciler")
@@ -203,7 +204,7 @@ class Reconciler:
         self._last_interruptions: dict[str, datetime] = {}
         self._catalogs: dict[str, Catalog] = {}
         self._seen_interruptions: set[tuple[str, str]] = set()
-        self._plans: dict[tuple[str, frozenset[tuple[str, str]], int], list[Placement]] = {}
+        self._plans: dict[tuple[str, frozenset[tuple[str, str]], int], Plan] = {}
         self.pass_interval_s = 5.0
         #: Daemon replicas split the active jobs evenly between the live ones (a replica's
         #: share is re-read every pass; see :meth:`claim_limit`).
@@ -242,16 +243,23 @@ class Reconciler:
     def candidates(
         self, job: JobRow, policy: Policy, cooled: frozenset[tuple[str, str]], now: datetime
     ) -> list[Placement]:
-        """Ranked placements for a job, shared by jobs with the same policy, provider and
-        cooldowns within a minute (planning is pure, so sharing is exact)."""
-        from provisioner.jobdecide import plan_candidates
+        """Ranked placements for a job (see :meth:`plan_for`)."""
+        return self.plan_for(job, policy, cooled, now).placements
+
+    def plan_for(
+        self, job: JobRow, policy: Policy, cooled: frozenset[tuple[str, str]], now: datetime
+    ) -> Plan:
+        """The plan behind a job's candidates (with its rejections, stored with a launch),
+        shared by jobs with the same policy, provider and cooldowns within a minute (planning
+        is pure, so sharing is exact)."""
+        from provisioner.jobdecide import candidate_plan
 
         key = (self._provider_key(job) + "\0" + job.policy_yaml, cooled, int(now.timestamp() // 60))
         got = self._plans.get(key)
         if got is None:
             if len(self._plans) > 10_000:
                 self._plans.clear()
-            got = plan_candidates(policy, self.catalog_for(job), cooled, now)
+            got = candidate_plan(policy, self.catalog_for(job), cooled, now)
             self._plans[key] = got
         return got
 

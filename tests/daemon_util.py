@@ -44,6 +44,7 @@ def write_config(path: Path, store_url: str, **overrides: Any) -> Path:
         "progress_interval": "1s",
         "decide_interval": "30s",
         "metrics": {"enabled": False},
+        "dashboard": {"enabled": False},
     }
     doc.update(overrides)
     path.write_text(json.dumps(doc))  # JSON is YAML

@@ -38,6 +38,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "up": ("provisioner.cli.up_cmd", "up", "Submit a job and supervise it through interruptions."),
     "jobs": ("provisioner.cli.jobs_cmd", "jobs", "List jobs."),
     "daemon": ("provisioner.cli.daemon_cmd", "daemon", "Run the controller (under systemd)."),
+    "dashboard": (
+        "provisioner.cli.dashboard_cmd",
+        "dashboard",
+        "Serve the read-only web dashboard over a store.",
+    ),
     "status": ("provisioner.cli.jobs_cmd", "status", "Show a job's state, placement and spend."),
     "logs": ("provisioner.cli.jobs_cmd", "logs", "Print a job's events (-f to follow)."),
     "down": (

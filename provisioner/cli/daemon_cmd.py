@@ -22,11 +22,18 @@ from provisioner.cli import EXIT_BAD_INPUT
     help="Store URL (overrides the config): sqlite:///... or postgresql+psycopg://...",
 )
 @click.option("--metrics-port", type=int, default=None, help="Prometheus port (0: any free port).")
-def daemon(config_path: str | None, store_url: str | None, metrics_port: int | None) -> None:
+@click.option("--dashboard-port", type=int, default=None, help="Dashboard port (0: any free port).")
+def daemon(
+    config_path: str | None,
+    store_url: str | None,
+    metrics_port: int | None,
+    dashboard_port: int | None,
+) -> None:
     """Run the controller: owns every job in the store, heals state, reaps orphans.
 
     Meant for systemd (Type=notify; see systemd/provisioner.service). Logs JSON lines to
     stdout. SIGTERM finishes the current pass and leaves jobs running; SIGHUP reloads.
+    Serves the read-only dashboard on http://127.0.0.1:8470/ unless configured otherwise.
     """
     from policies.loader import PolicyError
     from provisioner.console import error
@@ -35,7 +42,7 @@ def daemon(config_path: str | None, store_url: str | None, metrics_port: int | N
 
     setup_logging(1, json_lines=True)
     try:
-        d = Daemon(config_path, store_url, metrics_port=metrics_port)
+        d = Daemon(config_path, store_url, metrics_port=metrics_port, dashboard_port=dashboard_port)
     except PolicyError as exc:
         for issue in exc.issues:
             error(str(issue))

@@ -87,17 +87,33 @@ def up(
     daemon = bool(live_replicas(store, datetime.now(UTC)))
     if detach or daemon:
         who = "the running daemon" if daemon else "nobody yet: start `provisioner daemon`"
+        page = _dashboard_page(store, job_id) if daemon else None
         if as_json:
             print_json(
-                {"id": job_id, "state": "pending", "supervised_by": "daemon" if daemon else None}
+                {
+                    "id": job_id,
+                    "state": "pending",
+                    "supervised_by": "daemon" if daemon else None,
+                    "dashboard": page,
+                }
             )
         else:
             click.echo(
                 f"submitted {job_id} ({provider}); supervised by {who}. Follow with `provisioner logs {job_id} -f`."
             )
+            if page:
+                click.echo(f"dashboard: {page}")
         raise SystemExit(EXIT_OK)
     code = _supervise(job, as_json)
     raise SystemExit(code)
+
+
+def _dashboard_page(store: Any, job_id: str) -> str | None:
+    """The job's page on the dashboard a live daemon serves, if one does."""
+    from provisioner.dashboard.history import dashboard_url
+
+    url = dashboard_url(store, datetime.now(UTC))
+    return f"{url.rstrip('/')}/jobs/{job_id}" if url else None
 
 
 def _catalog() -> Any:

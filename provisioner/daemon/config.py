@@ -22,6 +22,23 @@ class MetricsConfig(BaseModel):
     enabled: bool = True
 
 
+class DashboardConfig(BaseModel):
+    """The read-only web page (``provisioner.dashboard``); changes take effect on restart."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    address: str = Field(
+        "127.0.0.1", description="Bind address; beyond loopback a token is required."
+    )
+    port: int = Field(8470, ge=0, le=65535, description="Port (0: any free port).")
+    token_env: str = Field(
+        "PROVISIONER_DASHBOARD_TOKEN",
+        description="Environment variable holding the bearer token (set it in the EnvironmentFile).",
+    )
+    token_file: str | None = Field(None, description="Or a file holding the token.")
+    page_size: int = Field(100, ge=1, le=1000, description="Jobs per page.")
+
+
 class DaemonConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -50,6 +67,7 @@ class DaemonConfig(BaseModel):
         timedelta, Field(description="A running job's progress is re-read this often.")
     ] = timedelta(seconds=10)
     metrics: MetricsConfig = Field(default_factory=lambda: MetricsConfig())
+    dashboard: DashboardConfig = Field(default_factory=lambda: DashboardConfig())
     providers: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Options per provider for price refresh and reaping."
     )

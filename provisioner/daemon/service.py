@@ -36,10 +36,13 @@ class Daemon:
         store_url: str | None = None,
         *,
         metrics_port: int | None = None,
+        dashboard_port: int | None = None,
     ) -> None:
         self.config_path = config_path
         self.store_url_override = store_url
         self.metrics_port_override = metrics_port
+        self.dashboard_port_override = dashboard_port
+        self.dashboard: Any = None
         self.config: DaemonConfig = load_config(config_path)
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self.notifier = Notifier()
@@ -72,6 +75,34 @@ class Daemon:
             log.info(
                 "metrics on http://%s:%d/metrics", self.config.metrics.address, self.metrics_port
             )
+        if self.config.dashboard.enabled:
+            self.serve_dashboard()
+
+    def serve_dashboard(self) -> None:
+        """The read-only web page, in a thread. A dashboard that cannot start (port taken, a
+        non-loopback address without a token) is logged and left out: the jobs come first."""
+        from provisioner.dashboard import DashboardError, DashboardServer
+        from provisioner.dashboard.history import record_address
+        from provisioner.dashboard.server import load_token
+
+        c = self.config.dashboard
+        port = self.dashboard_port_override if self.dashboard_port_override is not None else c.port
+        try:
+            server = DashboardServer(
+                self.store,
+                address=c.address,
+                port=port,
+                token=load_token(c.token_env, c.token_file),
+                page_size=c.page_size,
+                source=f"daemon {self.owner}",
+            )
+            server.start()
+        except DashboardError as exc:
+            log.error("dashboard not served: %s", exc)
+            return
+        self.dashboard = server
+        record_address(self.store, self.owner, server.url, datetime.now(UTC))
+        log.info("dashboard on %s", server.url)
 
     def schedule(self) -> None:
         from apscheduler.executors.pool import ThreadPoolExecutor
@@ -160,6 +191,8 @@ class Daemon:
                 drop_replica(self.store, self.owner)
         if self.reconciler is not None:
             self.reconciler.close()
+        if self.dashboard is not None:
+            self.dashboard.close()
         self.metrics.close()
         log.info("stopped")
 
@@ -242,12 +275,14 @@ class Daemon:
 
     def refresh_prices(self) -> None:
         from providers.base import get
+        from provisioner.dashboard.history import record_price_refresh
 
         for name, opts in self.config.providers.items():
             try:
                 prov = get(name, **opts)
                 quotes = prov.prices()
                 n = self.store.save_prices(quotes)
+                record_price_refresh(self.store, name, list(quotes), datetime.now(UTC))
                 prov.close()
                 log.info("refreshed %d prices from %s", n, name)
             except Exception as exc:

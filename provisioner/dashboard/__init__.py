@@ -1,0 +1,17 @@
+"""The dashboard: a read-only web page over the store, served by ``provisioner daemon`` (and
+by ``provisioner dashboard`` for a store without a daemon).
+
+A face of the tool, like the CLI: it reads the store through :mod:`provisioner.dashboard.queries`
+(read-only queries, no writes but the two records in :mod:`provisioner.dashboard.history`, which
+the daemon makes), renders HTML on the server (Jinja2 templates with autoescaping, charts as
+inline SVG, a stylesheet and a small script shipped in the package) and answers the same routes
+in JSON for scripts. :mod:`provisioner.dashboard.server` is the HTTP server (the standard
+library's threaded one) with its access rules: loopback by default, a bearer token for anything
+beyond, no state-changing endpoint at all.
+"""
+
+from __future__ import annotations
+
+from provisioner.dashboard.server import DEFAULT_PORT, DashboardError, DashboardServer
+
+__all__ = ["DEFAULT_PORT", "DashboardError", "DashboardServer"]
