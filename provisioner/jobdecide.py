@@ -118,7 +118,11 @@ def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
 
 
 def plan_candidates(
-    policy: Any, catalog: Any, cooled: frozenset[tuple[str, str]], now: Any
+    policy: Any,
+    catalog: Any,
+    cooled: frozenset[tuple[str, str]],
+    now: Any,
+    measured: Any = None,
 ) -> list[Placement]:
-    ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled)
+    ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled, measured=measured or {})
     return plan_offers(policy, catalog, ctx, top=CANDIDATES).placements

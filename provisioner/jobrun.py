@@ -104,6 +104,7 @@ class JobMemo:
     provider_key: str = ""  # which configured provider the job runs on
     progress_written_at: datetime | None = None  # when the job row's progress was last queued
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
+    watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
 
     def forget(self) -> None:
         """Read the job, decide and read progress afresh next pass (after an error)."""
@@ -361,6 +362,13 @@ class JobRunner:
                 "cancelled", f"cancelled; terminated {len(live)} instance(s); checkpoints kept"
             )
             report.finished += 1
+            return
+
+        # The attempt's probe (recorded; under the policy's floor: replaced) and idle GPUs.
+        from provisioner.probe.watch import watch
+
+        if watch(self, progress, live, report):
+            self.settle(updates)
             return
 
         cur = self.current

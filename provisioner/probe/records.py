@@ -112,3 +112,11 @@ def _utc(dt: datetime) -> datetime:
     from datetime import UTC
 
     return dt.replace(tzinfo=UTC)
+
+
+def verdict(store: Store, job_id: str, attempt: int | None) -> str | None:
+    """The recorded verdict of an attempt's probe, or None when none is recorded."""
+    with store.session() as s:
+        q = select(ProbeRow.verdict).where(ProbeRow.job_id == job_id, ProbeRow.attempt == attempt)
+        got = s.scalar(q.limit(1))
+        return None if got is None else str(got)
