@@ -158,3 +158,28 @@ def render(report: dict[str, Any]) -> None:
     elif s.get("note"):
         out.print(f"  {escape(str(s['note']))}")
     sys.stdout.flush()
+
+
+def status_lines(probes: list[dict[str, Any]], progress: dict[str, Any]) -> list[str]:
+    """``provisioner status``'s lines about the job's probes and its GPUs' utilisation."""
+    lines = []
+    for p in probes:
+        if p["fraction"] is not None:
+            what = f"{p['fraction']:.0%} of datasheet {str(p['precision'] or '').upper()}"
+            if p["tflops"]:
+                what += f" ({p['tflops']:,.1f} TFLOPS)"
+        else:
+            what = p["note"] or "nothing measured"
+        lines.append(
+            f"  probe, attempt {p['attempt']}: {p['instance_type']} ({p['gpu']}) "
+            f"{what} [{p['verdict']}, {p['backend']}]"
+        )
+    gpus = progress.get("gpu") or []
+    utils = [g.get("utilization_pct") for g in gpus if g.get("utilization_pct") is not None]
+    if utils:
+        text = "  GPU utilisation: " + ", ".join(f"{u:.0f}%" for u in utils)
+        idle = progress.get("gpu_idle") or {}
+        if idle.get("since"):
+            text += f" (every GPU under {idle['threshold_pct']:g}% since {idle['since']})"
+        lines.append(text)
+    return lines

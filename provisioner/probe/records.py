@@ -120,3 +120,28 @@ def verdict(store: Store, job_id: str, attempt: int | None) -> str | None:
         q = select(ProbeRow.verdict).where(ProbeRow.job_id == job_id, ProbeRow.attempt == attempt)
         got = s.scalar(q.limit(1))
         return None if got is None else str(got)
+
+
+def status_rows(store: Store, job_id: str) -> list[dict[str, Any]]:
+    """A job's probe results for ``provisioner status``, oldest attempt first."""
+    out = []
+    for r in reversed(probes(store, job_id)):
+        s = (r.report or {}).get("summary") or {}
+        out.append(
+            {
+                "attempt": r.attempt,
+                "instance_id": r.instance_id,
+                "provider": r.provider,
+                "zone": r.zone,
+                "instance_type": r.instance_type,
+                "gpu": f"{r.gpu_count}x {r.gpu}",
+                "backend": r.backend,
+                "precision": r.precision,
+                "fraction": r.fraction,
+                "tflops": r.tflops,
+                "verdict": r.verdict,
+                "note": s.get("note") or (r.report or {}).get("error"),
+                "at": r.at.isoformat(),
+            }
+        )
+    return out
