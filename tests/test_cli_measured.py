@@ -105,3 +105,30 @@ def test_catalog_measured_beside_the_datasheet(tmp_path: Path) -> None:
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     assert runner.invoke(cli, ["catalog", "measured", "--store", empty]).exit_code == 3
     assert runner.invoke(cli, ["catalog", "measured", "--gpu", "Z1", "--store", url]).exit_code == 2
+
+
+def test_plan_measured_ranks_on_the_stores_probes(tmp_path: Path) -> None:
+    url, _ = seeded(tmp_path)
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "market: on-demand\nresources: {gpus: [A100], gpu_count: 8}\n"
+        "residency: {providers: [aws]}\n"
+        "preferences: {price: 0, interruption_risk: 0, tflops_per_dollar: 1}\n"
+    )
+    runner = CliRunner()
+    plain = runner.invoke(cli, ["plan", "--policy", str(policy), "--json", "--top", "50"])
+    assert plain.exit_code == 0, plain.stderr
+    res = runner.invoke(
+        cli, ["plan", "--policy", str(policy), "--json", "--top", "50", "--measured",
+              "--store", url],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    before = {p["instance_type"]: p for p in json.loads(plain.stdout)["placements"]}
+    after = {p["instance_type"]: p for p in json.loads(res.stdout)["placements"]}
+    p4d_before, p4d_after = before["p4d.24xlarge"], after["p4d.24xlarge"]
+    assert p4d_after["tflops_per_dollar"] == round(p4d_before["tflops_per_dollar"] * 0.66, 3)
+    assert any(r.startswith("measured") and "over 3 run(s)" in r for r in p4d_after["reasons"])
+    text = runner.invoke(
+        cli, ["plan", "--policy", str(policy), "--top", "50", "--measured", "--store", url]
+    ).stdout
+    assert "p4d.24xlarge: measured" in text and "(66% of datasheet" in text
