@@ -59,6 +59,7 @@ CRASH_POINTS = (
     "after-preempted",  # attempt ended as preempted, job not updated
     "after-finish-terminate",  # a finished job's instance terminated, job not marked
     "after-reap",  # orphans terminated, events not written
+    "after-probe-row",  # a probe under the policy's floor recorded, its instance not terminated
 )
 _crash_hits = 0
 

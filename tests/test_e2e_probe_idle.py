@@ -7,6 +7,8 @@ file the job writes (the example job's ``--idle-after`` mode stops "using its GP
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,6 +27,7 @@ from tests.e2e_util import write_policy
 pytestmark = pytest.mark.e2e
 
 ZONES = {"eu-west-1a": "aws", "europe-west4-a": "gcp"}
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -127,3 +130,49 @@ def test_a_node_measured_under_the_floor_is_replaced_and_its_type_avoided(
     m = measured(store)
     (key,) = m
     assert key[1] == slow_type and m[key].runs == 1 and m[key].fraction == 0.5
+
+
+def test_a_crash_between_the_probe_row_and_the_termination_is_finished_next_pass(
+    tmp_path: Path, sim_dir: Path
+) -> None:
+    """The controller dies (as SIGKILL would) right after recording a probe under the floor;
+    a fresh one (no memory of it) terminates the node and moves on, once."""
+    extra = "resources:\n  min_vram_gb: 16\n  min_measured_fraction: 0.8\n"
+    policy = write_policy(tmp_path / "p.yaml", steps=120, ckpt=tmp_path / "ck", extra="")
+    text = policy.read_text().replace("resources:\n  min_vram_gb: 16\n", extra)
+    policy.write_text(text)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    opts = options(sim_dir)
+    _, job_id = submit(policy, provider="sim", provider_options=opts, store=store)
+    rec = Reconciler(store)
+    row = store.job(job_id)
+    assert row is not None
+    slow_type = rec.candidates(row, parse_policy(text), frozenset(), datetime.now(UTC))[0]
+    rec.close()
+    store.update_job(
+        job_id, provider_options={**opts, "gpu_speed": {slow_type.offer.instance_type: 0.5}}
+    )
+    code = (
+        "from provisioner.api import Job; from provisioner.store import Store; "
+        f"Job(Store({url!r}), {job_id!r}).wait(timeout=90, poll_s=0.5)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO), PROVISIONER_CRASH_AT="after-probe-row")
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 137, res.stderr[-2000:]
+    (first,) = store.attempts(job_id)
+    assert first.state == "running"  # the crash left it so, with its probe row written
+    assert [r.verdict for r in probes(store, job_id)] == ["below"]
+    sim = SimProvider(**opts)  # type: ignore[arg-type]
+    assert sim.get(first.instance_id or "").state.alive
+
+    job = Job(store, job_id)
+    assert job.wait(timeout=150, poll_s=0.5) == "succeeded", job.refresh().reason
+    attempts = store.attempts(job_id)
+    assert attempts[0].end_reason.startswith("probe: 50% of")
+    assert sim.get(first.instance_id or "").state.alive is False
+    assert [e.kind for e in store.events(job_id)].count("probe-below") == 1
+    assert len([r for r in probes(store, job_id) if r.attempt == 1]) == 1

@@ -168,6 +168,9 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
         instance=cur.instance_id,
     )
     if verdict == "below":
+        from provisioner.jobrun import crash_point
+
+        crash_point("after-probe-row")
         _enforce(runner, cur, float(s["fraction"]), s.get("precision"), floor, report)
         return True
     return False
@@ -201,9 +204,7 @@ def _enforce(
         f"under resources.min_measured_fraction {floor or 0:.0%}"
     )
     if cur.instance_id:
-        runner.provider.terminate([cur.instance_id])
-        report.provider_calls += 1
-        report.terminations += 1
+        _terminate(runner, [cur.instance_id], report)
     runner.end_attempt(cur, "ended", reason)
     until = runner.now + runner.policy.restart.zone_cooldown
     runner.cool_down(cur.provider, cur.zone, until, reason)
@@ -216,6 +217,19 @@ def _enforce(
         instance=cur.instance_id,
         zone=cur.zone,
     )
+
+
+def _terminate(runner: JobRunner, ids: list[str], report: Any) -> None:
+    """Terminate instances; one that is gone already (preempted meanwhile) is no error."""
+    from providers.base import ErrorKind, ProviderError
+
+    try:
+        runner.provider.terminate(ids)
+    except ProviderError as exc:
+        if exc.kind is not ErrorKind.NOT_FOUND:
+            raise
+    report.provider_calls += 1
+    report.terminations += len(ids)
 
 
 def _idle(
@@ -249,9 +263,7 @@ def _idle(
     reason = f"stopped: GPU idle for {_span(runner.now - since)} (policy idle.action: stop)"
     ids = [i.id for i in live] or ([cur.instance_id] if cur.instance_id else [])
     if ids:
-        runner.provider.terminate(ids)
-        report.provider_calls += 1
-        report.terminations += len(ids)
+        _terminate(runner, ids, report)
     for a in runner.attempts:
         if a.state in ("launching", "running"):
             runner.end_attempt(a, "ended", reason)
