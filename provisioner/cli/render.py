@@ -68,9 +68,9 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
             )
         out.print(t)
         for pl in plan.placements:  # where probes measured the type (plan --measured)
-            for r in pl.reasons:
-                if r.startswith("measured"):
-                    out.print(f"  * #{pl.rank} {pl.offer.instance_type}: {r}", markup=False)
+            for why in pl.reasons:
+                if why.startswith("measured"):
+                    out.print(f"  * #{pl.rank} {pl.offer.instance_type}: {why}", markup=False)
     else:
         out.print("[bold red]Nothing is eligible under this policy.[/]")
     if plan.rejections:
