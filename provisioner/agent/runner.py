@@ -205,7 +205,10 @@ class Agent:
             log.warning("cannot sample GPU utilisation: %s", exc)
             self.gpu = None
         if self.idle is not None:
+            before = self.idle.since
             self.idle.observe(self.gpu, _now())
+            if self.idle.since != before and self.state == "running":
+                self.write_progress()  # an idle spell began or ended: say so at once
 
     def _probe(self) -> None:
         from provisioner.probe.node import probe_node
