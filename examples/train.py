@@ -15,6 +15,12 @@
 - At the end it writes ``result.json`` (steps, final loss, SHA-256 of the parameters) to
   ``$PROVISIONER_OUTPUT_DIR`` (default ``./output``).
 
+Idle mode (``--idle-after N``): after step N the job stops computing for ``--idle-seconds``
+(waiting on a data loader that never delivers, as it were), still answering checkpoint
+signals, then carries on. Where the agent gives it ``$PROVISIONER_GPU_FILE`` (the sim cloud,
+which has no GPU) it reports its pretend GPU utilisation there: 96% while it trains, 0%
+while it idles; that is what the agent samples and the idle-GPU policy acts on.
+
 Checkpoints follow the agent protocol (provisioner.agent.protocol): files in
 ``<checkpoint dir>/ckpt-<step>/``, then an atomic ``latest`` marker.
 """
@@ -149,11 +155,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--step-seconds", type=float, default=0.05, help="extra time per step")
     p.add_argument("--checkpoint-every", type=int, default=100, help="steps; 0 = signal only")
     p.add_argument("--log-every", type=int, default=50, help="print a line every N steps")
+    p.add_argument("--idle-after", type=int, default=0, help="go idle after this step (0: never)")
+    p.add_argument("--idle-seconds", type=float, default=3600.0, help="how long to stay idle")
     p.add_argument(
         "--checkpoint-dir", default=os.environ.get(protocol.ENV_CHECKPOINT_DIR, "checkpoints")
     )
     p.add_argument("--output-dir", default=os.environ.get(protocol.ENV_OUTPUT_DIR, "output"))
     return p.parse_args(argv)
+
+
+def report_gpu(utilization_pct: float) -> None:
+    """Tell the agent how busy our (pretend) GPU is, where it asks (the sim cloud)."""
+    path = os.environ.get("PROVISIONER_GPU_FILE")
+    if path:
+        doc = {"utilization_pct": utilization_pct}
+        protocol.atomic_write(Path(path), json.dumps(doc).encode())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +193,20 @@ def main(argv: list[str] | None = None) -> int:
         step, state = 0, init_state(cfg)
 
     last_loss = float("nan")
+    report_gpu(96.0)
+    idled = False
     while step < cfg.steps:
+        if args.idle_after and step >= args.idle_after and not idled:
+            idled = True
+            report_gpu(0.0)
+            print(f"idle from step {step} for {args.idle_seconds:g} s", flush=True)
+            until = time.monotonic() + args.idle_seconds
+            while time.monotonic() < until:
+                if request.wanted:
+                    request.wanted = False
+                    print(f"checkpoint {save(ckpt_dir, step, state, cfg)} (signal)", flush=True)
+                time.sleep(0.05)
+            report_gpu(96.0)
         last_loss = train_step(state, cfg, x, y, step)
         step += 1
         if args.step_seconds > 0:

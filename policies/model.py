@@ -170,6 +170,13 @@ class Resources(_Model):
     exclude_gpus: list[GPUName] = Field(
         default_factory=list, description="GPU models never to use."
     )
+    min_measured_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Least share of its datasheet matmul throughput a node's probe must "
+        "measure (0.8 = 80%); below it the instance is terminated and its zone cooled down.",
+    )
 
     @field_validator("gpus")
     @classmethod
@@ -292,6 +299,29 @@ class Preferences(_Model):
     tflops_per_dollar: float = Field(0.0, ge=0)
 
 
+class Idle(_Model):
+    """An idle GPU: utilisation under ``threshold_pct`` on every GPU for ``duration``."""
+
+    threshold_pct: float = Field(
+        5.0, ge=0, le=100, description="A GPU under this utilisation (percent) counts as idle."
+    )
+    duration: Annotated[
+        timedelta, Field(description="How long every GPU must stay idle before acting.")
+    ] = timedelta(minutes=30)
+    action: Literal["report", "stop"] = Field(
+        "report", description="report: an event once per attempt; stop: also stop the job."
+    )
+
+    _iv = field_validator("duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, v: timedelta) -> timedelta:
+        if v.total_seconds() <= 0:
+            raise ValueError("idle.duration must be longer than 0 (for example 30m)")
+        return v
+
+
 class Checkpoint(_Model):
     uri: str = Field("file://./checkpoints", description="fsspec URI: file://, s3://, gs://, az://")
     interval: Annotated[timedelta, Field(description="Periodic checkpoint interval.")] = timedelta(
@@ -405,6 +435,7 @@ class Policy(_Model):
     checkpoint: Checkpoint = Field(default_factory=lambda: Checkpoint())
     restart: Restart = Field(default_factory=lambda: Restart())
     windows: list[TimeWindow] = Field(default_factory=list)
+    idle: Idle | None = Field(None, description="What to do about a job whose GPUs sit idle.")
     tags: dict[str, str] = Field(
         default_factory=dict,
         description="Cost-allocation tags put on every instance (GCP labels are lowercased: "

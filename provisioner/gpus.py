@@ -31,6 +31,8 @@ def gpu_specs() -> dict[str, GPUSpec]:
                 fp16_tflops=_f(row["fp16_tflops"]),
                 interconnect=row["interconnect"],
                 interconnect_gbs=_f(row["interconnect_gbs"]),
+                host_link_gbs=_f(row.get("host_link_gbs") or ""),
+                tdp_w=_f(row.get("tdp_w") or ""),
                 aliases=tuple(a for a in row["aliases"].split("|") if a),
                 source=row["source"],
             )

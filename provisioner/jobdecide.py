@@ -119,15 +119,25 @@ def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
     return decide(view, obs, now)
 
 
-def candidate_plan(policy: Any, catalog: Any, cooled: frozenset[tuple[str, str]], now: Any) -> Plan:
-    ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled)
+def candidate_plan(
+    policy: Any,
+    catalog: Any,
+    cooled: frozenset[tuple[str, str]],
+    now: Any,
+    measured: Any = None,
+) -> Plan:
+    ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled, measured=measured or {})
     return plan_offers(policy, catalog, ctx, top=CANDIDATES)
 
 
 def plan_candidates(
-    policy: Any, catalog: Any, cooled: frozenset[tuple[str, str]], now: Any
+    policy: Any,
+    catalog: Any,
+    cooled: frozenset[tuple[str, str]],
+    now: Any,
+    measured: Any = None,
 ) -> list[Placement]:
-    return candidate_plan(policy, catalog, cooled, now).placements
+    return candidate_plan(policy, catalog, cooled, now, measured).placements
 
 
 #: How many of a plan's ranked placements a launch event keeps.

@@ -60,6 +60,7 @@ CRASH_POINTS = (
     "after-preempted",  # attempt ended as preempted, job not updated
     "after-finish-terminate",  # a finished job's instance terminated, job not marked
     "after-reap",  # orphans terminated, events not written
+    "after-probe-row",  # a probe under the policy's floor recorded, its instance not terminated
 )
 _crash_hits = 0
 
@@ -106,6 +107,7 @@ class JobMemo:
     progress_written_at: datetime | None = None  # when the job row's progress was last queued
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
+    watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
 
     def forget(self) -> None:
         """Read the job, decide and read progress afresh next pass (after an error)."""
@@ -391,6 +393,13 @@ class JobRunner:
                 "cancelled", f"cancelled; terminated {len(live)} instance(s); checkpoints kept"
             )
             report.finished += 1
+            return
+
+        # The attempt's probe (recorded; under the policy's floor: replaced) and idle GPUs.
+        from provisioner.probe.watch import watch
+
+        if watch(self, progress, live, report):
+            self.settle(updates)
             return
 
         cur = self.current

@@ -55,6 +55,8 @@ class GPUSpec:
     fp16_tflops: float | None = None
     interconnect: str = ""
     interconnect_gbs: float | None = None
+    host_link_gbs: float | None = None  # host-to-device link (PCIe x16), one direction
+    tdp_w: float | None = None
     aliases: tuple[str, ...] = ()
     source: str = ""
 

@@ -12,13 +12,18 @@ Eligible candidates are scored (lower is better) by the policy's preference weig
   relative to 10%; on-demand has none;
 * TFLOPS per dollar: best eligible value divided by the candidate's (1.0 = best).
 
+Where probes measured an (provider, instance type, GPU) (``context.measured``, see
+:mod:`provisioner.probe.measured`), its datasheet TFLOPS are scaled by the measured fraction
+in the TFLOPS-per-dollar term and its estimated hours divided by it; under the policy's
+``resources.min_measured_fraction`` it is rejected ("measured").
+
 score = Σ wᵢ·termᵢ / Σ wᵢ.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -27,6 +32,7 @@ from policies.model import Policy
 from provisioner.catalog import Catalog, CatalogColumns, builtin_catalog
 from provisioner.gpus import canonical_gpu, gpu_specs
 from provisioner.models import Market, Offer, Placement
+from provisioner.probe.measured import Measured
 from provisioner.regions import estimate_rtt_ms, great_circle_km, regions
 from provisioner.sizing import VRAMEstimate, estimate_hours, estimate_vram
 
@@ -40,6 +46,7 @@ REASONS = (
     "vram",  # GPU memory below the need
     "gpu_count",  # fewer/more GPUs than resources.gpu_count
     "cpu_memory",  # below min_vcpus / min_memory_gib
+    "measured",  # probes measured it below resources.min_measured_fraction of its datasheet
     "residency",  # region outside the allowed jurisdictions/countries, or denied ones
     "denied_region",  # region listed in deny_regions / not in allow_regions
     "market",  # no price on this market (e.g. no spot market)
@@ -71,6 +78,8 @@ class PlanContext:
     unavailable: frozenset[tuple[str, str, str]] = frozenset()  # (provider, location, type)
     measured_rtt_ms: dict[str, float] = field(default_factory=dict)  # "provider:region" -> ms
     hours_done: float = 0.0  # work already done (shortens the remaining duration)
+    #: (provider, instance_type, gpu) -> provisioner.probe.measured.Measured (probe results)
+    measured: Mapping[tuple[str, str, str], Measured] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -305,6 +314,9 @@ def plan_offers(
         if res.min_memory_gib is not None:
             low |= cols.memory_gib[rows] < res.min_memory_gib
         base[(base == 0) & low] = _CODE["cpu_memory"]
+    speed, measured_at = _measured_speed(catalog, rows, ctx.measured)
+    if measured_at and res.min_measured_fraction is not None:
+        base[(base == 0) & (speed < res.min_measured_fraction)] = _CODE["measured"]
     sel = (base == 0) & (rv != 0)
     base[sel] = rv[sel]
     if policy.latency.max_rtt_ms is not None and policy.latency.targets:
@@ -328,6 +340,9 @@ def plan_offers(
         if ref_tflops > 0:
             with np.errstate(divide="ignore", invalid="ignore"):
                 hours = policy.job.compute_hours * ref_tflops / tflops
+    if measured_at:  # probes say how fast these rows really are
+        tflops = tflops * speed
+        hours = hours / speed
     hours = np.maximum(hours - ctx.hours_done, 0.0) if ctx.hours_done else hours
 
     cooldown_mask = np.zeros(len(rows), dtype=bool)
@@ -450,6 +465,13 @@ def plan_offers(
             reasons_txt = [f"{market.value} ${price_q:.4g}/h"]
             if market is Market.SPOT and math.isfinite(cap_q):
                 reasons_txt.append(f"under bid cap ${cap_q:.4g}/h")
+            m = measured_at.get(j)
+            if m is not None and price_q > 0:
+                sheet = float(tflops[j] / speed[j]) / price_q
+                reasons_txt.append(
+                    f"measured {sheet * m.fraction:.0f} TFLOPS/$ over {m.runs} run(s) "
+                    f"({m.fraction:.0%} of datasheet, {sheet:.0f})"
+                )
             placements.append(
                 Placement(
                     offer=o,
@@ -490,6 +512,30 @@ def plan_offers(
         deadline=deadline,
         notes=tuple(notes),
     )
+
+
+def _measured_speed(
+    catalog: Catalog, rows: np.ndarray, measured: Mapping[tuple[str, str, str], Measured]
+) -> tuple[np.ndarray, dict[int, Measured]]:
+    """Per row: the measured fraction of the datasheet (1.0 where nothing was measured), and
+    the measurements by row position."""
+    import numpy as np
+
+    speed = np.ones(len(rows))
+    found: dict[int, Measured] = {}
+    if not measured:
+        return speed, found
+    types = {k[1] for k in measured}
+    offers = catalog.offers
+    for j, i in enumerate(rows):
+        o = offers[int(i)]
+        if o.instance_type not in types:
+            continue
+        m = measured.get((o.provider, o.instance_type, o.gpu))
+        if m is not None and m.fraction > 0:
+            speed[j] = m.fraction
+            found[j] = m
+    return speed, found
 
 
 def _example(o: Offer, market: Market, reason: str, cap: float, rtt: float, hours: float) -> str:

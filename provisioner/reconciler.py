@@ -219,6 +219,10 @@ class Reconciler:
         self._memos: dict[str, JobMemo] = {}
         self._job_cols: dict[str, dict[str, Any]] = {}
         self._instance_rows: list[InstanceRow] = []
+        from provisioner.probe.watch import MeasuredFigures
+
+        #: probe results per (provider, instance type, GPU), handed to the planner as data
+        self.measured = MeasuredFigures(store)
 
     # -- offers and candidates -------------------------------------------------------------
 
@@ -254,12 +258,17 @@ class Reconciler:
         is pure, so sharing is exact)."""
         from provisioner.jobdecide import candidate_plan
 
-        key = (self._provider_key(job) + "\0" + job.policy_yaml, cooled, int(now.timestamp() // 60))
+        measured = self.measured.get(now)
+        key = (
+            self._provider_key(job) + "\0" + job.policy_yaml,
+            cooled,
+            int(now.timestamp() // 60) * 1_000_000 + self.measured.version,
+        )
         got = self._plans.get(key)
         if got is None:
             if len(self._plans) > 10_000:
                 self._plans.clear()
-            got = candidate_plan(policy, self.catalog_for(job), cooled, now)
+            got = candidate_plan(policy, self.catalog_for(job), cooled, now, measured)
             self._plans[key] = got
         return got
 

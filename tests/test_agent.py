@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from providers.sim import SimProvider
-from provisioner.agent.gpu import parse_nvidia_smi, probe_gpus
 from provisioner.agent.notices import NoticeReader
 from provisioner.agent.spec import AgentSpec, SpecError
 from provisioner.agent.store import CheckpointStore, read_progress
@@ -367,35 +366,6 @@ def test_checkpoint_marker_never_goes_backwards(tmp_path: Path) -> None:
         (d / "x").write_text(str(step))
         store.upload(d, d.name)
     assert store.latest() == "ckpt-000000020"
-
-
-def test_gpu_probe(tmp_path: Path) -> None:
-    rows = parse_nvidia_smi(
-        "0, NVIDIA H100 80GB HBM3, 87, 40000, 81559\n1, NVIDIA H100, [N/A], 0, 81559\n"
-    )
-    assert rows[0] == {
-        "index": 0,
-        "name": "NVIDIA H100 80GB HBM3",
-        "utilization_pct": 87.0,
-        "memory_used_mib": 40000.0,
-        "memory_total_mib": 81559.0,
-    }
-    assert rows[1]["utilization_pct"] is None
-    assert probe_gpus(str(tmp_path / "no-such-nvidia-smi")) is None
-    fake = tmp_path / "nvidia-smi"  # a stand-in for the driver's tool (not our code)
-    fake.write_text("#!/bin/sh\necho '0, Tesla T4, 12, 300, 15360'\n")
-    fake.chmod(0o755)
-    assert probe_gpus(str(fake)) == [
-        {
-            "index": 0,
-            "name": "Tesla T4",
-            "utilization_pct": 12.0,
-            "memory_used_mib": 300.0,
-            "memory_total_mib": 15360.0,
-        }
-    ]
-    real = probe_gpus()  # whatever this machine has: None without a GPU
-    assert real is None or all("memory_total_mib" in r for r in real)
 
 
 def test_spec_round_trip_and_errors() -> None:

@@ -18,7 +18,8 @@ SHARED = ROOT.parent / "shared" / "data"
 
 GPUS_HEADER = [
     "model", "vendor", "vram_gb", "mem_bandwidth_gbs", "fp32_tflops", "tf32_tflops",
-    "bf16_tflops", "fp16_tflops", "interconnect", "interconnect_gbs", "aliases", "source",
+    "bf16_tflops", "fp16_tflops", "interconnect", "interconnect_gbs", "host_link_gbs", "tdp_w",
+    "aliases", "source",
 ]  # fmt: skip
 REGIONS_HEADER = ["provider", "region", "city", "country", "jurisdictions", "lat", "lon"]
 OFFERS_HEADER = [
@@ -88,6 +89,8 @@ def test_gpus_parse_with_sane_numbers(gpus: list[dict[str, str]]) -> None:
         assert float(g["fp32_tflops"]) > 1, g["model"]
         assert g["interconnect"], g["model"]
         assert float(g["interconnect_gbs"]) > 0, g["model"]
+        assert float(g["host_link_gbs"]) in (15.75, 31.5, 63, 126), g["model"]  # PCIe3-6 x16
+        assert 50 <= float(g["tdp_w"]) <= 1500, g["model"]
         assert g["source"].strip(), g["model"]
         for col in ("tf32_tflops", "bf16_tflops", "fp16_tflops"):
             if g[col]:

@@ -120,6 +120,7 @@ class SimProvider(Provider):
         catalog: Catalog | None = None,
         retry: RetryPolicy | None = None,
         python: str | None = None,
+        gpu_speed: Mapping[str, float] | None = None,
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
@@ -146,6 +147,7 @@ class SimProvider(Provider):
             "notice_floor_s": float(notice_floor_s),
             "idle_exit_s": float(idle_exit_s),
             "terminate_grace_s": float(terminate_grace_s),
+            "gpu_speed": {str(k): float(v) for k, v in (gpu_speed or {}).items()},
         }
         self._catalog = catalog
         self._offers: list[Offer] | None = None

@@ -226,7 +226,12 @@ class SimCloud:
                     for i in self.instances.values()
                 ):
                     inst["demo_at_real"] = now + float(self.config.preempt_first_after_s)
-            self.procs[iid] = sandbox_.start(inst, body.get("spec"), body.get("pythonpath") or ())
+            self.procs[iid] = sandbox_.start(
+                inst,
+                body.get("spec"),
+                body.get("pythonpath") or (),
+                gpu_speed=self.config.gpu_speed.get(inst["instance_type"]),
+            )
             inst["pid"] = self.procs[iid].pid  # = the process group id (session leader)
             self.instances[iid] = inst
             self.by_token[inst["token"]] = iid

@@ -33,6 +33,9 @@ class SimConfig:
     idle_exit_s: float = 600.0  # the server exits after this long idle with nothing alive
     terminate_grace_s: float = 2.0  # SIGTERM, then SIGKILL after this long, on terminate
     epoch: float = 0.0  # real time of simulated time 0 (set when the market is (re)defined)
+    #: instance type -> share of its datasheet its simulated GPUs deliver (what the agent's
+    #: probe reports on the sim, which has no GPU); a type not named reports nothing measured
+    gpu_speed: dict[str, float] = field(default_factory=dict)
 
     MARKET_KEYS = (
         "seconds_per_hour",

@@ -36,9 +36,17 @@ def project_root() -> str:
 
 
 def start(
-    inst: dict[str, Any], spec: dict[str, Any] | None, pythonpath: Iterable[str] = ()
+    inst: dict[str, Any],
+    spec: dict[str, Any] | None,
+    pythonpath: Iterable[str] = (),
+    *,
+    gpu_speed: float | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the instance's process group in its sandbox; the agent's spec is written there."""
+    """Start the instance's process group in its sandbox; the agent's spec is written there.
+
+    A sandbox has no GPU: the agent's utilisation samples come from ``work/sim-gpu.json``,
+    which the job may write (``$PROVISIONER_GPU_FILE``), and its probe reads a simulated
+    report (``gpu_speed``: the share of the datasheet the simulated GPUs deliver)."""
     sandbox = Path(inst["sandbox"])
     env = dict(os.environ)
     paths = [project_root(), *[str(p) for p in pythonpath]]
@@ -55,7 +63,12 @@ def start(
             "metadata_url": inst["metadata_url"],
             "workdir": str(sandbox / "work"),
             "instance_id": inst["id"],
+            "gpu_source": spec.get("gpu_source") or "file:sim-gpu.json",
         }
+        if spec.get("probe", "off") != "off":
+            report = simulated_probe(gpu_speed)
+            (sandbox / "work" / "sim-probe.json").write_text(json.dumps(report, indent=2))
+            spec["probe"] = "file:sim-probe.json"
         (sandbox / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
         argv = [sys.executable, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
     else:  # an empty VM: something to hold the process group
@@ -70,6 +83,31 @@ def start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def simulated_probe(gpu_speed: float | None) -> dict[str, Any]:
+    """The probe report of a sandbox's simulated GPUs (``provisioner probe``'s shape)."""
+    note = (
+        f"simulated GPUs at {gpu_speed:.0%} of their datasheet (sim gpu_speed)"
+        if gpu_speed is not None
+        else "the sim has no GPU and no gpu_speed for this type: nothing measured"
+    )
+    return {
+        "version": 1,
+        "backend": "sim",
+        "simulated": True,
+        "devices": [],
+        "figures": [],
+        "nvml": {"available": False, "note": "the sim has no GPU"},
+        "summary": {
+            "gpu": None,
+            "gpu_count": None,
+            "precision": None if gpu_speed is None else "bf16",
+            "tflops": None,
+            "fraction": gpu_speed,
+            "note": note,
+        },
+    }
 
 
 def reap_orphans(mine: set[int]) -> None:

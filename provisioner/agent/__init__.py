@@ -11,7 +11,7 @@ at the policy's interval are the fallback; progress goes to ``<uri>/<job_id>/pro
 - :mod:`provisioner.agent.store`: the checkpoint store layout (fsspec), progress readers
 - :mod:`provisioner.agent.notices`: the five metadata formats
 - :mod:`provisioner.agent.runner`: the agent loop
-- :mod:`provisioner.agent.gpu`: the nvidia-smi probe
+- utilisation samples and the start-of-attempt probe: :mod:`provisioner.probe` (NVML)
 
 See docs/agent.md.
 """

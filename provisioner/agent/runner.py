@@ -10,7 +10,12 @@ One loop, ticking every ``TICK_S``:
 4. every ``spec.interval_s``: signal the job for a periodic checkpoint (the fallback);
 5. any checkpoint the job commits (``latest`` changed) is uploaded by a background thread, so
    a long upload never stops the polling;
-6. progress is written on every change and every ``spec.progress_every_s``.
+6. progress is written on every change and every ``spec.progress_every_s``;
+7. every ``spec.gpu_sample_s``: a utilisation sample (NVML, or the sim's file), and since
+   when every GPU has been idle (``gpu_idle`` in the progress record).
+
+Before the job starts, the agent probes its GPUs (``spec.probe``, see
+:mod:`provisioner.probe.node`) and puts the report beside ``progress.json``.
 
 The job runs in the agent's own process group (on the sim cloud that group is the "VM": a
 preemption kills both), and only the job's own process gets the checkpoint signal, so helper
@@ -34,17 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.agent import protocol
-from provisioner.agent.gpu import probe_gpus
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import CheckpointStore, step_of, write_text_uri
+from provisioner.probe.idle import ENV_GPU_FILE, IdleTracker, UtilisationSource
 
 log = logging.getLogger("provisioner.agent")
 
 TICK_S = 0.1
 #: Time kept back before the deadline for the upload once the job has checkpointed.
 UPLOAD_MARGIN_S = 1.0
-GPU_PROBE_EVERY_S = 30.0
 #: After SIGTERM to the job (the agent is stopping), SIGKILL follows this much later.
 STOP_GRACE_S = 5.0
 
@@ -151,7 +155,11 @@ class Agent:
         self.exit_code: int | None = None
         self.note = ""
         self.gpu: list[dict[str, Any]] | None = None
-        self._gpu_at = -1e9
+        self.gpu_source = UtilisationSource(spec.gpu_source, self.workdir)
+        self.idle = (
+            IdleTracker(spec.idle_threshold_pct) if spec.idle_threshold_pct is not None else None
+        )
+        self.probe: dict[str, Any] | None = None
         self._stop_reason: str | None = None
         self._skip_progress = False
         self._reported_ckpt: str | None = None
@@ -186,7 +194,33 @@ class Agent:
                 protocol.ENV_PROGRESS_FILE: str(self.job_progress_file),
             }
         )
+        if self.gpu_source.path is not None:  # the sim: the job reports its "GPU" here
+            env[ENV_GPU_FILE] = str(self.gpu_source.path)
         return env
+
+    def _sample_gpus(self) -> None:
+        try:
+            self.gpu = self.gpu_source.sample()
+        except Exception as exc:  # telemetry never stops the job
+            log.warning("cannot sample GPU utilisation: %s", exc)
+            self.gpu = None
+        if self.idle is not None:
+            before = self.idle.since
+            self.idle.observe(self.gpu, _now())
+            if self.idle.since != before and self.state == "running":
+                self.write_progress()  # an idle spell began or ended: say so at once
+
+    def _probe(self) -> None:
+        from provisioner.probe.node import probe_node
+
+        if self.spec.probe == "off":
+            return
+        self.state = "probing"
+        self.write_progress()
+        self.probe = probe_node(
+            self.spec.probe, self.spec.probe_timeout_s, self.workdir, self.spec.attempt, self.store
+        )
+        self.state = "starting"
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_reason = signal.Signals(signum).name
@@ -207,6 +241,11 @@ class Agent:
             self.write_progress()
             return 1
         self.syncer = Syncer(self.store, self.ckpt_dir, self.resumed_from)
+        self._probe()  # before the job, so that it measures the GPUs and not the job
+        if self._stop_reason:  # told to stop while probing: the VM is going
+            self.state, self.exit_code = "interrupted", 0
+            self.write_progress()
+            return 0
         log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
         try:  # started before any thread of ours, so that preexec_fn is safe
             self.proc = subprocess.Popen(
@@ -223,6 +262,7 @@ class Agent:
             return 127
         self.syncer.start()
         self.state = "running"
+        self._sample_gpus()
         self.write_progress()
         try:
             rc = self._loop(self.proc)
@@ -238,6 +278,7 @@ class Agent:
     def _loop(self, proc: subprocess.Popen[bytes]) -> int:
         spec = self.spec
         next_poll = next_periodic = next_progress = time.monotonic()
+        next_gpu = next_poll + spec.gpu_sample_s
         if spec.interval_s > 0:
             next_periodic += spec.interval_s
         last_marker = protocol.read_latest(self.ckpt_dir)
@@ -270,6 +311,9 @@ class Agent:
             ):
                 self.pending_since = None
                 self.state = "running"
+            if now >= next_gpu:
+                next_gpu = now + spec.gpu_sample_s
+                self._sample_gpus()
             if now >= next_progress or self._progress_dirty():
                 next_progress = now + spec.progress_every_s
                 self.write_progress()
@@ -375,9 +419,6 @@ class Agent:
             job = {}
         s = self.syncer
         last = s.uploaded if s else self.resumed_from
-        if time.monotonic() - self._gpu_at >= GPU_PROBE_EVERY_S:
-            self._gpu_at = time.monotonic()
-            self.gpu = probe_gpus()
         return {
             "job_id": self.spec.job_id,
             "attempt": self.spec.attempt,
@@ -403,6 +444,14 @@ class Agent:
             "exit_code": self.exit_code,
             "note": self.note,
             "gpu": self.gpu,
+            "gpu_idle": None
+            if self.idle is None
+            else {
+                "since": _iso(self.idle.since),
+                "threshold_pct": self.idle.threshold_pct,
+                "utilization_pct": self.idle.last_pct,
+            },
+            "probe": self.probe,
             "started_at": _iso(self.started_at),
             "updated_at": _iso(_now()),
         }

@@ -61,6 +61,11 @@ class AgentSpec:
     instance_id: str = ""  # for the progress record only
     poll_s: float = 1.0  # metadata poll period (at most 1 s)
     progress_every_s: float = 5.0  # how often progress is written while nothing happens
+    probe: str = "off"  # at start: off, quick, full, or file:PATH (see provisioner.probe.node)
+    probe_timeout_s: float = 600.0
+    gpu_source: str = ""  # utilisation samples: "" (NVML), none, file:PATH (provisioner.probe.idle)
+    gpu_sample_s: float = 30.0  # how often utilisation is sampled
+    idle_threshold_pct: float | None = None  # report since when all GPUs are under this
     version: int = SPEC_VERSION
 
     def __post_init__(self) -> None:
@@ -78,6 +83,16 @@ class AgentSpec:
             raise SpecError("poll_s: the metadata endpoint is polled at least every second")
         if self.interval_s < 0 or self.grace_s < 0:
             raise SpecError("interval_s and grace_s must not be negative")
+        from provisioner.probe.node import valid_mode
+
+        if not valid_mode(self.probe):
+            raise SpecError(f"probe: {self.probe!r} (off, quick, full or file:PATH)")
+        if not self.gpu_sample_s > 0 or not self.probe_timeout_s > 0:
+            raise SpecError("gpu_sample_s and probe_timeout_s must be positive")
+        if self.gpu_source and not (
+            self.gpu_source in ("nvml", "none") or self.gpu_source.startswith("file:")
+        ):
+            raise SpecError(f"gpu_source: {self.gpu_source!r} (nvml, none or file:PATH)")
         if self.version != SPEC_VERSION:
             raise SpecError(f"version: {self.version} (this agent reads version {SPEC_VERSION})")
 
@@ -127,7 +142,16 @@ class AgentSpec:
         values["attempt"] = int(values["attempt"])
         values["command"] = list(values["command"])
         values["env"] = {str(k): str(v) for k, v in (values.get("env") or {}).items()}
-        for key in ("interval_s", "grace_s", "poll_s", "progress_every_s"):
+        if values.get("idle_threshold_pct") is not None:
+            values["idle_threshold_pct"] = float(values["idle_threshold_pct"])
+        for key in (
+            "interval_s",
+            "grace_s",
+            "poll_s",
+            "progress_every_s",
+            "probe_timeout_s",
+            "gpu_sample_s",
+        ):
             if key in values:
                 values[key] = float(values[key])
         return cls(**values)
@@ -175,6 +199,11 @@ class AgentSpec:
             "grace_s": ck.grace.total_seconds(),
             "cloud": cloud,
             "env": dict(policy.job.env),
+            "probe": "quick",  # every node the controller starts measures its GPUs first
         }
+        if policy.idle is not None:
+            values["idle_threshold_pct"] = policy.idle.threshold_pct
+            # several samples within the idle duration, at most one every 30 s
+            values["gpu_sample_s"] = min(30.0, max(1.0, policy.idle.duration.total_seconds() / 6))
         values.update(overrides)
         return cls(**values)

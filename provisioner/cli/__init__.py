@@ -55,6 +55,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "cost",
         "What a job cost, per attempt, spot vs on-demand.",
     ),
+    "probe": (
+        "provisioner.cli.probe_cmd",
+        "probe",
+        "Measure this machine's GPUs beside their datasheet (matmul, memory, links, NVML).",
+    ),
     "simulate": (
         "provisioner.cli.simulate_cmd",
         "simulate",

@@ -199,3 +199,88 @@ def price_summary(quotes: list[Any]) -> dict[str, Any]:
         lines.append(f"quoted in {code}, stored as USD at {rate:.4f} USD/{code}")
     doc["lines"] = lines
     return doc
+
+
+@catalog.command()
+@click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
+@click.option("--provider", default=None, help="Only this cloud.")
+@click.option("--gpu", default=None, help="Only this GPU model.")
+@json_option
+def measured(store_url: str | None, provider: str | None, gpu: str | None, as_json: bool) -> None:
+    """What probes measured per (cloud, instance type, GPU), beside the datasheet: runs,
+    median share of the datasheet, and TFLOPS per dollar measured vs datasheet (at the
+    catalog's cheapest price for the type). This is what the planner ranks by. Exits 3 when
+    nothing was measured yet."""
+    from provisioner.catalog import builtin_catalog
+    from provisioner.cli.jobs_cmd import _store
+    from provisioner.gpus import canonical_gpu, gpu_specs
+    from provisioner.probe.records import measured as measured_figures
+
+    model = canonical_gpu(gpu) if gpu else None
+    if gpu and model is None:
+        from provisioner.cli.common import fail
+
+        fail(f"--gpu: unknown GPU {gpu!r}")
+    store = _store(store_url)
+    figures = [
+        m
+        for m in measured_figures(store).values()
+        if (provider is None or m.provider == provider) and (model is None or m.gpu == model)
+    ]
+    cat = builtin_catalog().with_prices(store.prices())
+    specs = gpu_specs()
+    rows = []
+    for m in sorted(figures, key=lambda m: (m.provider, m.instance_type)):
+        offers = [o for o in cat.filter(provider=m.provider) if o.instance_type == m.instance_type]
+        prices = [p for o in offers for p in (o.price, o.spot_price) if p]
+        count = offers[0].gpu_count if offers else None
+        spec = specs.get(m.gpu)
+        sheet = spec.tensor_tflops * count if spec and count else None
+        price = min(prices) if prices else None
+        rows.append(
+            {
+                **m.as_dict(),
+                "gpu_count": count,
+                "datasheet_tflops": sheet,
+                "measured_tflops": m.tflops or (sheet * m.fraction if sheet else None),
+                "price_per_hour": price,
+                "datasheet_tflops_per_dollar": sheet / price if sheet and price else None,
+                "measured_tflops_per_dollar": sheet * m.fraction / price
+                if sheet and price
+                else None,
+            }
+        )
+    if as_json:
+        print_json({"measured": rows})
+    else:
+        from rich.table import Table
+
+        from provisioner.console import console
+
+        t = Table(box=None, header_style="bold")
+        for col in ("provider", "instance type", "GPU", "runs", "of datasheet", "lowest",
+                    "TFLOPS/$ measured", "datasheet", "price/h"):  # fmt: skip
+            t.add_column(
+                col, justify="left" if col in ("provider", "instance type", "GPU") else "right"
+            )
+        for r in rows:
+            t.add_row(
+                r["provider"],
+                r["instance_type"],
+                f"{r['gpu_count'] or '?'}x {r['gpu']}",
+                str(r["runs"]),
+                f"{r['fraction']:.0%}",
+                f"{r['lowest']:.0%}",
+                "-"
+                if r["measured_tflops_per_dollar"] is None
+                else f"{r['measured_tflops_per_dollar']:.0f}",
+                "-"
+                if r["datasheet_tflops_per_dollar"] is None
+                else f"{r['datasheet_tflops_per_dollar']:.0f}",
+                "-" if r["price_per_hour"] is None else f"${r['price_per_hour']:.4g}",
+            )
+        out = console()
+        if rows:
+            out.print(t)
+        out.print(f"{len(rows)} measured (cloud, instance type, GPU)")
+    raise SystemExit(EXIT_OK if rows else EXIT_NOT_FOUND)

@@ -150,6 +150,9 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
     else:
         job = _job_or_exit(store, job_id)
     doc = job_summary(store, job)
+    from provisioner.probe.records import status_rows
+
+    doc["probes"] = status_rows(store, job.id)
     if as_json:
         print_json(doc)
         return
@@ -177,6 +180,10 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
         f"  restarts {job.restarts}, spent ${job.spent_usd:.4f}"
         + (f", deadline {job.deadline:%Y-%m-%d %H:%M} UTC" if job.deadline else "")
     )
+    from provisioner.cli.probe_cmd import status_lines
+
+    for line in status_lines(doc["probes"], prog):
+        out.print(line, markup=False)
     if job.result:
         out.print(f"  result: {job.result}")
 

@@ -37,20 +37,38 @@ from provisioner.cli.common import (
     type=click.IntRange(1, 10_000),
     help="Placements to show.",
 )
+@click.option(
+    "--measured",
+    is_flag=True,
+    help="Rank on the store's probe results where there are some (see `catalog measured`).",
+)
+@click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
 @json_option
 def plan(
-    policy_path: str, catalogs: tuple[str, ...], provider: str | None, top: int, as_json: bool
+    policy_path: str,
+    catalogs: tuple[str, ...],
+    provider: str | None,
+    top: int,
+    measured: bool,
+    store_url: str | None,
+    as_json: bool,
 ) -> None:
     """Rank the GPU offers eligible under a policy, cheapest-best first.
 
     Exits 0 with placements, 3 when nothing is eligible (reasons printed), 2 on a bad policy.
     """
-    from provisioner.planner import PlanError, plan_offers
+    from provisioner.planner import PlanContext, PlanError, plan_offers
 
     policy = load_policy_or_exit(policy_path)
     catalog = load_catalog_or_exit(catalogs, provider)
+    context = None
+    if measured:
+        from provisioner.cli.jobs_cmd import _store
+        from provisioner.probe.records import measured as measured_figures
+
+        context = PlanContext(measured=measured_figures(_store(store_url)))
     try:
-        result = plan_offers(policy, catalog, top=top)
+        result = plan_offers(policy, catalog, context, top=top)
     except PlanError as exc:
         fail(f"{policy_path}: {exc}")
     if as_json:

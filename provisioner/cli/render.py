@@ -63,11 +63,16 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
                 "-" if pl.est_rtt_ms is None else f"{pl.est_rtt_ms:.0f}",
                 "-" if pl.est_hours is None else f"{pl.est_hours:.1f}",
                 "-" if pl.est_job_cost is None else f"{pl.est_job_cost:,.2f}",
-                "-" if pl.tflops_per_dollar is None else f"{pl.tflops_per_dollar:.1f}",
+                ("-" if pl.tflops_per_dollar is None else f"{pl.tflops_per_dollar:.1f}")
+                + ("*" if any(r.startswith("measured") for r in pl.reasons) else ""),
             )
         out.print(t)
         for note in billing_notes({pl.offer.provider for pl in plan.placements}):
             out.print(f"[yellow]currency:[/] {note}")
+        for pl in plan.placements:  # where probes measured the type (plan --measured)
+            for why in pl.reasons:
+                if why.startswith("measured"):
+                    out.print(f"  * #{pl.rank} {pl.offer.instance_type}: {why}", markup=False)
     else:
         out.print("[bold red]Nothing is eligible under this policy.[/]")
     if plan.rejections:

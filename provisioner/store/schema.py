@@ -1,4 +1,4 @@
-"""Tables of the store: jobs, attempts, instances, events, cooldowns, prices.
+"""Tables of the store: jobs, attempts, instances, events, cooldowns, prices, probe results.
 
 The schema is owned by the Alembic migrations in ``provisioner/migrations``; these ORM classes
 describe the same tables for queries (a test checks that the two agree).
@@ -149,3 +149,31 @@ class ReplicaRow(Base):
     started_at: Mapped[datetime]
     last_seen: Mapped[datetime]
     version: Mapped[str] = mapped_column(String(32))
+
+
+class ProbeRow(Base):
+    """What one attempt's node measured of its GPUs (``provisioner probe``; migration 0002).
+    Keyed for the planner by (provider, instance_type, gpu); see provisioner.probe.records."""
+
+    __tablename__ = "probe_results"
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt", name="uq_probe_attempt"),
+        Index("ix_probe_results_offer", "provider", "instance_type", "gpu"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    instance_type: Mapped[str] = mapped_column(String(64))
+    gpu: Mapped[str] = mapped_column(String(32))
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    zone: Mapped[str] = mapped_column(String(64), default="")
+    instance_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    at: Mapped[datetime]
+    backend: Mapped[str] = mapped_column(String(32))
+    precision: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    fraction: Mapped[float | None] = mapped_column(Float, nullable=True)  # of the datasheet
+    tflops: Mapped[float | None] = mapped_column(Float, nullable=True)  # the node's, measured
+    verdict: Mapped[str] = mapped_column(String(16))  # ok | below | unknown | failed
+    report: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,0 +1,15 @@
+"""Measured GPUs: what a node's GPUs actually do, beside their datasheet.
+
+- :mod:`provisioner.probe.run`: :func:`run_probe` (``provisioner probe``; the agent runs it at
+  start on every node);
+- :mod:`provisioner.probe.backends`: torch, CuPy and numpy backends (numpy is the CPU floor);
+- :mod:`provisioner.probe.nvml`: utilisation, clock, power, temperature through NVML;
+- :mod:`provisioner.probe.datasheet`: figures beside provisioner/data/gpus.csv;
+- :mod:`provisioner.probe.measured`: per (cloud, instance type, GPU) summaries for the planner
+  (pure);
+- :mod:`provisioner.probe.records`: probe results in the store;
+- :mod:`provisioner.probe.idle`: the agent's idle-GPU tracker (pure);
+- :mod:`provisioner.probe.watch`: the controller's side (record, enforce the policy).
+
+Nothing here is imported by ``provisioner plan`` except the pure ``measured`` module.
+"""
