@@ -32,11 +32,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from provisioner.core.strategies import COMPARED, get_strategy  # noqa: E402
 from provisioner.simulate.optimum import lower_bound_cost, optimum  # noqa: E402
 from provisioner.simulate.replay import replay, total_steps  # noqa: E402
 from provisioner.simulate.scenario import RunStats, Scenario  # noqa: E402
-from provisioner.strategies import COMPARED, get_strategy  # noqa: E402
-from provisioner.traces import Trace, load_trace, step_for, window_starts  # noqa: E402
+from provisioner.simulate.traces import Trace, load_trace, step_for, window_starts  # noqa: E402
 
 TRACE_DIR = Path("traces/cant_be_late/availability/1-node")
 PREEMPTION = Path("traces/cant_be_late/preemption/1-node/aws-04-22-2023")

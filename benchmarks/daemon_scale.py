@@ -12,7 +12,7 @@ For each size N this sets up a steady state, then measures the daemon's reconcil
   left alone), so the daemon finds new progress whenever it reads.
 
 The passes run in a fresh interpreter (the daemon's view: its own memory only), with the
-daemon's reconciler and its default settings (``provisioner.daemon.service.reconciler_for``;
+daemon's reconciler and its default settings (``provisioner.control.daemon.service.reconciler_for``;
 ``--decide-interval``/``--progress-interval`` change two of them), a pass every
 ``--interval`` seconds as the daemon schedules them: one cold pass (policies parsed, plans
 computed, every job decided, instances recorded), then ``--passes`` warm ones, in which each
@@ -86,11 +86,11 @@ def setup(n: int, work: Path, store_url: str) -> None:
     """N jobs, each with a running attempt and its placeholder instance at the sim."""
     from policies.loader import parse_policy
     from providers.sim import SimProvider
-    from provisioner.jobdecide import plan_candidates
-    from provisioner.models import LaunchRequest, Market
-    from provisioner.reconciler import Reconciler, attempt_row
-    from provisioner.store import Store
-    from provisioner.store.schema import AttemptRow, JobRow
+    from provisioner.control.inputs import plan_candidates
+    from provisioner.control.reconciler import Reconciler, attempt_row
+    from provisioner.control.store import Store
+    from provisioner.control.store.schema import AttemptRow, JobRow
+    from provisioner.core.models import LaunchRequest, Market
 
     ckpt = work / "ckpt"
     ckpt.mkdir(parents=True, exist_ok=True)
@@ -225,9 +225,9 @@ def measure(
     import resource
 
     import providers.sim.client as sim_client
-    from provisioner.daemon.config import DaemonConfig
-    from provisioner.daemon.service import reconciler_for
-    from provisioner.store import Store
+    from provisioner.control.daemon.config import DaemonConfig
+    from provisioner.control.daemon.service import reconciler_for
+    from provisioner.control.store import Store
 
     calls: dict[str, float] = {"n": 0, "s": 0.0}
     real_request = sim_client.request
@@ -347,8 +347,8 @@ def main() -> None:
 
 
 def _reset(url: str) -> None:
-    from provisioner.store import Store
-    from provisioner.store.schema import Base
+    from provisioner.control.store import Store
+    from provisioner.control.store.schema import Base
 
     s = Store(url)
     Base.metadata.drop_all(s.engine)

@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from provisioner.control.store import Store  # noqa: E402
 from provisioner.dashboard import DashboardServer  # noqa: E402
 from provisioner.dashboard.server import Dashboard  # noqa: E402
-from provisioner.store import Store  # noqa: E402
 from tools import dashboard_sample  # noqa: E402
 
 

@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from policies import parse_policy  # noqa: E402
-from provisioner.catalog import Catalog, builtin_catalog, read_offers  # noqa: E402
-from provisioner.models import Offer  # noqa: E402
-from provisioner.planner import PlanContext, plan_offers  # noqa: E402
+from provisioner.core.catalog import Catalog, builtin_catalog, read_offers  # noqa: E402
+from provisioner.core.models import Offer  # noqa: E402
+from provisioner.core.planner import PlanContext, plan_offers  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data" / "catalog"
 

@@ -136,7 +136,7 @@ class Workload(_Model):
 
 def _known_gpu(name: str) -> str:
     """The canonical GPU model for ``name``, or a ValueError that lists close known names."""
-    from provisioner.gpus import canonical_gpu, gpu_specs
+    from policies.gpus import canonical_gpu, gpu_specs
 
     if len(name) > 64:
         raise ValueError(f"unknown GPU {name[:20]!r}... (a GPU model is a short name like A100)")

@@ -21,7 +21,7 @@ Nothing here imports a cloud SDK.
   refused while the currency is unknown or has no rate.
 - :func:`utc` makes a datetime timezone-aware (UTC) so ``since`` comparisons never raise.
 - :func:`user_data_for` is what a VM gets at boot: the request's ``user_data``, else the
-  bootstrap script rendered from its ``job_spec`` (:mod:`provisioner.bootstrap`); a spec that
+  bootstrap script rendered from its ``job_spec`` (:mod:`providers.bootstrap`); a spec that
   cannot be rendered (a secret in it, over the cloud's size limit) is ProviderError(INVALID).
 """
 
@@ -34,7 +34,7 @@ from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from providers.base import ErrorKind, ProviderError
-from provisioner.models import TAG_MANAGED, InstanceState, LaunchRequest
+from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest
 
 
 @dataclass(frozen=True)
@@ -314,7 +314,7 @@ def user_data_for(
     """The script the VM runs at boot (``""`` when the request has neither script nor spec)."""
     if request.user_data or not request.job_spec:
         return request.user_data
-    from provisioner.bootstrap import BootstrapError, render_bootstrap
+    from providers.bootstrap import BootstrapError, render_bootstrap
 
     try:
         return render_bootstrap(

@@ -64,7 +64,7 @@ from providers.base import (
     redact,
     register_secret,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_MANAGED,
@@ -207,7 +207,7 @@ PRICE_DECIMALS = 3
 def gpu_model(spec: str) -> str:
     """``"NVIDIA A10"`` -> ``"A10"`` (the canonical name where the GPU table knows it)."""
     try:
-        from provisioner.gpus import canonical_gpu
+        from policies.gpus import canonical_gpu
 
         known = canonical_gpu(spec)
         if known:
@@ -224,7 +224,7 @@ def gpu_model(spec: str) -> str:
 def catalog_offers(provider: str) -> list[Offer]:
     """Offers the shared catalog knows for ``provider`` ([] when there is no catalog)."""
     try:
-        module = importlib.import_module("provisioner.catalog")
+        module = importlib.import_module("provisioner.core.catalog")
         catalog = module.Catalog.load()
         if callable(getattr(catalog, "filter", None)):
             rows = catalog.filter(provider=provider)

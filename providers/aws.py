@@ -55,7 +55,7 @@ from providers.base import (
     call_with_retries,
     register_secret,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     Instance,
@@ -787,7 +787,7 @@ def _gpu_name(gpu: Mapping[str, Any]) -> str:
     """EC2's GPU name in the project's canonical spelling (the raw name where unknown)."""
     raw = str(gpu.get("Name", ""))
     try:
-        from provisioner.gpus import canonical_gpu
+        from policies.gpus import canonical_gpu
     except ImportError:
         return raw
     mem_gb = round(gpu.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024)
@@ -814,7 +814,7 @@ class _CatalogPrices:
     @classmethod
     def for_region(cls, region: str) -> _CatalogPrices:
         try:
-            from provisioner.catalog import Catalog
+            from provisioner.core.catalog import Catalog
 
             return cls(Catalog.load().filter(provider="aws", regions=[region]))
         except Exception as exc:  # the catalog is optional here: offers still list the types

@@ -67,7 +67,7 @@ from providers.base import (
     redact,
     register_secret,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_MANAGED,
     Instance,
     InstanceState,
@@ -380,7 +380,7 @@ class AzureProvider(Provider):
         with live prices from :meth:`prices` laid over where this adapter has fetched them."""
         wanted = set(regions or self.locations)
         try:
-            from provisioner.catalog import Catalog
+            from provisioner.core.catalog import Catalog
 
             rows = Catalog.load().filter(provider="azure", regions=sorted(wanted) or None)
         except Exception as exc:  # the catalog is optional
@@ -410,7 +410,7 @@ class AzureProvider(Provider):
         if self.vm_sizes:
             return builtins.list(self.vm_sizes)
         try:
-            from provisioner.catalog import Catalog
+            from provisioner.core.catalog import Catalog
 
             rows = Catalog.load().filter(provider="azure", regions=[region])
         except Exception as exc:  # the catalog is optional

@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
-from provisioner.models import Instance, Interruption, LaunchRequest, Offer
+from provisioner.core.models import Instance, Interruption, LaunchRequest, Offer
 
 log = logging.getLogger("provisioner.providers")
 

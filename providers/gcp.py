@@ -58,7 +58,7 @@ from providers.base import (
     redact,
     register_secret,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     Instance,
@@ -80,7 +80,7 @@ BILLING_SERVICE = "6F81-5844-456A"
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
 TAGS_METADATA_KEY = "provisioner-tags"
 PREEMPTED_OP = "compute.instances.preempted"
-#: how this tool's instance names begin (provisioner.models.launch_token)
+#: how this tool's instance names begin (provisioner.core.models.launch_token)
 NAME_PREFIX = "prov-"
 
 ERRORS = ErrorTable(
@@ -147,7 +147,7 @@ ACCELERATORS: dict[str, str] = {
     "rtxpro6000": "nvidia-rtx-pro-6000",
     "rtxproserver6000": "nvidia-rtx-pro-6000",
 }
-#: accelerator type -> our GPU name where provisioner.gpus is not there to ask
+#: accelerator type -> our GPU name where policies.gpus is not there to ask
 GPU_NAMES: dict[str, str] = {
     "nvidia-tesla-k80": "K80",
     "nvidia-tesla-p4": "P4",
@@ -198,7 +198,7 @@ def accelerator_type(gpu: str) -> str:
 def gpu_name(accelerator: str) -> str:
     """Our GPU name for a Compute Engine accelerator type (``nvidia-tesla-t4`` -> ``T4``)."""
     try:
-        from provisioner.gpus import canonical_gpu
+        from policies.gpus import canonical_gpu
 
         name = canonical_gpu(GPU_NAMES.get(accelerator, accelerator))
         if name:
@@ -1143,7 +1143,7 @@ def _get_json(session: Any, url: str, params: Mapping[str, str], timeout: float)
 
 def _catalog_offers() -> builtins.list[Offer]:
     try:
-        from provisioner.catalog import Catalog
+        from provisioner.core.catalog import Catalog
 
         return Catalog.load().filter(provider="gcp")
     except Exception as exc:  # the catalog is optional here

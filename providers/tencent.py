@@ -83,7 +83,7 @@ from providers.base import (
     redact,
     register_secret,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_MANAGED,
@@ -272,7 +272,7 @@ def catalog_offers(provider: str) -> list[Offer]:
     global _CATALOG
     if _CATALOG is None:
         try:
-            module = importlib.import_module("provisioner.catalog")
+            module = importlib.import_module("provisioner.core.catalog")
             catalog = module.Catalog.load()
             if callable(getattr(catalog, "filter", None)):
                 rows = catalog.filter(provider=NAME)

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Catalog": ("provisioner.catalog", "Catalog"),
-    "plan": ("provisioner.planner", "plan"),
-    "Plan": ("provisioner.planner", "Plan"),
-    "PlanContext": ("provisioner.planner", "PlanContext"),
+    "Catalog": ("provisioner.core.catalog", "Catalog"),
+    "plan": ("provisioner.core.planner", "plan"),
+    "Plan": ("provisioner.core.planner", "Plan"),
+    "PlanContext": ("provisioner.core.planner", "PlanContext"),
     "Policy": ("policies.model", "Policy"),
     "load_policy": ("policies.loader", "load_policy"),
     "PolicyError": ("policies.loader", "PolicyError"),
-    "Offer": ("provisioner.models", "Offer"),
-    "Placement": ("provisioner.models", "Placement"),
-    "Market": ("provisioner.models", "Market"),
+    "Offer": ("provisioner.core.models", "Offer"),
+    "Placement": ("provisioner.core.models", "Placement"),
+    "Market": ("provisioner.core.models", "Market"),
     "up": ("provisioner.api", "up"),
     "Job": ("provisioner.api", "Job"),
 }
@@ -36,9 +36,9 @@ __all__ = [*_LAZY, "__version__"]
 if TYPE_CHECKING:
     from policies.loader import PolicyError, load_policy
     from policies.model import Policy
-    from provisioner.catalog import Catalog
-    from provisioner.models import Market, Offer, Placement
-    from provisioner.planner import Plan, PlanContext, plan
+    from provisioner.core.catalog import Catalog
+    from provisioner.core.models import Market, Offer, Placement
+    from provisioner.core.planner import Plan, PlanContext, plan
 
 
 def __getattr__(name: str) -> Any:

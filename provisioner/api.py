@@ -20,7 +20,7 @@ from typing import Any
 
 from policies.loader import load_policy, parse_policy
 from policies.model import Policy
-from provisioner.store import FINAL_STATES, Store, live_replicas
+from provisioner.control.store import FINAL_STATES, Store, live_replicas
 
 DEFAULT_PROVIDER = "sim"
 
@@ -101,7 +101,7 @@ class Job:
 
     def cancel(self) -> None:
         """Terminate the job's instances (checkpoints stay) and mark it cancelled."""
-        from provisioner.reconciler import cancel_job, default_provider_factory
+        from provisioner.control.reconciler import cancel_job, default_provider_factory
 
         cancel_job(self.store, self.id, provider_factory=self._factory or default_provider_factory)
 
@@ -117,7 +117,7 @@ class Job:
         on_pass: Callable[[Any], None] | None = None,
     ) -> str:
         """Block until the job ends; supervise it here unless a daemon does. Returns the state."""
-        from provisioner.reconciler import Reconciler, default_provider_factory
+        from provisioner.control.reconciler import Reconciler, default_provider_factory
 
         deadline = None if timeout is None else time.monotonic() + timeout
         rec: Reconciler | None = None

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from provisioner.models import TAG_ATTEMPT, TAG_JOB, Instance
-from provisioner.store import Store
+from provisioner.control.store import Store
+from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, Instance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ class DaemonProc:
         """Wait until this daemon has recorded its heartbeat (it is up and reconciling)."""
         from datetime import UTC, datetime
 
-        from provisioner.store import live_replicas
+        from provisioner.control.store import live_replicas
 
         suffix = self.owner_suffix
         return wait_for(

@@ -23,7 +23,7 @@ from providers.sim import SimProvider
 from provisioner.agent.notices import NoticeReader
 from provisioner.agent.spec import AgentSpec, SpecError
 from provisioner.agent.store import CheckpointStore, read_progress
-from provisioner.models import InstanceState, LaunchRequest, Market
+from provisioner.core.models import InstanceState, LaunchRequest, Market
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable

@@ -23,7 +23,7 @@ from fakes.alibaba_server import AlibabaFakeServer
 import providers.alibaba as alibaba
 from providers.alibaba import AlibabaProvider, classify_code, parse_endpoint, parse_time
 from providers.base import ErrorKind, ProviderError, ProviderUnavailable, RetryPolicy
-from provisioner.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
+from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 
 pytest.importorskip("alibabacloud_ecs20140526")
 

@@ -22,7 +22,7 @@ from fakes.azure_server import AzureServer, odata_match
 
 from providers.azure import AzureProvider, classify, max_price
 from providers.base import ErrorKind, ProviderError, RetryPolicy, redact
-from provisioner.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
+from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 
 TOKEN = "eyJ0eXAi.adapter-test-azure-token.0123456789"
 FAST = RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)

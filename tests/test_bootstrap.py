@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.bootstrap import (
+from providers.bootstrap import (
     SPEC_PATH,
     USER_DATA_LIMITS,
     BootstrapError,

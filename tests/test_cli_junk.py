@@ -20,7 +20,7 @@ import pytest
 
 from provisioner.api import submit
 from provisioner.cli import main
-from provisioner.store import Store
+from provisioner.control.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 POLICY = str(REPO / "policies" / "spot-finetune.yaml")

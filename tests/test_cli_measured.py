@@ -10,9 +10,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from provisioner.cli import cli
+from provisioner.control.store import Store
+from provisioner.control.store.schema import AttemptRow
 from provisioner.probe.records import save_probe
-from provisioner.store import Store
-from provisioner.store.schema import AttemptRow
 
 NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 

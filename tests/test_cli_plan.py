@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from provisioner.cli import cli
-from provisioner.regions import regions
+from provisioner.core.regions import regions
 
 REPO = Path(__file__).resolve().parents[1]
 FINETUNE = str(REPO / "policies" / "spot-finetune.yaml")
@@ -145,11 +145,11 @@ def test_live_prices_override_the_catalog() -> None:
     from datetime import UTC, datetime
 
     from providers.base import PriceQuote
-    from provisioner.catalog import Catalog
+    from provisioner.core.catalog import Catalog
 
     cat = Catalog.from_offers(
         [
-            __import__("provisioner.models", fromlist=["Offer"]).Offer(
+            __import__("provisioner.core.models", fromlist=["Offer"]).Offer(
                 "aws", "eu-west-1", "eu-west-1a", "g5.xlarge", "A10G", 1, 4, 16, 1.0, 0.4
             ),
         ]

@@ -60,9 +60,9 @@ def test_plan_says_usd_and_how_each_account_currency_is_converted(
 def test_cost_is_in_usd_and_in_the_currency_the_account_was_billed_in(
     tmp_path: Path, config: Path
 ) -> None:
-    from provisioner.models import Market, Offer, Placement
-    from provisioner.reconciler import attempt_row
-    from provisioner.store import Store
+    from provisioner.control.reconciler import attempt_row
+    from provisioner.control.store import Store
+    from provisioner.core.models import Market, Offer, Placement
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = Store(url)

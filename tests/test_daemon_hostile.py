@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from provisioner.models import TAG_JOB
-from provisioner.store import Store
-from provisioner.store.schema import JobRow
+from provisioner.control.store import Store
+from provisioner.control.store.schema import JobRow
+from provisioner.core.models import TAG_JOB
 from tests.daemon_util import DaemonProc, submit, wait_for, write_config, write_policy
 
 pytestmark = pytest.mark.e2e
@@ -104,7 +104,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_poisoned_job_and_refusing_providers_do_not_stop_the_others(
     tmp_path: Path, sim: dict[str, Any], refusing_ec2: str
 ) -> None:
-    from provisioner.reconciler import Reconciler, cancel_job
+    from provisioner.control.reconciler import Reconciler, cancel_job
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = Store(url)

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from provisioner.control.store import Store, heartbeat
 from provisioner.dashboard import DashboardError, DashboardServer
 from provisioner.dashboard.history import dashboard_url, record_address
-from provisioner.store import Store, heartbeat
 from tools import dashboard_sample
 from tools.dashboard_sample import HOSTILE_NAME, HOSTILE_REASON, SAMPLE_STATES
 
@@ -176,7 +176,7 @@ def test_fleet_leaves_out_instances_of_finished_jobs(
 ) -> None:
     """A finished job's instance row keeps the state last seen (nobody follows it any more):
     the fleet counts it apart, not as live capacity."""
-    from provisioner.store import InstanceRow
+    from provisioner.control.store import InstanceRow
 
     server, ids = served
     store, _ = sample
@@ -197,7 +197,7 @@ def test_fleet_leaves_out_instances_of_finished_jobs(
 
 
 def _copy(row: Any, **changes: Any) -> Any:
-    from provisioner.store import InstanceRow
+    from provisioner.control.store import InstanceRow
 
     cols = {c.name: getattr(row, c.name) for c in InstanceRow.__table__.columns}
     return InstanceRow(**{**cols, **changes})
@@ -517,7 +517,7 @@ def test_timeline_of_a_job_restarted_many_times_keeps_the_newest_attempts() -> N
 
 def test_the_daemons_price_refresh_is_the_history_the_prices_page_charts(tmp_path: Path) -> None:
     from providers.sim import SimProvider
-    from provisioner.daemon.service import Daemon
+    from provisioner.control.daemon.service import Daemon
     from provisioner.dashboard.history import price_history
 
     sim_dir = tmp_path / "sim"

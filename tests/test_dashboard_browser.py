@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from provisioner.control.store import Store
 from provisioner.dashboard import DashboardServer
-from provisioner.store import Store
 from tools import dashboard_sample, headless
 from tools.dashboard_sample import HOSTILE_NAME, SAMPLE_STATES
 

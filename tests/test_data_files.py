@@ -46,7 +46,8 @@ REQUIRED_GPUS = {
 
 
 def _read(name: str) -> tuple[list[str], list[dict[str, str]]]:
-    with (DATA / name).open(newline="", encoding="utf-8") as fh:
+    path = ROOT / "policies" / name if name == "gpus.csv" else DATA / name
+    with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         rows = list(reader)
         return list(reader.fieldnames or []), rows
@@ -122,7 +123,7 @@ def test_aliases_unique_case_insensitively(gpus: list[dict[str, str]]) -> None:
         names = {g["model"], *(a for a in g["aliases"].split("|") if a)}
         for name in names:
             assert name == name.strip() and name, g["model"]
-            for key in (name.lower(), _norm(name)):  # also as provisioner.gpus normalises names
+            for key in (name.lower(), _norm(name)):  # also as policies.gpus normalises names
                 assert owner.setdefault(key, g["model"]) == g["model"], (
                     f"{name!r} names both {owner[key]} and {g['model']}"
                 )

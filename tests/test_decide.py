@@ -8,7 +8,7 @@ from hypothesis import strategies as hs
 
 from policies import parse_policy
 from policies.model import Policy
-from provisioner.decide import (
+from provisioner.core.decide import (
     Action,
     AttemptView,
     CapacityError,
@@ -23,7 +23,7 @@ from provisioner.decide import (
     region_allowed,
     spot_cap,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     Instance,

@@ -36,13 +36,13 @@ if str(CONTRACT) not in sys.path:
 
 from harness_aws import REGION, make_harness  # noqa: E402
 
+from providers.bootstrap import spec_from_script  # noqa: E402
 from providers.sim.metadata import MetadataService, MetadataView  # noqa: E402
 from provisioner.agent.spec import AgentSpec  # noqa: E402
-from provisioner.bootstrap import spec_from_script  # noqa: E402
-from provisioner.catalog import Catalog  # noqa: E402
-from provisioner.models import TAG_JOB, Offer  # noqa: E402
-from provisioner.reconciler import Reconciler  # noqa: E402
-from provisioner.store import FINAL_STATES, Store  # noqa: E402
+from provisioner.control.reconciler import Reconciler  # noqa: E402
+from provisioner.control.store import FINAL_STATES, Store  # noqa: E402
+from provisioner.core.catalog import Catalog  # noqa: E402
+from provisioner.core.models import TAG_JOB, Offer  # noqa: E402
 from tests.e2e_util import REPO, reference_result, write_policy  # noqa: E402
 
 pytestmark = pytest.mark.e2e

@@ -19,9 +19,9 @@ import pytest
 from policies import parse_policy
 from providers.sim import SimProvider
 from provisioner.api import Job, submit
+from provisioner.control.reconciler import Reconciler
+from provisioner.control.store import Store
 from provisioner.probe.records import measured, probes
-from provisioner.reconciler import Reconciler
-from provisioner.store import Store
 from tests.e2e_util import write_policy
 
 pytestmark = pytest.mark.e2e
@@ -154,7 +154,7 @@ def test_a_crash_between_the_probe_row_and_the_termination_is_finished_next_pass
         job_id, provider_options={**opts, "gpu_speed": {slow_type.offer.instance_type: 0.5}}
     )
     code = (
-        "from provisioner.api import Job; from provisioner.store import Store; "
+        "from provisioner.api import Job; from provisioner.control.store import Store; "
         f"Job(Store({url!r}), {job_id!r}).wait(timeout=90, poll_s=0.5)"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), PROVISIONER_CRASH_AT="after-probe-row")

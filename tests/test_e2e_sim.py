@@ -18,7 +18,7 @@ import pytest
 
 from providers.sim import SimProvider
 from provisioner.api import Job, submit
-from provisioner.store import Store
+from provisioner.control.store import Store
 from tests.e2e_util import reference_result, write_policy
 
 pytestmark = pytest.mark.e2e

@@ -23,7 +23,7 @@ import pytest
 from providers.sim import SimProvider
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import read_progress
-from provisioner.models import InstanceState, LaunchRequest, Market
+from provisioner.core.models import InstanceState, LaunchRequest, Market
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 300

@@ -27,7 +27,7 @@ from providers.gcp import (
     label,
     request_id,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     InstanceState,

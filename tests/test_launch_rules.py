@@ -33,11 +33,11 @@ from policies.model import Policy  # noqa: E402
 from providers.aws import AWSProvider  # noqa: E402
 from providers.base import RetryPolicy  # noqa: E402
 from provisioner.api import submit  # noqa: E402
-from provisioner.catalog import Catalog  # noqa: E402
-from provisioner.models import TAG_JOB, Offer  # noqa: E402
-from provisioner.reconciler import Reconciler  # noqa: E402
-from provisioner.regions import regions  # noqa: E402
-from provisioner.store import Store  # noqa: E402
+from provisioner.control.reconciler import Reconciler  # noqa: E402
+from provisioner.control.store import Store  # noqa: E402
+from provisioner.core.catalog import Catalog  # noqa: E402
+from provisioner.core.models import TAG_JOB, Offer  # noqa: E402
+from provisioner.core.regions import regions  # noqa: E402
 
 REGIONS = ("us-east-1", "eu-west-1", "ap-northeast-1")  # US, EU/EEA/GDPR, JP (GDPR-adequate)
 ZONES = [f"{r}{z}" for r in REGIONS for z in "ab"]

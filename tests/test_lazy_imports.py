@@ -16,7 +16,7 @@ MODULES = [
     "providers.azure",
     "providers.alibaba",
     "providers.tencent",
-    "provisioner.bootstrap",
+    "providers.bootstrap",
     "provisioner.cli",
 ]
 SDK_ROOTS = ("boto3", "botocore", "azure", "alibabacloud_ecs20140526", "tencentcloud", "grpc")

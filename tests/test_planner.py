@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from policies import parse_policy
 from policies.model import Policy
-from provisioner.catalog import Catalog
-from provisioner.models import Market, Offer
-from provisioner.planner import PlanContext, plan_offers
-from provisioner.regions import estimate_rtt_ms, great_circle_km, regions
+from provisioner.core.catalog import Catalog
+from provisioner.core.models import Market, Offer
+from provisioner.core.planner import PlanContext, plan_offers
+from provisioner.core.regions import estimate_rtt_ms, great_circle_km, regions
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from policies import parse_policy
-from provisioner.catalog import Catalog
-from provisioner.models import Offer
-from provisioner.planner import PlanContext, plan_offers
+from provisioner.core.catalog import Catalog
+from provisioner.core.models import Offer
+from provisioner.core.planner import PlanContext, plan_offers
 from provisioner.probe.measured import Measured, ProbeFact, summarise
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

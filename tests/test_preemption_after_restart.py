@@ -24,10 +24,10 @@ import pytest
 
 from providers.base import Provider, RetryPolicy
 from provisioner.api import submit
-from provisioner.catalog import Catalog
-from provisioner.models import TAG_JOB, Offer
-from provisioner.reconciler import Reconciler
-from provisioner.store import Store
+from provisioner.control.reconciler import Reconciler
+from provisioner.control.store import Store
+from provisioner.core.catalog import Catalog
+from provisioner.core.models import TAG_JOB, Offer
 
 FAST = RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0)
 POLICY = """\

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.models import TAG_MANAGED
-from provisioner.store import FINAL_STATES, Store
+from provisioner.control.store import FINAL_STATES, Store
+from provisioner.core.models import TAG_MANAGED
 from tests.daemon_util import (
     DaemonProc,
     Watch,

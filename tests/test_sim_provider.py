@@ -20,8 +20,8 @@ from providers.sim import SimProvider
 from providers.sim.market import Market as SimMarket
 from providers.sim.market import StochasticZone, load_trace
 from providers.sim.rules import RULES
-from provisioner.catalog import Catalog
-from provisioner.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
+from provisioner.core.catalog import Catalog
+from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "data" / "traces"
@@ -286,7 +286,7 @@ def test_billing_of_a_short_instance_has_the_minimum(state_dir: Path) -> None:
 LAUNCH_AND_DIE = """
 import os, signal, sys
 from providers.sim import SimProvider
-from provisioner.models import LaunchRequest, Market
+from provisioner.core.models import LaunchRequest, Market
 sim = SimProvider(sys.argv[1], mtbp_hours=None, idle_exit_s=60)
 offer = next(o for o in sim.offers(["us-east-1"]) if o.zone == "us-east-1a")
 inst = sim.launch(LaunchRequest(job_id="survivor", attempt=1, offer=offer, market=Market.SPOT))

@@ -9,12 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from policies import parse_policy
+from provisioner.core.strategies import COMPARED, NONE, get_strategy
 from provisioner.simulate.engine import Timeline, World, run_window, run_windows
 from provisioner.simulate.optimum import lower_bound_cost, optimum, optimum_cost
 from provisioner.simulate.replay import replay, total_steps
 from provisioner.simulate.scenario import Scenario
-from provisioner.strategies import COMPARED, NONE, get_strategy
-from provisioner.traces import load_trace, step_for, window_starts
+from provisioner.simulate.traces import load_trace, step_for, window_starts
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 TRACES = SHARED / "traces" / "cant_be_late" / "availability" / "1-node"
@@ -294,7 +294,7 @@ def test_replay_and_decide_agree_on_real_windows() -> None:
 def test_a_policy_that_allows_no_trace_zone_is_refused_with_reasons(tmp_path: Path) -> None:
     from policies import parse_policy
     from provisioner.simulate.run import SimulateError, scenario_for, simulate
-    from provisioner.traces import load_trace
+    from provisioner.simulate.traces import load_trace
 
     trace = tmp_path / "us-west-2a_v100_1.json"
     trace.write_text(

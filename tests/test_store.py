@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from provisioner.store import Store, heartbeat, live_replicas
-from provisioner.store.schema import Base
+from provisioner.control.store import Store, heartbeat, live_replicas
+from provisioner.control.store.schema import Base
 from tests.pg import fresh_database
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from provisioner.strategies import (
+from provisioner.core.strategies import (
     COMPARED,
     NONE,
     ON_DEMAND,

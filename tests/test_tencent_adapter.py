@@ -23,7 +23,7 @@ from fakes.tencent_server import TencentFakeServer
 import providers.tencent as tencent
 from providers.base import ErrorKind, ProviderError, ProviderUnavailable, RetryPolicy
 from providers.tencent import TencentProvider, classify_code, gpu_for, price_text
-from provisioner.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
+from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 
 pytest.importorskip("tencentcloud.cvm")
 

@@ -35,7 +35,7 @@ from fakes.tencent_server import Recorded, TencentFakeServer
 
 from providers.base import ErrorKind, ProviderError, RetryPolicy
 from providers.tencent import TencentProvider
-from provisioner.models import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, LaunchRequest, Market, Offer
+from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, LaunchRequest, Market, Offer
 
 SECRET_ID = "AKIDwireTestSecretId0000000001"
 SECRET_KEY = "wireTestSecretKey-0123456789abcdef"

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from provisioner.traces import (
+from provisioner.simulate.traces import (
     TraceError,
     load_trace,
     step_for,

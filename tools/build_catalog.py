@@ -641,7 +641,7 @@ def _known(path: Path, column: str, provider: str | None = None) -> set[str]:
 def build(shared: Path, existing: list[Row]) -> tuple[list[Row], list[str]]:
     """All offer rows, and notes on what was carried over from the existing catalog."""
     regions_csv = DATA / "regions.csv"
-    gpus = _known(DATA / "gpus.csv", "model")
+    gpus = _known(ROOT / "policies" / "gpus.csv", "model")
     notes: list[str] = []
     rows: list[Row] = []
 

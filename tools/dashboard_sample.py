@@ -1,8 +1,8 @@
 """A store with jobs in every state, for the dashboard's tests, screenshot and benchmark.
 
 The rows are written through the store's own API in the shapes the reconciler writes them:
-attempt rows from :func:`provisioner.reconciler.attempt_row` on placements the real planner
-ranks over the built-in catalog, launch events carrying :func:`provisioner.jobdecide.plan_digest`
+attempt rows from :func:`provisioner.control.reconciler.attempt_row` on placements the real planner
+ranks over the built-in catalog, launch events carrying :func:`provisioner.control.inputs.plan_digest`
 of that plan, and the event kinds and messages the reconciler and agent produce (submitted,
 launch, notice, checkpoint, preempted, launch-failed, finished, failed, cancelled). Price
 quotes come from the built-in catalog; the price history from the daemon's own recorder.
@@ -24,7 +24,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from policies.loader import parse_policy  # noqa: E402
-from provisioner.store import AttemptRow, InstanceRow, JobRow, Store  # noqa: E402
+from provisioner.control.store import AttemptRow, InstanceRow, JobRow, Store  # noqa: E402
 
 HOSTILE_NAME = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 HOSTILE_REASON = "<b>bold</b> & <iframe src=javascript:alert(2)></iframe>"
@@ -76,7 +76,7 @@ def _policy(
 
 class _Sample:
     def __init__(self, store: Store, now: datetime) -> None:
-        from provisioner.catalog import Catalog, builtin_catalog
+        from provisioner.core.catalog import Catalog, builtin_catalog
 
         self.store, self.now = store, now
         cat = builtin_catalog()
@@ -91,7 +91,7 @@ class _Sample:
         cooled: frozenset[tuple[str, str]] = frozenset(),
         provider: str = "aws",
     ) -> Any:
-        from provisioner.jobdecide import candidate_plan
+        from provisioner.control.inputs import candidate_plan
 
         pol = parse_policy(text, "sample.yaml")
         return candidate_plan(pol, self.catalogs[provider], cooled, at)
@@ -123,8 +123,8 @@ class _Sample:
         reason: str = "",
         store_plan: bool = True,
     ) -> AttemptRow:
-        from provisioner.jobdecide import plan_digest
-        from provisioner.reconciler import attempt_row
+        from provisioner.control.inputs import plan_digest
+        from provisioner.control.reconciler import attempt_row
 
         plan = self.plan(text, at, cooled, job.provider)
         p = plan.placements[min(rank, len(plan.placements) - 1)]
@@ -180,7 +180,7 @@ class _Sample:
         return row
 
     def end(self, job: JobRow, a: AttemptRow, at: datetime, state: str, reason: str) -> float:
-        from provisioner.reconciler import billed_cost
+        from provisioner.control.reconciler import billed_cost
 
         cost = billed_cost(a.provider, a.price_per_hour, a.launched_at, at)
         self.store.update_attempt(
@@ -277,7 +277,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
         f"cooled-down zone {a1.zone}",
     )
     c4 = s.checkpoint(job, pre_at + 1.2 * h, 560, 2)
-    from provisioner.reconciler import billed_cost
+    from provisioner.control.reconciler import billed_cost
 
     spent = cost1 + billed_cost(a2.provider, a2.price_per_hour, a2.launched_at, now)
     store.update_job(
@@ -356,7 +356,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
         at=now - timedelta(minutes=6),
         instance=a.instance_id,
     )
-    from provisioner.reconciler import attempt_row
+    from provisioner.control.reconciler import attempt_row
 
     plan = s.plan(text, now - timedelta(minutes=5), frozenset({(a.provider, a.zone)}))
     p = plan.placements[0]
@@ -450,7 +450,7 @@ def prices(store: Store, now: datetime, refreshes: int = 24) -> None:
     """Current quotes from the built-in catalog and a day of hourly refreshes in the history
     (spot prices wandering around the catalog's), through the daemon's recorder."""
     from providers.base import PriceQuote
-    from provisioner.catalog import builtin_catalog
+    from provisioner.core.catalog import builtin_catalog
     from provisioner.dashboard.history import record_price_refresh
 
     rng = random.Random(7)
@@ -476,7 +476,7 @@ def prices(store: Store, now: datetime, refreshes: int = 24) -> None:
 def bulk(store: Store, n: int, now: datetime | None = None, seed: int = 1) -> None:
     """``n`` more jobs (states spread like a busy fleet's), each with one attempt, in a few
     transactions: for the benchmark's 10,000."""
-    from provisioner.models import launch_token
+    from provisioner.core.models import launch_token
 
     now = now or datetime.now(UTC)
     rng = random.Random(seed)

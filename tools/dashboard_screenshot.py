@@ -34,8 +34,8 @@ def small(src: Path, dst: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from provisioner.control.store import Store
     from provisioner.dashboard import DashboardServer
-    from provisioner.store import Store
     from tools import dashboard_sample, headless
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -29,10 +29,17 @@ from providers.base import (
     call_with_retries,
 )
 from providers.sim.client import SimUnreachable, ensure_server, request
-from provisioner.models import Instance, InstanceState, Interruption, LaunchRequest, Market, Offer
+from provisioner.core.models import (
+    Instance,
+    InstanceState,
+    Interruption,
+    LaunchRequest,
+    Market,
+    Offer,
+)
 
 if TYPE_CHECKING:
-    from provisioner.catalog import Catalog
+    from provisioner.core.catalog import Catalog
 
 #: How a region-level catalog row is spread over zones, in each cloud's zone naming.
 ZONE_SUFFIXES = {
@@ -210,7 +217,7 @@ class SimProvider(Provider):
         if self._offers is not None:
             return self._offers
         if self._catalog is None:
-            from provisioner.catalog import Catalog
+            from provisioner.core.catalog import Catalog
 
             self._catalog = Catalog.load()
         offers: list[Offer] = []

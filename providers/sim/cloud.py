@@ -38,7 +38,7 @@ from providers.sim.config import SimConfig, SimError
 from providers.sim.market import Market
 from providers.sim.metadata import MetadataService
 from providers.sim.rules import RULES, rules_for
-from provisioner.models import TAG_JOB
+from provisioner.core.models import TAG_JOB
 
 log = logging.getLogger("provisioner.sim")
 

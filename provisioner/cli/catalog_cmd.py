@@ -45,7 +45,7 @@ def show(
     as_json: bool,
 ) -> None:
     """Print catalog rows, cheapest first. Exits 3 when no row matches."""
-    from provisioner.gpus import canonical_gpu
+    from policies.gpus import canonical_gpu
 
     cat = load_catalog_or_exit(catalogs, None)
     if gpu and canonical_gpu(gpu) is None:
@@ -211,9 +211,9 @@ def measured(store_url: str | None, provider: str | None, gpu: str | None, as_js
     median share of the datasheet, and TFLOPS per dollar measured vs datasheet (at the
     catalog's cheapest price for the type). This is what the planner ranks by. Exits 3 when
     nothing was measured yet."""
-    from provisioner.catalog import builtin_catalog
+    from policies.gpus import canonical_gpu, gpu_specs
     from provisioner.cli.jobs_cmd import _store
-    from provisioner.gpus import canonical_gpu, gpu_specs
+    from provisioner.core.catalog import builtin_catalog
     from provisioner.probe.records import measured as measured_figures
 
     model = canonical_gpu(gpu) if gpu else None

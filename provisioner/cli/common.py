@@ -29,7 +29,7 @@ def load_policy_or_exit(path: str) -> Any:
 
 
 def load_catalog_or_exit(paths: tuple[str, ...], provider: str | None = None) -> Any:
-    from provisioner.catalog import Catalog, CatalogError
+    from provisioner.core.catalog import Catalog, CatalogError
 
     try:
         return Catalog.load(*paths, provider=provider)

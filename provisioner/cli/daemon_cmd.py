@@ -37,7 +37,7 @@ def daemon(
     """
     from policies.loader import PolicyError
     from provisioner.console import error
-    from provisioner.daemon.service import Daemon
+    from provisioner.control.daemon.service import Daemon
     from provisioner.logs import setup_logging
 
     setup_logging(1, json_lines=True)

@@ -53,10 +53,10 @@ def dashboard(
     """
     from policies.loader import PolicyError
     from provisioner.console import error
-    from provisioner.daemon.config import load_config
+    from provisioner.control.daemon.config import load_config
+    from provisioner.control.store import Store, redacted_url
     from provisioner.dashboard import DashboardError, DashboardServer
     from provisioner.dashboard.server import load_token
-    from provisioner.store import Store, redacted_url
 
     try:
         cfg = load_config(config_path)

@@ -21,7 +21,7 @@ store_option = click.option(
 
 
 def _store(url: str | None) -> Any:
-    from provisioner.store import Store, redacted_url
+    from provisioner.control.store import Store, redacted_url
 
     try:
         return Store(url)
@@ -88,7 +88,7 @@ def job_summary(store: Any, job: Any) -> dict[str, Any]:
 @json_option
 def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
     """List jobs (active ones unless --all)."""
-    from provisioner.store import ACTIVE_STATES
+    from provisioner.control.store import ACTIVE_STATES
 
     store = _store(store_url)
     rows = store.jobs(None if show_all else list(ACTIVE_STATES))
@@ -195,7 +195,7 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
 @json_option
 def logs(job_id: str, store_url: str | None, follow: bool, as_json: bool) -> None:
     """Print a job's events (launches and why, notices, preemptions, checkpoints, restarts)."""
-    from provisioner.store import FINAL_STATES
+    from provisioner.control.store import FINAL_STATES
 
     store = _store(store_url)
     job = _job_or_exit(store, job_id)
@@ -236,7 +236,7 @@ def logs(job_id: str, store_url: str | None, follow: bool, as_json: bool) -> Non
 @json_option
 def down(job_id: str, store_url: str | None, as_json: bool) -> None:
     """Stop a job: terminate its instances, keep its checkpoints."""
-    from provisioner.reconciler import cancel_job
+    from provisioner.control.reconciler import cancel_job
 
     store = _store(store_url)
     job = _job_or_exit(store, job_id)

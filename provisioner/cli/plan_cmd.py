@@ -57,7 +57,7 @@ def plan(
 
     Exits 0 with placements, 3 when nothing is eligible (reasons printed), 2 on a bad policy.
     """
-    from provisioner.planner import PlanContext, PlanError, plan_offers
+    from provisioner.core.planner import PlanContext, PlanError, plan_offers
 
     policy = load_policy_or_exit(policy_path)
     catalog = load_catalog_or_exit(catalogs, provider)

@@ -20,7 +20,7 @@ def check(files: tuple[str, ...], as_json: bool) -> None:
     """Validate policy FILES. Exits 0 when all are valid, 2 otherwise (errors as file:line:col)."""
     from policies.loader import PolicyError, load_policy
     from provisioner.console import console, error
-    from provisioner.planner import required_vram
+    from provisioner.core.planner import required_vram
 
     results = []
     ok = True

@@ -58,13 +58,13 @@ def probe(
 
     Quick by default (a few seconds per GPU); runs anywhere: with no GPU it measures the CPU
     with numpy. Exits 0 with a report, 2 on bad options, 1 when the measurement failed."""
-    from provisioner.gpus import canonical_gpu
+    from policies.gpus import canonical_gpu
     from provisioner.probe.run import ProbeOptions, run_probe
 
     if gpu_model is not None:
         model = canonical_gpu(gpu_model)
         if model is None:
-            fail(f"--gpu: unknown GPU {gpu_model!r} (see provisioner/data/gpus.csv)")
+            fail(f"--gpu: unknown GPU {gpu_model!r} (see policies/gpus.csv)")
         gpu_model = model
     opts = ProbeOptions.preset(
         "full" if full else "quick",

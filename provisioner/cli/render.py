@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from provisioner.console import console
 
 if TYPE_CHECKING:
-    from provisioner.catalog import Catalog
-    from provisioner.models import Offer
-    from provisioner.planner import Plan
+    from provisioner.core.catalog import Catalog
+    from provisioner.core.models import Offer
+    from provisioner.core.planner import Plan
 
 
 def _money(v: float | None, digits: int = 4) -> str:

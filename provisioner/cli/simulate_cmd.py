@@ -114,11 +114,11 @@ def simulate(
     the on-demand-only cost, the lower bound and the offline optimum on the same windows for
     reference. Exits 0, or 6 when a window misses its deadline or fails; 2 on bad input.
     """
+    from provisioner.core.strategies import STRATEGIES
     from provisioner.simulate.engine import Timeline
     from provisioner.simulate.run import SimulateError, scenario_for
     from provisioner.simulate.run import simulate as run
-    from provisioner.strategies import STRATEGIES
-    from provisioner.traces import TraceError, load_trace
+    from provisioner.simulate.traces import TraceError, load_trace
 
     policy = load_policy_or_exit(policy_path)
     if strategy is not None and strategy not in STRATEGIES:

@@ -64,9 +64,9 @@ def up(
     """
     from provisioner.api import Job, submit
     from provisioner.cli.checks import check_provider
-    from provisioner.planner import PlanError, plan_offers
+    from provisioner.control.store import live_replicas
+    from provisioner.core.planner import PlanError, plan_offers
     from provisioner.providers_config import provider_defaults
-    from provisioner.store import live_replicas
 
     # Everything is checked before anything is written: a refused `up` leaves no job behind.
     policy = load_policy_or_exit(policy_path)
@@ -117,7 +117,7 @@ def _dashboard_page(store: Any, job_id: str) -> str | None:
 
 
 def _catalog() -> Any:
-    from provisioner.catalog import builtin_catalog
+    from provisioner.core.catalog import builtin_catalog
 
     return builtin_catalog()
 
@@ -125,8 +125,8 @@ def _catalog() -> Any:
 def _supervise(job: Any, as_json: bool) -> int:
     """Run reconcile passes here, with a live view, until the job ends or Ctrl-C."""
     from provisioner.console import console
-    from provisioner.reconciler import Reconciler
-    from provisioner.store import FINAL_STATES
+    from provisioner.control.reconciler import Reconciler
+    from provisioner.control.store import FINAL_STATES
 
     out = console(stderr=as_json)
     interrupted = {"n": 0}

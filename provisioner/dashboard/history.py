@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from provisioner.store import EventRow, Store
+from provisioner.control.store import EventRow, Store
 
 KIND_ADDRESS = "dashboard"
 KIND_PRICES = "prices"
@@ -27,7 +27,7 @@ KIND_PRICES = "prices"
 def _gpu_of_type() -> tuple[dict[tuple[str, str], tuple[str, int]], dict[str, tuple[str, int]]]:
     """(provider, instance type) -> (GPU, count) from the built-in catalog, and by type alone
     (the sim quotes the instance types of the clouds it mimics)."""
-    from provisioner.catalog import builtin_catalog
+    from provisioner.core.catalog import builtin_catalog
 
     by_key: dict[tuple[str, str], tuple[str, int]] = {}
     by_type: dict[str, tuple[str, int]] = {}
@@ -79,7 +79,7 @@ def record_address(store: Store, owner: str, url: str, at: datetime) -> None:
 
 def dashboard_url(store: Store, now: datetime) -> str | None:
     """The address of the page served by a live daemon replica on this store, if any."""
-    from provisioner.store import live_replicas
+    from provisioner.control.store import live_replicas
 
     live = set(live_replicas(store, now))
     if not live:

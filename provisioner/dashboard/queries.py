@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from provisioner.control.store import AttemptRow, EventRow, InstanceRow, JobRow, Store
 from provisioner.dashboard.history import price_history, utc
-from provisioner.store import AttemptRow, EventRow, InstanceRow, JobRow, Store
 
 #: Job states in the order the page lists their counts.
 STATES = (
@@ -256,7 +256,7 @@ def job_page(
 
 
 def _attempt(a: AttemptRow, now: datetime) -> dict[str, Any]:
-    from provisioner.reconciler import billed_cost
+    from provisioner.control.reconciler import billed_cost
 
     launched, ended = utc(a.launched_at), utc(a.ended_at)
     cost = a.cost_usd
@@ -326,7 +326,7 @@ def job_detail(store: Store, job_id: str, now: datetime) -> dict[str, Any] | Non
 def _job_end(
     job: JobRow, atts: list[dict[str, Any]], evs: list[dict[str, Any]], now: datetime
 ) -> datetime:
-    from provisioner.store import FINAL_STATES
+    from provisioner.control.store import FINAL_STATES
 
     if job.state in FINAL_STATES:
         times = [t for t in (utc(job.updated_at),) if t]
@@ -366,7 +366,7 @@ def fleet(store: Store, now: datetime, *, page: int = 1, per_page: int = 100) ->
     Live: last seen pending or running, and its job still active (or no job: an instance the
     next reaping pass looks at). A finished job's instance is not followed any more, so its
     row keeps the last state seen; those are counted apart (``stale``), not as the fleet."""
-    from provisioner.store import ACTIVE_STATES
+    from provisioner.control.store import ACTIVE_STATES
 
     seen_alive = InstanceRow.state.in_(ALIVE)
     job_state = select(JobRow.state).where(JobRow.id == InstanceRow.job_id).scalar_subquery()
@@ -447,7 +447,7 @@ def prices(
     store: Store, *, provider: str | None = None, page: int = 1, per_page: int = 100
 ) -> dict[str, Any]:
     """The newest quote per offer (the ``prices`` table) and the refresh history."""
-    from provisioner.store.schema import PriceRow
+    from provisioner.control.store.schema import PriceRow
 
     cond = [PriceRow.provider == provider] if provider else []
     with store.session() as s:

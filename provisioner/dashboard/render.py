@@ -70,7 +70,7 @@ def price_series(
 class Renderer:
     def __init__(self, store_url: str = "", source: str = "") -> None:
         from provisioner import __version__
-        from provisioner.store import redacted_url
+        from provisioner.control.store import redacted_url
 
         self.env = Environment(
             loader=PackageLoader("provisioner.dashboard", "templates"),

@@ -33,7 +33,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from provisioner.store import Store
+from provisioner.control.store import Store
 
 log = logging.getLogger("provisioner.dashboard")
 

@@ -12,8 +12,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+from provisioner.control.store import AttemptRow, EventRow, JobRow
 from provisioner.dashboard.history import utc
-from provisioner.store import AttemptRow, EventRow, JobRow
 
 #: Event kinds that become marks on the timeline (the attempts give launch, restart,
 #: launch-failed and preemption themselves).
@@ -234,9 +234,9 @@ def replan(job: JobRow, policy: Any, attempt: AttemptRow | None) -> dict[str, An
     """Plan again, deterministically, from the stored policy at the attempt's time (or the
     job's submission): the built-in catalog for the attempt's cloud (a sim job's offers are
     the sim's, relabelled with that cloud; they are not stored)."""
-    from provisioner.catalog import Catalog, builtin_catalog
-    from provisioner.jobdecide import CANDIDATES, placement_of, plan_digest
-    from provisioner.planner import PlanContext, PlanError, plan_offers
+    from provisioner.control.inputs import CANDIDATES, placement_of, plan_digest
+    from provisioner.core.catalog import Catalog, builtin_catalog
+    from provisioner.core.planner import PlanContext, PlanError, plan_offers
 
     at = utc(attempt.created_at if attempt else job.submitted_at) or datetime.now().astimezone()
     cloud = attempt.provider if attempt else job.provider

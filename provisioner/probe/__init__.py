@@ -4,7 +4,7 @@
   start on every node);
 - :mod:`provisioner.probe.backends`: torch, CuPy and numpy backends (numpy is the CPU floor);
 - :mod:`provisioner.probe.nvml`: utilisation, clock, power, temperature through NVML;
-- :mod:`provisioner.probe.datasheet`: figures beside provisioner/data/gpus.csv;
+- :mod:`provisioner.probe.datasheet`: figures beside policies/gpus.csv;
 - :mod:`provisioner.probe.measured`: per (cloud, instance type, GPU) summaries for the planner
   (pure);
 - :mod:`provisioner.probe.records`: probe results in the store;

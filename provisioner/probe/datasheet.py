@@ -1,11 +1,10 @@
-"""Measured figures beside the datasheet (provisioner/data/gpus.csv): pure functions."""
+"""Measured figures beside the datasheet (policies/gpus.csv): pure functions."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from provisioner.gpus import canonical_gpu, gpu_specs
-from provisioner.models import GPUSpec
+from policies.gpus import GPUSpec, canonical_gpu, gpu_specs
 
 #: Figure name -> (GPUSpec attribute, unit, how the datasheet figure is read).
 DATASHEET = {

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from provisioner.control.store import Store
+from provisioner.control.store.schema import ProbeRow
 from provisioner.probe.measured import Key, Measured, ProbeFact, summarise
-from provisioner.store import Store
-from provisioner.store.schema import ProbeRow
 
 
 def save_probe(

@@ -4,7 +4,7 @@
 hardware has (FP32, TF32, BF16, FP16), device memory bandwidth, host-to-device bandwidth, and,
 between the GPUs of a node, peer bandwidth and whether it goes over NVLink or PCIe; NVML is
 sampled while the matmuls run (clock, power, temperature, slowdown reasons). Every figure
-carries its method and, where provisioner/data/gpus.csv has it, the datasheet figure and the
+carries its method and, where policies/gpus.csv has it, the datasheet figure and the
 ratio. The report's ``summary.fraction`` is the one number the controller and the planner
 use: measured over datasheet matmul throughput in the precision the planner ranks by (BF16,
 else FP16, else FP32), of the node's slowest GPU.

@@ -1,6 +1,6 @@
 """The controller's side of the probe and of the idle-GPU policy, one job at a time.
 
-Called by :class:`provisioner.jobrun.JobRunner` each pass with the progress it read:
+Called by :class:`provisioner.control.jobpass.JobRunner` each pass with the progress it read:
 
 - a probe the agent reported for the running attempt is recorded in the store (once: the
   row's (job, attempt) is unique) with an event; where the policy has
@@ -24,12 +24,12 @@ from provisioner.probe import records
 from provisioner.probe.measured import Key, Measured
 
 if TYPE_CHECKING:
-    from provisioner.jobrun import JobRunner
-    from provisioner.models import Instance
-    from provisioner.reconciler import PassReport
-    from provisioner.store import AttemptRow, Store
+    from provisioner.control.jobpass import JobRunner
+    from provisioner.control.reconciler import PassReport
+    from provisioner.control.store import AttemptRow, Store
+    from provisioner.core.models import Instance
 
-log = logging.getLogger("provisioner.reconciler")
+log = logging.getLogger("provisioner.control.reconciler")
 
 #: The store's measured figures are read again at most this often (and after each new probe).
 MEASURED_EVERY = timedelta(seconds=60)
@@ -168,7 +168,7 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
         instance=cur.instance_id,
     )
     if verdict == "below":
-        from provisioner.jobrun import crash_point
+        from provisioner.control.jobpass import crash_point
 
         crash_point("after-probe-row")
         _enforce(runner, cur, float(s["fraction"]), s.get("precision"), floor, report)

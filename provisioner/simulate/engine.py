@@ -1,9 +1,9 @@
 """The ``decide()``-driven simulator: the daemon's own decision path over a virtual clock.
 
-Each step it builds the :class:`~provisioner.decide.JobView` and
-:class:`~provisioner.decide.Observations` a reconciler would, from the simulated world (one
+Each step it builds the :class:`~provisioner.core.decide.JobView` and
+:class:`~provisioner.core.decide.Observations` a reconciler would, from the simulated world (one
 spot offer per trace zone, one on-demand offer, the instance it launched), calls
-:func:`~provisioner.decide.decide`, carries out the actions, and advances the clock by one
+:func:`~provisioner.core.decide.decide`, carries out the actions, and advances the clock by one
 step: changeover first, then progress, billed until the job is done.
 
 The simulated cloud is an oracle prober: zones without spot capacity in a step are reported
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from policies.model import Policy
-from provisioner.decide import (
+from provisioner.core.decide import (
     AttemptView,
     CapacityError,
     CoolDown,
@@ -33,7 +33,7 @@ from provisioner.decide import (
     Terminate,
     decide,
 )
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     Instance,
@@ -42,8 +42,8 @@ from provisioner.models import (
     Offer,
     Placement,
 )
+from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
 from provisioner.simulate.scenario import RunStats, Scenario
-from provisioner.strategies import NONE, ON_DEMAND, SPOT
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_PASSES = 8  # decide() calls per step (a launch refused for capacity asks again)

@@ -3,7 +3,7 @@
 The optimum knows the whole window in advance and picks, step by step, nothing, on-demand or
 spot in some zone, paying the changeover for every new instance, exactly as the policies are
 simulated (:mod:`provisioner.simulate.scenario`). It needs work, deadline and changeover to be
-whole numbers of steps (:func:`provisioner.traces.step_for` picks such a step).
+whole numbers of steps (:func:`provisioner.simulate.traces.step_for` picks such a step).
 
 State: the step ``t``, what is running (nothing, on-demand, spot in zone ``z``), and the
 *lost time* ``l`` so far (steps spent waiting or in changeovers). Progress is ``t - l``, so
@@ -94,7 +94,7 @@ def _solve(
     if not sc.integral:
         raise ValueError(
             "the optimum needs work, deadline and changeover in whole steps "
-            f"(step {sc.step_s:g} s; use provisioner.traces.step_for)"
+            f"(step {sc.step_s:g} s; use provisioner.simulate.traces.step_for)"
         )
     w_n, _, n_z = avail.shape
     n = round(sc.deadline_s / sc.step_s)

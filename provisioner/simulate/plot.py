@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from provisioner.core.strategies import ON_DEMAND, SPOT
 from provisioner.simulate.engine import Timeline
-from provisioner.strategies import ON_DEMAND, SPOT
 
 
 def plot_timeline(

@@ -2,7 +2,7 @@
 
 It runs the model of :mod:`provisioner.simulate.scenario` step by step with one numpy array
 per quantity (one value per window), calling the strategy's own ``want``/``pick_zone`` code
-through :func:`provisioner.strategies.choose_market`: the same rule ``decide()`` applies to
+through :func:`provisioner.core.strategies.choose_market`: the same rule ``decide()`` applies to
 one job. ``tests/test_simulate.py`` checks on real and synthetic windows that this path and
 the ``decide()``-driven simulator (:mod:`provisioner.simulate.engine`) give identical runs.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
 from provisioner.simulate.scenario import RunStats, Scenario
-from provisioner.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
 
 
 def total_steps(sc: Scenario) -> int:

@@ -20,7 +20,7 @@ from provisioner.simulate.engine import Timeline, World, run_window
 from provisioner.simulate.optimum import lower_bound_cost, optimum_cost
 from provisioner.simulate.replay import total_steps
 from provisioner.simulate.scenario import P3_2XLARGE_ON_DEMAND, P3_2XLARGE_SPOT, Scenario
-from provisioner.traces import Trace, step_for, window_starts
+from provisioner.simulate.traces import Trace, step_for, window_starts
 
 DEFAULT_CHANGEOVER_H = 0.2  # Can't Be Late's d: launch, setup and restore of a new instance
 
@@ -142,7 +142,7 @@ def simulate(
 
 def _check_eligible(policy: Policy, world: World, sc: Scenario) -> None:
     """Refuse a replay in which the policy's rules allow no trace zone on any market."""
-    from provisioner.decide import launchable
+    from provisioner.core.decide import launchable
 
     reasons = []
     for p in world.candidates(sc, None):
@@ -155,7 +155,7 @@ def _check_eligible(policy: Policy, world: World, sc: Scenario) -> None:
 
 def _strategy_name(policy: Policy) -> str:
     from policies.model import MarketChoice
-    from provisioner.strategies import DEFAULT_STRATEGY
+    from provisioner.core.strategies import DEFAULT_STRATEGY
 
     return {MarketChoice.ON_DEMAND: "on-demand", MarketChoice.SPOT: "spot-only"}.get(
         policy.market, DEFAULT_STRATEGY

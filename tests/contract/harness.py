@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from providers.base import ErrorKind, Provider, RetryPolicy
-from provisioner.models import Market, Offer
+from provisioner.core.models import Market, Offer
 
 #: The retry policy every harness gives its adapter: 4 attempts, sub-millisecond delays.
 CONTRACT_RETRY = RetryPolicy(attempts=4, base_delay=0.0005, max_delay=0.002)

@@ -11,7 +11,7 @@ from harness import CONTRACT_RETRY
 
 from providers.alibaba import AlibabaProvider
 from providers.base import ErrorKind
-from provisioner.models import Market, Offer
+from provisioner.core.models import Market, Offer
 
 #: the adapter operation -> the ECS action it sends
 OPERATIONS = {

@@ -28,7 +28,7 @@ from harness import CONTRACT_RETRY
 
 from providers.aws import AWSProvider
 from providers.base import ErrorKind
-from provisioner.models import Market, Offer
+from provisioner.core.models import Market, Offer
 
 REGION = "us-east-1"
 ZONE = "us-east-1a"

@@ -19,7 +19,7 @@ from harness import CONTRACT_RETRY
 
 from providers.azure import AzureProvider
 from providers.base import ErrorKind
-from provisioner.models import Market, Offer
+from provisioner.core.models import Market, Offer
 
 #: the bearer token the adapter is given; the server insists on it
 TOKEN = "eyJ0eXAiOiJKV1Qi.fake-azure-access-token.0123456789abcdef"

@@ -21,7 +21,7 @@ from harness import CONTRACT_RETRY
 
 from providers.base import ErrorKind
 from providers.gcp import GCPProvider
-from provisioner.models import Market, Offer
+from provisioner.core.models import Market, Offer
 
 PROJECT = "provisioner-contract"
 ZONE = "us-central1-a"

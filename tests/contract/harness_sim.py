@@ -25,7 +25,7 @@ from harness import CONTRACT_RETRY
 from providers.base import ErrorKind
 from providers.sim import SimProvider
 from providers.sim.rules import RULES
-from provisioner.models import InstanceState, Market, Offer
+from provisioner.core.models import InstanceState, Market, Offer
 
 CLOUD = "aws"
 

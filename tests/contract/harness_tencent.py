@@ -11,7 +11,7 @@ from harness import CONTRACT_RETRY
 
 from providers.base import ErrorKind
 from providers.tencent import TencentProvider
-from provisioner.models import Market, Offer
+from provisioner.core.models import Market, Offer
 
 #: the adapter operation -> the CVM action it sends
 OPERATIONS = {

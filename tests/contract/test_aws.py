@@ -21,8 +21,8 @@ from harness_aws import REGION, ZONE, AWSHarness, make_harness
 
 from providers.aws import ERRORS, AWSProvider, classify
 from providers.base import ErrorKind, ProviderError
-from provisioner.bootstrap import spec_from_script
-from provisioner.models import LaunchRequest, Market
+from providers.bootstrap import spec_from_script
+from provisioner.core.models import LaunchRequest, Market
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from providers.base import ErrorKind, Provider, ProviderError
-from provisioner.models import (
+from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_MANAGED,

@@ -42,31 +42,6 @@ class InstanceState(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class GPUSpec:
-    """One GPU model with the figures that decide whether and how well it fits a job."""
-
-    model: str
-    vendor: str
-    vram_gb: float
-    mem_bandwidth_gbs: float | None = None
-    fp32_tflops: float | None = None
-    tf32_tflops: float | None = None
-    bf16_tflops: float | None = None
-    fp16_tflops: float | None = None
-    interconnect: str = ""
-    interconnect_gbs: float | None = None
-    host_link_gbs: float | None = None  # host-to-device link (PCIe x16), one direction
-    tdp_w: float | None = None
-    aliases: tuple[str, ...] = ()
-    source: str = ""
-
-    @property
-    def tensor_tflops(self) -> float:
-        """Best dense half-precision (BF16, else FP16, else FP32) throughput, in TFLOPS."""
-        return self.bf16_tflops or self.fp16_tflops or self.fp32_tflops or 0.0
-
-
-@dataclass(frozen=True, slots=True)
 class Region:
     """A cloud region with where it is and which legal jurisdictions it falls under."""
 
@@ -212,7 +187,7 @@ class LaunchRequest:
     extra_tags: dict[str, str] = field(default_factory=dict)
     ssh_key_name: str | None = None
     #: What the node agent runs (see provisioner.agent.spec): adapters render it into the
-    #: bootstrap script (provisioner.bootstrap) when ``user_data`` is empty; sim starts it.
+    #: bootstrap script (providers.bootstrap) when ``user_data`` is empty; sim starts it.
     job_spec: dict[str, Any] | None = None
 
     @property

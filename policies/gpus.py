@@ -1,12 +1,36 @@
-"""GPU specifications (provisioner/data/gpus.csv) and name normalisation across clouds."""
+"""GPU specifications (policies/gpus.csv) and name normalisation across clouds."""
 
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from provisioner.models import GPUSpec
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    """One GPU model with the figures that decide whether and how well it fits a job."""
+
+    model: str
+    vendor: str
+    vram_gb: float
+    mem_bandwidth_gbs: float | None = None
+    fp32_tflops: float | None = None
+    tf32_tflops: float | None = None
+    bf16_tflops: float | None = None
+    fp16_tflops: float | None = None
+    interconnect: str = ""
+    interconnect_gbs: float | None = None
+    host_link_gbs: float | None = None  # host-to-device link (PCIe x16), one direction
+    tdp_w: float | None = None
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def tensor_tflops(self) -> float:
+        """Best dense half-precision (BF16, else FP16, else FP32) throughput, in TFLOPS."""
+        return self.bf16_tflops or self.fp16_tflops or self.fp32_tflops or 0.0
 
 
 def _f(text: str) -> float | None:
@@ -18,7 +42,7 @@ def _f(text: str) -> float | None:
 def gpu_specs() -> dict[str, GPUSpec]:
     """Every known GPU by canonical model name."""
     out: dict[str, GPUSpec] = {}
-    with resources.files("provisioner.data").joinpath("gpus.csv").open(encoding="utf-8") as fh:
+    with resources.files("policies").joinpath("gpus.csv").open(encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             spec = GPUSpec(
                 model=row["model"],

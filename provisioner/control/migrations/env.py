@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from provisioner.store.schema import Base
+from provisioner.control.store.schema import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -7,7 +7,7 @@ import math
 from functools import cache
 from importlib import resources
 
-from provisioner.models import Region
+from provisioner.core.models import Region
 
 
 @cache

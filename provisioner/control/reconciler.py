@@ -5,7 +5,7 @@ Each pass, for the jobs this process owns:
 1. observe — list our instances at each provider (one call per provider and pass, not per
    job), collect interruptions, read each running job's progress from its checkpoint store;
 2. record — instance states and billing into the store, events for notices and preemptions;
-3. decide — call the pure :func:`provisioner.decide.decide` with a view of the job and what
+3. decide — call the pure :func:`provisioner.core.decide.decide` with a view of the job and what
    was observed; the planner supplies ranked candidates (cooled-down zones excluded);
 4. act — launch (intent first: the attempt row with its (job, attempt) token is written
    *before* the cloud call, so a crash in between is healed by adopting the tagged instance on
@@ -34,9 +34,25 @@ from typing import Any
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
-from provisioner.catalog import Catalog, builtin_catalog
-from provisioner.jobrun import JobMemo
-from provisioner.models import (
+from provisioner.control.jobpass import JobMemo
+from provisioner.control.passguard import (
+    BLOCKED,
+    block,
+    describe,
+    fail_unparseable,
+    is_store_error,
+    unblock,
+)
+from provisioner.control.store import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    AttemptRow,
+    InstanceRow,
+    JobRow,
+    Store,
+)
+from provisioner.core.catalog import Catalog, builtin_catalog
+from provisioner.core.models import (
     TAG_JOB,
     TAG_MANAGED,
     Instance,
@@ -46,18 +62,9 @@ from provisioner.models import (
     Placement,
     launch_token,
 )
-from provisioner.passguard import (
-    BLOCKED,
-    block,
-    describe,
-    fail_unparseable,
-    is_store_error,
-    unblock,
-)
-from provisioner.planner import Plan
-from provisioner.store import ACTIVE_STATES, FINAL_STATES, AttemptRow, InstanceRow, JobRow, Store
+from provisioner.core.planner import Plan
 
-log = logging.getLogger("provisioner.reconciler")
+log = logging.getLogger("provisioner.control.reconciler")
 
 Clock = Callable[[], datetime]
 
@@ -72,7 +79,7 @@ class GuardViolation(RuntimeError):
 
 def guard_launch(policy: Policy, placement: Placement, spent_usd: float) -> None:
     """Re-check the hard rules on the exact launch about to be sent."""
-    from provisioner.decide import region_allowed
+    from provisioner.core.decide import region_allowed
 
     o = placement.offer
     price = o.price_for(placement.market)
@@ -256,7 +263,7 @@ class Reconciler:
         """The plan behind a job's candidates (with its rejections, stored with a launch),
         shared by jobs with the same policy, provider and cooldowns within a minute (planning
         is pure, so sharing is exact)."""
-        from provisioner.jobdecide import candidate_plan
+        from provisioner.control.inputs import candidate_plan
 
         measured = self.measured.get(now)
         key = (
@@ -301,7 +308,7 @@ class Reconciler:
         active jobs between the replicas seen alive within one lease."""
         if not self.share:
             return 100_000_000
-        from provisioner.store import live_replicas
+        from provisioner.control.store import live_replicas
 
         alive = set(live_replicas(self.store, now, within=self.lease)) | {self.owner}
         active = self.store.count_active()
@@ -317,7 +324,7 @@ class Reconciler:
     # -- one pass ---------------------------------------------------------------------------
 
     def run_pass(self) -> PassReport:
-        from provisioner.jobrun import JobRunner
+        from provisioner.control.jobpass import JobRunner
 
         t0 = time.perf_counter()
         now = self.clock()
@@ -549,7 +556,7 @@ class Reconciler:
             i for i in candidates if i.job_id not in states or states[i.job_id] in FINAL_STATES
         ]
         if orphans:
-            from provisioner.jobrun import crash_point
+            from provisioner.control.jobpass import crash_point
 
             prov.terminate([i.id for i in orphans])
             crash_point("after-reap")

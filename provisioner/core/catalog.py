@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provisioner.gpus import canonical_gpu
-from provisioner.models import Offer
+from policies.gpus import canonical_gpu
+from provisioner.core.models import Offer
 
 if TYPE_CHECKING:
     import numpy as np

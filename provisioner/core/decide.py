@@ -23,7 +23,7 @@ policy's residency, never on a market the policy excludes, never spot in a coole
 an offer that just reported no capacity, never when ``restarts >= restart.max_restarts``,
 and never one that the remaining budget could not pay for.
 
-Spot, on-demand or wait is a strategy's choice (:mod:`provisioner.strategies`), selected by
+Spot, on-demand or wait is a strategy's choice (:mod:`provisioner.core.strategies`), selected by
 the policy's market (``on-demand``; ``spot``: spot only; ``spot-then-on-demand``: ours,
 ``provisioner``) or by name (``strategy=``, ``JobView.strategy``). Without a deadline or a work
 estimate there is nothing to pace against: spot when there is capacity, else on-demand.
@@ -39,11 +39,11 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from policies.model import MarketChoice, Policy
-from provisioner import strategies as st
-from provisioner.models import Instance, InstanceState, Interruption, Market, Placement
-from provisioner.planner import region_matches
-from provisioner.regions import regions
-from provisioner.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy
+from provisioner.core import strategies as st
+from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
+from provisioner.core.planner import region_matches
+from provisioner.core.regions import regions
+from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy
 
 Location = tuple[str, str]  # (provider, zone or region)
 

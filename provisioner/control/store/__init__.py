@@ -19,7 +19,7 @@ from sqlalchemy import Engine, case, create_engine, delete, event, func, select,
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 
-from provisioner.store.schema import (
+from provisioner.control.store.schema import (
     AttemptRow,
     Base,
     CooldownRow,

@@ -16,7 +16,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-log = logging.getLogger("provisioner.reconciler")
+log = logging.getLogger("provisioner.control.reconciler")
 
 #: Reasons starting with this are set (and cleared) here; ``status`` shows them.
 BLOCKED = "blocked: "

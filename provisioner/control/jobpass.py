@@ -1,6 +1,6 @@
 """One job's part of a reconcile pass: observe, record, decide, act.
 
-Kept apart from :mod:`provisioner.reconciler` (which batches provider calls across jobs) so
+Kept apart from :mod:`provisioner.control.reconciler` (which batches provider calls across jobs) so
 that the per-job rules read top to bottom.
 
 Crash safety: every effect can be repeated. A launch writes its attempt row (with the
@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
-from provisioner.models import Instance, InstanceState, LaunchRequest, Market, Placement
-from provisioner.store import AttemptRow, JobRow
+from provisioner.control.store import AttemptRow, JobRow
+from provisioner.core.models import Instance, InstanceState, LaunchRequest, Market, Placement
 
 if TYPE_CHECKING:
-    from provisioner.planner import Plan
-    from provisioner.reconciler import PassReport, Reconciler
+    from provisioner.control.reconciler import PassReport, Reconciler
+    from provisioner.core.planner import Plan
 
-log = logging.getLogger("provisioner.reconciler")
+log = logging.getLogger("provisioner.control.reconciler")
 
 #: A job's own launch retries within one pass (capacity errors move to the next offer).
 MAX_LAUNCH_TRIES_PER_PASS = 5
@@ -160,7 +160,7 @@ class JobRunner:
         self.store.add_event(self.job.id, kind, message, at=self.now, **data)
 
     def checkpoint_uri(self) -> str:
-        from provisioner.reconciler import resolve_checkpoint_uri
+        from provisioner.control.reconciler import resolve_checkpoint_uri
 
         # relative to where the job was submitted (the daemon runs elsewhere)
         return resolve_checkpoint_uri(self.policy.checkpoint.uri, self.job.workdir)
@@ -213,7 +213,7 @@ class JobRunner:
 
     def record_instances(self, seen: list[Instance]) -> None:
         """Instance rows for the store, only where something changed since last recorded."""
-        from provisioner.reconciler import instance_row
+        from provisioner.control.reconciler import instance_row
 
         for inst in seen:
             key = (inst.state, inst.raw_state, inst.state_reason, inst.price_per_hour)
@@ -328,7 +328,7 @@ class JobRunner:
         }
 
     def spent(self) -> float:
-        from provisioner.reconciler import billed_cost
+        from provisioner.control.reconciler import billed_cost
 
         total = 0.0
         for a in self.attempts:
@@ -339,7 +339,7 @@ class JobRunner:
         return total
 
     def end_attempt(self, a: AttemptRow, state: str, reason: str) -> None:
-        from provisioner.reconciler import billed_cost
+        from provisioner.control.reconciler import billed_cost
 
         cost = (
             billed_cost(a.provider, a.price_per_hour, a.launched_at, self.now)
@@ -517,8 +517,8 @@ class JobRunner:
         # Decide and act; a launch refused for capacity or price moves on to the next offer.
         # Unchanged inputs since a decision that only waited: decide again only when due (once
         # per ``decide_every``; what changes with time alone: slack, spend against the budget)
-        from provisioner import decide as d
-        from provisioner.jobdecide import decide_for
+        from provisioner.control.inputs import decide_for
+        from provisioner.core import decide as d
 
         memo = self.memo
         wait = None if live else self.launch_backoff()
@@ -589,7 +589,7 @@ class JobRunner:
         """decide() finishes a job when its checkpoints cover all the work; here the job is
         done when its command has exited (the agent says ``done``), after its output went up.
         While an instance still runs it and its agent reports (recently), wait for that."""
-        from provisioner import decide as d
+        from provisioner.core import decide as d
 
         if not live or not any(isinstance(a, d.Finish) for a in actions):
             return actions
@@ -607,7 +607,7 @@ class JobRunner:
     def act(self, actions: list[Any], report: PassReport, updates: dict[str, Any]) -> bool:
         """Carry out decide()'s actions; True when a launch was refused and decide should
         be asked again (its cooldown is recorded)."""
-        from provisioner import decide as d
+        from provisioner.core import decide as d
 
         job = self.job
         state = job.state
@@ -670,7 +670,7 @@ class JobRunner:
 
     def launch(self, placement: Placement, reason: str, report: PassReport) -> bool:
         """Launch one attempt on ``placement``: intent first, then the cloud call."""
-        from provisioner.reconciler import attempt_row, guard_launch
+        from provisioner.control.reconciler import attempt_row, guard_launch
 
         job = self.job
         guard_launch(self.policy, placement, self.spent())
@@ -694,8 +694,8 @@ class JobRunner:
         """Send an attempt's launch again: its row was written but no instance carries its tag
         (the process that wrote it died before or during the call). Same token, so a cloud
         that did start it returns that instance instead of a second one."""
-        from provisioner.jobdecide import placement_of
-        from provisioner.reconciler import guard_launch
+        from provisioner.control.inputs import placement_of
+        from provisioner.control.reconciler import guard_launch
 
         placement = placement_of(row)
         try:
@@ -738,8 +738,8 @@ class JobRunner:
 
     def _send(self, row: AttemptRow, placement: Placement, reason: str, report: PassReport) -> bool:
         """The cloud call of an attempt whose row is written; records what came back."""
-        from provisioner.jobdecide import plan_digest
-        from provisioner.reconciler import instance_row
+        from provisioner.control.inputs import plan_digest
+        from provisioner.control.reconciler import instance_row
 
         job, attempt, o = self.job, row.attempt, placement.offer
         req = self._request(row, placement)

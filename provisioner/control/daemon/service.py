@@ -22,11 +22,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provisioner.daemon.config import DaemonConfig, load_config
-from provisioner.daemon.metrics import Metrics
-from provisioner.daemon.sdnotify import Notifier, watchdog_interval_s
+from provisioner.control.daemon.config import DaemonConfig, load_config
+from provisioner.control.daemon.metrics import Metrics
+from provisioner.control.daemon.sdnotify import Notifier, watchdog_interval_s
 
-log = logging.getLogger("provisioner.daemon")
+log = logging.getLogger("provisioner.control.daemon")
 
 
 class Daemon:
@@ -59,7 +59,7 @@ class Daemon:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def open(self) -> None:
-        from provisioner.store import Store, heartbeat
+        from provisioner.control.store import Store, heartbeat
 
         url = self.store_url_override or self.config.store
         self.store = Store(url)
@@ -179,7 +179,7 @@ class Daemon:
         self.notifier.ready("reloaded")
 
     def shutdown(self) -> None:
-        from provisioner.store import drop_replica
+        from provisioner.control.store import drop_replica
 
         self.notifier.stopping()
         log.info("stopping: finishing the current pass; jobs keep running")
@@ -199,7 +199,7 @@ class Daemon:
     # -- periodic work ------------------------------------------------------------------------
 
     def reconcile(self) -> None:
-        from provisioner.store import heartbeat
+        from provisioner.control.store import heartbeat
 
         if self.stop_event.is_set():
             return
@@ -210,7 +210,7 @@ class Daemon:
                 heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
                 report = self.reconciler.run_pass()
             except Exception as exc:
-                from provisioner.passguard import describe, is_store_error
+                from provisioner.control.passguard import describe, is_store_error
 
                 if is_store_error(exc):  # locked by another writer, or the disk is full
                     log.warning(
@@ -241,7 +241,7 @@ class Daemon:
     def _update_gauges(self) -> None:
         from sqlalchemy import func, select
 
-        from provisioner.store.schema import JobRow
+        from provisioner.control.store.schema import JobRow
 
         with self.store.session() as s:
             rows = s.execute(
@@ -307,7 +307,7 @@ class Daemon:
 
 def reconciler_for(store: Any, config: DaemonConfig, owner: str) -> Any:
     """The daemon's reconciler: every active job (an even share when replicas run)."""
-    from provisioner.reconciler import Reconciler
+    from provisioner.control.reconciler import Reconciler
 
     rec = Reconciler(
         store,
@@ -328,6 +328,6 @@ def _version() -> str:
 
 
 def _safe(url: str) -> str:
-    from provisioner.store import redacted_url
+    from provisioner.control.store import redacted_url
 
     return redacted_url(url)

@@ -1,6 +1,6 @@
 """Tables of the store: jobs, attempts, instances, events, cooldowns, prices, probe results.
 
-The schema is owned by the Alembic migrations in ``provisioner/migrations``; these ORM classes
+The schema is owned by the Alembic migrations in ``provisioner/control/migrations``; these ORM classes
 describe the same tables for queries (a test checks that the two agree).
 """
 

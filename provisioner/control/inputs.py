@@ -1,7 +1,7 @@
 """Build decide()'s inputs from the store and what a pass observed (the daemon's driver).
 
-The simulator builds the same :class:`~provisioner.decide.JobView` and
-:class:`~provisioner.decide.Observations` from a trace; here they come from the store
+The simulator builds the same :class:`~provisioner.core.decide.JobView` and
+:class:`~provisioner.core.decide.Observations` from a trace; here they come from the store
 (attempts, cooldowns, spend), the provider (instances by tag) and the checkpoint store
 (progress), and the candidates from the planner over the job's provider's offers.
 """
@@ -12,13 +12,20 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from provisioner.agent.store import step_of
-from provisioner.decide import Action, AttemptView, CapacityError, JobView, Observations, decide
-from provisioner.models import InstanceState, Market, Offer, Placement
-from provisioner.planner import Plan, PlanContext, plan_offers
+from provisioner.core.decide import (
+    Action,
+    AttemptView,
+    CapacityError,
+    JobView,
+    Observations,
+    decide,
+)
+from provisioner.core.models import InstanceState, Market, Offer, Placement
+from provisioner.core.planner import Plan, PlanContext, plan_offers
 
 if TYPE_CHECKING:
-    from provisioner.jobrun import JobRunner, Observed
-    from provisioner.store import AttemptRow
+    from provisioner.control.jobpass import JobRunner, Observed
+    from provisioner.control.store import AttemptRow
 
 #: How many ranked candidates decide() sees (both markets).
 CANDIDATES = 40

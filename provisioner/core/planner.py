@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from policies.gpus import canonical_gpu, gpu_specs
 from policies.model import Policy
-from provisioner.catalog import Catalog, CatalogColumns, builtin_catalog
-from provisioner.gpus import canonical_gpu, gpu_specs
-from provisioner.models import Market, Offer, Placement
+from provisioner.core.catalog import Catalog, CatalogColumns, builtin_catalog
+from provisioner.core.models import Market, Offer, Placement
+from provisioner.core.regions import estimate_rtt_ms, great_circle_km, regions
+from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
 from provisioner.probe.measured import Measured
-from provisioner.regions import estimate_rtt_ms, great_circle_km, regions
-from provisioner.sizing import VRAMEstimate, estimate_hours, estimate_vram
 
 if TYPE_CHECKING:
     import numpy as np
