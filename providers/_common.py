@@ -1,6 +1,6 @@
 """Small helpers every cloud adapter needs: error tables, state tables, tags, prices, times.
 
-Shared by ``providers/aws.py``, ``gcp.py``, ``azure.py``, ``alibaba.py`` and ``tencent.py``.
+Shared by the cloud folders ``providers/aws``, ``gcp``, ``azure``, ``alibaba`` and ``tencent``.
 Nothing here imports a cloud SDK.
 
 - :class:`ErrorTable` maps a cloud's own error codes onto :class:`ErrorKind`, falling back on

@@ -1,0 +1,60 @@
+"""What each cloud *is*, declared once: the facts the core, the agent and the sim read.
+
+Every cloud folder has a ``facts.py`` with one :class:`CloudFacts` named ``FACTS``, registered
+under the ``provisioner.clouds`` entry point group (``pyproject.toml``). A sixth cloud is one new
+folder and two entry points (``provisioner.providers`` for its adapter, ``provisioner.clouds``
+for its facts). Reading facts imports no SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+
+from provisioner.core.billing import Billing
+
+GROUP = "provisioner.clouds"
+#: the clouds shipped here, in case the package's entry points are not installed (a source tree)
+BUILTIN = ("aws", "gcp", "azure", "alibaba", "tencent")
+
+
+@dataclass(frozen=True, slots=True)
+class CloudFacts:
+    name: str
+    display: str
+    billing: Billing
+    notice_s: float  # seconds between a spot interruption notice and the reclaim
+    spot_protection_s: float  # a spot instance younger than this is not reclaimed (Alibaba: 1 h)
+    user_data_limit: int  # bytes of user data / startup script the cloud accepts
+    user_data_limit_encoded: bool  # the limit counts the base64 text, not the raw script
+    metadata_base: str  # the instance metadata endpoint the agent polls for notices
+    docs: str = ""  # where these facts come from
+
+
+@cache
+def cloud_facts(name: str) -> CloudFacts:
+    """The facts of cloud ``name``; ``ValueError`` names the known clouds."""
+    for ep in entry_points(group=GROUP):
+        if ep.name == name:
+            facts = ep.load()
+            if not isinstance(facts, CloudFacts):
+                raise TypeError(f"entry point {GROUP}:{name} is not a CloudFacts")
+            return facts
+    if name in BUILTIN:
+        facts = importlib.import_module(f"providers.{name}.facts").FACTS
+        assert isinstance(facts, CloudFacts)
+        return facts
+    raise ValueError(f"unknown cloud {name!r} (known: {', '.join(known_clouds())})")
+
+
+def known_clouds() -> tuple[str, ...]:
+    names = {ep.name for ep in entry_points(group=GROUP)} | set(BUILTIN)
+    return tuple(sorted(names))
+
+
+def billing_for(provider: str) -> Billing:
+    """The billing rule of ``provider``; the sim bills as the cloud it mimics (AWS's rule when
+    it mimics none)."""
+    return cloud_facts("aws" if provider == "sim" else provider).billing
