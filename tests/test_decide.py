@@ -386,7 +386,10 @@ def test_launch_invariants(sit: tuple[JobView, Observations, datetime]) -> None:
             assert p.allows_spot
             original = next(c for c in obs.candidates if c.offer is o and c.market is pl.market)
             assert price <= spot_cap(p, original) + 1e-9
-            assert pl.bid_cap_per_hour is not None and price <= pl.bid_cap_per_hour + 1e-9
+            if pl.bid_cap_per_hour is None:  # no cap at all: the market price is paid
+                assert spot_cap(p, original) == float("inf")
+            else:
+                assert price <= pl.bid_cap_per_hour + 1e-9
             assert j.cooldowns.get(("aws", o.location), now) <= now
         else:
             assert p.allows_on_demand
