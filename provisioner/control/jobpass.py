@@ -101,6 +101,9 @@ class JobRunner(Launching, ProgressReading):
             if not self.act(actions, report, updates):
                 break
             seen = self.without_terminated(seen)
+            restarts = sum(1 for a in self.attempts if a.state == "preempted")
+            if restarts != job.restarts:  # a preempted instance cleaned up: decide knows
+                job.restarts = updates["restarts"] = restarts
         memo.decided_at = self.now
         if fp is not None and all(isinstance(a, d.Wait) for a in actions):
             memo.fingerprint = self.fingerprint(seen, progress)
