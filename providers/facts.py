@@ -13,11 +13,27 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 
+from providers.notice import NoticePoll
 from provisioner.core.billing import Billing
 
 GROUP = "provisioner.clouds"
 #: the clouds shipped here, in case the package's entry points are not installed (a source tree)
 BUILTIN = ("aws", "gcp", "azure", "alibaba", "tencent")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Where a cloud's SDK finds credentials, as data: what ``provisioner providers`` looks for
+    (names and paths only; nothing is opened or printed).
+
+    ``env``: sets of variables; one set with every variable non-empty proves credentials.
+    ``files``: paths, tried after ``env``; ``~`` is the home, ``${VAR}`` the value of VAR (the
+    path is skipped when VAR is unset), ``${VAR:-default}`` VAR or the default. ``hint``: how to
+    set them up, printed when none is found."""
+
+    env: tuple[tuple[str, ...], ...]
+    files: tuple[str, ...]
+    hint: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +46,11 @@ class CloudFacts:
     user_data_limit: int  # bytes of user data / startup script the cloud accepts
     user_data_limit_encoded: bool  # the limit counts the base64 text, not the raw script
     metadata_base: str  # the instance metadata endpoint the agent polls for notices
+    notice: NoticePoll  # the notice request and its parser (providers/<cloud>/notice.py)
+    credentials: Credentials  # where the SDK finds credentials (the CLI's probe)
+    sdk: str  # the SDK distribution (``pip install 'provisioner[<name>]'`` brings it)
+    sdk_module: str  # the module whose presence says the SDK is installed (found, not imported)
+    zone_suffixes: tuple[str, ...]  # how zones are named after their region (the sim spreads rows)
     docs: str = ""  # where these facts come from
 
 
