@@ -29,6 +29,7 @@ class CloudRules:
     raw_terminated: str
     raw_preempted: str
     preempted_reason: str
+    terminated_reason: str = "terminated by the user"
 
     @property
     def name(self) -> str:
@@ -66,6 +67,7 @@ RULES: dict[str, CloudRules] = {
         raw_terminated="terminated",
         raw_preempted="terminated",
         preempted_reason="Server.SpotInstanceTermination: Spot instance termination",
+        terminated_reason="Client.UserInitiatedShutdown",
     ),
     "gcp": CloudRules(
         facts=cloud_facts("gcp"),
