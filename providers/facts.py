@@ -1,7 +1,12 @@
 """What each cloud *is*, declared once: the facts the core, the agent and the sim read.
 
 Every cloud folder has a ``facts.py`` with one :class:`CloudFacts` named ``FACTS``, registered
-under the ``provisioner.clouds`` entry point group (``pyproject.toml``). A sixth cloud is one new
+under the ``provisioner.clouds`` entry point group (``pyproject.toml``); its notice poll and
+parser sit next to it in ``notice.py``. Readers: the agent (metadata endpoint, notice poll,
+usual notice length), ``providers/bootstrap.py`` (user-data limit), the sim's rules (notice,
+billing, protection period; ``providers/sim/rules.py`` adds only sim-side error codes and state
+words), ``provisioner providers`` (SDK, credential variables and files), the sim adapter (zone
+naming) and, through :func:`billing_for`, whoever prices run time. A sixth cloud is one new
 folder and two entry points (``provisioner.providers`` for its adapter, ``provisioner.clouds``
 for its facts). Reading facts imports no SDK.
 """

@@ -8,7 +8,10 @@ it mimics by that cloud's :class:`~provisioner.core.billing.Billing`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Iterator
@@ -216,3 +219,23 @@ def test_the_sim_charges_each_cloud_by_its_billing(tmp_path: Path, sims: list[Si
     assert a.billed_seconds == cloud_facts("azure").billing.billed_seconds(a.sim_seconds)
     assert t.billed_seconds == math.ceil(t.sim_seconds - 1e-9)
     assert a.cost == pytest.approx(a.billed_seconds / 3600 * (a.price_per_hour or 0), abs=1e-6)
+
+
+def test_reading_every_clouds_facts_imports_no_sdk() -> None:
+    """The agent on a VM and ``provisioner providers`` read facts; no cloud SDK may load."""
+    code = (
+        "import json, sys\n"
+        "from providers.facts import cloud_facts, known_clouds\n"
+        "from provisioner.agent.notices import NoticeReader\n"
+        "for c in known_clouds():\n"
+        "    cloud_facts(c)\n"
+        "    NoticeReader(c, 'http://127.0.0.1:9')\n"
+        "roots = ('boto3', 'botocore', 'azure', 'alibabacloud_ecs20140526', 'tencentcloud', 'grpc')\n"
+        "print(json.dumps(sorted(m for m in sys.modules\n"
+        "    if m.split('.')[0] in roots or m.startswith('google.cloud'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
