@@ -70,7 +70,10 @@ def expand_path(template: str, env: Mapping[str, str], home: Path) -> Path | Non
 
 
 def credentials_where(name: str, env: Mapping[str, str], home: Path) -> str | None:
-    """Where credentials for ``name`` would come from (variable names or a path), or None."""
+    """Where credentials for ``name`` would come from (variable names or a path), or None
+    (also for a provider without facts)."""
+    if name not in known_clouds():
+        return None
     probe = cloud_facts(name).credentials
     for names in probe.env:
         if all(env.get(n) for n in names):
