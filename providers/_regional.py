@@ -272,7 +272,9 @@ class RegionalProvider(Provider):
         identity = {k: tags[k] for k in (TAG_MANAGED, TAG_JOB, TAG_ATTEMPT)}
         for inst in self._describe(region, tags=identity):
             if inst.state is not InstanceState.TERMINATED:
-                log.info("%s: %s already has instance %s", self.name, request.token, inst.id)
+                logging.getLogger(f"provisioner.providers.{self.name}").info(
+                    "%s: %s already has instance %s", self.name, request.token, inst.id
+                )
                 return inst
         image = request.image or self.image_id
         if not image:

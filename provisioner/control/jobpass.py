@@ -624,11 +624,13 @@ class JobRunner:
         retry = False
         for action in actions:
             if isinstance(action, d.Terminate):
+                # recorded first: an instance gone later is ours, not a preemption, even when
+                # this process dies right after the call
+                self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
                 self.provider.terminate([action.instance_id])
                 report.provider_calls += 1
                 report.terminations += 1
                 crash_point("after-terminate")
-                self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
             elif isinstance(action, d.CoolDown):
                 self.cool_down(action.provider, action.location, action.until, "decide")
             elif isinstance(action, d.Launch):
