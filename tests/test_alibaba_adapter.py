@@ -354,6 +354,15 @@ def test_codes_are_classified(code: str, kind: ErrorKind) -> None:
 def test_unknown_code_with_a_5xx_is_transient() -> None:
     assert classify_code("SomethingNew", 502) is ErrorKind.TRANSIENT
     assert classify_code("SomethingNew", 400) is ErrorKind.INVALID
+    assert classify_code("SomethingNew", 429) is ErrorKind.THROTTLED
+
+
+def test_an_unknown_403_or_404_is_invalid_not_auth_or_gone() -> None:
+    # ECS answers many plain refusals with 403/404: an unknown one is not read as bad
+    # credentials, nor (for DeleteInstances) as "already gone"
+    assert classify_code("IncorrectInstanceStatus", 403) is ErrorKind.INVALID
+    assert classify_code("InvalidImageId.NotFound", 404) is ErrorKind.INVALID
+    assert classify_code("InvalidInstanceId.NotFound", 404) is ErrorKind.NOT_FOUND
 
 
 @pytest.mark.parametrize(
