@@ -1,14 +1,8 @@
 """Tencent CVM offers and prices: what is on sale per zone, the inquired price, the bid.
 
-- **offers**: ``DescribeZoneInstanceConfigInfos`` filtered to ``SPOTPAID`` and
-  ``POSTPAID_BY_HOUR``: one row per (zone, type, charge type) with cores, memory, GPU count,
-  sale status and price; GPU types become one offer per (zone, type), with the pay-as-you-go
-  price and, where spot is on sale, the spot price. The GPU model comes from the catalog by
-  instance type, else from the family (GN7 -> T4, ...).
-- **prices**: ``InquiryPriceRunInstances`` (``Price.InstancePrice.UnitPriceDiscount``, else
-  ``UnitPrice``) per (zone, GPU type) for the charge types on sale there; without an image id
-  (which it needs) the listing's prices are used.
-- **bid**: ``MaxPrice`` is the USD cap in the account's currency, rounded *down* to 4 places.
+How ``DescribeZoneInstanceConfigInfos`` becomes offers and ``InquiryPriceRunInstances`` prices
+is in the package notes (:mod:`providers.tencent`). ``MaxPrice`` is the USD cap in the
+account's currency, rounded *down* to 4 places (:func:`price_text`).
 """
 
 from __future__ import annotations
