@@ -27,7 +27,7 @@ Nothing here imports a cloud SDK.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
@@ -39,20 +39,27 @@ from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest
 
 @dataclass(frozen=True)
 class ErrorTable:
-    """A cloud's error codes by kind. ``prefixes`` match codes by their start (``Throttling.*``)."""
+    """A cloud's error codes by kind. ``prefixes`` match codes by their start (``Throttling.*``),
+    ``fragments`` anywhere in the code (``*.NoStock``), in that order after the exact codes;
+    ``by_status`` is the fallback on the HTTP status for a code none of them knows."""
 
     provider: str
     codes: Mapping[ErrorKind, Iterable[str]]
     prefixes: Mapping[ErrorKind, Iterable[str]] = field(default_factory=dict)
+    fragments: Mapping[ErrorKind, Iterable[str]] = field(default_factory=dict)
+    by_status: Callable[[int | None], ErrorKind] = field(default=lambda s: kind_from_status(s))
 
     def kind_of(self, code: str, status: int | None = None) -> ErrorKind:
         for kind, codes in self.codes.items():
             if code in codes:
                 return kind
+        for kind, fragments in self.fragments.items():
+            if any(f in code for f in fragments):
+                return kind
         for kind, prefixes in self.prefixes.items():
             if any(code.startswith(p) for p in prefixes):
                 return kind
-        return kind_from_status(status)
+        return self.by_status(status)
 
     def error(self, code: str, message: str, status: int | None = None) -> ProviderError:
         """The classified :class:`ProviderError` for a cloud error (message is redacted)."""
