@@ -217,7 +217,6 @@ def test_cap_below_the_known_price_is_refused_before_anything_is_sent(
     assert caught.value.kind.try_next_offer
     assert "before launch" in caught.value.message
     assert server.launch_requests() == []
-    assert provider.accepts_bid_cap is False
 
 
 def test_live_quote_is_the_known_price(server: GCPServer, provider: GCPProvider) -> None:

@@ -168,7 +168,6 @@ class AWSProvider(Provider):
     """
 
     name = "aws"
-    accepts_bid_cap = True
 
     def __init__(
         self,

@@ -235,7 +235,6 @@ class AzureProvider(Provider):
     """
 
     name = "azure"
-    accepts_bid_cap = True
 
     def __init__(
         self,

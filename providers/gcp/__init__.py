@@ -342,7 +342,6 @@ class GCPProvider(Provider):
     """
 
     name = "gcp"
-    accepts_bid_cap = False
 
     def __init__(
         self,
