@@ -27,14 +27,14 @@ Nothing here imports a cloud SDK.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from providers.base import ErrorKind, ProviderError
-from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest
+from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest, Offer
 
 
 @dataclass(frozen=True)
@@ -322,3 +322,30 @@ def user_data_for(
         )
     except BootstrapError as exc:
         raise ProviderError(ErrorKind.INVALID, "Bootstrap", str(exc), provider=cloud) from None
+
+
+# -- shared by the adapters' instance operations ------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+def offer_for(request: LaunchRequest, cloud: str) -> Offer:
+    """The request's offer; ProviderError(INVALID, ``WrongProvider``) when it is another
+    cloud's (an offer with no provider is taken as this cloud's)."""
+    offer = request.offer
+    if offer.provider not in ("", cloud):
+        raise ProviderError(
+            ErrorKind.INVALID, "WrongProvider", f"offer is for {offer.provider}", provider=cloud
+        )
+    return offer
+
+
+def unless_gone(fn: Callable[[], _T]) -> _T | None:
+    """``fn()``, or None where it raises ProviderError(NOT_FOUND): a read of something that may
+    be gone, or a delete of something already gone."""
+    try:
+        return fn()
+    except ProviderError as err:
+        if err.kind is ErrorKind.NOT_FOUND:
+            return None
+        raise
