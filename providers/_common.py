@@ -349,3 +349,21 @@ def unless_gone(fn: Callable[[], _T]) -> _T | None:
         if err.kind is ErrorKind.NOT_FOUND:
             return None
         raise
+
+
+def parse_time(text: object) -> datetime | None:
+    """A timestamp as the clouds send it (ISO 8601, ``Z`` or an offset, up to 9 fraction digits,
+    or a datetime already) as an aware UTC datetime; None where empty or unreadable."""
+    if not text:
+        return None
+    if isinstance(text, datetime):
+        return utc(text)
+    value = str(text).replace("Z", "+00:00")
+    head, dot, rest = value.partition(".")
+    if dot:  # Python wants at most 6 fraction digits; ARM sends 7. The offset stays.
+        n = len(rest) - len(rest.lstrip("0123456789"))
+        value = f"{head}.{rest[: min(n, 6)]}{rest[n:]}"
+    try:
+        return utc(datetime.fromisoformat(value))
+    except ValueError:
+        return None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from providers._common import offer_for, unless_gone
+from providers._common import offer_for, parse_time, unless_gone
 from providers.base import ErrorKind, ProviderError
 from provisioner.core.models import LaunchRequest, Market, Offer
 
@@ -38,3 +40,25 @@ def test_unless_gone_answers_none_for_not_found_only() -> None:
     assert caught.value.kind is ErrorKind.THROTTLED
     with pytest.raises(KeyError):  # not a classified error: not swallowed either
         unless_gone(lambda: {}["missing"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024-05-01T12:00:00Z", datetime(2024, 5, 1, 12, tzinfo=UTC)),
+        ("2024-05-01T12:00:00.1234567Z", datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)),
+        # GCP answers in the zone's offset: the offset is kept, not read as UTC
+        ("2024-05-01T05:00:00.123-07:00", datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)),
+        ("2024-05-01T14:00:00.1234567+02:00", datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)),
+        ("2024-05-01T12:00:00", datetime(2024, 5, 1, 12, tzinfo=UTC)),  # naive: UTC
+        (datetime(2024, 5, 1, 12), datetime(2024, 5, 1, 12, tzinfo=UTC)),
+        ("", None),
+        (None, None),
+        ("yesterday", None),
+    ],
+)
+def test_cloud_timestamps_read_as_utc(text: object, expected: datetime | None) -> None:
+    got = parse_time(text)
+    assert got == expected
+    if got is not None:
+        assert got.tzinfo is UTC

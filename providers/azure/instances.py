@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from providers._common import has_tags, normalise_state, now_utc, unless_gone, utc, wanted_tags
+from providers._common import (
+    has_tags,
+    normalise_state,
+    now_utc,
+    parse_time,
+    unless_gone,
+    utc,
+    wanted_tags,
+)
 from providers.azure.client import AzureClient, _as_dict
 from providers.base import ErrorKind, ProviderError
 from provisioner.core.models import TAG_MANAGED, Instance, InstanceState, Interruption, Market
@@ -100,7 +108,7 @@ class AzureInstances(AzureClient):
             raw_state=raw,
             state_reason=reason,
             tags=dict(vm.get("tags") or {}),
-            launched_at=_when(props.get("timeCreated")),
+            launched_at=parse_time(props.get("timeCreated")),
             price_per_hour=(quote.spot_price if spot else quote.on_demand_price) if quote else None,
             private_ip=_private_ip(nic),
         )
@@ -218,7 +226,7 @@ class AzureInstances(AzureClient):
             ) or []
             when = next(
                 (
-                    _when(s.get("time"))
+                    parse_time(s.get("time"))
                     for s in statuses
                     if s.get("code") == "PowerState/deallocated"
                 ),
@@ -234,29 +242,13 @@ class AzureInstances(AzureClient):
         for nic in nics:
             if not self._orphan(nic):
                 continue
-            at = _when((nic.get("systemData") or {}).get("lastModifiedAt")) or now_utc()
+            at = parse_time((nic.get("systemData") or {}).get("lastModifiedAt")) or now_utc()
             if at >= since:
                 inst = self._evicted(nic)
                 out.append(
                     Interruption(inst.id, "azure", "", "preempted", at, raw="evicted (VM deleted)")
                 )
         return out
-
-
-def _when(text: Any) -> datetime | None:
-    if not text:
-        return None
-    if isinstance(text, datetime):
-        return utc(text)
-    value = str(text).replace("Z", "+00:00")
-    if "." in value:  # Python wants at most 6 fraction digits; ARM sends 7
-        head, _, rest = value.partition(".")
-        digits = "".join(c for c in rest if c.isdigit())
-        value = f"{head}.{digits[:6]}{rest[len(digits) :]}"
-    try:
-        return utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
 
 
 def _private_ip(nic: Mapping[str, Any] | None) -> str | None:

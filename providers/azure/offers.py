@@ -16,6 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from providers._common import now_utc
@@ -49,17 +50,11 @@ class AzureOffers(AzureClient):
         for o in rows:
             quote = self._quotes.get((o.region, o.instance_type))
             if quote is not None:
-                o = Offer(
-                    **{
-                        **{f: getattr(o, f) for f in Offer.__dataclass_fields__},
-                        "price": quote.on_demand_price
-                        if quote.on_demand_price is not None
-                        else o.price,
-                        "spot_price": quote.spot_price
-                        if quote.spot_price is not None
-                        else o.spot_price,
-                        "price_date": quote.at.date().isoformat(),
-                    }
+                o = replace(
+                    o,
+                    price=o.price if quote.on_demand_price is None else quote.on_demand_price,
+                    spot_price=o.spot_price if quote.spot_price is None else quote.spot_price,
+                    price_date=quote.at.date().isoformat(),
                 )
             out.append(o)
         return out

@@ -20,7 +20,15 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from providers._common import has_tags, normalise_state, now_utc, unless_gone, utc, wanted_tags
+from providers._common import (
+    has_tags,
+    normalise_state,
+    now_utc,
+    parse_time,
+    unless_gone,
+    utc,
+    wanted_tags,
+)
 from providers.base import ErrorKind, ProviderError
 from providers.gcp.client import NAME_PREFIX, PREEMPTED_OP, TAGS_METADATA_KEY, GCPClient
 from providers.gcp.errors import ERRORS
@@ -42,15 +50,6 @@ STATES: dict[str, InstanceState] = {
 
 def _enum_name(value: Any) -> str:
     return str(getattr(value, "name", value) or "")
-
-
-def _when(text: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        return None
 
 
 class GCPInstances(GCPClient):
@@ -114,7 +113,7 @@ class GCPInstances(GCPClient):
             raw_state=raw,
             state_reason=PREEMPTED_OP if preempted else inst.status_message,
             tags=tags,
-            launched_at=_when(inst.creation_timestamp),
+            launched_at=parse_time(inst.creation_timestamp),
             price_per_hour=self.known_price_of(
                 zone.rsplit("-", 1)[0], inst.machine_type.rsplit("/", 1)[-1], spot
             ),
@@ -293,7 +292,7 @@ class GCPInstances(GCPClient):
         since = utc(since)
         out = []
         for op in self._preemptions():
-            at = _when(op.end_time or op.insert_time) or now_utc()
+            at = parse_time(op.end_time or op.insert_time) or now_utc()
             name = op.target_link.rsplit("/", 1)[-1]
             zone = op.zone.rsplit("/", 1)[-1]
             if at < since or not name.startswith(NAME_PREFIX):

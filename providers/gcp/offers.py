@@ -13,6 +13,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from providers._common import now_utc
@@ -51,13 +52,11 @@ class GCPOffers(GCPClient):
         for o in offers:
             known = prices.get((o.region, o.instance_type))
             if known is not None and known.gpu_count == o.gpu_count:
-                o = Offer(
-                    **{
-                        **_offer_fields(o),
-                        "price": known.price,
-                        "spot_price": known.spot_price,
-                        "price_date": known.price_date,
-                    }
+                o = replace(
+                    o,
+                    price=known.price,
+                    spot_price=known.spot_price,
+                    price_date=known.price_date,
                 )
             out.append(o)
         return out
@@ -255,7 +254,3 @@ def _catalog_offers() -> builtins.list[Offer]:
     except Exception as exc:  # the catalog is optional here
         log.debug("gcp: no catalog: %s", exc)
         return []
-
-
-def _offer_fields(o: Offer) -> dict[str, Any]:
-    return {f: getattr(o, f) for f in Offer.__dataclass_fields__}
