@@ -98,7 +98,6 @@ class SimProvider(Provider):
     """A local spot market: instances are sandboxes on this machine, served by the sim server."""
 
     name: ClassVar[str] = "sim"
-    accepts_bid_cap: ClassVar[bool] = True
 
     def __init__(
         self,
