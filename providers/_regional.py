@@ -152,7 +152,6 @@ def transport_error(exc: BaseException, provider: str) -> ProviderError | None:
 class RegionalProvider(Provider):
     """A cloud with one API endpoint per region, behind :class:`Provider` (see the module)."""
 
-    accepts_bid_cap = True
     #: how the cloud writes the state of an instance it has just accepted
     pending_state: ClassVar[str] = "Pending"
     #: instances a list page asks for, and ids one terminate call takes
