@@ -153,17 +153,26 @@ class JobRunner(Launching, ProgressReading):
         if inst is not None and inst.state.alive:
             return seen
         p = progress or {}
+        # A spot instance in no list that no terminate of ours (in the store) explains was
+        # reclaimed and released: level-triggered, so a restarted daemon reads it the same.
+        released = (
+            inst is None
+            and cur.market == "spot"
+            and bool(cur.instance_id)
+            and not self.store.has_event(job.id, "terminate", cur.instance_id or "")
+        )
         if p.get("state") == "done" and p.get("attempt", cur.attempt) <= cur.attempt:
             self.end_attempt(cur, "ended", "job finished")
-        elif inst is not None and inst.state is InstanceState.PREEMPTED:
-            self.end_attempt(cur, "preempted", inst.state_reason or "preempted")
+        elif released or (inst is not None and inst.state is InstanceState.PREEMPTED):
+            why = inst.state_reason if inst else "spot instance released"
+            shown = why or (inst.raw_state if inst else "")
+            self.end_attempt(cur, "preempted", why or "preempted")
             report.restarts += 1
             self.env.failpoints.hit("after-preempted")
             self.event(
                 "preempted",
                 f"attempt {cur.attempt} on {cur.provider}:{cur.zone} preempted"
-                f" ({inst.state_reason or inst.raw_state}); the zone is cooled down for "
-                f"{self.policy.restart.zone_cooldown}",
+                f" ({shown}); the zone is cooled down for {self.policy.restart.zone_cooldown}",
                 zone=cur.zone,
                 instance=cur.instance_id,
             )
@@ -283,7 +292,10 @@ class JobRunner(Launching, ProgressReading):
         return retry
 
     def terminate(self, action: d.Terminate, report: PassReport, *, finishing: bool) -> None:
-        """Stop an instance and end its attempt: its bill stops here, whatever comes next."""
+        """Stop an instance and end its attempt: its bill stops here, whatever comes next.
+        Recorded first: an instance gone later is ours, not a preemption, even when this
+        process dies right after the call."""
+        self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
         self.provider.terminate([action.instance_id])
         report.provider_calls += 1
         report.terminations += 1
@@ -292,7 +304,6 @@ class JobRunner(Launching, ProgressReading):
             if a.instance_id == action.instance_id and a.state in ("launching", "running"):
                 preempted = action.reason.startswith("preempted")
                 self.end_attempt(a, "preempted" if preempted else "ended", action.reason)
-        self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
 
     def end_job(
         self, action: d.Finish | d.Fail | d.Cancel, report: PassReport, updates: dict[str, Any]
@@ -301,6 +312,8 @@ class JobRunner(Launching, ProgressReading):
         live = [a for a in self.attempts if a.state in ("launching", "running")]
         ids = [a.instance_id for a in live if a.instance_id]
         if ids and not isinstance(action, d.Finish):  # decide() stops what it sees; the rest
+            for iid in ids:  # recorded first (see terminate)
+                self.event("terminate", f"terminated {iid}: {action.reason}")
             self.provider.terminate(ids)
             report.provider_calls += 1
         why = {d.Finish: "job finished", d.Cancel: "cancelled"}.get(type(action))
