@@ -27,7 +27,7 @@ KIND_PRICES = "prices"
 def _gpu_of_type() -> tuple[dict[tuple[str, str], tuple[str, int]], dict[str, tuple[str, int]]]:
     """(provider, instance type) -> (GPU, count) from the built-in catalog, and by type alone
     (the sim quotes the instance types of the clouds it mimics)."""
-    from provisioner.core.catalog import builtin_catalog
+    from provisioner.catalog_files import builtin_catalog
 
     by_key: dict[tuple[str, str], tuple[str, int]] = {}
     by_type: dict[str, tuple[str, int]] = {}
