@@ -166,12 +166,27 @@ def _store_problem(exc: BaseException) -> str | None:
     return None
 
 
+#: Commands that do no linear algebra and start no process: numpy is loaded with one BLAS
+#: thread for them (OpenBLAS starts a pool per core at import, pure start-up cost here).
+ONE_BLAS_THREAD = frozenset({"plan", "policy"})
+
+
+def _one_blas_thread(args: list[str]) -> None:
+    import os
+
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command in ONE_BLAS_THREAD:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # a user's own setting wins
+
+
 def main(argv: list[str] | None = None) -> Any:
     """The console entry point. Usage errors (an unknown option, a value out of range) are
     printed in the same one-line style as every other error, with exit 2."""
     import sys
 
     from provisioner.console import error
+
+    _one_blas_thread(sys.argv[1:] if argv is None else argv)
 
     try:
         rv = cli.main(args=argv, prog_name="provisioner", standalone_mode=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, NoReturn
 
@@ -38,6 +37,8 @@ def load_catalog_or_exit(paths: tuple[str, ...], provider: str | None = None) ->
 
 
 def print_json(doc: Any) -> None:
+    import json
+
     click.echo(json.dumps(doc, indent=2, default=str))
 
 

@@ -106,23 +106,38 @@ def parse_offers(lines: Iterable[str], source: str, provider: str | None = None)
 
 
 def _read_own(reader: csv.DictReader[str], path: str) -> list[Offer]:
+    # The rows as lists (the DictReader's own csv.reader), by column position: the built-in
+    # catalog is read on every cold `provisioner plan`, and dicts per row cost a third of it.
+    at = {name: i for i, name in enumerate(reader.fieldnames or ())}
+    cols = [at[c] for c in OWN_COLUMNS]
+    width = max(cols) + 1
+    gpu_names: dict[str, str] = {}
     out = []
-    for row in reader:
-        gpu = canonical_gpu(row["gpu"]) or row["gpu"]
+    for row in reader.reader:
+        if not row:
+            continue
+        if len(row) < width:
+            raise ValueError(f"{len(row)} fields, expected {len(at)}")
+        (prov, region, zone, itype, gpu_text, count, vcpus, mem, price, spot, date, band) = (
+            row[i] for i in cols
+        )
+        gpu = gpu_names.get(gpu_text)
+        if gpu is None:
+            gpu = gpu_names[gpu_text] = canonical_gpu(gpu_text) or gpu_text
         out.append(
             Offer(
-                provider=row["provider"],
-                region=row["region"],
-                zone=row["zone"],
-                instance_type=row["instance_type"],
+                provider=prov,
+                region=region,
+                zone=zone,
+                instance_type=itype,
                 gpu=gpu,
-                gpu_count=int(float(row["gpu_count"])),
-                vcpus=float(row["vcpus"] or 0),
-                memory_gib=float(row["memory_gib"] or 0),
-                price=_num(row["price"]),
-                spot_price=_num(row["spot_price"]),
-                price_date=row["price_date"],
-                interruption_band=_band(row["interruption_band"]),
+                gpu_count=int(float(count)),
+                vcpus=float(vcpus or 0),
+                memory_gib=float(mem or 0),
+                price=_num(price),
+                spot_price=_num(spot),
+                price_date=date,
+                interruption_band=_band(band),
             )
         )
     return out

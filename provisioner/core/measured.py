@@ -8,7 +8,6 @@ divides the estimated hours by it. Nothing here reads a clock or a database.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -66,6 +65,8 @@ class ProbeFact:
 def summarise(facts: Iterable[ProbeFact], *, last: int = 20) -> dict[Key, Measured]:
     """Median over the ``last`` runs with a fraction, per (provider, instance type, GPU).
     Runs that measured nothing comparable (a CPU, a failed probe) do not count."""
+    import statistics  # here: the planner imports this module on every cold `plan`
+
     by: dict[Key, list[ProbeFact]] = {}
     for f in facts:
         if f.fraction is None or f.fraction <= 0:
