@@ -52,6 +52,7 @@ NOT_FOR_PLAN = (
     "prometheus_client",
     "matplotlib",
     "tenacity",
+    "rich",  # the plan table is plain text (rich only for a table wider than the screen)
 )
 
 
