@@ -117,19 +117,6 @@ KNOWN_ARROWS: dict[tuple[str, str], str] = {
         "provisioner.catalog_files until providers/<cloud>/ and control/reconciler.py (being "
         "split by other changes) import it directly; then the shims go"
     ),
-    ("provisioner.control.daemon.service", "provisioner.dashboard"): (
-        "the daemon hosts the dashboard thread; to be injected by the CLI face"
-    ),
-    ("provisioner.control.daemon.service", "provisioner.dashboard.history"): (
-        "the daemon records price refreshes and its dashboard address; the rows' writers "
-        "belong in control"
-    ),
-    ("provisioner.control.daemon.service", "provisioner.dashboard.server"): (
-        "the daemon loads the dashboard token; to be injected by the CLI face"
-    ),
-    ("provisioner.control.daemon.service", "provisioner"): (
-        "the daemon's heartbeat reads provisioner.__version__"
-    ),
 }
 #: strongly connected sets of modules of more than one package allowed for now
 KNOWN_CYCLES: dict[frozenset[str], str] = {
