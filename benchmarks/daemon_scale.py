@@ -27,6 +27,8 @@ measuring process's peak RSS (``ru_maxrss``).
         [--interval 5] [--decide-interval 120] [--progress-interval 10]
         [--store postgresql+psycopg://...]
 
+``DAEMON_SCALE_PROFILE=FILE`` dumps a cProfile of the warm passes to FILE (``pstats``).
+
 The aims (issue #5): <= 1 s per pass and <= 300 MB at 10,000 jobs; provider calls per pass
 growing with regions, not with jobs. Launching 10,000 sandboxes takes about half a minute
 and 2 GB of memory for the ``sleep`` processes; the sim server then spends a good part of a
@@ -252,12 +254,21 @@ def measure(
     )
     rec = reconciler_for(store, config, "bench")  # the daemon's reconciler, its defaults
     rows: list[dict[str, Any]] = []
+    prof = None
+    if os.environ.get("DAEMON_SCALE_PROFILE"):
+        import cProfile
+
+        prof = cProfile.Profile()
     for i in range(passes + 1):
         if i > 1:
             time.sleep(max(0.0, interval - rows[-1]["seconds"]))  # the daemon's cadence
         before, waited = calls["n"], calls["s"]
         t0, c0 = time.perf_counter(), time.process_time()
+        if prof is not None and i > 0:
+            prof.enable()
         report = rec.run_pass()
+        if prof is not None and i > 0:
+            prof.disable()
         took, cpu = time.perf_counter() - t0, time.process_time() - c0
         rows.append(
             {
@@ -275,6 +286,8 @@ def measure(
         )
     rec.close()
     store.close()
+    if prof is not None:
+        prof.dump_stats(os.environ["DAEMON_SCALE_PROFILE"])
     return {
         "passes": rows,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,

@@ -27,32 +27,39 @@ Nothing here imports a cloud SDK.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from providers.base import ErrorKind, ProviderError
-from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest
+from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest, Offer
 
 
 @dataclass(frozen=True)
 class ErrorTable:
-    """A cloud's error codes by kind. ``prefixes`` match codes by their start (``Throttling.*``)."""
+    """A cloud's error codes by kind. ``prefixes`` match codes by their start (``Throttling.*``),
+    ``fragments`` anywhere in the code (``*.NoStock``), in that order after the exact codes;
+    ``by_status`` is the fallback on the HTTP status for a code none of them knows."""
 
     provider: str
     codes: Mapping[ErrorKind, Iterable[str]]
     prefixes: Mapping[ErrorKind, Iterable[str]] = field(default_factory=dict)
+    fragments: Mapping[ErrorKind, Iterable[str]] = field(default_factory=dict)
+    by_status: Callable[[int | None], ErrorKind] = field(default=lambda s: kind_from_status(s))
 
     def kind_of(self, code: str, status: int | None = None) -> ErrorKind:
         for kind, codes in self.codes.items():
             if code in codes:
                 return kind
+        for kind, fragments in self.fragments.items():
+            if any(f in code for f in fragments):
+                return kind
         for kind, prefixes in self.prefixes.items():
             if any(code.startswith(p) for p in prefixes):
                 return kind
-        return kind_from_status(status)
+        return self.by_status(status)
 
     def error(self, code: str, message: str, status: int | None = None) -> ProviderError:
         """The classified :class:`ProviderError` for a cloud error (message is redacted)."""
@@ -322,3 +329,48 @@ def user_data_for(
         )
     except BootstrapError as exc:
         raise ProviderError(ErrorKind.INVALID, "Bootstrap", str(exc), provider=cloud) from None
+
+
+# -- shared by the adapters' instance operations ------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+def offer_for(request: LaunchRequest, cloud: str) -> Offer:
+    """The request's offer; ProviderError(INVALID, ``WrongProvider``) when it is another
+    cloud's (an offer with no provider is taken as this cloud's)."""
+    offer = request.offer
+    if offer.provider not in ("", cloud):
+        raise ProviderError(
+            ErrorKind.INVALID, "WrongProvider", f"offer is for {offer.provider}", provider=cloud
+        )
+    return offer
+
+
+def unless_gone(fn: Callable[[], _T]) -> _T | None:
+    """``fn()``, or None where it raises ProviderError(NOT_FOUND): a read of something that may
+    be gone, or a delete of something already gone."""
+    try:
+        return fn()
+    except ProviderError as err:
+        if err.kind is ErrorKind.NOT_FOUND:
+            return None
+        raise
+
+
+def parse_time(text: object) -> datetime | None:
+    """A timestamp as the clouds send it (ISO 8601, ``Z`` or an offset, up to 9 fraction digits,
+    or a datetime already) as an aware UTC datetime; None where empty or unreadable."""
+    if not text:
+        return None
+    if isinstance(text, datetime):
+        return utc(text)
+    value = str(text).replace("Z", "+00:00")
+    head, dot, rest = value.partition(".")
+    if dot:  # Python wants at most 6 fraction digits; ARM sends 7. The offset stays.
+        n = len(rest) - len(rest.lstrip("0123456789"))
+        value = f"{head}.{rest[: min(n, 6)]}{rest[n:]}"
+    try:
+        return utc(datetime.fromisoformat(value))
+    except ValueError:
+        return None

@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
-from provisioner.core.models import Instance, Interruption, LaunchRequest, Offer
+from provisioner.core.models import Instance, Interruption, LaunchRequest
 
 log = logging.getLogger("provisioner.providers")
 
@@ -88,20 +88,15 @@ class ProviderInfo:
 
 
 class Provider(abc.ABC):
-    """One cloud behind one small interface (cf. Karpenter's CloudProvider)."""
+    """One cloud behind one small interface (cf. Karpenter's CloudProvider).
+
+    What an adapter may do beyond this (live prices, its own offer list, placement groups,
+    commitments) is a protocol of :mod:`providers.capabilities`, checked with ``isinstance``.
+    How a bid cap is honoured is the adapter's business: sent with the launch where the cloud
+    takes one, checked against the known price before launch where it does not (GCP).
+    """
 
     name: ClassVar[str]
-    #: True where the cloud takes a maximum spot price with the launch; False (GCP) means
-    #: the cap is enforced before launch from the price list, and the adapter says so.
-    accepts_bid_cap: ClassVar[bool] = True
-
-    @abc.abstractmethod
-    def offers(self, regions: Iterable[str] | None = None) -> list[Offer]:
-        """GPU instance types (from the cloud's API where it has one, else the catalog)."""
-
-    @abc.abstractmethod
-    def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
-        """Live spot and on-demand prices."""
 
     @abc.abstractmethod
     def launch(self, request: LaunchRequest) -> Instance:
@@ -155,10 +150,16 @@ class RedactingFilter(logging.Filter):
     """Logging filter that scrubs registered secrets from every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Scrub the formatted message, so that a secret inside any argument (a mapping, an
+        exception) is caught too, and mapping-style arguments (``%(key)s``) still format."""
         if _SECRET_VALUES:
-            record.msg = redact(str(record.msg))
-            if record.args:
-                record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+            try:
+                message = record.getMessage()
+            except Exception:  # a malformed record: the handler reports it as it would
+                return True
+            clean = redact(message)
+            if clean != message:
+                record.msg, record.args = clean, None
         return True
 
 

@@ -27,20 +27,17 @@ import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from providers.facts import cloud_facts
+
 SPEC_PATH = "/etc/provisioner/job.json"
 VENV = "/opt/provisioner/venv"
 UNIT = "provisioner-agent.service"
 HEREDOC = "PROVISIONER_JOB_SPEC"
 
-#: cloud -> (limit in bytes, measured after base64?) for user data / startup script (docs)
-USER_DATA_LIMITS: dict[str, tuple[int, bool]] = {
-    "aws": (16 * 1024, False),  # EC2: 16 KB raw, before base64
-    "gcp": (256 * 1024, False),  # one metadata value
-    "azure": (64 * 1024, False),  # custom data: 64 KB
-    "alibaba": (32 * 1024, False),  # ECS UserData: 32 KB raw
-    "tencent": (16 * 1024, True),  # CVM UserData: 16 KB base64-encoded
-    "sim": (1024 * 1024, False),
-}
+#: The sim has no user-data limit of its own (its sandboxes read the spec from a file); a script
+#: rendered for it (tests, demos) may be this large. Every cloud's limit is its fact:
+#: ``cloud_facts(cloud).user_data_limit`` (``providers/<cloud>/facts.py``).
+SIM_USER_DATA_LIMIT = 1024 * 1024
 
 #: words (in a key split at ``_``, ``-``, ``.`` and case changes) that name a credential
 _SECRET_WORDS = frozenset(
@@ -91,8 +88,7 @@ def render_bootstrap(
     pip_args: Sequence[str] = (),
 ) -> str:
     """The bootstrap script for ``spec`` on ``cloud`` (raises :class:`BootstrapError`)."""
-    if cloud not in USER_DATA_LIMITS:
-        raise BootstrapError(f"unknown cloud {cloud!r} (known: {', '.join(USER_DATA_LIMITS)})")
+    user_data_limit(cloud)  # an unknown cloud is refused before anything is rendered
     if not package_spec.strip():
         raise BootstrapError("empty package spec")
     for where in _secrets_in(spec, "spec"):
@@ -120,9 +116,21 @@ def render_bootstrap(
     return script
 
 
+def user_data_limit(cloud: str) -> tuple[int, bool]:
+    """``cloud``'s user-data limit in bytes, and whether it counts the base64 text (from the
+    cloud's facts; :class:`BootstrapError` for a cloud without facts)."""
+    if cloud == "sim":
+        return SIM_USER_DATA_LIMIT, False
+    try:
+        facts = cloud_facts(cloud)
+    except ValueError as exc:
+        raise BootstrapError(str(exc)) from None
+    return facts.user_data_limit, facts.user_data_limit_encoded
+
+
 def check_size(script: str, cloud: str) -> None:
     """Raise :class:`BootstrapError` when ``script`` is over ``cloud``'s user-data limit."""
-    limit, encoded = USER_DATA_LIMITS[cloud]
+    limit, encoded = user_data_limit(cloud)
     raw = script.encode()
     size = len(base64.b64encode(raw)) if encoded else len(raw)
     if size > limit:

@@ -1,7 +1,12 @@
 """What each cloud *is*, declared once: the facts the core, the agent and the sim read.
 
 Every cloud folder has a ``facts.py`` with one :class:`CloudFacts` named ``FACTS``, registered
-under the ``provisioner.clouds`` entry point group (``pyproject.toml``). A sixth cloud is one new
+under the ``provisioner.clouds`` entry point group (``pyproject.toml``); its notice poll and
+parser sit next to it in ``notice.py``. Readers: the agent (metadata endpoint, notice poll,
+usual notice length), ``providers/bootstrap.py`` (user-data limit), the sim's rules (notice,
+billing, protection period; ``providers/sim/rules.py`` adds only sim-side error codes and state
+words), ``provisioner providers`` (SDK, credential variables and files), the sim adapter (zone
+naming) and, through :func:`billing_for`, whoever prices run time. A sixth cloud is one new
 folder and two entry points (``provisioner.providers`` for its adapter, ``provisioner.clouds``
 for its facts). Reading facts imports no SDK.
 """
@@ -13,11 +18,27 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 
+from providers.notice import NoticePoll
 from provisioner.core.billing import Billing
 
 GROUP = "provisioner.clouds"
 #: the clouds shipped here, in case the package's entry points are not installed (a source tree)
 BUILTIN = ("aws", "gcp", "azure", "alibaba", "tencent")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Where a cloud's SDK finds credentials, as data: what ``provisioner providers`` looks for
+    (names and paths only; nothing is opened or printed).
+
+    ``env``: sets of variables; one set with every variable non-empty proves credentials.
+    ``files``: paths, tried after ``env``; ``~`` is the home, ``${VAR}`` the value of VAR (the
+    path is skipped when VAR is unset), ``${VAR:-default}`` VAR or the default. ``hint``: how to
+    set them up, printed when none is found."""
+
+    env: tuple[tuple[str, ...], ...]
+    files: tuple[str, ...]
+    hint: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +51,11 @@ class CloudFacts:
     user_data_limit: int  # bytes of user data / startup script the cloud accepts
     user_data_limit_encoded: bool  # the limit counts the base64 text, not the raw script
     metadata_base: str  # the instance metadata endpoint the agent polls for notices
+    notice: NoticePoll  # the notice request and its parser (providers/<cloud>/notice.py)
+    credentials: Credentials  # where the SDK finds credentials (the CLI's probe)
+    sdk: str  # the SDK distribution (``pip install 'provisioner[<name>]'`` brings it)
+    sdk_module: str  # the module whose presence says the SDK is installed (found, not imported)
+    zone_suffixes: tuple[str, ...]  # how zones are named after their region (the sim spreads rows)
     docs: str = ""  # where these facts come from
 
 

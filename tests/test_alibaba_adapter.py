@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from fakes.alibaba_server import AlibabaFakeServer
 
-import providers.alibaba as alibaba
 from providers.alibaba import AlibabaProvider, classify_code, parse_endpoint, parse_time
 from providers.base import ErrorKind, ProviderError, ProviderUnavailable, RetryPolicy
 from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
@@ -355,6 +354,15 @@ def test_codes_are_classified(code: str, kind: ErrorKind) -> None:
 def test_unknown_code_with_a_5xx_is_transient() -> None:
     assert classify_code("SomethingNew", 502) is ErrorKind.TRANSIENT
     assert classify_code("SomethingNew", 400) is ErrorKind.INVALID
+    assert classify_code("SomethingNew", 429) is ErrorKind.THROTTLED
+
+
+def test_an_unknown_403_or_404_is_invalid_not_auth_or_gone() -> None:
+    # ECS answers many plain refusals with 403/404: an unknown one is not read as bad
+    # credentials, nor (for DeleteInstances) as "already gone"
+    assert classify_code("IncorrectInstanceStatus", 403) is ErrorKind.INVALID
+    assert classify_code("InvalidImageId.NotFound", 404) is ErrorKind.INVALID
+    assert classify_code("InvalidInstanceId.NotFound", 404) is ErrorKind.NOT_FOUND
 
 
 @pytest.mark.parametrize(
@@ -552,7 +560,7 @@ def test_instances_read_pending_then_running(
 def test_list_follows_next_token(
     server: AlibabaFakeServer, provider: AlibabaProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(alibaba, "PAGE", 2)
+    monkeypatch.setattr(provider, "page", 2)
     ids = {provider.launch(request(job=f"job-{n}")).id for n in range(5)}
     before = len(server.calls("DescribeInstances"))
     assert {i.id for i in provider.list()} == ids
@@ -575,25 +583,30 @@ def test_preemption_is_the_recycling_lock(
     [found] = provider.interruptions(since)
     assert (found.instance_id, found.kind, found.zone) == (inst.id, "preempted", "cn-hangzhou-h")
     assert "Recycling" in found.raw
-    # reported once per first sighting: a later window does not see it again
+    # dated when seen: a window that starts after this call has nothing yet
     assert provider.interruptions(datetime.now(UTC) + timedelta(seconds=1)) == []
 
     server.release(inst.id)
     with pytest.raises(ProviderError) as caught:
         provider.get(inst.id)
     assert caught.value.kind is ErrorKind.NOT_FOUND
-    assert provider.interruptions(since) == []  # already reported; not "gone" again
+    assert provider.interruptions(since) == []  # released: in no list any more
 
 
-def test_a_spot_instance_that_vanishes_is_reported_gone(
+def test_preemption_is_read_from_the_cloud_on_every_call_not_remembered(
     server: AlibabaFakeServer, provider: AlibabaProvider
 ) -> None:
     since = datetime.now(UTC) - timedelta(seconds=1)
     inst = provider.launch(request())
-    server.release(inst.id)  # released before any poll saw the lock
-    [found] = provider.interruptions(since)
-    assert (found.instance_id, found.raw) == (inst.id, "gone")
-    assert provider.interruptions(since) == []
+    server.preempt(inst.id)
+    fresh = make_provider(server)  # a restarted daemon: it never saw the instance alive
+    assert fresh.get(inst.id).state is InstanceState.PREEMPTED
+    for adapter in (fresh, provider, provider):  # level-triggered: while the lock stands
+        assert [i.instance_id for i in adapter.interruptions(since)] == [inst.id]
+    assert server.calls("DescribeInstances")[-1].params["LockReason"] == "Recycling"
+    server.release(inst.id)  # released: in no list; the control loop reads that from the store
+    assert fresh.interruptions(since) == [] and provider.interruptions(since) == []
+    assert provider.list() == []
 
 
 def test_own_termination_is_not_an_interruption(

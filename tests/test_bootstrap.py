@@ -20,11 +20,11 @@ import pytest
 
 from providers.bootstrap import (
     SPEC_PATH,
-    USER_DATA_LIMITS,
     BootstrapError,
     check_size,
     render_bootstrap,
     spec_from_script,
+    user_data_limit,
 )
 
 SPEC = {
@@ -108,7 +108,7 @@ def test_size_limits_per_cloud() -> None:
         render_bootstrap(big, cloud="aws")
     assert len(render_bootstrap(big, cloud="gcp")) > 15 * 1024  # 256 KiB there
 
-    limit, encoded = USER_DATA_LIMITS["tencent"]
+    limit, encoded = user_data_limit("tencent")
     assert encoded
     script = render_bootstrap({**SPEC, "notes": "x" * 9000}, cloud="gcp")
     assert len(script.encode()) < limit < len(base64.b64encode(script.encode()))

@@ -117,9 +117,15 @@ def test_half_a_key_pair_is_not_credentials(home: Path) -> None:
 
 
 def test_missing_sdk_says_how_to_install(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import provisioner.cli.providers_cmd as mod
+    import dataclasses
 
-    monkeypatch.setitem(mod.SDKS, "aws", ("boto3", "no_such_sdk_module.sub"))
+    import provisioner.cli.providers_cmd as mod
+    from providers.facts import cloud_facts
+
+    facts = dataclasses.replace(cloud_facts("aws"), sdk_module="no_such_sdk_module.sub")
+    monkeypatch.setattr(
+        mod, "cloud_facts", lambda name: facts if name == "aws" else cloud_facts(name)
+    )
     info = provider_info("aws", env={}, home=home)
     assert info.sdk_installed is False
     assert "pip install 'provisioner[aws]'" in info.detail

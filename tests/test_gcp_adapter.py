@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -217,7 +218,17 @@ def test_cap_below_the_known_price_is_refused_before_anything_is_sent(
     assert caught.value.kind.try_next_offer
     assert "before launch" in caught.value.message
     assert server.launch_requests() == []
-    assert provider.accepts_bid_cap is False
+
+
+def test_another_clouds_offer_is_refused_before_anything_is_sent(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    aws_offer = replace(g2_offer(), provider="aws")
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request(aws_offer))
+    assert (caught.value.kind, caught.value.code) == (ErrorKind.INVALID, "WrongProvider")
+    assert server.launch_requests() == []
+    assert provider.launch(request(replace(g2_offer(), provider=""))).provider == "gcp"
 
 
 def test_live_quote_is_the_known_price(server: GCPServer, provider: GCPProvider) -> None:

@@ -135,10 +135,6 @@ def run_job(cloud: str, *, ours: bool) -> tuple[Store, str, Any]:
         return store, job_id, inst
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16 item 5, not fixed yet: a fresh process ends the attempt as 'instance gone'",
-)
 @pytest.mark.parametrize("cloud", sorted(CLOUDS))
 def test_a_spot_instance_released_while_the_daemon_was_down_is_a_preemption(cloud: str) -> None:
     store, job_id, inst = run_job(cloud, ours=False)

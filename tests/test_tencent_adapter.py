@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from fakes.tencent_server import TencentFakeServer
 
-import providers.tencent as tencent
 from providers.base import ErrorKind, ProviderError, ProviderUnavailable, RetryPolicy
 from providers.tencent import TencentProvider, classify_code, gpu_for, price_text
 from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
@@ -553,7 +552,7 @@ def test_launch_failed_reads_terminated_with_the_reason(
 def test_list_pages_by_offset(
     server: TencentFakeServer, provider: TencentProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tencent, "PAGE", 2)
+    monkeypatch.setattr(provider, "page", 2)
     ids = {provider.launch(request(job=f"job-{n}")).id for n in range(5)}
     before = len(server.calls("DescribeInstances"))
     assert {i.id for i in provider.list()} == ids
@@ -580,17 +579,22 @@ def test_preemption_is_a_spot_instance_going_away_that_we_did_not_terminate(
     with pytest.raises(ProviderError) as caught:
         provider.get(inst.id)
     assert caught.value.kind is ErrorKind.NOT_FOUND
-    assert provider.interruptions(since) == []  # already reported; not "gone" again
+    assert provider.interruptions(since) == []  # released: in no list any more
 
 
-def test_a_spot_instance_that_vanishes_is_reported_gone(
+def test_preemption_is_read_from_the_cloud_on_every_call_not_remembered(
     server: TencentFakeServer, provider: TencentProvider
 ) -> None:
     since = datetime.now(UTC) - timedelta(seconds=1)
     inst = provider.launch(request())
-    server.release(inst.id)
-    [found] = provider.interruptions(since)
-    assert (found.instance_id, found.raw) == (inst.id, "gone")
+    server.preempt(inst.id)
+    fresh = make_provider(server)  # a restarted daemon: it never saw the instance alive
+    assert fresh.get(inst.id).state is InstanceState.PREEMPTED
+    for adapter in (fresh, provider, provider):  # level-triggered: while it is going away
+        assert [i.instance_id for i in adapter.interruptions(since)] == [inst.id]
+    server.release(inst.id)  # released: in no list; the control loop reads that from the store
+    assert fresh.interruptions(since) == [] and provider.interruptions(since) == []
+    assert provider.list() == []
 
 
 def test_own_termination_is_not_a_preemption_even_for_a_fresh_adapter(

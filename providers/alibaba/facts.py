@@ -1,6 +1,7 @@
 """Alibaba Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts
+from providers.alibaba.notice import POLL
+from providers.facts import CloudFacts, Credentials
 from provisioner.core.billing import PER_SECOND
 
 FACTS = CloudFacts(
@@ -12,5 +13,22 @@ FACTS = CloudFacts(
     user_data_limit=32 * 1024,
     user_data_limit_encoded=False,
     metadata_base="http://100.100.100.200",
+    notice=POLL,
+    credentials=Credentials(
+        env=(
+            ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
+            ("ALICLOUD_ACCESS_KEY", "ALICLOUD_SECRET_KEY"),
+        ),
+        files=(
+            "${ALIBABA_CLOUD_CREDENTIALS_FILE}",
+            "~/.alibabacloud/credentials.ini",
+            "~/.alibabacloud/credentials",
+            "~/.aliyun/config.json",
+        ),
+        hint="aliyun configure, or ALIBABA_CLOUD_ACCESS_KEY_ID + ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+    ),
+    sdk="alibabacloud-ecs20140526",
+    sdk_module="alibabacloud_ecs20140526",
+    zone_suffixes=("-a", "-b", "-c"),
     docs="spot: 1 h protection, reclaim notice about 5 min before (metadata shows ~2 min); pay-as-you-go per second",
 )

@@ -1,6 +1,7 @@
 """AWS: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts
+from providers.aws.notice import POLL
+from providers.facts import CloudFacts, Credentials
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
 
 FACTS = CloudFacts(
@@ -12,5 +13,22 @@ FACTS = CloudFacts(
     user_data_limit=16 * 1024,
     user_data_limit_encoded=False,
     metadata_base="http://169.254.169.254",
+    notice=POLL,
+    credentials=Credentials(
+        env=(
+            ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",),
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI",),
+        ),
+        files=(
+            "${AWS_SHARED_CREDENTIALS_FILE:-~/.aws/credentials}",
+            "${AWS_CONFIG_FILE:-~/.aws/config}",
+        ),
+        hint="aws configure, or AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY",
+    ),
+    sdk="boto3",
+    sdk_module="boto3",
+    zone_suffixes=("a", "b", "c"),
     docs="EC2 spot two-minute notice; per-second billing with a 60 s minimum for Linux",
 )

@@ -1,6 +1,7 @@
 """Azure: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts
+from providers.azure.notice import POLL
+from providers.facts import CloudFacts, Credentials
 from provisioner.core.billing import PER_STARTED_MINUTE
 
 FACTS = CloudFacts(
@@ -12,5 +13,22 @@ FACTS = CloudFacts(
     user_data_limit=64 * 1024,
     user_data_limit_encoded=False,
     metadata_base="http://169.254.169.254",
+    notice=POLL,
+    credentials=Credentials(
+        env=(
+            ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET"),
+            ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_CERTIFICATE_PATH"),
+            ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE"),
+            ("AZURE_USERNAME", "AZURE_PASSWORD"),
+        ),
+        files=(
+            "${AZURE_CONFIG_DIR:-~/.azure}/msal_token_cache.json",
+            "${AZURE_CONFIG_DIR:-~/.azure}/azureProfile.json",
+        ),
+        hint="az login, or AZURE_CLIENT_ID + AZURE_TENANT_ID + AZURE_CLIENT_SECRET",
+    ),
+    sdk="azure-mgmt-compute",
+    sdk_module="azure.mgmt.compute",
+    zone_suffixes=("-1", "-2", "-3"),
     docs="Scheduled Events Preempt: at least 30 s; billed per started minute",
 )

@@ -1,6 +1,7 @@
 """Google Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts
+from providers.facts import CloudFacts, Credentials
+from providers.gcp.notice import POLL
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
 
 FACTS = CloudFacts(
@@ -12,5 +13,17 @@ FACTS = CloudFacts(
     user_data_limit=256 * 1024,
     user_data_limit_encoded=False,
     metadata_base="http://metadata.google.internal",
+    notice=POLL,
+    credentials=Credentials(
+        env=(),
+        files=(
+            "${GOOGLE_APPLICATION_CREDENTIALS}",
+            "${CLOUDSDK_CONFIG:-~/.config/gcloud}/application_default_credentials.json",
+        ),
+        hint="gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS",
+    ),
+    sdk="google-cloud-compute",
+    sdk_module="google.cloud.compute_v1",
+    zone_suffixes=("-a", "-b", "-c"),
     docs="Spot VM preemption: 30 s notice; per-second billing, 1 minute minimum",
 )

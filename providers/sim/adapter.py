@@ -28,6 +28,7 @@ from providers.base import (
     RetryPolicy,
     call_with_retries,
 )
+from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
 from provisioner.core.models import (
     Instance,
@@ -41,14 +42,6 @@ from provisioner.core.models import (
 if TYPE_CHECKING:
     from provisioner.core.catalog import Catalog
 
-#: How a region-level catalog row is spread over zones, in each cloud's zone naming.
-ZONE_SUFFIXES = {
-    "aws": ("a", "b", "c"),
-    "gcp": ("-a", "-b", "-c"),
-    "azure": ("-1", "-2", "-3"),
-    "alibaba": ("-a", "-b", "-c"),
-    "tencent": ("-1", "-2", "-3"),
-}
 STATES = {
     "running": InstanceState.RUNNING,
     "terminated": InstanceState.TERMINATED,
@@ -105,7 +98,6 @@ class SimProvider(Provider):
     """A local spot market: instances are sandboxes on this machine, served by the sim server."""
 
     name: ClassVar[str] = "sim"
-    accepts_bid_cap: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -230,7 +222,7 @@ class SimProvider(Provider):
                 elif (o.region, o.instance_type) in zoned:
                     continue
                 else:
-                    zones = (o.region + s for s in ZONE_SUFFIXES[cloud])
+                    zones = (o.region + s for s in cloud_facts(cloud).zone_suffixes)
                 for z in zones:
                     if isinstance(self.mimic, dict) and self.mimic.get(z) != cloud:
                         continue
@@ -283,7 +275,7 @@ class SimProvider(Provider):
 
     def launch(self, request: LaunchRequest) -> Instance:
         o = request.offer
-        zone = o.zone or o.region + ZONE_SUFFIXES.get(self.zone_cloud(o.region), ("a",))[0]
+        zone = o.zone or o.region + cloud_facts(self.zone_cloud(o.region)).zone_suffixes[0]
         cloud = self._zone_cloud.get(zone) or (
             o.provider if o.provider in CLOUDS else self.zone_cloud(zone)
         )

@@ -340,9 +340,7 @@ class SimCloud:
                     state="terminated",
                     raw_state=rules.raw_terminated,
                     ended_real=now,
-                    state_reason="Client.UserInitiatedShutdown"
-                    if inst["cloud"] == "aws"
-                    else "terminated by the user",
+                    state_reason=rules.terminated_reason,
                     kill_at_real=now + self.config.terminate_grace_s,
                 )
                 self._signal_group(inst, signal.SIGTERM)

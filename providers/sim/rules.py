@@ -1,36 +1,24 @@
-"""The rules of each cloud the sim mimics: notice, billing, error codes, state words.
+"""The rules of each cloud the sim mimics: its facts, plus the sim-only error codes and state words.
 
-Billing (over *simulated* time; one simulated hour = ``seconds_per_hour`` real seconds):
-
-| cloud   | increment        | minimum | notes |
-| ------- | ---------------- | ------- | ----- |
-| aws     | per second       | 60 s    | Linux on-demand and spot |
-| gcp     | per second       | 60 s    | |
-| azure   | per minute (up)  | 60 s    | each started minute is billed |
-| alibaba | per second       | none    | pay-as-you-go, settled hourly; spot has a 1 h protection period |
-| tencent | per second       | none    | pay-as-you-go (spot: SPOTPAID), settled hourly |
-
-Notices (simulated seconds; scaled, but never under the server's ``notice_floor_s`` real
-seconds): AWS 120, GCP 30, Azure 30, Alibaba 120, Tencent 120. Alibaba spot instances are not
-reclaimed by the market during their first simulated hour (the protection period); a forced
-preemption (``preempt``, the demo scenario) ignores it.
-
-Facts from each cloud's documentation, not checked against a live account.
+What a cloud *is* (notice length, billing increment and minimum, the spot protection period)
+comes from its facts, ``cloud_facts(cloud)`` (``providers/<cloud>/facts.py``); only what the sim
+needs to answer like that cloud's API lives here. Billing runs over *simulated* time (one
+simulated hour = ``seconds_per_hour`` real seconds); notices are in simulated seconds, scaled,
+but never under the server's ``notice_floor_s`` real seconds. A spot instance younger than its
+cloud's protection period (Alibaba: 1 h) is not reclaimed by the market; a forced preemption
+(``preempt``, the demo scenario) ignores it.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from providers.facts import CloudFacts, cloud_facts
 
 
 @dataclass(frozen=True)
 class CloudRules:
-    name: str
-    notice_s: float  # simulated seconds between the notice and the kill
-    increment_s: int  # billing granularity (1: per second, 60: per started minute)
-    minimum_s: int  # shortest billed duration
-    protection_s: float  # the market does not reclaim a spot instance younger than this
+    facts: CloudFacts
     capacity_code: str
     price_code: str | None  # None: the cloud takes no bid (GCP)
     quota_code: str
@@ -41,22 +29,34 @@ class CloudRules:
     raw_terminated: str
     raw_preempted: str
     preempted_reason: str
-    billing_rule: str
+    terminated_reason: str = "terminated by the user"
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def notice_s(self) -> float:
+        """Simulated seconds between the notice and the kill."""
+        return self.facts.notice_s
+
+    @property
+    def protection_s(self) -> float:
+        """The market does not reclaim a spot instance younger than this."""
+        return self.facts.spot_protection_s
+
+    @property
+    def billing_rule(self) -> str:
+        return self.facts.billing.rule
 
     def billed_seconds(self, seconds: float) -> int:
         """Seconds charged for ``seconds`` of simulated run time."""
-        used = max(0.0, seconds)
-        rounded = math.ceil(used / self.increment_s - 1e-9) * self.increment_s
-        return int(max(rounded, self.minimum_s))
+        return self.facts.billing.billed_seconds(seconds)
 
 
 RULES: dict[str, CloudRules] = {
     "aws": CloudRules(
-        name="aws",
-        notice_s=120.0,
-        increment_s=1,
-        minimum_s=60,
-        protection_s=0.0,
+        facts=cloud_facts("aws"),
         capacity_code="InsufficientInstanceCapacity",
         price_code="SpotMaxPriceTooLow",
         quota_code="VcpuLimitExceeded",
@@ -67,14 +67,10 @@ RULES: dict[str, CloudRules] = {
         raw_terminated="terminated",
         raw_preempted="terminated",
         preempted_reason="Server.SpotInstanceTermination: Spot instance termination",
-        billing_rule="per second, 60 s minimum",
+        terminated_reason="Client.UserInitiatedShutdown",
     ),
     "gcp": CloudRules(
-        name="gcp",
-        notice_s=30.0,
-        increment_s=1,
-        minimum_s=60,
-        protection_s=0.0,
+        facts=cloud_facts("gcp"),
         capacity_code="ZONE_RESOURCE_POOL_EXHAUSTED",
         price_code=None,
         quota_code="QUOTA_EXCEEDED",
@@ -85,14 +81,9 @@ RULES: dict[str, CloudRules] = {
         raw_terminated="TERMINATED",
         raw_preempted="TERMINATED",
         preempted_reason="compute.instances.preempted: Instance was preempted.",
-        billing_rule="per second, 60 s minimum",
     ),
     "azure": CloudRules(
-        name="azure",
-        notice_s=30.0,
-        increment_s=60,
-        minimum_s=60,
-        protection_s=0.0,
+        facts=cloud_facts("azure"),
         capacity_code="ZonalAllocationFailed",
         price_code="SpotPriceGreaterThanProvidedMaxPrice",
         quota_code="OperationNotAllowed",
@@ -103,14 +94,9 @@ RULES: dict[str, CloudRules] = {
         raw_terminated="PowerState/deallocated",
         raw_preempted="PowerState/deallocated",
         preempted_reason="Preempt: the Spot VM was evicted (capacity)",
-        billing_rule="per started minute",
     ),
     "alibaba": CloudRules(
-        name="alibaba",
-        notice_s=120.0,
-        increment_s=1,
-        minimum_s=0,
-        protection_s=3600.0,
+        facts=cloud_facts("alibaba"),
         capacity_code="OperationDenied.NoStock",
         price_code="InvalidSpotPriceLimit.LowerThanPublicPrice",
         quota_code="QuotaExceed.PostPaidInstance",
@@ -121,14 +107,9 @@ RULES: dict[str, CloudRules] = {
         raw_terminated="Stopped",
         raw_preempted="Stopped",
         preempted_reason="Recycling: the spot instance was reclaimed",
-        billing_rule="per second, no minimum",
     ),
     "tencent": CloudRules(
-        name="tencent",
-        notice_s=120.0,
-        increment_s=1,
-        minimum_s=0,
-        protection_s=0.0,
+        facts=cloud_facts("tencent"),
         capacity_code="ResourceInsufficient.AvailabilityZoneSoldOut",
         price_code="InvalidParameterValue.InsufficientPrice",
         quota_code="LimitExceeded.SpotQuota",
@@ -139,7 +120,6 @@ RULES: dict[str, CloudRules] = {
         raw_terminated="TERMINATED",
         raw_preempted="TERMINATED",
         preempted_reason="SPOT_PAID_INSTANCE_RECYCLED: the spot instance was reclaimed",
-        billing_rule="per second, no minimum",
     ),
 }
 

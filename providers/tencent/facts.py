@@ -1,6 +1,7 @@
 """Tencent Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts
+from providers.facts import CloudFacts, Credentials
+from providers.tencent.notice import POLL
 from provisioner.core.billing import PER_SECOND
 
 FACTS = CloudFacts(
@@ -12,5 +13,17 @@ FACTS = CloudFacts(
     user_data_limit=16 * 1024,
     user_data_limit_encoded=True,
     metadata_base="http://metadata.tencentyun.com",
+    notice=POLL,
+    credentials=Credentials(
+        env=(("TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY"),),
+        files=(
+            "~/.tencentcloud/credentials",
+            "/etc/tencentcloud/credentials",
+        ),
+        hint="tccli configure, or TENCENTCLOUD_SECRET_ID + TENCENTCLOUD_SECRET_KEY",
+    ),
+    sdk="tencentcloud-sdk-python-cvm",
+    sdk_module="tencentcloud.cvm",
+    zone_suffixes=("-1", "-2", "-3"),
     docs="spot reclaim notice about 2 min; pay-as-you-go per second; UserData 16 KB base64",
 )

@@ -22,20 +22,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from providers.facts import cloud_facts, known_clouds
+
 if TYPE_CHECKING:
     from policies.model import Policy
 
 SPEC_VERSION = 1
-CLOUDS = ("aws", "gcp", "azure", "alibaba", "tencent")
-
-#: Where each cloud serves its instance metadata (the sim provider overrides this per instance).
-DEFAULT_METADATA_URL = {
-    "aws": "http://169.254.169.254",
-    "gcp": "http://metadata.google.internal",
-    "azure": "http://169.254.169.254",
-    "alibaba": "http://100.100.100.200",
-    "tencent": "http://metadata.tencentyun.com",
-}
+#: The clouds whose notices the agent reads: every cloud with facts (``providers/facts.py``);
+#: where each serves its metadata is ``cloud_facts(cloud).metadata_base`` (the sim provider
+#: overrides it per instance).
+CLOUDS = known_clouds()
 
 
 class SpecError(ValueError):
@@ -119,7 +115,7 @@ class AgentSpec:
     @property
     def base_metadata_url(self) -> str:
         url = self.metadata_url or os.environ.get("PROVISIONER_METADATA_URL") or ""
-        return (url or DEFAULT_METADATA_URL[self.cloud]).rstrip("/")
+        return (url or cloud_facts(self.cloud).metadata_base).rstrip("/")
 
     def resolved_workdir(self) -> Path:
         return Path(self.workdir or os.getcwd()).resolve()

@@ -119,6 +119,7 @@ def refresh(
     Exits 4 when the provider refuses (credentials, quota) and 2 on a bad provider name.
     """
     from providers.base import ProviderError, ProviderUnavailable, get
+    from providers.capabilities import LivePrices
     from provisioner.cli import EXIT_PROVIDER
     from provisioner.cli.checks import check_provider
     from provisioner.cli.common import fail
@@ -138,6 +139,9 @@ def refresh(
             f"{provider_name}: {exc} (install the extra: pip install 'provisioner[{provider_name}]')",
             EXIT_PROVIDER,
         )
+    if not isinstance(prov, LivePrices):
+        prov.close()
+        fail(f"{provider_name} quotes no live prices; the catalog's prices stand", EXIT_PROVIDER)
     try:
         with console(stderr=True).status(f"fetching prices from {provider_name}..."):
             quotes = prov.prices(list(regions) or None)

@@ -2,13 +2,16 @@
 
 Nothing is imported from a cloud SDK and no credential is read: the SDK is looked up with the
 import system's finders, and credentials are *found* (environment variable names, standard
-files) without opening them. What is printed names variables and paths, never a value.
+files) without opening them. What is printed names variables and paths, never a value. Which
+SDK, variables and files each cloud uses is its fact (``cloud_facts(name)``: ``sdk``,
+``sdk_module``, ``credentials``; ``providers/<cloud>/facts.py``).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Mapping
 from importlib.machinery import all_suffixes
 from pathlib import Path
@@ -16,16 +19,8 @@ from pathlib import Path
 import click
 
 from providers.base import ProviderInfo, provider_names
+from providers.facts import cloud_facts, known_clouds
 from provisioner.cli.common import json_option, print_json
-
-#: provider -> (SDK distribution, the module that says it is installed)
-SDKS: dict[str, tuple[str, str]] = {
-    "aws": ("boto3", "boto3"),
-    "gcp": ("google-cloud-compute", "google.cloud.compute_v1"),
-    "azure": ("azure-mgmt-compute", "azure.mgmt.compute"),
-    "alibaba": ("alibabacloud-ecs20140526", "alibabacloud_ecs20140526"),
-    "tencent": ("tencentcloud-sdk-python-cvm", "tencentcloud.cvm"),
-}
 
 
 def module_available(name: str) -> bool:
@@ -50,64 +45,43 @@ def module_available(name: str) -> bool:
     return True
 
 
-def _first(*found: str | None) -> str | None:
-    return next((f for f in found if f), None)
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def _env(env: Mapping[str, str], *names: str) -> str | None:
-    """``"$A + $B"`` when every variable in ``names`` is set and non-empty."""
-    if all(env.get(n) for n in names):
-        return " + ".join(f"${n}" for n in names)
-    return None
+def expand_path(template: str, env: Mapping[str, str], home: Path) -> Path | None:
+    """A credentials file template as a path: ``${VAR}`` is VAR's value (None when VAR is unset
+    or empty), ``${VAR:-default}`` VAR's value or the default, a leading ``~`` the home."""
+    missing = False
 
+    def value(m: re.Match[str]) -> str:
+        nonlocal missing
+        got = env.get(m.group(1)) or m.group(2)
+        if got is None:
+            missing = True
+            return ""
+        return got
 
-def _file(path: Path | str | None) -> str | None:
-    return str(path) if path and Path(path).is_file() else None
+    text = _VAR.sub(value, template)
+    if missing or not text:
+        return None
+    if text == "~" or text.startswith("~/"):
+        return home / text[2:]
+    return Path(text)
 
 
 def credentials_where(name: str, env: Mapping[str, str], home: Path) -> str | None:
-    """Where credentials for ``name`` would come from (variable names or a path), or None."""
-    if name == "aws":
-        aws = home / ".aws"
-        return _first(
-            _env(env, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
-            _env(env, "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"),
-            _env(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
-            _env(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI"),
-            _file(env.get("AWS_SHARED_CREDENTIALS_FILE") or aws / "credentials"),
-            _file(env.get("AWS_CONFIG_FILE") or aws / "config"),
-        )
-    if name == "gcp":
-        gcloud = Path(env.get("CLOUDSDK_CONFIG") or home / ".config" / "gcloud")
-        return _first(
-            _file(env.get("GOOGLE_APPLICATION_CREDENTIALS")),
-            _file(gcloud / "application_default_credentials.json"),
-        )
-    if name == "azure":
-        azure = Path(env.get("AZURE_CONFIG_DIR") or home / ".azure")
-        return _first(
-            _env(env, "AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET"),
-            _env(env, "AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_CERTIFICATE_PATH"),
-            _env(env, "AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE"),
-            _env(env, "AZURE_USERNAME", "AZURE_PASSWORD"),
-            _file(azure / "msal_token_cache.json"),
-            _file(azure / "azureProfile.json"),
-        )
-    if name == "alibaba":
-        return _first(
-            _env(env, "ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
-            _env(env, "ALICLOUD_ACCESS_KEY", "ALICLOUD_SECRET_KEY"),
-            _file(env.get("ALIBABA_CLOUD_CREDENTIALS_FILE")),
-            _file(home / ".alibabacloud" / "credentials.ini"),
-            _file(home / ".alibabacloud" / "credentials"),
-            _file(home / ".aliyun" / "config.json"),
-        )
-    if name == "tencent":
-        return _first(
-            _env(env, "TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY"),
-            _file(home / ".tencentcloud" / "credentials"),
-            _file("/etc/tencentcloud/credentials"),
-        )
+    """Where credentials for ``name`` would come from (variable names or a path), or None
+    (also for a provider without facts)."""
+    if name not in known_clouds():
+        return None
+    probe = cloud_facts(name).credentials
+    for names in probe.env:
+        if all(env.get(n) for n in names):
+            return " + ".join(f"${n}" for n in names)
+    for template in probe.files:
+        path = expand_path(template, env, home)
+        if path is not None and path.is_file():
+            return str(path)
     return None
 
 
@@ -117,12 +91,14 @@ def provider_info(
     """SDK and credential status of one provider (``sim`` needs neither)."""
     if name == "sim":
         return ProviderInfo("sim", "", True, True, "built in; no credentials needed")
-    if name not in SDKS:
-        return ProviderInfo(name, "", True, False, "plug-in provider; credentials not checked")
-    dist, module = SDKS[name]
-    installed = module_available(module)
+    if name not in known_clouds():
+        return ProviderInfo(name, "", True, False, "plug-in provider without facts; not checked")
+    facts = cloud_facts(name)
+    installed = module_available(facts.sdk_module)
     where = credentials_where(name, os.environ if env is None else env, home or Path.home())
-    detail = f"credentials: {where}" if where else "no credentials found"
+    detail = (
+        f"credentials: {where}" if where else f"no credentials found ({facts.credentials.hint})"
+    )
     if not installed:
         detail += f"; pip install 'provisioner[{name}]'"
     from providers._common import billing_from_options
@@ -131,7 +107,7 @@ def provider_info(
     billing = billing_from_options(name, provider_defaults(name))
     if billing is not None:  # the currency and rate it bids in, as the user set them
         detail += f"; {billing['note']}"
-    return ProviderInfo(name, dist, installed, where is not None, detail)
+    return ProviderInfo(name, facts.sdk, installed, where is not None, detail)
 
 
 @click.command()

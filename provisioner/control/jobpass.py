@@ -450,11 +450,21 @@ class JobRunner:
                 and progress.get("state") == "done"
                 and progress.get("attempt", cur.attempt) <= cur.attempt
             )
+            # A spot instance in no list that no terminate of ours (in the store) explains was
+            # reclaimed and released: level-triggered, so a restarted daemon reads it the same.
+            released = (
+                inst is None
+                and cur.market == "spot"
+                and bool(cur.instance_id)
+                and not self.store.has_event(job.id, "terminate", cur.instance_id or "")
+            )
             if inst is None or not inst.state.alive:
                 if done:
                     self.end_attempt(cur, "ended", "job finished")
-                elif inst is not None and inst.state is InstanceState.PREEMPTED:
-                    self.end_attempt(cur, "preempted", inst.state_reason or "preempted")
+                elif released or (inst is not None and inst.state is InstanceState.PREEMPTED):
+                    why = inst.state_reason if inst else "spot instance released"
+                    shown = why or (inst.raw_state if inst else "")
+                    self.end_attempt(cur, "preempted", why or "preempted")
                     report.restarts += 1
                     crash_point("after-preempted")
                     until = self.now + self.policy.restart.zone_cooldown
@@ -462,7 +472,7 @@ class JobRunner:
                     self.event(
                         "preempted",
                         f"attempt {cur.attempt} on {cur.provider}:{cur.zone} preempted"
-                        f" ({inst.state_reason or inst.raw_state}); zone cooled down until {until:%H:%M:%S}",
+                        f" ({shown}); zone cooled down until {until:%H:%M:%S}",
                         zone=cur.zone,
                         instance=cur.instance_id,
                     )
@@ -614,11 +624,13 @@ class JobRunner:
         retry = False
         for action in actions:
             if isinstance(action, d.Terminate):
+                # recorded first: an instance gone later is ours, not a preemption, even when
+                # this process dies right after the call
+                self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
                 self.provider.terminate([action.instance_id])
                 report.provider_calls += 1
                 report.terminations += 1
                 crash_point("after-terminate")
-                self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
             elif isinstance(action, d.CoolDown):
                 self.cool_down(action.provider, action.location, action.until, "decide")
             elif isinstance(action, d.Launch):

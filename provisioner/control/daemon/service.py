@@ -275,11 +275,16 @@ class Daemon:
 
     def refresh_prices(self) -> None:
         from providers.base import get
+        from providers.capabilities import LivePrices
         from provisioner.control.history import record_price_refresh
 
         for name, opts in self.config.providers.items():
             try:
                 prov = get(name, **opts)
+                if not isinstance(prov, LivePrices):
+                    prov.close()
+                    log.info("%s quotes no live prices; the catalog's prices stand", name)
+                    continue
                 quotes = prov.prices()
                 n = self.store.save_prices(quotes)
                 record_price_refresh(self.store, name, list(quotes), datetime.now(UTC))

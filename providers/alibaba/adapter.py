@@ -1,0 +1,177 @@
+"""Alibaba ECS instances: the list, launch, terminate, and the preemption the cloud reports.
+
+- ``DescribeInstances`` rows become :class:`Instance`; a spot instance carrying
+  ``OperationLocks.LockReason == "Recycling"`` (ECS takes it back, minutes before releasing it)
+  reads PREEMPTED, on every answer while the lock stands. Interruptions ask for exactly those
+  (``LockReason=Recycling``).
+- ``RunInstances``: ``InstanceChargeType=PostPaid``; spot with ``SpotWithPriceLimit`` and a
+  ``SpotPriceLimit`` (``SpotAsPriceGo`` without a cap), ``SpotInterruptionBehavior=Terminate``;
+  ``NoSpot`` for on-demand; ``ClientToken``, ``Tag.N``, ``Amount=1``.
+- ``DeleteInstances`` with ``Force=true``, up to 100 ids a call.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from providers.alibaba.client import nested, parse_time
+from providers.alibaba.errors import NAME
+from providers.alibaba.offers import AlibabaPricing
+from provisioner.core.models import (
+    TAG_MANAGED,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Market,
+)
+
+RECYCLING = "Recycling"
+SPOT_STRATEGIES = frozenset({"SpotWithPriceLimit", "SpotAsPriceGo"})
+STATES: dict[str, InstanceState] = {
+    "Pending": InstanceState.PENDING,
+    "Starting": InstanceState.PENDING,
+    "Running": InstanceState.RUNNING,
+    "Stopping": InstanceState.STOPPING,
+    "Stopped": InstanceState.STOPPING,
+}  # Deleted, Released, anything unknown: TERMINATED
+
+
+class AlibabaProvider(AlibabaPricing):
+    """Alibaba Cloud ECS spot and pay-as-you-go instances."""
+
+    def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:
+        iid = str(raw.get("InstanceId", ""))
+        status = str(raw.get("Status", ""))
+        locks = [
+            str(lock.get("LockReason", "")) for lock in nested(raw, "OperationLocks", "LockReason")
+        ]
+        market = Market.SPOT if raw.get("SpotStrategy") in SPOT_STRATEGIES else Market.ON_DEMAND
+        if market is Market.SPOT and RECYCLING in locks:
+            state = InstanceState.PREEMPTED
+        else:
+            state = STATES.get(status, InstanceState.TERMINATED)
+        tags = {
+            str(t.get("TagKey")): str(t.get("TagValue", ""))
+            for t in nested(raw, "Tags", "Tag")
+            if t.get("TagKey") is not None
+        }
+        public = nested(raw, "PublicIpAddress", "IpAddress") or [
+            ip for ip in [(raw.get("EipAddress") or {}).get("IpAddress")] if ip
+        ]
+        private = nested(raw, "VpcAttributes", "PrivateIpAddress", "IpAddress") or nested(
+            raw, "InnerIpAddress", "IpAddress"
+        )
+        limit = raw.get("SpotPriceLimit")
+        region = str(raw.get("RegionId") or region)
+        self._region_of[iid] = region
+        return Instance(
+            id=iid,
+            provider=NAME,
+            region=region,
+            zone=str(raw.get("ZoneId", "")),
+            instance_type=str(raw.get("InstanceType", "")),
+            market=market,
+            state=state,
+            raw_state=status,
+            state_reason=",".join(lock for lock in locks if lock),
+            tags=tags,
+            launched_at=parse_time(raw.get("StartTime") or raw.get("CreationTime")),
+            price_per_hour=self.account.to_usd(float(limit))
+            if market is Market.SPOT and limit
+            else None,
+            public_ip=str(public[0]) if public else None,
+            private_ip=str(private[0]) if private else None,
+        )
+
+    def _describe(
+        self,
+        region: str,
+        *,
+        ids: Sequence[str] = (),
+        tags: Mapping[str, str] | None = None,
+        lock_reason: str | None = None,
+    ) -> builtins.list[Instance]:
+        models = self._models()
+        client = self._client(region)
+        wanted = dict(tags or {})
+        out: builtins.list[Instance] = []
+        token: str | None = None
+        while True:
+            req = models.DescribeInstancesRequest(
+                region_id=region,
+                max_results=self.page,
+                next_token=token,
+                instance_ids=json.dumps(builtins.list(ids)) if ids else None,
+                lock_reason=lock_reason,
+            )
+            if wanted:
+                req.tag = [
+                    models.DescribeInstancesRequestTag(key=k, value=v) for k, v in wanted.items()
+                ]
+            body = self._body(
+                self._call("DescribeInstances", partial(client.describe_instances, req))
+            )
+            for raw in nested(body, "Instances", "Instance"):
+                inst = self._instance(raw, region)
+                if all(inst.tags.get(k) == v for k, v in wanted.items()):
+                    out.append(inst)
+            token = body.get("NextToken") or None
+            if not token:
+                return out
+
+    def _spot_candidates(self, region: str) -> builtins.list[Instance]:
+        return self._describe(region, tags={TAG_MANAGED: "true"}, lock_reason=RECYCLING)
+
+    def _preemption_raw(self, inst: Instance) -> str:
+        return f"OperationLocks.LockReason={RECYCLING}"
+
+    def _run(self, region: str, request: LaunchRequest, image: str, tags: dict[str, str]) -> str:
+        offer = request.offer
+        models = self._models()
+        req = models.RunInstancesRequest(
+            region_id=region,
+            zone_id=offer.zone or None,
+            instance_type=offer.instance_type,
+            image_id=image,
+            instance_name=request.name,
+            client_token=request.token,
+            amount=1,
+            instance_charge_type="PostPaid",
+            tag=[models.RunInstancesRequestTag(key=k, value=v) for k, v in tags.items()],
+            security_group_id=self.security_group_id,
+            v_switch_id=self.vswitch_ids.get(offer.zone) or self.vswitch_id,
+            key_pair_name=request.ssh_key_name or self.key_pair_name,
+            system_disk=models.RunInstancesRequestSystemDisk(
+                size=str(request.disk_gb), category=self.system_disk_category
+            ),
+        )
+        user_data = self._user_data_b64(request)
+        if user_data:
+            req.user_data = user_data
+        if request.market is Market.SPOT:
+            req.spot_interruption_behavior = "Terminate"
+            if request.bid_cap_per_hour is not None:
+                req.spot_strategy = "SpotWithPriceLimit"
+                req.spot_price_limit = self.spot_price_limit(
+                    request.bid_cap_per_hour, region, offer
+                )
+            else:
+                req.spot_strategy = "SpotAsPriceGo"
+        else:
+            req.spot_strategy = "NoSpot"
+        client = self._client(region)
+        body = self._body(self._call("RunInstances", lambda: client.run_instances(req)))
+        ids = nested(body, "InstanceIdSets", "InstanceIdSet")
+        if not ids:
+            raise self._no_instance_id(body)
+        return str(ids[0])
+
+    def _terminate_call(self, region: str, ids: Sequence[str]) -> None:
+        models = self._models()
+        client = self._client(region)
+        req = models.DeleteInstancesRequest(region_id=region, instance_id=list(ids), force=True)
+        self._call("DeleteInstances", lambda: client.delete_instances(req))

@@ -1,0 +1,140 @@
+"""The Alibaba ECS adapter's plumbing: options, credentials, the lazily imported SDK, clients.
+
+The SDK (alibabacloud-ecs20140526 with alibabacloud-tea-openapi) is imported inside
+:meth:`AlibabaClient._sdk`, never at module import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from providers._common import DEFAULT_CNY_TO_USD, AccountCurrency
+from providers._regional import RegionalProvider, pair_credentials
+from providers.alibaba.errors import NAME, classify_error
+from providers.base import ProviderUnavailable, RetryPolicy
+
+DEFAULT_REGION = "cn-hangzhou"
+ENV_KEY_ID = "ALIBABA_CLOUD_ACCESS_KEY_ID"
+ENV_KEY_SECRET = "ALIBABA_CLOUD_ACCESS_KEY_SECRET"
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """Alibaba writes ``2017-12-10T04:04Z`` (minutes) or ``2017-12-10T04:04:05Z``."""
+    if not text:
+        return None
+    for fmt in ("%Y-%m-%dT%H:%MZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def nested(node: Any, *keys: str) -> list[Any]:
+    """Walk Alibaba's ``{"Instances": {"Instance": [...]}}`` nesting; [] where absent."""
+    for key in keys:
+        if not isinstance(node, Mapping):
+            return []
+        node = node.get(key)
+    return list(node) if isinstance(node, list) else []
+
+
+class AlibabaClient(RegionalProvider):
+    """Options, credentials and one SDK client per region (the calls are in the subclasses)."""
+
+    name = NAME
+    classify_error = staticmethod(classify_error)
+
+    def __init__(
+        self,
+        *,
+        region: str | None = None,
+        regions: Iterable[str] | None = None,
+        endpoint: str | None = None,
+        credentials: Mapping[str, str] | tuple[str, str] | None = None,
+        image_id: str | None = None,
+        vswitch_id: str | None = None,
+        vswitch_ids: Mapping[str, str] | None = None,
+        security_group_id: str | None = None,
+        key_pair_name: str | None = None,
+        instance_types: Iterable[str] | None = None,
+        system_disk_category: str | None = None,
+        currency: str | None = None,
+        cny_to_usd: float = DEFAULT_CNY_TO_USD,
+        fx_rates: Mapping[str, float] | None = None,
+        retry: RetryPolicy | None = None,
+        package_spec: str = "provisioner",
+        pip_args: Iterable[str] = (),
+        connect_timeout_ms: int = 5000,
+        read_timeout_ms: int = 30000,
+    ) -> None:
+        self._key_id, self._key_secret = pair_credentials(
+            credentials, ("access_key_id", "access_key_secret"), (ENV_KEY_ID, ENV_KEY_SECRET)
+        )
+        self._setup(
+            region=region,
+            regions=regions,
+            default_region=DEFAULT_REGION,
+            endpoint=endpoint,
+            image_id=image_id,
+            account=AccountCurrency(NAME, currency, {"CNY": cny_to_usd, **(fx_rates or {})}),
+            retry=retry,
+            package_spec=package_spec,
+            pip_args=pip_args,
+            secrets=(self._key_id, self._key_secret),
+            loggers=("alibabacloud", "darabonba", "Tea"),
+        )
+        self.vswitch_id = vswitch_id
+        self.vswitch_ids = dict(vswitch_ids or {})
+        self.security_group_id = security_group_id
+        self.key_pair_name = key_pair_name
+        self.instance_types = list(instance_types) if instance_types else None
+        self.system_disk_category = system_disk_category
+        self.connect_timeout_ms = connect_timeout_ms
+        self.read_timeout_ms = read_timeout_ms
+
+    def _sdk(self) -> tuple[Any, Any, Any]:
+        try:
+            from alibabacloud_ecs20140526 import models
+            from alibabacloud_ecs20140526.client import Client
+            from alibabacloud_tea_openapi.models import Config
+        except ImportError as exc:
+            raise ProviderUnavailable(
+                "the Alibaba Cloud SDK is not installed: pip install 'provisioner[alibaba]'"
+            ) from exc
+        return Client, Config, models
+
+    def _models(self) -> Any:
+        return self._sdk()[2]
+
+    def _client(self, region: str) -> Any:
+        client = self._clients.get(region)
+        if client is None:
+            client_cls, config_cls, _ = self._sdk()
+            config = config_cls(
+                region_id=region,
+                endpoint=self.endpoint,
+                protocol=self.protocol,
+                connect_timeout=self.connect_timeout_ms,
+                read_timeout=self.read_timeout_ms,
+            )
+            if self._key_id and self._key_secret:
+                config.access_key_id = self._key_id
+                config.access_key_secret = self._key_secret
+            # else: the SDK's default credential chain (RAM role, profile file, ...)
+            client = client_cls(config)
+            self._clients[region] = client
+        return client
+
+    def _body(self, response: Any) -> dict[str, Any]:
+        body = getattr(response, "body", None)
+        return body.to_map() if body is not None else {}
+
+    def _to_usd(self, price: float | None, currency: str | None) -> float | None:
+        return self.account.to_usd(price, currency)

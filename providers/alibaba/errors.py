@@ -1,0 +1,98 @@
+"""Alibaba ECS error codes onto :class:`ErrorKind`, and SDK exceptions onto ProviderError.
+
+ECS answers an error with HTTP 4xx/5xx and ``{"Code", "Message", "RequestId"}``; the SDK raises
+it as ``ClientException``/``ServerException`` with ``.code`` and ``.status_code``. The code
+decides; the status only where the code is unknown (429 throttled, 5xx transient, anything
+else invalid: ECS answers 403 and 404 for many errors that are neither auth nor not-found).
+"""
+
+from __future__ import annotations
+
+from providers._common import ErrorTable
+from providers._regional import transport_error
+from providers.base import ErrorKind, ProviderError
+
+NAME = "alibaba"
+
+
+def _by_status(status: int | None) -> ErrorKind:
+    if status == 429:
+        return ErrorKind.THROTTLED
+    if status is not None and status >= 500:
+        return ErrorKind.TRANSIENT
+    return ErrorKind.INVALID
+
+
+ERRORS = ErrorTable(
+    NAME,
+    codes={
+        ErrorKind.CAPACITY: (
+            "OperationDenied.NoStock",
+            "Zone.NotOnSale",
+            "InvalidResourceType.NotSupported",  # type not sold in that zone
+            "ResourceNotAvailable",
+            "InvalidVSwitchId.IpNotEnough",  # the zone's vSwitch has no free IP
+        ),
+        ErrorKind.QUOTA: (
+            "InvalidInstanceType.ValueUnauthorized",  # account not allowed this type
+            "InvalidAccountStatus.NotEnoughBalance",
+            "Account.Arrearage",
+        ),
+        ErrorKind.PRICE_TOO_LOW: ("InvalidSpotPriceLimit.LowerThanPublicPrice",),
+        ErrorKind.AUTH: (
+            "InvalidAccessKeyId.NotFound",
+            "InvalidAccessKeyId.Inactive",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "IncompleteSignature",
+            "InvalidCredentials",
+            "NoPermission",
+        ),
+        ErrorKind.NOT_FOUND: ("InvalidInstanceId.NotFound",),
+        ErrorKind.TRANSIENT: (
+            "ServiceUnavailable",
+            "InternalError",
+            "UnknownError",
+            "ServiceTimeout",
+            "OperationConflict",
+            "LastTokenProcessing",  # same ClientToken still being processed
+        ),
+    },
+    # OperationDenied.NoStock, Invalid.PrivatePoolOptions.NoStock, ...
+    fragments={ErrorKind.CAPACITY: ("NoStock",)},
+    prefixes={
+        ErrorKind.QUOTA: ("QuotaExceed",),  # QuotaExceed.ElasticQuota, QuotaExceeded.*
+        ErrorKind.PRICE_TOO_LOW: ("InvalidSpotPriceLimit",),
+        # Forbidden.RAM, Forbidden.AccessKeyDisabled, ...
+        ErrorKind.AUTH: ("InvalidAccessKeyId", "InvalidSecurityToken", "Forbidden"),
+        ErrorKind.THROTTLED: ("Throttling",),  # Throttling, Throttling.User, Throttling.Api
+        ErrorKind.NOT_FOUND: ("InvalidInstanceId.NotFound",),
+    },
+    by_status=_by_status,
+)
+
+
+def classify_code(code: str, status: int | None = None) -> ErrorKind:
+    """The :class:`ErrorKind` for an Alibaba error code (the HTTP status only as a fallback)."""
+    return ERRORS.kind_of(code, status)
+
+
+def classify_error(exc: BaseException) -> ProviderError | None:
+    """An SDK exception as a :class:`ProviderError`; None for programming errors (re-raised)."""
+    if isinstance(exc, ProviderError):
+        return exc
+    raw_code = getattr(exc, "code", None)
+    code = "" if raw_code in (None, "", "None") else str(raw_code)  # the SDK writes f"{None}"
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    inner = getattr(exc, "inner_exception", None)
+    if inner is None and (code or status):
+        message = str(getattr(exc, "message", "") or exc)
+        if type(exc).__name__ == "ThrottlingException":
+            return ProviderError(
+                ErrorKind.THROTTLED, code or f"HTTP{status}", message, provider=NAME
+            )
+        return ERRORS.error(code, message, status)
+    if inner is not None:  # the SDK wraps a connection failure
+        return ProviderError(ErrorKind.TRANSIENT, type(inner).__name__, str(inner), provider=NAME)
+    return transport_error(exc, NAME)

@@ -1,0 +1,26 @@
+"""The AWS adapter: :class:`AWSProvider` composes the offers and the instance operations."""
+
+from __future__ import annotations
+
+from providers.aws.instances import AWSInstances
+from providers.aws.offers import AWSOffers
+from providers.base import Provider
+
+
+class AWSProvider(AWSOffers, AWSInstances, Provider):
+    """EC2 in one or more regions.
+
+    ``credentials``: a dict with ``aws_access_key_id``/``aws_secret_access_key``
+    (/``aws_session_token``) or ``profile``; None uses boto3's default chain (environment,
+    shared files, instance role). ``endpoint``: an EC2 endpoint URL (moto's server in tests).
+    ``subnets`` maps a zone to the subnet to launch into there; ``subnet`` is used otherwise.
+    ``instance_profile`` (name or ARN) gives the VM its identity for the checkpoint store.
+    ``package_spec``/``pip_args``: how the bootstrap script installs provisioner on the VM
+    when a request carries a ``job_spec`` and no ``user_data``.
+    ``pricing_endpoint``: the Price List Query API's URL (a local server in tests); with a
+    custom EC2 ``endpoint`` and none given, on-demand prices come from the catalog.
+    ``on_demand_ttl_s``: how long fetched on-demand prices are kept.
+    ``page_size``: ``MaxResults`` of the list calls (5 or more; None: the service's default).
+    """
+
+    name = "aws"

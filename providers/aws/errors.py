@@ -1,0 +1,67 @@
+"""AWS errors: EC2's ``Error.Code`` values by kind, and the classifier of botocore exceptions.
+
+Classified by code, never by exception class or HTTP status alone: EC2 sends
+``InsufficientInstanceCapacity`` with a 500, and it is capacity.
+"""
+
+from __future__ import annotations
+
+from providers._common import ErrorTable
+from providers.base import ErrorKind, ProviderError
+
+ERRORS = ErrorTable(
+    "aws",
+    {
+        ErrorKind.CAPACITY: (
+            "InsufficientInstanceCapacity",
+            "InsufficientHostCapacity",
+            "InsufficientCapacity",
+            "MaxSpotInstanceCountExceeded",
+            "Unsupported",
+            # the subnet of that zone has no free IP address: another zone's subnet may
+            "InsufficientFreeAddressesInSubnet",
+        ),
+        ErrorKind.PRICE_TOO_LOW: ("SpotMaxPriceTooLow",),
+        ErrorKind.QUOTA: ("VcpuLimitExceeded", "InstanceLimitExceeded"),
+        ErrorKind.AUTH: (
+            "AuthFailure",
+            "UnauthorizedOperation",
+            "InvalidClientTokenId",
+            "SignatureDoesNotMatch",
+            "ExpiredToken",
+            "OptInRequired",
+        ),
+        ErrorKind.NOT_FOUND: ("InvalidInstanceID.NotFound",),
+        ErrorKind.THROTTLED: ("RequestLimitExceeded", "Throttling", "ThrottlingException"),
+        ErrorKind.TRANSIENT: (
+            "InternalError",
+            "InternalFailure",
+            "ServiceUnavailable",
+            "Unavailable",
+        ),
+    },
+)
+
+
+def classify(exc: BaseException) -> ProviderError | None:
+    """A botocore exception as a :class:`ProviderError` (by ``Error.Code``); None: not ours."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionError,
+        HTTPClientError,
+        NoCredentialsError,
+        ParamValidationError,
+        PartialCredentialsError,
+    )
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return ERRORS.error(error.get("Code", ""), error.get("Message", str(exc)), status)
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return ProviderError(ErrorKind.AUTH, "NoCredentials", str(exc), provider="aws")
+    if isinstance(exc, (ConnectionError, HTTPClientError)):
+        return ProviderError(ErrorKind.TRANSIENT, type(exc).__name__, str(exc), provider="aws")
+    if isinstance(exc, ParamValidationError):
+        return ProviderError(ErrorKind.INVALID, "ParamValidation", str(exc), provider="aws")
+    return None

@@ -1,0 +1,331 @@
+"""AWS instances: launch (``RunInstances``), describe by tag, get, terminate, interruptions.
+
+Launch is ``RunInstances`` with ``InstanceMarketOptions`` (spot, one-time, terminate on
+interruption, ``MaxPrice`` as a decimal string rounded toward the cap), the job's tags on the
+instance and its volumes, ``ClientToken`` from (job, attempt), and IMDSv2 required. Before
+launching, the adapter looks for its own instance by the job/attempt tags: EC2 honours
+``ClientToken`` but moto does not, and the tag lookup is what the reconciler relies on anyway.
+A spot interruption shows as ``StateReason.Code`` ``Server.SpotInstanceTermination``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from providers._common import (
+    cap_str,
+    normalise_state,
+    now_utc,
+    offer_for,
+    unless_gone,
+    user_data_for,
+    utc,
+    wanted_tags,
+)
+from providers.aws.client import AWSClient, EC2Client
+from providers.base import ErrorKind, ProviderError
+from provisioner.core.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    Instance,
+    InstanceState,
+    Interruption,
+    LaunchRequest,
+    Market,
+)
+
+log = logging.getLogger("provisioner.providers.aws")
+
+STATES: dict[str, InstanceState] = {
+    "pending": InstanceState.PENDING,
+    "running": InstanceState.RUNNING,
+    "stopping": InstanceState.STOPPING,
+    "stopped": InstanceState.STOPPING,
+    "shutting-down": InstanceState.STOPPING,
+    "terminated": InstanceState.TERMINATED,
+}
+#: ``StateReason.Code`` values meaning EC2 took the spot capacity back
+SPOT_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
+NOT_TERMINATED = ["pending", "running", "stopping", "stopped", "shutting-down"]
+
+#: Deep Learning Base AMI (Ubuntu 22.04, NVIDIA driver), resolved by EC2 at launch
+DEFAULT_IMAGE = (
+    "resolve:ssm:/aws/service/deeplearning/ami/x86_64/"
+    "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+DEFAULT_IMAGE_ROOT_DEVICE = "/dev/sda1"
+
+#: decimals of ``SpotOptions.MaxPrice`` (EC2 quotes spot prices to 4 places)
+PRICE_DECIMALS = 4
+
+_WHEN = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+class AWSInstances(AWSClient):
+    """The instance operations of the AWS adapter."""
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        offer = offer_for(request, "aws")
+        region = offer.region or self.region
+        mine = self._describe(
+            region,
+            [
+                _tag_filter(TAG_JOB, request.job_id),
+                _tag_filter(TAG_ATTEMPT, str(request.attempt)),
+                {"Name": "instance-state-name", "Values": NOT_TERMINATED},
+            ],
+        )
+        if mine:
+            log.info("aws: %s already has instance %s", request.token, mine[0].id)
+            return mine[0]
+        params = self._run_params(request, region)
+        response = self._call(region, "RunInstances", lambda ec2: ec2.run_instances(**params))
+        instance = self._instance(response["Instances"][0], region)
+        if not instance.tags:  # EC2 may answer before the tags are visible
+            instance = replace(instance, tags=dict(request.tags))
+        log.info(
+            "aws: launched %s (%s, %s) for %s",
+            instance.id,
+            offer.instance_type,
+            request.market.value,
+            request.token,
+        )
+        return instance
+
+    def _run_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
+        offer = request.offer
+        tags = {"Name": request.name, **request.tags}
+        tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+        image = request.image or self.image or DEFAULT_IMAGE
+        params: dict[str, Any] = {
+            "ImageId": image,
+            "InstanceType": offer.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "ClientToken": request.token,
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": tag_list},
+                {"ResourceType": "volume", "Tags": tag_list},
+            ],
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        }
+        user_data = user_data_for(
+            request, "aws", package_spec=self.package_spec, pip_args=self.pip_args
+        )
+        if user_data:
+            params["UserData"] = user_data  # boto3 base64-encodes it
+        if offer.zone:
+            params["Placement"] = {"AvailabilityZone": offer.zone}
+        subnet = self.subnets.get(offer.zone) or self.subnet
+        if subnet:
+            params["SubnetId"] = subnet
+        if self.security_groups:
+            params["SecurityGroupIds"] = self.security_groups
+        key_name = request.ssh_key_name or self.key_name
+        if key_name:
+            params["KeyName"] = key_name
+        if self.instance_profile:
+            key = "Arn" if self.instance_profile.startswith("arn:") else "Name"
+            params["IamInstanceProfile"] = {key: self.instance_profile}
+        root = self._root_device_of(region, image)
+        if root:
+            params["BlockDeviceMappings"] = [
+                {
+                    "DeviceName": root,
+                    "Ebs": {
+                        "VolumeSize": request.disk_gb,
+                        "VolumeType": "gp3",
+                        "DeleteOnTermination": True,
+                    },
+                }
+            ]
+        if request.market is Market.SPOT:
+            spot: dict[str, str] = {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+            }
+            if request.bid_cap_per_hour is not None:
+                # rounded toward the cap: "0.51237" goes out as "0.5123", never "0.5124"
+                spot["MaxPrice"] = cap_str(request.bid_cap_per_hour, PRICE_DECIMALS)
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
+        return params
+
+    def _root_device_of(self, region: str, image: str) -> str | None:
+        """The image's root device name (to size the root volume); None where unknown."""
+        if image == DEFAULT_IMAGE:
+            return DEFAULT_IMAGE_ROOT_DEVICE
+        if not image.startswith("ami-"):
+            return None
+        key = (region, image)
+        if key not in self._root_device:
+            images = self._call(
+                region, "DescribeImages", lambda ec2: ec2.describe_images(ImageIds=[image])
+            )["Images"]
+            self._root_device[key] = images[0].get("RootDeviceName") if images else None
+        return self._root_device[key]
+
+    # -- describe -------------------------------------------------------------------------------
+
+    def _describe_raw(
+        self,
+        region: str,
+        filters: builtins.list[dict[str, Any]] | None = None,
+        ids: builtins.list[str] | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """``DescribeInstances`` (every page) as EC2's own instance dicts."""
+        kwargs: dict[str, Any] = {}
+        if filters:
+            kwargs["Filters"] = filters
+        if ids:
+            kwargs["InstanceIds"] = ids
+
+        def fetch(ec2: EC2Client) -> builtins.list[dict[str, Any]]:
+            found: builtins.list[dict[str, Any]] = []
+            for page in ec2.get_paginator("describe_instances").paginate(**self._pages(**kwargs)):
+                for reservation in page["Reservations"]:
+                    found.extend(reservation["Instances"])
+            return found
+
+        return self._call(region, "DescribeInstances", fetch)
+
+    def _describe(
+        self,
+        region: str,
+        filters: builtins.list[dict[str, Any]] | None = None,
+        ids: builtins.list[str] | None = None,
+    ) -> builtins.list[Instance]:
+        return [self._instance(d, region) for d in self._describe_raw(region, filters, ids)]
+
+    def _instance(self, d: Mapping[str, Any], region: str) -> Instance:
+        reason = d.get("StateReason") or {}
+        reason_code = reason.get("Code") or ""
+        raw_state = d.get("State", {}).get("Name", "")
+        preempted = reason_code in SPOT_REASONS
+        spot = d.get("InstanceLifecycle") == "spot" or bool(d.get("SpotInstanceRequestId"))
+        self._region_of[d["InstanceId"]] = region
+        return Instance(
+            id=d["InstanceId"],
+            provider="aws",
+            region=region,
+            zone=d.get("Placement", {}).get("AvailabilityZone", ""),
+            instance_type=d.get("InstanceType", ""),
+            market=Market.SPOT if spot else Market.ON_DEMAND,
+            state=normalise_state(raw_state, STATES, preempted=preempted),
+            raw_state=raw_state,
+            state_reason=reason_code or reason.get("Message", ""),
+            tags={t["Key"]: t["Value"] for t in d.get("Tags", [])},
+            launched_at=utc(d["LaunchTime"]) if d.get("LaunchTime") else None,
+            public_ip=d.get("PublicIpAddress"),
+            private_ip=d.get("PrivateIpAddress"),
+        )
+
+    def get(self, instance_id: str) -> Instance:
+        known = self._region_of.get(instance_id)
+        regions = [known] if known else []
+        regions += [r for r in self.regions if r != known]
+        for region in regions:
+            found = unless_gone(functools.partial(self._describe, region, ids=[instance_id]))
+            if found:
+                return found[0]
+        raise ProviderError(
+            ErrorKind.NOT_FOUND,
+            "InvalidInstanceID.NotFound",
+            f"no instance {instance_id} in {', '.join(self.regions)}",
+            provider="aws",
+        )
+
+    def list(self, tags: Mapping[str, str] | None = None) -> list[Instance]:
+        """Instances carrying ``tags`` that are not terminated, in every configured region."""
+        filters = [_tag_filter(k, v) for k, v in wanted_tags(tags).items()]
+        filters.append({"Name": "instance-state-name", "Values": NOT_TERMINATED})
+        out: list[Instance] = []
+        for region in self.regions:
+            out.extend(self._describe(region, filters))
+        return out
+
+    # -- terminate ------------------------------------------------------------------------------
+
+    def terminate(self, instance_ids: Iterable[str]) -> None:
+        by_region: dict[str, list[str]] = {}
+        unknown: list[str] = []
+        for iid in dict.fromkeys(instance_ids):
+            region = self._region_of.get(iid) or (self.region if len(self.regions) == 1 else None)
+            if region:
+                by_region.setdefault(region, []).append(iid)
+            else:
+                unknown.append(iid)
+        for region, ids in by_region.items():
+            self._terminate_in(region, ids)
+        for iid in unknown:
+            for region in self.regions:
+                if self._terminate_in(region, [iid]):
+                    break
+
+    def _terminate_in(self, region: str, ids: builtins.list[str]) -> builtins.list[str]:
+        """Terminate ``ids`` in ``region``; the ids EC2 knew there (unknown ones are skipped)."""
+        try:
+            self._call(
+                region, "TerminateInstances", lambda ec2: ec2.terminate_instances(InstanceIds=ids)
+            )
+            return ids
+        except ProviderError as err:
+            if err.kind is not ErrorKind.NOT_FOUND:
+                raise
+        if len(ids) == 1:
+            return []
+        done: builtins.list[str] = []
+        for iid in ids:  # one unknown id fails the whole batch: go one by one
+            done.extend(self._terminate_in(region, [iid]))
+        return done
+
+    # -- interruptions ----------------------------------------------------------------------------
+
+    def interruptions(self, since: datetime) -> builtins.list[Interruption]:
+        """Managed instances EC2 terminated (or stopped) to take spot capacity back.
+
+        The time is read from ``StateTransitionReason`` (``... (2024-05-01 12:00:00 GMT)``);
+        where EC2 gives none the interruption is reported at the time it is observed, so a
+        caller sees it again on the next call and should de-duplicate by instance id.
+        """
+        since = utc(since)
+        filters = [_tag_filter(k, v) for k, v in wanted_tags(None).items()] + [
+            {"Name": "state-reason-code", "Values": list(SPOT_REASONS)}
+        ]
+        out: list[Interruption] = []
+        for region in self.regions:
+            for d in self._describe_raw(region, filters):
+                reason = d.get("StateReason") or {}
+                if reason.get("Code") not in SPOT_REASONS:
+                    continue
+                at = _transition_time(d.get("StateTransitionReason", "")) or now_utc()
+                if at < since:
+                    continue
+                out.append(
+                    Interruption(
+                        instance_id=d["InstanceId"],
+                        provider="aws",
+                        zone=d.get("Placement", {}).get("AvailabilityZone", ""),
+                        kind="preempted",
+                        at=at,
+                        raw=f"{reason.get('Code', '')}: {reason.get('Message', '')}",
+                    )
+                )
+        return out
+
+
+def _tag_filter(key: str, value: str) -> dict[str, Any]:
+    return {"Name": f"tag:{key}", "Values": [value]}
+
+
+def _transition_time(reason: str) -> datetime | None:
+    m = _WHEN.search(reason or "")
+    if not m:
+        return None
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)

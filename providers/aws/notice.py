@@ -1,0 +1,37 @@
+"""AWS: the spot interruption notice in the instance metadata (IMDSv2), read by the agent.
+
+``PUT /latest/api/token`` (``X-aws-ec2-metadata-token-ttl-seconds``) gives a token, sent as
+``X-aws-ec2-metadata-token`` on ``GET /latest/meta-data/spot/instance-action``: 404 = no
+notice, else ``{"action": "terminate", "time": "2017-09-18T08:22:00Z"}``; 401: the token
+expired.
+"""
+
+from __future__ import annotations
+
+import json
+
+from providers.notice import NoticePoll, Reading, TokenStep, parse_iso
+
+NOTICE_PATH = "/latest/meta-data/spot/instance-action"
+ACTIONS = ("terminate", "stop", "hibernate")
+
+
+def parse(status: int, body: str) -> Reading | None:
+    if status != 200:
+        return None
+    doc = json.loads(body)
+    if not isinstance(doc, dict) or doc.get("action") not in ACTIONS:
+        return None
+    return Reading(body, parse_iso(doc.get("time")))
+
+
+POLL = NoticePoll(
+    path=NOTICE_PATH,
+    parse=parse,
+    token=TokenStep(
+        path="/latest/api/token",
+        ttl_header="X-aws-ec2-metadata-token-ttl-seconds",
+        header="X-aws-ec2-metadata-token",
+    ),
+    formats='404 = none; {"action": "terminate", "time": "2017-09-18T08:22:00Z"}',
+)

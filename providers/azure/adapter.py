@@ -1,0 +1,22 @@
+"""The Azure adapter: :class:`AzureProvider` composes the offers, prices and VM operations."""
+
+from __future__ import annotations
+
+from providers.azure.launch import AzureLaunch
+from providers.azure.offers import AzureOffers
+from providers.base import Provider
+
+
+class AzureProvider(AzureOffers, AzureLaunch, Provider):
+    """Azure VMs in one subscription and resource group.
+
+    ``subscription_id`` (default ``$AZURE_SUBSCRIPTION_ID``), ``resource_group``,
+    ``location``/``locations`` (regions offers and prices cover), ``subnet_id`` (the subnet the
+    NICs join; needed to launch). ``credentials``: an azure-identity credential, a dict with
+    ``tenant_id``/``client_id``/``client_secret``, a bearer token string, or None for
+    ``DefaultAzureCredential``. ``endpoint``: the ARM root (``http://127.0.0.1:P`` in tests);
+    ``prices_endpoint``: the Retail Prices API root. ``image``: ``publisher:offer:sku:version``
+    or an image resource id. ``eviction_policy``: ``Delete`` (default) or ``Deallocate``.
+    """
+
+    name = "azure"

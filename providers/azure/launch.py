@@ -1,0 +1,222 @@
+"""Azure launch: a NIC, then the VM, idempotent by name, the bid cap as ``maxPrice``.
+
+``launch`` creates ``<name>-nic`` in the configured subnet, then PUTs the VM ``<name>``
+(``request.name``) with ``priority: Spot``, ``evictionPolicy`` (``Delete`` by default),
+``billingProfile.maxPrice`` (the bid cap rounded *down* to 5 decimals, so it never exceeds the
+cap; ``-1``, no price eviction, when there is no cap), the tags, and ``osProfile.customData`` =
+base64 of the request's user data (else of the bootstrap script rendered from its job spec).
+PUT is idempotent; the adapter still looks the VM up first and returns it if it exists.
+Allocation failures arrive as a failed long-running operation; the VM is then left ``Failed``
+and the adapter deletes it and its NIC before raising.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from providers._common import cap_decimal, offer_for, user_data_for
+from providers.azure.client import _as_dict
+from providers.azure.instances import AzureInstances
+from providers.base import ErrorKind, ProviderError, redact
+from provisioner.core.models import Instance, LaunchRequest, Market
+
+log = logging.getLogger("provisioner.providers.azure")
+
+
+PRICE_DECIMALS = 5
+
+
+def max_price(cap: float | None) -> float:
+    """``billingProfile.maxPrice`` for a bid cap: floor to 5 decimals; ``-1`` for no cap."""
+    if cap is None:
+        return -1
+    value = float(cap_decimal(cap, PRICE_DECIMALS))  # decimal arithmetic: never above the cap
+    if value <= 0:
+        raise ProviderError(
+            ErrorKind.PRICE_TOO_LOW,
+            "BidCapBelowMinimum",
+            f"bid cap {cap!r} is below Azure's smallest max price 0.00001",
+            provider="azure",
+        )
+    return value
+
+
+class AzureLaunch(AzureInstances):
+    """Launch, on top of the instance operations it looks its own VMs up with."""
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        offer = offer_for(request, "azure")
+        region = offer.region or (self.locations[0] if self.locations else "")
+        if not region:
+            raise ProviderError(
+                ErrorKind.INVALID, "NoLocation", "the offer names no region", provider="azure"
+            )
+        if not self.subnet_id:
+            raise ProviderError(
+                ErrorKind.INVALID,
+                "NoSubnet",
+                "subnet_id is needed to create the NIC",
+                provider="azure",
+            )
+        name = request.name
+        existing = self._get_vm(name)
+        if (
+            existing is not None
+            and existing.get("properties", {}).get("provisioningState") != "Failed"
+        ):
+            log.info("azure: %s already has VM %s", request.token, name)
+            return self._instance(existing, self._get_nic(name))
+        spot = request.market is Market.SPOT
+        price = max_price(request.bid_cap_per_hour) if spot else None
+        nic = self._ensure_nic(name, region, request.tags)
+        body = self._vm_body(request, region, nic["id"], price)
+        try:
+            self._call(
+                "create VM",
+                lambda: self.compute.virtual_machines.begin_create_or_update(
+                    self.resource_group, name, body
+                ).result(),
+            )
+        except ProviderError as err:
+            self._clean_up_failed(name, err)
+            raise
+        instance = self.get(name)
+        log.info(
+            "azure: launched %s (%s, %s, maxPrice %s) for %s",
+            name,
+            offer.instance_type,
+            request.market.value,
+            price,
+            request.token,
+        )
+        return instance
+
+    def _ensure_nic(self, name: str, region: str, tags: Mapping[str, str]) -> dict[str, Any]:
+        body = {
+            "location": region,
+            "tags": dict(tags),
+            "properties": {
+                "enableAcceleratedNetworking": self.accelerated_networking,
+                "ipConfigurations": [
+                    {
+                        "name": "ipconfig1",
+                        "properties": {
+                            "subnet": {"id": self.subnet_id},
+                            "privateIPAllocationMethod": "Dynamic",
+                        },
+                    }
+                ],
+            },
+        }
+        nic = self._call(
+            "create NIC",
+            lambda: self.network.network_interfaces.begin_create_or_update(
+                self.resource_group, f"{name}-nic", body
+            ).result(),
+        )
+        return _as_dict(nic)
+
+    def _vm_body(
+        self, request: LaunchRequest, region: str, nic_id: str, price: float | None
+    ) -> dict[str, Any]:
+        offer = request.offer
+        admin = self.admin_username
+        os_profile: dict[str, Any] = {
+            "computerName": request.name[:64],
+            "adminUsername": admin,
+            "linuxConfiguration": {
+                "disablePasswordAuthentication": True,
+                "ssh": {
+                    "publicKeys": [
+                        {"path": f"/home/{admin}/.ssh/authorized_keys", "keyData": self._ssh_key()}
+                    ]
+                },
+            },
+        }
+        script = user_data_for(request, "azure")
+        if script:
+            os_profile["customData"] = base64.b64encode(script.encode()).decode()
+        props: dict[str, Any] = {
+            "hardwareProfile": {"vmSize": offer.instance_type},
+            "storageProfile": {
+                "imageReference": _image_reference(request.image or self.image),
+                "osDisk": {
+                    "createOption": "FromImage",
+                    "deleteOption": "Delete",
+                    "diskSizeGB": request.disk_gb,
+                    "managedDisk": {"storageAccountType": self.os_disk_type},
+                },
+            },
+            "osProfile": os_profile,
+            "networkProfile": {
+                "networkInterfaces": [
+                    {"id": nic_id, "properties": {"primary": True, "deleteOption": "Detach"}}
+                ]
+            },
+        }
+        if price is not None:
+            props.update(
+                priority="Spot",
+                evictionPolicy=self.eviction_policy,
+                billingProfile={"maxPrice": price},
+            )
+        else:
+            props["priority"] = "Regular"
+        body: dict[str, Any] = {"location": region, "tags": dict(request.tags), "properties": props}
+        zone = _zone_number(offer.zone)
+        if zone:
+            body["zones"] = [zone]
+        return body
+
+    def _ssh_key(self) -> str:
+        if self.ssh_public_key:
+            return self.ssh_public_key
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        # Azure wants a key for a Linux VM without a password; with none configured, one is
+        # made and its private half thrown away: the VM is reached through its agent only.
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.ssh_public_key = (
+            key.public_key()
+            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            .decode()
+        )
+        log.info("azure: no ssh_public_key configured; VMs get a throwaway key")
+        return self.ssh_public_key
+
+    def _clean_up_failed(self, name: str, err: ProviderError) -> None:
+        """After a failed create: remove the VM (left ``Failed`` by Azure) and the NIC."""
+        log.warning(
+            "azure: creating %s failed (%s: %s); removing what it left",
+            name,
+            err.kind.value,
+            err.code,
+        )
+        try:
+            self._delete(name)
+        except ProviderError as cleanup:
+            log.warning("azure: could not clean up after %s: %s", name, cleanup)
+
+
+def _zone_number(zone: str) -> str:
+    """An Azure zone (``1``/``2``/``3``) from ``eastus-1``, ``1`` or ``""``."""
+    tail = zone.rsplit("-", 1)[-1] if zone else ""
+    return tail if tail.isdigit() else ""
+
+
+def _image_reference(image: str) -> dict[str, str]:
+    if image.startswith("/"):
+        return {"id": image}
+    parts = image.split(":")
+    if len(parts) != 4:
+        raise ProviderError(
+            ErrorKind.INVALID,
+            "InvalidImage",
+            f"image {redact(image)!r} is not publisher:offer:sku:version or a resource id",
+            provider="azure",
+        )
+    return dict(zip(("publisher", "offer", "sku", "version"), parts, strict=True))

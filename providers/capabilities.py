@@ -1,0 +1,108 @@
+"""What an adapter may do beyond the one interface (:class:`providers.base.Provider`).
+
+Every adapter launches, gets, lists, terminates and reports interruptions. The rest is
+optional, declared here as runtime-checkable protocols: an adapter has a capability when it
+has the protocol's methods (nothing to register, no flag to keep in step), and the code that
+needs one asks ``isinstance(provider, LivePrices)`` and says what it does without it.
+
+- :class:`LivePrices`: quotes spot and on-demand prices live from the cloud (the daemon's price
+  refresh and ``provisioner catalog refresh`` use it; without it the catalog's prices stand).
+- :class:`ListsOffers`: lists its GPU offers itself (the sim's offers are its market; for a
+  cloud the catalog is what the planner reads, and an adapter's list is a cross-check).
+- :class:`PlacementGroups`: places a gang of instances close together (issue 10: AWS cluster
+  placement groups, GCP compact placement policies, Azure proximity placement groups, Alibaba
+  deployment sets, Tencent placement groups). Declared for the adapters that will implement it;
+  none does yet.
+- :class:`Commitments`: quotes commitment prices (issue 11: AWS Savings Plans and Reserved
+  Instances, GCP committed-use discounts, Azure reservations, Alibaba subscriptions, Tencent
+  monthly prepaid). Declared; none implements it yet.
+
+A protocol with no members would match every object, so each one names at least one method.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from providers.base import PriceQuote
+from provisioner.core.models import Offer
+
+
+@runtime_checkable
+class LivePrices(Protocol):
+    """An adapter that quotes live prices (USD per instance-hour, converted where the account
+    bills in another currency)."""
+
+    def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
+        """Live spot and on-demand prices of the GPU types in ``regions`` (default: the
+        adapter's own)."""
+        ...
+
+
+@runtime_checkable
+class ListsOffers(Protocol):
+    """An adapter that lists its GPU offers (instance types per zone) from the cloud."""
+
+    def offers(self, regions: Iterable[str] | None = None) -> builtins.list[Offer]:
+        """GPU instance types (from the cloud's API where it has one, else the catalog)."""
+        ...
+
+
+@runtime_checkable
+class PlacementGroups(Protocol):
+    """An adapter that can place a gang of instances close together (issue 10).
+
+    ``ensure_placement_group`` creates the cloud's construct idempotently (same ``name``, same
+    group), tagged with ``tags`` so that the reconciler finds it again; launches of the gang
+    name the group it returned; ``delete_placement_group`` removes it with the gang (an
+    unknown or already-gone group is not an error).
+    """
+
+    def ensure_placement_group(
+        self, name: str, region: str, zone: str, tags: Mapping[str, str]
+    ) -> str:
+        """The id of the group ``name`` in ``region``/``zone``, created if it is not there."""
+        ...
+
+    def delete_placement_group(self, group_id: str) -> None:
+        """Delete the group; unknown or already-gone ids are not an error."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommitmentQuote:
+    """The price of one commitment offer for one instance type (USD; issue 11)."""
+
+    provider: str
+    region: str
+    instance_type: str
+    kind: str  # the cloud's own name: "reserved-instance", "savings-plan", "cud", ...
+    term_months: int  # 12, 36, ...
+    upfront: float  # USD paid at the start
+    per_hour: float  # USD per instance-hour on top of the upfront payment
+    at: datetime  # when it was quoted
+    source: str = ""  # where the price comes from (an API, or the catalog's source)
+
+
+@runtime_checkable
+class Commitments(Protocol):
+    """An adapter that quotes the cloud's commitment offers live (issue 11)."""
+
+    def commitment_prices(
+        self, regions: Iterable[str] | None = None
+    ) -> builtins.list[CommitmentQuote]:
+        """Commitment offers for the GPU types in ``regions`` (default: the adapter's own)."""
+        ...
+
+
+__all__ = [
+    "CommitmentQuote",
+    "Commitments",
+    "ListsOffers",
+    "LivePrices",
+    "PlacementGroups",
+]

@@ -1,0 +1,22 @@
+"""The GCP adapter: :class:`GCPProvider` composes the offers, prices and instance operations."""
+
+from __future__ import annotations
+
+from providers.base import Provider
+from providers.gcp.launch import GCPLaunch
+from providers.gcp.offers import GCPOffers
+
+
+class GCPProvider(GCPOffers, GCPLaunch, Provider):
+    """Compute Engine in one project.
+
+    ``project``: the project id (default: the one ``google.auth.default()`` finds).
+    ``zones``/``regions``: where offers are listed (instances are found in every zone).
+    ``credentials``: google-auth credentials, a service-account JSON path, or None for
+    application-default credentials. ``endpoint``: a Compute API root (``http://127.0.0.1:P``
+    in tests); ``billing_endpoint``: the Cloud Billing API root; ``billing_api_key``: an API key
+    for it (else the credentials are used). ``termination_action``: what GCP does to a Spot VM
+    it preempts, ``DELETE`` (default) or ``STOP``.
+    """
+
+    name = "gcp"

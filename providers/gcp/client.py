@@ -1,0 +1,188 @@
+"""The GCP adapter's configuration, credentials and Compute Engine clients (REST transport),
+and the price quotes it has fetched. google-auth and google-cloud-compute are imported when
+an adapter is built or a client is first needed, never at import."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from providers.base import (
+    PriceQuote,
+    ProviderUnavailable,
+    RetryPolicy,
+    call_with_retries,
+    redact,
+    register_secret,
+)
+from providers.gcp.errors import classify
+from providers.gcp.gpus import has_builtin_gpus
+from provisioner.core.models import Offer
+
+T = TypeVar("T")
+
+#: requestId namespace: uuid5(namespace, request.token) is stable for a (job, attempt)
+REQUEST_ID_NAMESPACE = uuid.UUID("6d1b1e0a-4c5e-5b8e-9a57-7a3f1c2b9e10")
+BILLING_ENDPOINT = "https://cloudbilling.googleapis.com"
+BILLING_SERVICE = "6F81-5844-456A"
+DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
+TAGS_METADATA_KEY = "provisioner-tags"
+PREEMPTED_OP = "compute.instances.preempted"
+#: how this tool's instance names begin (provisioner.core.models.launch_token)
+NAME_PREFIX = "prov-"
+
+
+@dataclass
+class _Clients:
+    instances: Any
+    zone_operations: Any
+    global_operations: Any
+    machine_types: Any
+    accelerator_types: Any
+
+
+class GCPClient:
+    """What every part of the GCP adapter shares: its options, credentials, clients, quotes."""
+
+    def __init__(
+        self,
+        project: str | None = None,
+        zones: Iterable[str] | None = None,
+        regions: Iterable[str] | None = None,
+        endpoint: str | None = None,
+        credentials: Any = None,
+        billing_endpoint: str | None = None,
+        billing_api_key: str | None = None,
+        image: str | None = None,
+        network: str = "global/networks/default",
+        subnetwork: str | None = None,
+        external_ip: bool = True,
+        service_account: str | None = None,
+        disk_type: str = "pd-balanced",
+        termination_action: str = "DELETE",
+        retry: RetryPolicy | None = None,
+        operation_timeout: float = 600.0,
+        request_timeout: float = 60.0,
+    ) -> None:
+        try:
+            import google.auth
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ProviderUnavailable("gcp: pip install 'provisioner[gcp]'") from exc
+        if isinstance(credentials, str):
+            from google.oauth2 import service_account as sa
+
+            with open(credentials, encoding="utf-8") as fh:
+                info = json.load(fh)
+            register_secret(info.get("private_key"))
+            register_secret(info.get("private_key_id"))
+            credentials = sa.Credentials.from_service_account_info(
+                info, scopes=["https://www.googleapis.com/auth/cloud-platform"]
+            )
+            project = project or info.get("project_id")
+        if credentials is None:
+            import google.auth
+
+            try:
+                credentials, found = google.auth.default(
+                    scopes=["https://www.googleapis.com/auth/cloud-platform"]
+                )
+            except Exception as exc:
+                raise ProviderUnavailable(f"gcp: no credentials: {redact(str(exc))}") from None
+            project = project or found
+        if not project:
+            raise ProviderUnavailable("gcp: no project given and none in the credentials")
+        register_secret(billing_api_key)
+        for attr in ("token", "refresh_token", "client_secret"):  # what a credential may carry
+            value = getattr(credentials, attr, None)
+            if isinstance(value, str):
+                register_secret(value)
+        self.project = project
+        self.zones = list(zones or ())
+        self.regions = list(
+            dict.fromkeys([*(regions or ()), *(z.rsplit("-", 1)[0] for z in self.zones)])
+        )
+        self.endpoint = endpoint.rstrip("/") if endpoint else None
+        self.credentials = credentials
+        self.billing_endpoint = (billing_endpoint or endpoint or BILLING_ENDPOINT).rstrip("/")
+        self.billing_api_key = billing_api_key
+        self.image = image or DEFAULT_IMAGE
+        self.network = network
+        self.subnetwork = subnetwork
+        self.external_ip = external_ip
+        self.service_account = service_account
+        self.disk_type = disk_type
+        if termination_action not in ("DELETE", "STOP"):
+            raise ValueError("termination_action must be DELETE or STOP")
+        self.termination_action = termination_action
+        self.retry = retry or RetryPolicy()
+        self.operation_timeout = operation_timeout
+        self.request_timeout = request_timeout
+        self._clients: _Clients | None = None
+        self._lock = threading.Lock()
+        self._quotes: dict[tuple[str, str], PriceQuote] = {}
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def clients(self) -> _Clients:
+        with self._lock:
+            if self._clients is None:
+                from google.api_core.client_options import ClientOptions
+                from google.cloud import compute_v1
+
+                opts = ClientOptions(api_endpoint=self.endpoint) if self.endpoint else None
+                kw: dict[str, Any] = {
+                    "credentials": self.credentials,
+                    "client_options": opts,
+                    "transport": "rest",
+                }
+                self._clients = _Clients(
+                    instances=compute_v1.InstancesClient(**kw),
+                    zone_operations=compute_v1.ZoneOperationsClient(**kw),
+                    global_operations=compute_v1.GlobalOperationsClient(**kw),
+                    machine_types=compute_v1.MachineTypesClient(**kw),
+                    accelerator_types=compute_v1.AcceleratorTypesClient(**kw),
+                )
+            return self._clients
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        return call_with_retries(fn, classify, policy=self.retry, what=f"gcp {what}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._clients is not None:
+                for client in vars(self._clients).values():
+                    transport = getattr(client, "transport", None)
+                    if transport is not None:
+                        transport.close()
+                self._clients = None
+
+    def _aggregated(self, client: Any, request: Any) -> list[tuple[str, Any]]:
+        """Every (scope, scoped list) of an aggregated list, all pages, with retries."""
+
+        def fetch() -> list[tuple[str, Any]]:
+            return list(
+                client.aggregated_list(request=request, retry=None, timeout=self.request_timeout)
+            )
+
+        return self._call(type(request).__name__, fetch)
+
+    def known_price_of(self, region: str, instance_type: str, spot: bool) -> float | None:
+        quote = self._quotes.get((region, instance_type))
+        if quote is None:
+            return None
+        return quote.spot_price if spot else quote.on_demand_price
+
+    def known_price(self, offer: Offer) -> float | None:
+        """The spot price this adapter knows for ``offer``: a live quote, else the offer's."""
+        quote = self._quotes.get((offer.region, offer.instance_type))
+        if (
+            quote is not None
+            and quote.spot_price is not None
+            and has_builtin_gpus(offer.instance_type)
+        ):
+            return quote.spot_price
+        return offer.spot_price

@@ -1,0 +1,201 @@
+"""Tencent CVM instances: the list, launch, terminate, and the preemption the cloud reports.
+
+- ``DescribeInstances`` rows become :class:`Instance`. A ``SPOTPAID`` instance that is going
+  away (``SHUTDOWN``/``TERMINATING``) with nothing of ours behind it (``LatestOperation`` is not
+  ``TerminateInstances``/``StopInstances``, ``IsolatedSource`` is not ``MANMADE``) reads
+  PREEMPTED, from the row alone on every answer: a restarted daemon reads it the same.
+  (Tencent documents the reclaim notice only through the VM's metadata; the API side is read
+  from the instance's state.) Interruptions list the managed spot instances
+  (``instance-charge-type`` filter).
+- ``RunInstances``: ``SPOTPAID`` with ``InstanceMarketOptions {MarketType: spot, SpotOptions:
+  {MaxPrice, SpotInstanceType: one-time}}`` (the on-demand price is the cap when none is
+  given: Tencent requires one), or ``POSTPAID_BY_HOUR``; ``ClientToken``,
+  ``TagSpecification``, ``Placement.Zone``, ``UserData`` (base64).
+- ``TerminateInstances``: the first call may move an instance to the recycle bin
+  (``SHUTDOWN``), a second releases it; "already terminating/gone" is not an error.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from providers._common import cap_decimal, has_tags
+from providers.base import ErrorKind, ProviderError
+from providers.tencent.client import POSTPAID, SPOTPAID, parse_time
+from providers.tencent.errors import ALREADY_GONE, NAME
+from providers.tencent.offers import PRICE_DECIMALS, TencentPricing, price_text
+from provisioner.core.models import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Market
+
+MAX_FILTERS = 10
+GOING_AWAY = frozenset({"SHUTDOWN", "TERMINATING"})
+OUR_OPERATIONS = frozenset({"TerminateInstances", "StopInstances"})
+STATES: dict[str, InstanceState] = {
+    "PENDING": InstanceState.PENDING,
+    "STARTING": InstanceState.PENDING,
+    "RUNNING": InstanceState.RUNNING,
+    "REBOOTING": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPING,
+    "STOPPED": InstanceState.STOPPING,
+}  # LAUNCH_FAILED, SHUTDOWN (recycle bin), TERMINATING, anything unknown: TERMINATED
+
+
+def reclaimed(raw: Mapping[str, Any]) -> bool:
+    """A spot instance going away that no operation of ours (nor a manual return) explains."""
+    return (
+        raw.get("InstanceChargeType") == SPOTPAID
+        and str(raw.get("InstanceState", "")) in GOING_AWAY
+        and str(raw.get("LatestOperation") or "") not in OUR_OPERATIONS
+        and str(raw.get("IsolatedSource") or "") != "MANMADE"
+    )
+
+
+class TencentProvider(TencentPricing):
+    """Tencent Cloud CVM spot and pay-as-you-go instances."""
+
+    def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:
+        iid = str(raw.get("InstanceId", ""))
+        raw_state = str(raw.get("InstanceState", ""))
+        operation = str(raw.get("LatestOperation") or "")
+        state = STATES.get(raw_state, InstanceState.TERMINATED)
+        if reclaimed(raw):
+            state = InstanceState.PREEMPTED
+            reason = f"spot instance reclaimed ({raw_state})"
+        elif raw_state == "LAUNCH_FAILED":
+            reason = str(raw.get("LatestOperationErrorMsg") or "LAUNCH_FAILED")
+        elif operation:
+            reason = f"{operation}:{raw.get('LatestOperationState') or ''}".rstrip(":")
+        else:
+            reason = ""
+        placement = raw.get("Placement") or {}
+        public = raw.get("PublicIpAddresses") or []
+        private = raw.get("PrivateIpAddresses") or []
+        self._region_of[iid] = region
+        return Instance(
+            id=iid,
+            provider=NAME,
+            region=region,
+            zone=str(placement.get("Zone", "")),
+            instance_type=str(raw.get("InstanceType", "")),
+            market=Market.SPOT if raw.get("InstanceChargeType") == SPOTPAID else Market.ON_DEMAND,
+            state=state,
+            raw_state=raw_state,
+            state_reason=reason,
+            tags={
+                str(t.get("Key")): str(t.get("Value", ""))
+                for t in raw.get("Tags") or ()
+                if t.get("Key") is not None
+            },
+            launched_at=parse_time(raw.get("CreatedTime")),
+            public_ip=str(public[0]) if public else None,
+            private_ip=str(private[0]) if private else None,
+        )
+
+    def _describe(
+        self,
+        region: str,
+        *,
+        ids: Sequence[str] = (),
+        tags: Mapping[str, str] | None = None,
+        extra: Sequence[Mapping[str, Any]] = (),
+    ) -> builtins.list[Instance]:
+        wanted = dict(tags or {})
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in wanted.items()]
+        filters.extend(dict(f) for f in extra)
+        out: builtins.list[Instance] = []
+        offset = 0
+        while True:
+            params: dict[str, Any] = {"Offset": offset, "Limit": self.page}
+            if ids:  # InstanceIds and Filters cannot be combined
+                params["InstanceIds"] = builtins.list(ids)
+            elif filters:
+                params["Filters"] = filters[:MAX_FILTERS]
+            body = self._request(region, "DescribeInstances", params)
+            rows = body.get("InstanceSet") or []
+            for raw in rows:
+                inst = self._instance(raw, region)
+                if has_tags(inst.tags, wanted):
+                    out.append(inst)
+            offset += len(rows)
+            if not rows or offset >= int(body.get("TotalCount") or 0) or ids:
+                return out
+
+    def _spot_candidates(self, region: str) -> builtins.list[Instance]:
+        spot = [{"Name": "instance-charge-type", "Values": [SPOTPAID]}]
+        return self._describe(region, tags={TAG_MANAGED: "true"}, extra=spot)
+
+    def _preemption_raw(self, inst: Instance) -> str:
+        return f"InstanceState={inst.raw_state}"
+
+    def _run(self, region: str, request: LaunchRequest, image: str, tags: dict[str, str]) -> str:
+        offer = request.offer
+        params: dict[str, Any] = {
+            "Placement": {"Zone": offer.zone},
+            "InstanceType": offer.instance_type,
+            "ImageId": image,
+            "InstanceCount": 1,
+            "InstanceName": request.name,
+            "ClientToken": request.token,
+            "SystemDisk": {"DiskSize": request.disk_gb},
+            "TagSpecification": [
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        }
+        if self.system_disk_type:
+            params["SystemDisk"]["DiskType"] = self.system_disk_type
+        subnet = self.subnet_ids.get(offer.zone) or self.subnet_id
+        if self.vpc_id and subnet:
+            params["VirtualPrivateCloud"] = {"VpcId": self.vpc_id, "SubnetId": subnet}
+        if self.security_group_ids:
+            params["SecurityGroupIds"] = builtins.list(self.security_group_ids)
+        keys = [request.ssh_key_name] if request.ssh_key_name else self.key_ids
+        if keys:
+            params["LoginSettings"] = {"KeyIds": builtins.list(keys)}
+        user_data = self._user_data_b64(request)
+        if user_data:
+            params["UserData"] = user_data
+        if request.market is Market.SPOT:
+            params["InstanceChargeType"] = SPOTPAID
+            params["InstanceMarketOptions"] = self._spot_options(request)
+        else:
+            params["InstanceChargeType"] = POSTPAID
+        body = self._request(region, "RunInstances", params)
+        ids = body.get("InstanceIdSet") or []
+        if not ids:
+            raise self._no_instance_id(body)
+        return str(ids[0])
+
+    def _spot_options(self, request: LaunchRequest) -> dict[str, Any]:
+        """``InstanceMarketOptions`` for a spot launch: the cap (else the on-demand price) as
+        ``MaxPrice`` in the account's currency."""
+        offer = request.offer
+        cap = request.bid_cap_per_hour if request.bid_cap_per_hour is not None else offer.price
+        if cap is None:
+            raise ProviderError(
+                ErrorKind.INVALID,
+                "MissingMaxPrice",
+                "Tencent spot needs a maximum price: give a bid cap or an on-demand price",
+                provider=NAME,
+            )
+        _, rate = self.account.for_launch()
+        if cap_decimal(cap, PRICE_DECIMALS, usd_per_unit=rate) <= 0:
+            raise ProviderError(
+                ErrorKind.PRICE_TOO_LOW,
+                "BidCapBelowMinimum",
+                f"the cap {cap!r} USD/h rounds to 0 at Tencent's 4 decimals",
+                provider=NAME,
+            )
+        return {
+            "MarketType": "spot",
+            "SpotOptions": {"MaxPrice": price_text(cap, rate), "SpotInstanceType": "one-time"},
+        }
+
+    def _terminate_call(self, region: str, ids: Sequence[str]) -> None:
+        self._request(region, "TerminateInstances", {"InstanceIds": builtins.list(ids)})
+
+    def _already_gone(self, exc: ProviderError) -> bool:
+        return exc.code in ALREADY_GONE or exc.kind is ErrorKind.NOT_FOUND
