@@ -181,3 +181,23 @@ def test_live_prices_override_the_catalog() -> None:
     assert (o.spot_price, o.price, o.price_date) == (0.25, 1.0, "2026-12-01")
     regional = cat.with_prices([PriceQuote("aws", "eu-west-1", "", "g5.xlarge", 0.3, 1.1, at)])
     assert (regional.offers[0].spot_price, regional.offers[0].price) == (0.3, 1.1)
+
+
+def test_plan_into_a_closed_pipe_stops_quietly() -> None:
+    """`provisioner plan | head -1`: the reader goes away; no error line, exit 141 (SIGPIPE)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    policy = Path(__file__).resolve().parents[1] / "policies" / "spot-finetune.yaml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "plan", "--policy", str(policy)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like head after its first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141, err
+    assert "error" not in err and "Traceback" not in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -34,8 +35,15 @@ def test_provider_modules_import_no_cloud_sdk() -> None:
         "                if m.split('.')[0] in roots or m.startswith('google.cloud'))\n"
         "print(json.dumps(loaded))\n"
     )
+    # a wide screen: the plain table fits, so rich (for tables wider than the screen) stays out
+    env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
@@ -68,8 +76,15 @@ def _loaded_after(argv: list[str], roots: tuple[str, ...]) -> tuple[int, list[st
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(roots))\n"
         "print(json.dumps([rc, loaded]), file=sys.stderr)\n"
     )
+    # a wide screen: the plain table fits, so rich (for tables wider than the screen) stays out
+    env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
     rc, loaded = json.loads(done.stderr.strip().splitlines()[-1])
     return rc, loaded
