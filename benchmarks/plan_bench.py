@@ -21,13 +21,15 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from policies import parse_policy  # noqa: E402
-from provisioner.core.catalog import Catalog, builtin_catalog, read_offers  # noqa: E402
+from provisioner.catalog_files import builtin_catalog, read_offers  # noqa: E402
+from provisioner.core.catalog import Catalog  # noqa: E402
 from provisioner.core.models import Offer  # noqa: E402
 from provisioner.core.planner import PlanContext, plan_offers  # noqa: E402
 
@@ -102,7 +104,7 @@ def bench_plans(catalog: Catalog, repeat: int) -> None:
     print(f"index build: {1000 * (time.perf_counter() - t0):.0f} ms for {len(catalog):,} offers")
     for name, text in POLICIES.items():
         policy = parse_policy(text, name)
-        ctx = PlanContext()
+        ctx = PlanContext(now=datetime.now(UTC))
         plan_offers(policy, catalog, ctx)  # warm
         times = []
         for _ in range(repeat):

@@ -1,154 +1,85 @@
-"""A small five-field cron (minute hour day-of-month month day-of-week), in UTC.
+"""Five-field cron expressions (minute hour day-of-month month day-of-week), in UTC, on croniter.
 
-Used for policy time windows ("run only from 22:00 for 8 hours"). Supports ``*``, lists,
-ranges, steps and names (``mon``, ``jan``); day-of-month and day-of-week combine as in Vixie
-cron (either matches when both are restricted).
+Used for policy time windows ("run only from 22:00 for 8 hours"). The grammar and the matching
+are croniter's (``*``, lists, ranges, steps, names such as ``mon`` and ``jan``, ``7`` for
+Sunday). Day-of-month and day-of-week combine as croniter does by default (``day_or=True``),
+which is Vixie cron's rule: when both fields are restricted a day matches if *either* does
+(``0 0 1 * mon`` opens on the 1st and on every Monday); when one of them is ``*`` only the other
+one counts. Only five fields are accepted (croniter's optional seconds and year fields are
+refused), and an error names the field that is wrong, so the policy loader can point at it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
-_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
-    ("minute", 0, 59, {}),
-    ("hour", 0, 23, {}),
-    ("day-of-month", 1, 31, {}),
-    (
-        "month",
-        1,
-        12,
-        {
-            m: i + 1
-            for i, m in enumerate(
-                ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-            )
-        },
-    ),
-    (
-        "day-of-week",
-        0,
-        7,
-        {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
-    ),
-)
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_ANY = ("*", "*", "*", "*", "*")
 
 
-def _parse_field(text: str, name: str, lo: int, hi: int, names: dict[str, int]) -> frozenset[int]:
-    values: set[int] = set()
-    for part in text.split(","):
-        if not part:
-            raise ValueError(f"cron {name}: empty list item")
-        step = 1
-        if "/" in part:
-            part, step_text = part.split("/", 1)
-            if not step_text.isdigit() or int(step_text) == 0:
-                raise ValueError(f"cron {name}: step {step_text!r} must be a positive number")
-            step = int(step_text)
-        if part == "*":
-            start, end = lo, hi
-        else:
-            bounds = part.split("-", 1)
-            nums = []
-            for b in bounds:
-                b_low = b.lower()
-                if b_low in names:
-                    nums.append(names[b_low])
-                elif b.isdigit():
-                    nums.append(int(b))
-                else:
-                    raise ValueError(f"cron {name}: {b!r} is not a number or name")
-            start = nums[0]
-            end = nums[1] if len(nums) == 2 else (hi if step > 1 else start)
-        if not (lo <= start <= hi and lo <= end <= hi) or start > end:
-            raise ValueError(f"cron {name}: {part!r} is outside {lo}-{hi}")
-        values.update(range(start, end + 1, step))
-    if name == "day-of-week" and 7 in values:
-        values.discard(7)
-        values.add(0)
-    return frozenset(values)
+def _check(expr: str) -> None:
+    """Raise ValueError naming the first field croniter refuses (or the field count)."""
+    parts = expr.split()
+    if len(parts) != 5:
+        raise ValueError(
+            f"cron needs 5 fields (minute hour day month weekday), got {len(parts)}: {expr!r}"
+        )
+    for i, (name, text) in enumerate(zip(_FIELDS, parts, strict=True)):
+        alone = " ".join(text if j == i else star for j, star in enumerate(_ANY))
+        try:
+            croniter(alone)
+        except CroniterError as exc:
+            why = str(exc).split("]", 1)[-1].strip(" ,") or "not acceptable"
+            why = why.replace(f"in field {i} ", "")
+            raise ValueError(f"cron {name}: {text!r} {why}") from None
+    try:
+        croniter(expr)
+    except CroniterError as exc:  # pragma: no cover - each field passed alone
+        raise ValueError(f"cron: {expr!r}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
 class CronSpec:
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
-    dom_restricted: bool
-    dow_restricted: bool
+    """A checked five-field expression; times are matched to the minute."""
+
+    expr: str
 
     @classmethod
     def parse(cls, expr: str) -> CronSpec:
-        parts = expr.split()
-        if len(parts) != 5:
-            raise ValueError(
-                f"cron needs 5 fields (minute hour day month weekday), got {len(parts)}: {expr!r}"
-            )
-        m, h, dom, mon, dow = (_parse_field(p, *f) for p, f in zip(parts, _FIELDS, strict=True))
-        return cls(
-            m, h, dom, mon, dow, dom_restricted=parts[2] != "*", dow_restricted=parts[4] != "*"
-        )
+        return _parse(expr)
 
     def matches(self, t: datetime) -> bool:
-        if t.minute not in self.minutes or t.hour not in self.hours or t.month not in self.months:
-            return False
-        dom = t.day in self.days
-        dow = (t.isoweekday() % 7) in self.weekdays
-        if self.dom_restricted and self.dow_restricted:
-            return dom or dow
-        return dom and dow
+        return bool(croniter.match(self.expr, t.replace(second=0, microsecond=0)))
 
     def previous(self, t: datetime, limit: timedelta = timedelta(days=366)) -> datetime | None:
         """The latest time <= t (to the minute) that matches, looking back at most ``limit``."""
         cur = t.replace(second=0, microsecond=0)
-        end = cur - limit
-        while cur >= end:
-            if cur.month not in self.months:
-                cur = cur.replace(day=1, hour=0, minute=0) - timedelta(minutes=1)
-                continue
-            if not self._day_ok(cur):
-                cur = cur.replace(hour=0, minute=0) - timedelta(minutes=1)
-                continue
-            if cur.hour not in self.hours:
-                cur = cur.replace(minute=0) - timedelta(minutes=1)
-                continue
-            if cur.minute in self.minutes:
-                return cur
-            cur -= timedelta(minutes=1)
-        return None
+        try:
+            found: datetime = croniter(self.expr, cur + timedelta(seconds=1)).get_prev(datetime)
+        except CroniterBadDateError:
+            return None
+        return found if found >= cur - limit else None
 
     def next(self, t: datetime, limit: timedelta = timedelta(days=366)) -> datetime | None:
         """The earliest time >= t (to the minute) that matches, looking ahead at most ``limit``."""
         cur = t.replace(second=0, microsecond=0)
         if cur < t:
             cur += timedelta(minutes=1)
-        end = cur + limit
-        while cur <= end:
-            if cur.month not in self.months:
-                nxt_month = (cur.replace(day=28) + timedelta(days=4)).replace(
-                    day=1, hour=0, minute=0
-                )
-                cur = nxt_month
-                continue
-            if not self._day_ok(cur):
-                cur = cur.replace(hour=0, minute=0) + timedelta(days=1)
-                continue
-            if cur.hour not in self.hours:
-                cur = cur.replace(minute=0) + timedelta(hours=1)
-                continue
-            if cur.minute in self.minutes:
-                return cur
-            cur += timedelta(minutes=1)
-        return None
+        try:
+            found: datetime = croniter(self.expr, cur - timedelta(seconds=1)).get_next(datetime)
+        except CroniterBadDateError:
+            return None
+        return found if found <= cur + limit else None
 
-    def _day_ok(self, t: datetime) -> bool:
-        dom = t.day in self.days
-        dow = (t.isoweekday() % 7) in self.weekdays
-        if self.dom_restricted and self.dow_restricted:
-            return dom or dow
-        return dom and dow
+
+@lru_cache(maxsize=256)
+def _parse(expr: str) -> CronSpec:
+    _check(expr)
+    return CronSpec(" ".join(expr.split()))
 
 
 def in_window(windows: list[tuple[str, timedelta]], t: datetime) -> bool:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Catalog": ("provisioner.core.catalog", "Catalog"),
-    "plan": ("provisioner.core.planner", "plan"),
+    "Catalog": ("provisioner.catalog_files", "Catalog"),
+    "plan": ("provisioner.planning", "plan"),
     "Plan": ("provisioner.core.planner", "Plan"),
     "PlanContext": ("provisioner.core.planner", "PlanContext"),
     "Policy": ("policies.model", "Policy"),
@@ -36,9 +36,10 @@ __all__ = [*_LAZY, "__version__"]
 if TYPE_CHECKING:
     from policies.loader import PolicyError, load_policy
     from policies.model import Policy
-    from provisioner.core.catalog import Catalog
+    from provisioner.catalog_files import Catalog
     from provisioner.core.models import Market, Offer, Placement
-    from provisioner.core.planner import Plan, PlanContext, plan
+    from provisioner.core.planner import Plan, PlanContext
+    from provisioner.planning import plan
 
 
 def __getattr__(name: str) -> Any:

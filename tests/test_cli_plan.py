@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from provisioner.cli import cli
@@ -51,6 +52,24 @@ def test_plan_table_explains_rejections() -> None:
     assert code == 0
     assert "Rejected" in out and "residency" in out and "e.g." in out
     assert "\x1b[" not in out  # NO_COLOR (set by conftest) and not a terminal
+
+
+def test_plan_table_columns_line_up_and_a_narrow_screen_gets_rich(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = invoke("plan", "--policy", FINETUNE, "--top", "3")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("#  provider  "))
+    rows = lines[header + 1 : header + 4]
+    assert code == 0 and [r.split()[0] for r in rows] == ["1", "2", "3"]
+    # right-aligned numbers end under their header: the last column lines up
+    assert {len(r) for r in rows} == {len(lines[header])}
+    assert all(len(line) <= 200 for line in lines) and "…" not in out
+    monkeypatch.setenv("COLUMNS", "60")  # too narrow for the columns: rich wraps the cells
+    code, out, _ = invoke("plan", "--policy", FINETUNE, "--top", "3")
+    assert code == 0 and "…" in out and "Rejected" in out
+    assert all(len(line) <= 60 for line in out.splitlines())
 
 
 def test_nothing_eligible_exits_3_with_reasons(tmp_path: Path) -> None:
@@ -162,3 +181,23 @@ def test_live_prices_override_the_catalog() -> None:
     assert (o.spot_price, o.price, o.price_date) == (0.25, 1.0, "2026-12-01")
     regional = cat.with_prices([PriceQuote("aws", "eu-west-1", "", "g5.xlarge", 0.3, 1.1, at)])
     assert (regional.offers[0].spot_price, regional.offers[0].price) == (0.3, 1.1)
+
+
+def test_plan_into_a_closed_pipe_stops_quietly() -> None:
+    """`provisioner plan | head -1`: the reader goes away; no error line, exit 141 (SIGPIPE)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    policy = Path(__file__).resolve().parents[1] / "policies" / "spot-finetune.yaml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "plan", "--policy", str(policy)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like head after its first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141, err
+    assert "error" not in err and "Traceback" not in err

@@ -59,7 +59,7 @@ def test_several_errors_are_all_reported() -> None:
 
 def test_error_inside_a_list_names_the_index() -> None:
     msgs = issues("windows:\n  - cron: '0 25 * * *'\n    duration: 2h\n")
-    assert msgs == ["p.yaml:2:11: windows[0].cron cron hour: '25' is outside 0-23"]
+    assert msgs == ["p.yaml:2:11: windows[0].cron cron hour: '25' is not acceptable, out of range"]
 
 
 def test_unknown_gpu_is_an_error_with_location() -> None:
@@ -118,6 +118,23 @@ def test_schema_describes_the_fields() -> None:
     assert {"resources", "bid_cap", "budget", "residency", "latency", "checkpoint"} <= set(
         schema["properties"]
     )
+
+
+def test_cron_day_of_month_or_day_of_week_like_vixie_cron() -> None:
+    # both restricted: either matches (croniter's default, Vixie cron's rule)
+    spec = CronSpec.parse("0 0 1 * mon")
+    assert spec.matches(datetime(2026, 12, 1, 0, 0, tzinfo=UTC))  # the 1st, a Tuesday
+    assert spec.matches(datetime(2026, 12, 7, 0, 0, tzinfo=UTC))  # a Monday
+    assert not spec.matches(datetime(2026, 12, 2, 0, 0, tzinfo=UTC))  # neither
+    # one of them '*': only the other counts
+    assert not CronSpec.parse("0 0 1 * *").matches(datetime(2026, 12, 7, 0, 0, tzinfo=UTC))
+    assert CronSpec.parse("0 0 * * 7").matches(datetime(2026, 12, 6, 0, 0, tzinfo=UTC))  # Sunday
+    # a date that never comes: no next opening rather than a hang
+    assert CronSpec.parse("0 0 31 2 *").next(datetime(2026, 12, 1, tzinfo=UTC)) is None
+    with pytest.raises(ValueError, match="5 fields"):
+        CronSpec.parse("0 0 0 * * *")  # croniter's seconds field is not policy syntax
+    with pytest.raises(ValueError, match=r"cron minute: '\*/0' step"):
+        CronSpec.parse("*/0 * * * *")
 
 
 def test_cron_parsing_and_windows() -> None:

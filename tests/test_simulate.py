@@ -214,6 +214,37 @@ def test_cli_simulate_json_and_plot(tmp_path: Path) -> None:
     assert "reference (mean)" in text.output and "offline optimum" in text.output
 
 
+def test_cli_simulate_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
+    """On a plain install (no `plot` extra) --plot exits 2 naming the extra, no traceback: a
+    real subprocess in which importing matplotlib fails as if it were not installed."""
+    import os
+    import subprocess
+    import sys
+
+    pol = tmp_path / "p.yaml"
+    pol.write_text("name: cli\njob:\n  compute_hours: 8\ndeadline: 10h\n")
+    png = tmp_path / "run.png"
+    argv = ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path))]
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'matplotlib':\n"
+        "            raise ImportError(f'No module named {name!r}')\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from provisioner.cli import main\n"
+        f"main({[*argv, '--plot', str(png)]!r})\n"
+    )
+    env = {**os.environ, "COLUMNS": "200"}  # one line, however wide the terminal
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'provisioner[plot]'" in done.stderr
+    assert "Traceback" not in done.stderr and not png.exists()
+
+
 def test_cli_simulate_bad_input(tmp_path: Path) -> None:
     from provisioner.cli import cli
 

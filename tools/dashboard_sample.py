@@ -76,7 +76,8 @@ def _policy(
 
 class _Sample:
     def __init__(self, store: Store, now: datetime) -> None:
-        from provisioner.core.catalog import Catalog, builtin_catalog
+        from provisioner.catalog_files import builtin_catalog
+        from provisioner.core.catalog import Catalog
 
         self.store, self.now = store, now
         cat = builtin_catalog()
@@ -450,7 +451,7 @@ def prices(store: Store, now: datetime, refreshes: int = 24) -> None:
     """Current quotes from the built-in catalog and a day of hourly refreshes in the history
     (spot prices wandering around the catalog's), through the daemon's recorder."""
     from providers.base import PriceQuote
-    from provisioner.core.catalog import builtin_catalog
+    from provisioner.catalog_files import builtin_catalog
     from provisioner.dashboard.history import record_price_refresh
 
     rng = random.Random(7)

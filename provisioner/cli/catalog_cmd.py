@@ -216,8 +216,8 @@ def measured(store_url: str | None, provider: str | None, gpu: str | None, as_js
     catalog's cheapest price for the type). This is what the planner ranks by. Exits 3 when
     nothing was measured yet."""
     from policies.gpus import canonical_gpu, gpu_specs
+    from provisioner.catalog_files import builtin_catalog
     from provisioner.cli.jobs_cmd import _store
-    from provisioner.core.catalog import builtin_catalog
     from provisioner.probe.records import measured as measured_figures
 
     model = canonical_gpu(gpu) if gpu else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, NoReturn
 
@@ -29,15 +28,17 @@ def load_policy_or_exit(path: str) -> Any:
 
 
 def load_catalog_or_exit(paths: tuple[str, ...], provider: str | None = None) -> Any:
-    from provisioner.core.catalog import Catalog, CatalogError
+    from provisioner.catalog_files import CatalogError, load_catalog
 
     try:
-        return Catalog.load(*paths, provider=provider)
+        return load_catalog(*paths, provider=provider)
     except CatalogError as exc:
         fail(str(exc))
 
 
 def print_json(doc: Any) -> None:
+    import json
+
     click.echo(json.dumps(doc, indent=2, default=str))
 
 

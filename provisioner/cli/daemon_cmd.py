@@ -38,11 +38,18 @@ def daemon(
     from policies.loader import PolicyError
     from provisioner.console import error
     from provisioner.control.daemon.service import Daemon
+    from provisioner.dashboard import start_beside_daemon
     from provisioner.logs import setup_logging
 
     setup_logging(1, json_lines=True)
     try:
-        d = Daemon(config_path, store_url, metrics_port=metrics_port, dashboard_port=dashboard_port)
+        d = Daemon(
+            config_path,
+            store_url,
+            metrics_port=metrics_port,
+            dashboard_port=dashboard_port,
+            start_dashboard=start_beside_daemon,
+        )
     except PolicyError as exc:
         for issue in exc.issues:
             error(str(issue))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import click
 
 from provisioner.cli import EXIT_NOTHING_ELIGIBLE, EXIT_OK
@@ -61,12 +63,12 @@ def plan(
 
     policy = load_policy_or_exit(policy_path)
     catalog = load_catalog_or_exit(catalogs, provider)
-    context = None
+    context = PlanContext(now=datetime.now(UTC))
     if measured:
         from provisioner.cli.jobs_cmd import _store
         from provisioner.probe.records import measured as measured_figures
 
-        context = PlanContext(measured=measured_figures(_store(store_url)))
+        context = PlanContext(now=context.now, measured=measured_figures(_store(store_url)))
     try:
         result = plan_offers(policy, catalog, context, top=top)
     except PlanError as exc:

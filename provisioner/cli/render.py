@@ -1,4 +1,4 @@
-"""Rich rendering of plans and catalog rows."""
+"""Rendering of plans (plain lines, rich for tables wider than the screen) and catalog rows."""
 
 from __future__ import annotations
 
@@ -16,70 +16,87 @@ def _money(v: float | None, digits: int = 4) -> str:
     return "-" if v is None else f"${v:,.{digits}g}" if v < 1000 else f"${v:,.0f}"
 
 
-def render_plan(plan: Plan, catalog: Catalog) -> None:
-    from rich.table import Table
+PLAN_COLUMNS = [
+    ("#", "right"),
+    ("provider", "left"),
+    ("region/zone", "left"),
+    ("instance", "left"),
+    ("GPUs", "left"),
+    ("market", "left"),
+    ("USD/h", "right"),
+    ("cap USD/h", "right"),
+    ("band", "left"),
+    ("RTT ms", "right"),
+    ("est h", "right"),
+    ("est USD", "right"),
+    ("TFLOPS/USD", "right"),
+]
 
-    out = console()
+
+def render_plan(plan: Plan, catalog: Catalog) -> None:
+    """The plan as a head line, a table of placements and the rejections. Printed without rich
+    (:mod:`provisioner.cli.plain`: `plan` starts faster) unless the table is wider than the
+    screen, where rich wraps its cells."""
+    from provisioner.cli.plain import Plain
+
+    out = Plain()
     p = plan.policy
-    head = f"[bold]{p.name}[/]: {plan.eligible} eligible of {plan.candidates} candidates"
+    head = f": {plan.eligible} eligible of {plan.candidates} candidates"
     head += f" ({len(catalog)} offers, market {p.market.value}; prices in USD)"
     if plan.required_vram_gb is not None:
         head += f"; needs {plan.required_vram_gb:.1f} GB per GPU"
     if plan.deadline is not None:
         head += f"; deadline {plan.deadline:%Y-%m-%d %H:%M} UTC"
-    out.print(head)
+    out.line((p.name, ("bold",)), head)
     for note in plan.notes:
-        out.print(f"[yellow]note:[/] {note}")
+        out.line(("note:", ("yellow",)), f" {note}")
     if plan.placements:
-        t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for col, justify in [
-            ("#", "right"),
-            ("provider", "left"),
-            ("region/zone", "left"),
-            ("instance", "left"),
-            ("GPUs", "left"),
-            ("market", "left"),
-            ("USD/h", "right"),
-            ("cap USD/h", "right"),
-            ("band", "left"),
-            ("RTT ms", "right"),
-            ("est h", "right"),
-            ("est USD", "right"),
-            ("TFLOPS/USD", "right"),
-        ]:
-            t.add_column(col, justify=justify)  # type: ignore[arg-type]
-        for pl in plan.placements:
-            o = pl.offer
-            t.add_row(
+        rows = [
+            [
                 str(pl.rank),
-                o.provider,
-                o.zone or o.region,
-                o.instance_type,
-                f"{o.gpu_count}x {o.gpu}",
+                pl.offer.provider,
+                pl.offer.zone or pl.offer.region,
+                pl.offer.instance_type,
+                f"{pl.offer.gpu_count}x {pl.offer.gpu}",
                 pl.market.value,
                 f"{pl.price_per_hour:.4f}",
                 "-" if pl.bid_cap_per_hour is None else f"{pl.bid_cap_per_hour:.4f}",
-                o.interruption_band or "-",
+                pl.offer.interruption_band or "-",
                 "-" if pl.est_rtt_ms is None else f"{pl.est_rtt_ms:.0f}",
                 "-" if pl.est_hours is None else f"{pl.est_hours:.1f}",
                 "-" if pl.est_job_cost is None else f"{pl.est_job_cost:,.2f}",
                 ("-" if pl.tflops_per_dollar is None else f"{pl.tflops_per_dollar:.1f}")
                 + ("*" if any(r.startswith("measured") for r in pl.reasons) else ""),
-            )
-        out.print(t)
+            ]
+            for pl in plan.placements
+        ]
+        headers = [c for c, _ in PLAN_COLUMNS]
+        if not out.table(headers, [j == "right" for _, j in PLAN_COLUMNS], rows):
+            _rich_table(PLAN_COLUMNS, rows)
         for note in billing_notes({pl.offer.provider for pl in plan.placements}):
-            out.print(f"[yellow]currency:[/] {note}")
+            out.line(("currency:", ("yellow",)), f" {note}")
         for pl in plan.placements:  # where probes measured the type (plan --measured)
             for why in pl.reasons:
                 if why.startswith("measured"):
-                    out.print(f"  * #{pl.rank} {pl.offer.instance_type}: {why}", markup=False)
+                    out.line(f"  * #{pl.rank} {pl.offer.instance_type}: {why}")
     else:
-        out.print("[bold red]Nothing is eligible under this policy.[/]")
+        out.line(("Nothing is eligible under this policy.", ("bold", "red")))
     if plan.rejections:
-        out.print("[bold]Rejected[/] (candidate = offer × market, first rule broken):")
+        out.line(("Rejected", ("bold",)), " (candidate = offer × market, first rule broken):")
         for r in plan.rejections.values():
             ex = "; ".join(r.examples[:2])
-            out.print(f"  {r.reason:<14} {r.count:>7}  e.g. {ex}")
+            out.line(f"  {r.reason:<14} {r.count:>7}  e.g. {ex}")
+
+
+def _rich_table(columns: list[tuple[str, str]], rows: list[list[str]]) -> None:
+    from rich.table import Table
+
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, justify in columns:
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        t.add_row(*row)
+    console().print(t)
 
 
 def billing_notes(providers: set[str]) -> list[str]:

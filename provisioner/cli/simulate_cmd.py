@@ -120,6 +120,8 @@ def simulate(
     from provisioner.simulate.run import simulate as run
     from provisioner.simulate.traces import TraceError, load_trace
 
+    if plot_path:
+        _require_matplotlib()
     policy = load_policy_or_exit(policy_path)
     if strategy is not None and strategy not in STRATEGIES:
         fail(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
@@ -158,6 +160,15 @@ def simulate(
         _render(report, plot_path)
     bad = report["summary"]["deadlines_missed"] or report["summary"]["failed"]
     raise SystemExit(EXIT_UNMEETABLE if bad else EXIT_OK)
+
+
+def _require_matplotlib() -> None:
+    """``--plot`` needs matplotlib, an optional extra: exit 2 saying how to install it (before
+    any work is done), not an ImportError traceback."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        fail("--plot needs matplotlib, which is not installed: pip install 'provisioner[plot]'")
 
 
 def _render(report: dict[str, Any], plot_path: str | None) -> None:

@@ -65,7 +65,7 @@ def up(
     from provisioner.api import Job, submit
     from provisioner.cli.checks import check_provider
     from provisioner.control.store import live_replicas
-    from provisioner.core.planner import PlanError, plan_offers
+    from provisioner.core.planner import PlanContext, PlanError, plan_offers
     from provisioner.providers_config import provider_defaults
 
     # Everything is checked before anything is written: a refused `up` leaves no job behind.
@@ -73,7 +73,7 @@ def up(
     opts = {**provider_defaults(provider), **_parse_options(options)}
     check_provider(provider, opts)
     try:
-        plan = plan_offers(policy, _catalog(), top=3)
+        plan = plan_offers(policy, _catalog(), PlanContext(now=datetime.now(UTC)), top=3)
     except PlanError as exc:
         fail(f"{policy_path}: {exc}")
     if not plan.placements:
@@ -117,7 +117,7 @@ def _dashboard_page(store: Any, job_id: str) -> str | None:
 
 
 def _catalog() -> Any:
-    from provisioner.core.catalog import builtin_catalog
+    from provisioner.catalog_files import builtin_catalog
 
     return builtin_catalog()
 

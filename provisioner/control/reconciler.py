@@ -39,6 +39,7 @@ from typing import Any
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
+from provisioner.catalog_files import builtin_catalog
 from provisioner.control.cancel import (
     ProviderFactory,
     cancel_job,
@@ -67,7 +68,7 @@ from provisioner.control.records import (
     resolve_checkpoint_uri,
 )
 from provisioner.control.store import ACTIVE_STATES, JobRow, Store
-from provisioner.core.catalog import Catalog, builtin_catalog
+from provisioner.core.catalog import Catalog
 from provisioner.core.models import (
     TAG_MANAGED,
     Instance,

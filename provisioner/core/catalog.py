@@ -5,8 +5,8 @@ GPU; prices as floats), with an index from GPU model to row numbers. The planner
 rows of the eligible GPU models through the index and evaluates every remaining rule as a
 vectorised mask, so a plan over 100,000 offers never loops over them in Python.
 
-Readers: our own layout (``provisioner/data/offers.csv``), SkyPilot's ``vms.csv`` layout
-(InstanceType, AcceleratorName, AcceleratorCount, vCPUs, MemoryGiB, Price, SpotPrice, Region,
+Layouts parsed (from lines of text: :mod:`provisioner.catalog_files` opens the files): our own
+(``provisioner/data/offers.csv``), SkyPilot's ``vms.csv`` layout (InstanceType, AcceleratorName, AcceleratorCount, vCPUs, MemoryGiB, Price, SpotPrice, Region,
 AvailabilityZone; a Provider column or ``provider=``), and the GCP price list flattened from
 Cyclenerd's pricing.yml (machine_type, region, gpu_type, gpu_count, hour, hour_spot).
 """
@@ -18,8 +18,6 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.gpus import canonical_gpu
@@ -84,26 +82,23 @@ def _band(text: str | None) -> str:
     return text if text in BANDS else ""
 
 
-def read_offers(path: str | os.PathLike[str], provider: str | None = None) -> list[Offer]:
-    """Read offers from a CSV in any supported layout; rows without a known GPU are skipped."""
-    p = str(path)
+def parse_offers(lines: Iterable[str], source: str, provider: str | None = None) -> list[Offer]:
+    """Offers from the lines of a catalog CSV in any supported layout (``source`` names the file
+    in errors and guesses the provider of SkyPilot rows); rows without a known GPU are skipped.
+    Pure: reading the file is :func:`provisioner.catalog_files.read_offers`'s job."""
+    p = source
+    reader = csv.DictReader(lines)
+    cols = set(reader.fieldnames or ())
     try:
-        fh = open(p, newline="", encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise CatalogError(f"{p}: cannot read catalog: {exc.strerror}") from None
-    with fh:
-        reader = csv.DictReader(fh)
-        cols = set(reader.fieldnames or ())
-        try:
-            if set(OWN_COLUMNS) <= cols:
-                return _read_own(reader, p)
-            if cols >= SKYPILOT_COLUMNS:
-                prov = provider or _provider_from_name(p)
-                return _read_skypilot(reader, p, prov)
-            if cols >= GCP_PRICELIST_COLUMNS:
-                return _read_gcp_pricelist(reader)
-        except (ValueError, KeyError) as exc:
-            raise CatalogError(f"{p}:{reader.line_num}: {exc}") from None
+        if set(OWN_COLUMNS) <= cols:
+            return _read_own(reader, p)
+        if cols >= SKYPILOT_COLUMNS:
+            prov = provider or _provider_from_name(p)
+            return _read_skypilot(reader, p, prov)
+        if cols >= GCP_PRICELIST_COLUMNS:
+            return _read_gcp_pricelist(reader)
+    except (ValueError, KeyError) as exc:
+        raise CatalogError(f"{p}:{reader.line_num}: {exc}") from None
     raise CatalogError(
         f"{p}: unknown catalog layout (columns: {', '.join(sorted(cols)) or 'none'}); expected "
         "provisioner's own layout, SkyPilot vms.csv, or the GCP price list"
@@ -111,23 +106,38 @@ def read_offers(path: str | os.PathLike[str], provider: str | None = None) -> li
 
 
 def _read_own(reader: csv.DictReader[str], path: str) -> list[Offer]:
+    # The rows as lists (the DictReader's own csv.reader), by column position: the built-in
+    # catalog is read on every cold `provisioner plan`, and dicts per row cost a third of it.
+    at = {name: i for i, name in enumerate(reader.fieldnames or ())}
+    cols = [at[c] for c in OWN_COLUMNS]
+    width = max(cols) + 1
+    gpu_names: dict[str, str] = {}
     out = []
-    for row in reader:
-        gpu = canonical_gpu(row["gpu"]) or row["gpu"]
+    for row in reader.reader:
+        if not row:
+            continue
+        if len(row) < width:
+            raise ValueError(f"{len(row)} fields, expected {len(at)}")
+        (prov, region, zone, itype, gpu_text, count, vcpus, mem, price, spot, date, band) = (
+            row[i] for i in cols
+        )
+        gpu = gpu_names.get(gpu_text)
+        if gpu is None:
+            gpu = gpu_names[gpu_text] = canonical_gpu(gpu_text) or gpu_text
         out.append(
             Offer(
-                provider=row["provider"],
-                region=row["region"],
-                zone=row["zone"],
-                instance_type=row["instance_type"],
+                provider=prov,
+                region=region,
+                zone=zone,
+                instance_type=itype,
                 gpu=gpu,
-                gpu_count=int(float(row["gpu_count"])),
-                vcpus=float(row["vcpus"] or 0),
-                memory_gib=float(row["memory_gib"] or 0),
-                price=_num(row["price"]),
-                spot_price=_num(row["spot_price"]),
-                price_date=row["price_date"],
-                interruption_band=_band(row["interruption_band"]),
+                gpu_count=int(float(count)),
+                vcpus=float(vcpus or 0),
+                memory_gib=float(mem or 0),
+                price=_num(price),
+                spot_price=_num(spot),
+                price_date=date,
+                interruption_band=_band(band),
             )
         )
     return out
@@ -194,7 +204,8 @@ def _read_gcp_pricelist(reader: csv.DictReader[str]) -> list[Offer]:
 
 @dataclass
 class Catalog:
-    """Offers with columnar indexes. Build with :meth:`load` or :meth:`from_offers`."""
+    """Offers with columnar indexes. Build with :meth:`from_offers` (from files:
+    :func:`provisioner.catalog_files.load_catalog`)."""
 
     offers: list[Offer]
     sources: list[str] = field(default_factory=list)
@@ -203,13 +214,11 @@ class Catalog:
 
     @classmethod
     def load(cls, *paths: str | os.PathLike[str], provider: str | None = None) -> Catalog:
-        """The catalog from ``paths`` (any supported layout); no paths: the built-in catalog."""
-        if not paths:
-            return builtin_catalog()
-        offers: list[Offer] = []
-        for p in paths:
-            offers.extend(read_offers(p, provider))
-        return cls(offers, [str(p) for p in paths])
+        """Compatibility: :func:`provisioner.catalog_files.load_catalog` (reading files is not
+        the core's work). Kept until every caller imports that; see docs/architecture.md."""
+        from provisioner.catalog_files import load_catalog
+
+        return load_catalog(*paths, provider=provider)
 
     @classmethod
     def from_offers(cls, offers: Iterable[Offer], source: str = "<memory>") -> Catalog:
@@ -362,14 +371,11 @@ class CatalogColumns:
         )
 
 
-_BUILTIN: Catalog | None = None
+def __getattr__(name: str) -> Any:
+    """Compatibility for ``from provisioner.core.catalog import builtin_catalog, read_offers``:
+    both read files and live in :mod:`provisioner.catalog_files`."""
+    if name in ("builtin_catalog", "read_offers"):
+        import provisioner.catalog_files as files
 
-
-def builtin_catalog() -> Catalog:
-    """The offline catalog shipped with the package (provisioner/data/offers.csv)."""
-    global _BUILTIN
-    if _BUILTIN is None:
-        ref = resources.files("provisioner.data").joinpath("offers.csv")
-        with resources.as_file(ref) as path:
-            _BUILTIN = Catalog(read_offers(Path(path)), ["builtin:provisioner/data/offers.csv"])
-    return _BUILTIN
+        return getattr(files, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,19 +23,19 @@ score = Σ wᵢ·termᵢ / Σ wᵢ.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from policies.gpus import canonical_gpu, gpu_specs
 from policies.model import Policy
-from provisioner.core.catalog import Catalog, CatalogColumns, builtin_catalog
+from provisioner.core.catalog import Catalog, CatalogColumns
+from provisioner.core.measured import Measured
 from provisioner.core.models import Market, Offer, Placement
 from provisioner.core.regions import estimate_rtt_ms, great_circle_km, regions
 from provisioner.core.rules import residency_violation
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
-from provisioner.probe.measured import Measured
 
 if TYPE_CHECKING:
     import numpy as np
@@ -71,15 +71,16 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What the planner needs besides the policy and the offers. Time is passed in."""
+    """What the planner needs besides the policy and the offers. Time is passed in: ``now``
+    is required (the core reads no clock)."""
 
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    now: datetime
     submitted_at: datetime | None = None  # for deadlines given as a duration
     cooldown: frozenset[tuple[str, str]] = frozenset()  # (provider, zone or region)
     unavailable: frozenset[tuple[str, str, str]] = frozenset()  # (provider, location, type)
     measured_rtt_ms: dict[str, float] = field(default_factory=dict)  # "provider:region" -> ms
     hours_done: float = 0.0  # work already done (shortens the remaining duration)
-    #: (provider, instance_type, gpu) -> provisioner.probe.measured.Measured (probe results)
+    #: (provider, instance_type, gpu) -> provisioner.core.measured.Measured (probe results)
     measured: Mapping[tuple[str, str, str], Measured] = field(default_factory=dict)
     #: whole-job estimates reject offers ("deadline", "budget_total"); False for a running
     #: job's candidates: decide() paces the job against what is left and fails it, saying
@@ -217,14 +218,14 @@ def _describe(o: Offer, market: Market) -> str:
 def plan_offers(
     policy: Policy,
     catalog: Catalog,
-    context: PlanContext | None = None,
+    context: PlanContext,
     *,
     top: int | None = 10,
 ) -> Plan:
     """Rank the catalog's offers for ``policy``. Pure: no I/O, no clock (time is in context)."""
     import numpy as np
 
-    ctx = context or PlanContext()
+    ctx = context
     cols = catalog.columns
     n_total = len(catalog.offers)
     specs = gpu_specs()
@@ -528,23 +529,3 @@ def _example(o: Offer, market: Market, reason: str, cap: float, rtt: float, hour
     elif reason in ("deadline", "budget_total") and not math.isnan(hours):
         text += f" ~{hours:.1f} h"
     return text
-
-
-def plan(
-    policy_or_path: Policy | str | Any,
-    catalog: Catalog | Iterable[Offer] | None = None,
-    context: PlanContext | None = None,
-    *,
-    top: int | None = 10,
-) -> Plan:
-    """Python API: plan a policy (object or YAML path) against a catalog (default: built-in)."""
-    from policies.loader import load_policy
-
-    policy = policy_or_path if isinstance(policy_or_path, Policy) else load_policy(policy_or_path)
-    if catalog is None:
-        cat = builtin_catalog()
-    elif isinstance(catalog, Catalog):
-        cat = catalog
-    else:
-        cat = Catalog.from_offers(catalog)
-    return plan_offers(policy, cat, context, top=top)

@@ -12,6 +12,33 @@ beyond, no state-changing endpoint at all.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from provisioner.dashboard.server import DEFAULT_PORT, DashboardError, DashboardServer
 
-__all__ = ["DEFAULT_PORT", "DashboardError", "DashboardServer"]
+__all__ = ["DEFAULT_PORT", "DashboardError", "DashboardServer", "start_beside_daemon"]
+
+log = logging.getLogger("provisioner.control.daemon")
+
+
+def start_beside_daemon(store: Any, config: Any, port: int, source: str) -> DashboardServer | None:
+    """The daemon's dashboard (``DashboardStarter``, passed to the daemon by the CLI): started
+    in a thread, or None, logged, when it cannot start (port taken, a non-loopback address
+    without a token)."""
+    from provisioner.dashboard.server import load_token
+
+    try:
+        server = DashboardServer(
+            store,
+            address=config.address,
+            port=port,
+            token=load_token(config.token_env, config.token_file),
+            page_size=config.page_size,
+            source=source,
+        )
+        server.start()
+    except DashboardError as exc:
+        log.error("dashboard not served: %s", exc)
+        return None
+    return server

@@ -1,4 +1,5 @@
-"""What the daemon records for the dashboard, as store events with no job (``job_id`` NULL):
+"""What the daemon records for the dashboard, read back: store events with no job (``job_id``
+NULL), written by :mod:`provisioner.control.history` (re-exported here):
 
 - ``dashboard``: the address a replica serves the page on (``provisioner up`` prints it while
   that replica is alive);
@@ -10,71 +11,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import select
 
+from provisioner.control.history import (
+    KIND_ADDRESS,
+    KIND_PRICES,
+    cheapest_by_gpu,
+    record_address,
+    record_price_refresh,
+)
 from provisioner.control.store import EventRow, Store
 
-KIND_ADDRESS = "dashboard"
-KIND_PRICES = "prices"
-
-
-@lru_cache(maxsize=1)
-def _gpu_of_type() -> tuple[dict[tuple[str, str], tuple[str, int]], dict[str, tuple[str, int]]]:
-    """(provider, instance type) -> (GPU, count) from the built-in catalog, and by type alone
-    (the sim quotes the instance types of the clouds it mimics)."""
-    from provisioner.core.catalog import builtin_catalog
-
-    by_key: dict[tuple[str, str], tuple[str, int]] = {}
-    by_type: dict[str, tuple[str, int]] = {}
-    for o in builtin_catalog().offers:
-        by_key.setdefault((o.provider, o.instance_type), (o.gpu, o.gpu_count))
-        by_type.setdefault(o.instance_type, (o.gpu, o.gpu_count))
-    return by_key, by_type
-
-
-def cheapest_by_gpu(quotes: Iterable[Any]) -> dict[str, dict[str, float | int | None]]:
-    """``{gpu: {"spot": $/GPU-h, "on_demand": $/GPU-h, "offers": n}}``: the cheapest price per
-    GPU-hour of each GPU model among the quotes (types the catalog does not know are left out)."""
-    by_key, by_type = _gpu_of_type()
-    out: dict[str, dict[str, float | int | None]] = {}
-    for q in quotes:
-        found = by_key.get((q.provider, q.instance_type)) or by_type.get(q.instance_type)
-        if found is None:
-            continue
-        gpu, count = found
-        row = out.setdefault(gpu, {"spot": None, "on_demand": None, "offers": 0})
-        row["offers"] = int(row["offers"] or 0) + 1
-        for key, price in (("spot", q.spot_price), ("on_demand", q.on_demand_price)):
-            if price is None or price <= 0:
-                continue
-            per_gpu = round(float(price) / max(1, count), 6)
-            old = row[key]
-            if old is None or per_gpu < float(old):
-                row[key] = per_gpu
-    return out
-
-
-def record_price_refresh(store: Store, provider: str, quotes: list[Any], at: datetime) -> None:
-    """One ``prices`` event for a refresh of ``provider``'s quotes."""
-    store.add_event(
-        None,
-        KIND_PRICES,
-        f"refreshed {len(quotes)} prices from {provider}",
-        at=at,
-        provider=provider,
-        quotes=len(quotes),
-        cheapest=cheapest_by_gpu(quotes),
-    )
-
-
-def record_address(store: Store, owner: str, url: str, at: datetime) -> None:
-    """Where replica ``owner`` serves the dashboard (never with its token)."""
-    store.add_event(None, KIND_ADDRESS, f"dashboard at {url}", at=at, owner=owner, url=url)
+__all__ = [
+    "KIND_ADDRESS",
+    "KIND_PRICES",
+    "cheapest_by_gpu",
+    "dashboard_url",
+    "price_history",
+    "record_address",
+    "record_price_refresh",
+]
 
 
 def dashboard_url(store: Store, now: datetime) -> str | None:

@@ -234,8 +234,9 @@ def replan(job: JobRow, policy: Any, attempt: AttemptRow | None) -> dict[str, An
     """Plan again, deterministically, from the stored policy at the attempt's time (or the
     job's submission): the built-in catalog for the attempt's cloud (a sim job's offers are
     the sim's, relabelled with that cloud; they are not stored)."""
+    from provisioner.catalog_files import builtin_catalog
     from provisioner.control.inputs import CANDIDATES, placement_of, plan_digest
-    from provisioner.core.catalog import Catalog, builtin_catalog
+    from provisioner.core.catalog import Catalog
     from provisioner.core.planner import PlanContext, PlanError, plan_offers
 
     at = utc(attempt.created_at if attempt else job.submitted_at) or datetime.now().astimezone()

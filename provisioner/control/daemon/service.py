@@ -19,6 +19,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,12 @@ from provisioner.control.daemon.metrics import Metrics
 from provisioner.control.daemon.sdnotify import Notifier, watchdog_interval_s
 
 log = logging.getLogger("provisioner.control.daemon")
+
+#: Starts the read-only dashboard beside the daemon: ``(store, the config's dashboard section,
+#: port, source label)`` -> a started server (``.url``, ``.close()``), or None when it cannot
+#: start (it logs why: the jobs come first). Passed in by the face that runs the daemon
+#: (:mod:`provisioner.cli.daemon_cmd`): the control package does not import the dashboard.
+DashboardStarter = Callable[[Any, Any, int, str], Any]
 
 
 class Daemon:
@@ -37,8 +44,10 @@ class Daemon:
         *,
         metrics_port: int | None = None,
         dashboard_port: int | None = None,
+        start_dashboard: DashboardStarter | None = None,
     ) -> None:
         self.config_path = config_path
+        self.start_dashboard = start_dashboard
         self.store_url_override = store_url
         self.metrics_port_override = metrics_port
         self.dashboard_port_override = dashboard_port
@@ -81,24 +90,15 @@ class Daemon:
     def serve_dashboard(self) -> None:
         """The read-only web page, in a thread. A dashboard that cannot start (port taken, a
         non-loopback address without a token) is logged and left out: the jobs come first."""
-        from provisioner.dashboard import DashboardError, DashboardServer
-        from provisioner.dashboard.history import record_address
-        from provisioner.dashboard.server import load_token
+        from provisioner.control.history import record_address
 
+        if self.start_dashboard is None:
+            log.warning("dashboard not served: this daemon was started without one")
+            return
         c = self.config.dashboard
         port = self.dashboard_port_override if self.dashboard_port_override is not None else c.port
-        try:
-            server = DashboardServer(
-                self.store,
-                address=c.address,
-                port=port,
-                token=load_token(c.token_env, c.token_file),
-                page_size=c.page_size,
-                source=f"daemon {self.owner}",
-            )
-            server.start()
-        except DashboardError as exc:
-            log.error("dashboard not served: %s", exc)
+        server = self.start_dashboard(self.store, c, port, f"daemon {self.owner}")
+        if server is None:
             return
         self.dashboard = server
         record_address(self.store, self.owner, server.url, datetime.now(UTC))
@@ -276,7 +276,7 @@ class Daemon:
     def refresh_prices(self) -> None:
         from providers.base import get
         from providers.capabilities import LivePrices
-        from provisioner.dashboard.history import record_price_refresh
+        from provisioner.control.history import record_price_refresh
 
         for name, opts in self.config.providers.items():
             try:
@@ -327,9 +327,13 @@ def reconciler_for(store: Any, config: DaemonConfig, owner: str) -> Any:
 
 
 def _version() -> str:
-    from provisioner import __version__
+    """The installed distribution's version (the package's ``__version__``), for heartbeats."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return __version__
+    try:
+        return version("provisioner")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree never installed
+        return "unknown"
 
 
 def _safe(url: str) -> str:

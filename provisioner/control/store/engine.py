@@ -1,0 +1,145 @@
+"""The store's engine and sessions: the URL, the connection setup, the migrations.
+
+SQLite (WAL) in the XDG state directory by default, for one controller; PostgreSQL for several
+daemon replicas (``postgresql+psycopg://...``). The schema is created and upgraded by Alembic.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.attributes import set_committed_value
+
+ACTIVE_STATES = ("pending", "running", "recovering", "waiting")
+FINAL_STATES = ("succeeded", "failed", "cancelled", "stopped")
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "provisioner"
+
+
+def default_url() -> str:
+    url = os.environ.get("PROVISIONER_STORE")
+    if url:
+        return url
+    d = state_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{d / 'provisioner.db'}"
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    """SQLite hands datetimes back naive; they were stored in UTC."""
+    if dt is not None and dt.tzinfo is None:
+        return dt.replace(tzinfo=UTC)
+    return dt
+
+
+def new_job_id(name: str) -> str:
+    safe = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")[:32] or "job"
+    return f"{safe}-{secrets.token_hex(3)}"
+
+
+def redacted_url(url: str) -> str:
+    """The URL with any password replaced, for messages and logs."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<store url>"
+
+
+def _chunks(items: Sequence[Any], size: int = 5000) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class StoreBase:
+    """The engine, the session factory and the row fix-up that every table's queries use."""
+
+    def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:
+        self.url = url or default_url()
+        self.engine: Engine = self._engine(self.url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        if migrate:
+            self.migrate()
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    @staticmethod
+    def _engine(url: str) -> Engine:
+        if url.startswith("sqlite"):
+            engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+            @event.listens_for(engine, "connect")
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+
+            return engine
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to the newest Alembic revision (safe to run concurrently)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option(
+            "script_location", str(Path(__file__).resolve().parents[1] / "migrations")
+        )
+        with self.engine.begin() as conn:
+            if self.is_postgres:
+                from sqlalchemy import text
+
+                conn.execute(text("SELECT pg_advisory_xact_lock(727001)"))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._sessions.begin() as s:
+            yield s
+
+    @staticmethod
+    def _fix(row: Any) -> Any:
+        if row is None:
+            return None
+        for attr in (
+            "submitted_at",
+            "updated_at",
+            "deadline",
+            "lease_until",
+            "created_at",
+            "launched_at",
+            "ended_at",
+            "last_seen_at",
+            "at",
+            "until",
+        ):
+            if hasattr(row, attr):
+                # as loaded, not as a change: the row must not be written back on commit
+                set_committed_value(row, attr, _aware(getattr(row, attr)))
+        return row

@@ -1,0 +1,208 @@
+"""The store's queries on the tables beside jobs: attempts, instances, events, cooldowns and
+prices."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+
+from provisioner.control.store.engine import StoreBase, _aware, _chunks
+from provisioner.control.store.schema import (
+    AttemptRow,
+    CooldownRow,
+    EventRow,
+    InstanceRow,
+    JobRow,
+    PriceRow,
+)
+
+
+class RecordQueries(StoreBase):
+    # -- attempts -----------------------------------------------------------------------------
+
+    def add_attempt(self, row: AttemptRow) -> None:
+        with self.session() as s:
+            s.add(row)
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == row.job_id)
+                .values(attempt=row.attempt, updated_at=row.created_at)
+            )
+
+    def attempts(self, job_id: str) -> list[AttemptRow]:
+        with self.session() as s:
+            rows = s.scalars(
+                select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt)
+            ).all()
+            return [self._fix(r) for r in rows]
+
+    def attempts_for(self, job_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
+        out: dict[str, list[AttemptRow]] = {j: [] for j in job_ids}
+        if not job_ids:
+            return out
+        with self.session() as s:
+            for chunk_start in range(0, len(job_ids), 5000):
+                chunk = list(job_ids[chunk_start : chunk_start + 5000])
+                rows = s.scalars(
+                    select(AttemptRow)
+                    .where(AttemptRow.job_id.in_(chunk))
+                    .order_by(AttemptRow.attempt)
+                ).all()
+                for r in rows:
+                    out[r.job_id].append(self._fix(r))
+        return out
+
+    def update_attempt(self, job_id: str, attempt: int, **values: Any) -> None:
+        with self.session() as s:
+            s.execute(
+                update(AttemptRow)
+                .where(AttemptRow.job_id == job_id, AttemptRow.attempt == attempt)
+                .values(**values)
+            )
+
+    # -- instances ----------------------------------------------------------------------------
+
+    def upsert_instance(self, row: InstanceRow) -> None:
+        with self.session() as s:
+            s.merge(row)
+
+    def upsert_instances(self, rows: Sequence[InstanceRow]) -> None:
+        """Insert or update many instance rows in one statement per chunk."""
+        if not rows:
+            return
+        if self.is_postgres:
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+        cols = [c.name for c in InstanceRow.__table__.columns]
+        keys = ("provider", "instance_id")
+        docs = [{c: getattr(r, c) for c in cols} for r in rows]
+        with self.session() as s:
+            for chunk in _chunks(docs, 1000):
+                stmt = insert(InstanceRow).values(chunk)
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=list(keys),
+                    set_={c: stmt.excluded[c] for c in cols if c not in keys},
+                )
+                s.execute(stmt)
+
+    def instances(self, job_id: str | None = None) -> list[InstanceRow]:
+        with self.session() as s:
+            q = select(InstanceRow)
+            if job_id is not None:
+                q = q.where(InstanceRow.job_id == job_id)
+            return [self._fix(r) for r in s.scalars(q).all()]
+
+    # -- events -------------------------------------------------------------------------------
+
+    def add_event(
+        self,
+        job_id: str | None,
+        kind: str,
+        message: str,
+        *,
+        at: datetime | None = None,
+        **data: Any,
+    ) -> None:
+        from providers.base import redact
+
+        with self.session() as s:
+            s.add(
+                EventRow(
+                    job_id=job_id,
+                    at=at or datetime.now(UTC),
+                    kind=kind,
+                    message=redact(message),
+                    data=data,
+                )
+            )
+
+    def has_event(self, job_id: str, kind: str, mentioning: str) -> bool:
+        """Whether the job has an event of ``kind`` whose message mentions ``mentioning``."""
+        with self.session() as s:
+            q = (
+                select(EventRow.id)
+                .where(EventRow.job_id == job_id, EventRow.kind == kind)
+                .where(EventRow.message.contains(mentioning, autoescape=True))
+                .limit(1)
+            )
+            return s.scalar(q) is not None
+
+    def events(
+        self, job_id: str | None = None, after_id: int = 0, limit: int | None = None
+    ) -> list[EventRow]:
+        with self.session() as s:
+            q = select(EventRow).where(EventRow.id > after_id).order_by(EventRow.id)
+            if job_id is not None:
+                q = q.where(EventRow.job_id == job_id)
+            if limit:
+                q = q.limit(limit)
+            return [self._fix(r) for r in s.scalars(q).all()]
+
+    # -- cooldowns ----------------------------------------------------------------------------
+
+    def cool_down(
+        self, job_id: str, provider: str, location: str, until: datetime, reason: str
+    ) -> None:
+        with self.session() as s:
+            s.merge(
+                CooldownRow(
+                    job_id=job_id, provider=provider, location=location, until=until, reason=reason
+                )
+            )
+
+    def cooldowns_for(
+        self, job_ids: Sequence[str], now: datetime
+    ) -> dict[str, dict[tuple[str, str], datetime]]:
+        """Current cooldowns of many jobs (expired ones are deleted), in two statements."""
+        out: dict[str, dict[tuple[str, str], datetime]] = {j: {} for j in job_ids}
+        with self.session() as s:
+            s.execute(delete(CooldownRow).where(CooldownRow.until < now))
+            # the table holds only cooldowns in force: reading it whole beats a long IN list
+            for r in s.scalars(select(CooldownRow)):
+                if r.job_id in out:
+                    out[r.job_id][(r.provider, r.location)] = _aware(r.until) or r.until
+        return out
+
+    def cooldowns(self, job_id: str, now: datetime) -> dict[tuple[str, str], datetime]:
+        with self.session() as s:
+            s.execute(delete(CooldownRow).where(CooldownRow.until < now))
+            rows = s.scalars(select(CooldownRow).where(CooldownRow.job_id == job_id)).all()
+            return {(r.provider, r.location): _aware(r.until) or r.until for r in rows}
+
+    # -- prices ---------------------------------------------------------------------------------
+
+    def save_prices(self, quotes: Iterable[Any]) -> int:
+        n = 0
+        with self.session() as s:
+            for q in quotes:
+                s.merge(
+                    PriceRow(
+                        provider=q.provider,
+                        region=q.region,
+                        zone=q.zone or "",
+                        instance_type=q.instance_type,
+                        spot_price=q.spot_price,
+                        on_demand_price=q.on_demand_price,
+                        at=q.at,
+                    )
+                )
+                n += 1
+        return n
+
+    def prices_mark(self) -> tuple[int, Any]:
+        """A cheap mark that moves when the stored prices change (rows, newest quote time):
+        the reconciler re-reads the prices only then."""
+        with self.session() as s:
+            n, newest = s.execute(select(func.count(), func.max(PriceRow.at))).one()
+            return int(n or 0), newest
+
+    def prices(self, provider: str | None = None) -> list[PriceRow]:
+        with self.session() as s:
+            q = select(PriceRow)
+            if provider:
+                q = q.where(PriceRow.provider == provider)
+            return [self._fix(r) for r in s.scalars(q).all()]
