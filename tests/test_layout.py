@@ -111,22 +111,12 @@ LAYERS = {
     "provisioner": 4,  # the package itself: the Python API's lazy names
 }
 #: (importer, imported) arrows allowed for now, each with the reason and who removes it
-KNOWN_ARROWS: dict[tuple[str, str], str] = {
-    ("provisioner.core.catalog", "provisioner.catalog_files"): (
-        "compatibility: Catalog.load() and core.catalog.builtin_catalog/read_offers forward to "
-        "provisioner.catalog_files until providers/{aws,gcp,azure}/offers.py, "
-        "providers/_regional.py, providers/sim/adapter.py and control/reconciler.py import it "
-        "directly; then the shims go"
-    ),
-}
+KNOWN_ARROWS: dict[tuple[str, str], str] = {}
 #: strongly connected sets of modules of more than one package allowed for now
 KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset(
         {"provisioner.control.jobpass", "provisioner.control.reconciler", "provisioner.probe.watch"}
     ): "probe.watch calls jobpass.crash_point; failpoints are being injected (another change)",
-    frozenset({"provisioner.core.catalog", "provisioner.catalog_files"}): (
-        "the compatibility forwarders in core.catalog (see KNOWN_ARROWS)"
-    ),
 }
 
 MAX_LINES = 500

@@ -34,6 +34,7 @@ from typing import Any
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
+from provisioner.catalog_files import builtin_catalog
 from provisioner.control.jobpass import JobMemo
 from provisioner.control.passguard import (
     BLOCKED,
@@ -51,7 +52,7 @@ from provisioner.control.store import (
     JobRow,
     Store,
 )
-from provisioner.core.catalog import Catalog, builtin_catalog
+from provisioner.core.catalog import Catalog
 from provisioner.core.models import (
     TAG_JOB,
     TAG_MANAGED,
