@@ -109,8 +109,8 @@ def catalog_offers(provider: str) -> builtins.list[Offer]:
     once per process and cloud."""
     if provider not in _CATALOG:
         try:
-            module = importlib.import_module("provisioner.core.catalog")
-            catalog = module.Catalog.load()
+            module = importlib.import_module("provisioner.catalog_files")
+            catalog = module.builtin_catalog()
             if callable(getattr(catalog, "filter", None)):
                 rows = catalog.filter(provider=provider)
             else:

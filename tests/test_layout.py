@@ -111,20 +111,9 @@ LAYERS = {
     "provisioner": 4,  # the package itself: the Python API's lazy names
 }
 #: (importer, imported) arrows allowed for now, each with the reason and who removes it
-KNOWN_ARROWS: dict[tuple[str, str], str] = {
-    ("provisioner.core.catalog", "provisioner.catalog_files"): (
-        "compatibility: Catalog.load() and core.catalog.builtin_catalog/read_offers forward to "
-        "provisioner.catalog_files until providers/{aws,gcp,azure}/offers.py, "
-        "providers/_regional.py and providers/sim/adapter.py import it "
-        "directly; then the shims go"
-    ),
-}
+KNOWN_ARROWS: dict[tuple[str, str], str] = {}
 #: strongly connected sets of modules of more than one package allowed for now
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"provisioner.core.catalog", "provisioner.catalog_files"}): (
-        "the compatibility forwarders in core.catalog (see KNOWN_ARROWS)"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 MAX_LINES = 500
 #: module file -> why it is allowed over MAX_LINES

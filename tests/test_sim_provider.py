@@ -20,7 +20,7 @@ from providers.sim import SimProvider
 from providers.sim.market import Market as SimMarket
 from providers.sim.market import StochasticZone, load_trace
 from providers.sim.rules import RULES
-from provisioner.core.catalog import Catalog
+from provisioner.catalog_files import Catalog
 from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 
 REPO = Path(__file__).resolve().parents[1]

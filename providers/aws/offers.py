@@ -277,9 +277,9 @@ class _CatalogPrices:
     @classmethod
     def for_region(cls, region: str) -> _CatalogPrices:
         try:
-            from provisioner.core.catalog import Catalog
+            from provisioner.catalog_files import builtin_catalog
 
-            return cls(Catalog.load().filter(provider="aws", regions=[region]))
+            return cls(builtin_catalog().filter(provider="aws", regions=[region]))
         except Exception as exc:  # the catalog is optional here: offers still list the types
             log.debug("aws: no catalog prices for %s: %s", region, exc)
             return cls(())

@@ -40,9 +40,9 @@ class AzureOffers(AzureClient):
         with live prices from :meth:`prices` laid over where this adapter has fetched them."""
         wanted = set(regions or self.locations)
         try:
-            from provisioner.core.catalog import Catalog
+            from provisioner.catalog_files import builtin_catalog
 
-            rows = Catalog.load().filter(provider="azure", regions=sorted(wanted) or None)
+            rows = builtin_catalog().filter(provider="azure", regions=sorted(wanted) or None)
         except Exception as exc:  # the catalog is optional
             log.warning("azure: no catalog: %s", exc)
             return []
@@ -64,9 +64,9 @@ class AzureOffers(AzureClient):
         if self.vm_sizes:
             return builtins.list(self.vm_sizes)
         try:
-            from provisioner.core.catalog import Catalog
+            from provisioner.catalog_files import builtin_catalog
 
-            rows = Catalog.load().filter(provider="azure", regions=[region])
+            rows = builtin_catalog().filter(provider="azure", regions=[region])
         except Exception as exc:  # the catalog is optional
             log.warning("azure: no catalog to name the GPU sizes: %s", exc)
             return []

@@ -248,9 +248,9 @@ def _get_json(session: Any, url: str, params: Mapping[str, str], timeout: float)
 
 def _catalog_offers() -> builtins.list[Offer]:
     try:
-        from provisioner.core.catalog import Catalog
+        from provisioner.catalog_files import builtin_catalog
 
-        return Catalog.load().filter(provider="gcp")
+        return builtin_catalog().filter(provider="gcp")
     except Exception as exc:  # the catalog is optional here
         log.debug("gcp: no catalog: %s", exc)
         return []

@@ -209,9 +209,9 @@ class SimProvider(Provider):
         if self._offers is not None:
             return self._offers
         if self._catalog is None:
-            from provisioner.core.catalog import Catalog
+            from provisioner.catalog_files import builtin_catalog
 
-            self._catalog = Catalog.load()
+            self._catalog = builtin_catalog()
         offers: list[Offer] = []
         for cloud in self._clouds():
             rows = self._catalog.filter(provider=cloud)

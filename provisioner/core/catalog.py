@@ -213,14 +213,6 @@ class Catalog:
     # -- construction ---------------------------------------------------------------------
 
     @classmethod
-    def load(cls, *paths: str | os.PathLike[str], provider: str | None = None) -> Catalog:
-        """Compatibility: :func:`provisioner.catalog_files.load_catalog` (reading files is not
-        the core's work). Kept until every caller imports that; see docs/architecture.md."""
-        from provisioner.catalog_files import load_catalog
-
-        return load_catalog(*paths, provider=provider)
-
-    @classmethod
     def from_offers(cls, offers: Iterable[Offer], source: str = "<memory>") -> Catalog:
         return cls(list(offers), [source])
 
@@ -369,13 +361,3 @@ class CatalogColumns:
             by_provider=index(provider, prov_codes),
             by_region=index(region, region_codes),
         )
-
-
-def __getattr__(name: str) -> Any:
-    """Compatibility for ``from provisioner.core.catalog import builtin_catalog, read_offers``:
-    both read files and live in :mod:`provisioner.catalog_files`."""
-    if name in ("builtin_catalog", "read_offers"):
-        import provisioner.catalog_files as files
-
-        return getattr(files, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
