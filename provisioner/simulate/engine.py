@@ -22,6 +22,7 @@ import numpy as np
 
 from policies.model import Policy
 from provisioner.core.decide import (
+    Action,
     AttemptView,
     CapacityError,
     CoolDown,
@@ -102,8 +103,12 @@ def run_window(
     start: datetime = EPOCH,
     timeline: Timeline | None = None,
     horizon_steps: int | None = None,
+    actions: list[tuple[datetime, Action]] | None = None,
 ) -> dict[str, Any]:
-    """Simulate one job from ``start`` on ``avail`` (steps, zones): one row of results."""
+    """Simulate one job from ``start`` on ``avail`` (steps, zones): one row of results.
+
+    ``actions``, where given, receives each of decide()'s actions as it is carried out, with
+    the time (a Launch that the simulated cloud refused for capacity is not one)."""
     if avail.ndim == 1:
         avail = avail[:, None]
     n_avail, n_z = avail.shape
@@ -207,6 +212,8 @@ def run_window(
                         timeline.events.append((t / 3600.0, action.reason))
                 elif isinstance(action, Finish | Fail):
                     failed = "" if isinstance(action, Finish) else action.reason
+                if actions is not None:
+                    actions.append((now, action))
             if not again:
                 break
         if failed:
