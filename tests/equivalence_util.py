@@ -148,6 +148,13 @@ def _step(at: datetime, step_s: float) -> int:
     return round((at - START).total_seconds() / step_s)
 
 
+def _settled(effects: list[Effect], outcome: tuple[str, int | None]) -> list[Effect]:
+    """In order, without the termination that finishing a job is (the engine stops billing
+    when the work is done; the daemon stops the instance at the pass that sees it done)."""
+    done = outcome[1] if outcome[0] == "succeeded" else None
+    return sorted(e for e in effects if not (e.kind == "terminate" and e.step == done))
+
+
 # -- the simulator ---------------------------------------------------------------------------
 
 
@@ -179,7 +186,7 @@ def run_engine(case: Case) -> Run:
         outcome = ("succeeded", round(row["finish_hours"] * 3600.0 / case.step_s))
     else:
         outcome = ("unfinished", None)
-    return Run(sorted(effects), outcome, float(row["cost"]), prices)
+    return Run(_settled(effects, outcome), outcome, float(row["cost"]), prices)
 
 
 # -- the daemon ------------------------------------------------------------------------------
@@ -343,7 +350,9 @@ def _daemon_run(store: Any, sim: SimProvider, job_id: str, step_s: float, notes:
             notes.append(f"step {k}: {ev.kind}: {ev.message}")
     bill = sum(sim.billing(a.instance_id).cost for a in attempts if a.instance_id)
     prices = [a.price_per_hour for a in attempts if a.instance_id]
-    return Run(sorted(effects), outcome, float(job.spent_usd), prices, bill, refused, notes)
+    return Run(
+        _settled(effects, outcome), outcome, float(job.spent_usd), prices, bill, refused, notes
+    )
 
 
 def explain(engine: Run, daemon: Run) -> str:
