@@ -122,6 +122,7 @@ def test_daemon_does_what_the_simulator_measured(name: str, tmp_path: Path) -> N
     engine = run_engine(case)
     daemon = run_daemon(case, tmp_path)
     why = explain(engine, daemon)
+    assert not daemon.notes, why  # every pass ran through
     assert daemon.cloud_bill is not None
     assert abs(daemon.cost - daemon.cloud_bill) <= daemon.granularity(), "record vs bill" + why
     assert daemon.effects == engine.effects, why
