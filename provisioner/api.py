@@ -133,6 +133,7 @@ class Job:
                             job_ids=[self.id],
                             provider_factory=self._factory or default_provider_factory,
                             lease=timedelta(seconds=max(10.0, 5 * poll_s)),
+                            pass_interval_s=poll_s,
                         )
                     report = rec.run_pass()
                     if on_pass:

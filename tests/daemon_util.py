@@ -66,8 +66,10 @@ class DaemonProc:
 
     def start(self) -> DaemonProc:
         out = open(self.log, "ab")  # noqa: SIM115 - the child keeps it
+        # with crash points asked for, through the test entry that installs them
+        entry = "tests.crash_daemon" if "PROVISIONER_CRASH_AT" in self.env else "provisioner"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "provisioner", "daemon", "--config", str(self.config)],
+            [sys.executable, "-m", entry, "daemon", "--config", str(self.config)],
             env=self.env,
             cwd=REPO,
             stdin=subprocess.DEVNULL,

@@ -6,7 +6,7 @@ seeded random generator:
 
 * at an exact step of a launch or a recovery, through the test-only crash hook
   (``PROVISIONER_CRASH_AT=<point>``: the daemon exits 137 there, with nothing flushed, as
-  SIGKILL would leave it; the points are listed in ``provisioner.control.jobpass.CRASH_POINTS``);
+  SIGKILL would leave it; the points are listed in ``provisioner.control.failpoints.CRASH_POINTS``);
 * or with a real SIGKILL after a random delay.
 
 Meanwhile jobs keep arriving and the test preempts instances, so that launches and recoveries
@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.control.jobpass import CRASH_POINTS
+from provisioner.control.failpoints import CRASH_POINTS
 from provisioner.control.store import FINAL_STATES, Store
 from provisioner.core.models import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Market
 from tests.daemon_util import (

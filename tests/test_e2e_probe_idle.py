@@ -154,6 +154,7 @@ def test_a_crash_between_the_probe_row_and_the_termination_is_finished_next_pass
         job_id, provider_options={**opts, "gpu_speed": {slow_type.offer.instance_type: 0.5}}
     )
     code = (
+        "from tests.crash_daemon import install_from_env; install_from_env(); "
         "from provisioner.api import Job; from provisioner.control.store import Store; "
         f"Job(Store({url!r}), {job_id!r}).wait(timeout=90, poll_s=0.5)"
     )

@@ -122,10 +122,22 @@ def _catalog() -> Any:
     return builtin_catalog()
 
 
+#: ``up`` supervises its job with a pass about every second (decide() is told so).
+UP_PASS_INTERVAL_S = 1.0
+
+
+def supervising_reconciler(store: Any, job_id: str) -> Any:
+    """The reconciler ``up`` runs in the foreground for one job."""
+    from provisioner.control.reconciler import Reconciler
+
+    return Reconciler(
+        store, job_ids=[job_id], lease=timedelta(seconds=15), pass_interval_s=UP_PASS_INTERVAL_S
+    )
+
+
 def _supervise(job: Any, as_json: bool) -> int:
     """Run reconcile passes here, with a live view, until the job ends or Ctrl-C."""
     from provisioner.console import console
-    from provisioner.control.reconciler import Reconciler
     from provisioner.control.store import FINAL_STATES
 
     out = console(stderr=as_json)
@@ -138,7 +150,7 @@ def _supervise(job: Any, as_json: bool) -> int:
 
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
-    rec = Reconciler(job.store, job_ids=[job.id], lease=timedelta(seconds=15))
+    rec = supervising_reconciler(job.store, job.id)
     seen_events = 0
     start = time.monotonic()
     try:
@@ -162,7 +174,7 @@ def _supervise(job: Any, as_json: bool) -> int:
                 live.update(_view(job, start))
                 if job.refresh().state in FINAL_STATES:
                     break
-                for _ in range(10):
+                for _ in range(round(UP_PASS_INTERVAL_S / 0.1)):
                     if interrupted["n"]:
                         break
                     time.sleep(0.1)

@@ -1,36 +1,48 @@
-"""Build decide()'s inputs from the store and what a pass observed (the daemon's driver).
+"""decide()'s inputs from the store and what a pass observed (the daemon's source).
 
-The simulator builds the same :class:`~provisioner.core.decide.JobView` and
-:class:`~provisioner.core.decide.Observations` from a trace; here they come from the store
-(attempts, cooldowns, spend), the provider (instances by tag) and the checkpoint store
-(progress), and the candidates from the planner over the job's provider's offers.
+The contract, its fields and its constants are :mod:`provisioner.core.views`; the simulator
+(:mod:`provisioner.simulate.engine`) fills the same fields from a trace. Here they come from
+the store (the job's row and attempts, cooldowns, spend), the provider (instances by tag,
+interruptions), the checkpoint store (the agent's progress) and the planner (candidates over
+the job's provider's offers). Nothing here decides; nothing here reads a clock or a provider:
+the caller hands in what it observed.
+
+Spot capacity history (``Observations.spot_up_since``) is read from the attempts: each
+location's latest outage is its latest preempted spot attempt or "no capacity" answer, and a
+location without one has been up, as far as this job knows, since the job was submitted.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
+from policies.model import Policy
 from provisioner.agent.store import step_of
+from provisioner.control.store import AttemptRow, JobRow
 from provisioner.core.decide import (
-    Action,
+    AgentReport,
     AttemptView,
     CapacityError,
     JobView,
     Observations,
-    decide,
 )
-from provisioner.core.models import InstanceState, Market, Offer, Placement
+from provisioner.core.models import Instance, InstanceState, Interruption, Market, Offer, Placement
 from provisioner.core.planner import Plan, PlanContext, plan_offers
-
-if TYPE_CHECKING:
-    from provisioner.control.jobpass import JobRunner, Observed
-    from provisioner.control.store import AttemptRow
+from provisioner.core.views import (
+    CAPACITY_ERRORS_WITHIN,
+    CHANGEOVER_H,
+    Location,
+    spot_up_since,
+    step_h,
+)
 
 #: How many ranked candidates decide() sees (both markets).
 CANDIDATES = 40
-#: Assumed changeover (launch, setup, restore) of a new instance, in hours.
-CHANGEOVER_H = 0.1
+#: Launch failures that send the job to its next offer at once (end_reason prefixes): they
+#: are capacity errors for decide(), not failures to back off from.
+MOVE_ON = ("capacity", "price-too-low", "quota")
 
 _ATTEMPT_STATE = {
     "launching": None,
@@ -39,6 +51,8 @@ _ATTEMPT_STATE = {
     "ended": InstanceState.TERMINATED,
     "failed": InstanceState.TERMINATED,
 }
+
+__all__ = ["CANDIDATES", "CHANGEOVER_H", "job_view", "observations", "placement_of"]
 
 
 def placement_of(a: AttemptRow) -> Placement:
@@ -75,13 +89,70 @@ def work_done_h(progress: dict[str, Any] | None, total_h: float | None) -> float
     return min(1.0, ck / float(total_steps)) * total_h
 
 
-def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
-    job, policy, now = runner.job, runner.policy, runner.now
-    cooldowns = runner.cooldowns()
-    cur = runner.current
+def agent_report(progress: dict[str, Any] | None) -> AgentReport | None:
+    """What the agent's progress file says of the job's command."""
+    if not progress:
+        return None
+    try:
+        at = datetime.fromisoformat(str(progress.get("updated_at")))
+        updated = at if at.tzinfo else at.replace(tzinfo=UTC)
+    except ValueError:
+        updated = None
+    code = progress.get("exit_code")
+    return AgentReport(
+        state=progress.get("state"),
+        attempt=progress.get("attempt"),
+        exit_code=code if isinstance(code, int) else None,
+        updated_at=updated,
+    )
+
+
+def launch_failures(attempts: Sequence[AttemptRow]) -> tuple[int, datetime | None]:
+    """The latest run of failed launches that another offer would not cure (capacity, price
+    and quota failures are skipped: decide() moves on to the next offer for those), and when
+    the latest of them ended."""
+    n, last = 0, None
+    for a in reversed(attempts):
+        if a.state != "failed":
+            break
+        if a.end_reason.startswith(MOVE_ON):
+            continue
+        n += 1
+        last = last or (a.ended_at or a.created_at)
+    return n, last
+
+
+def outages(attempts: Iterable[AttemptRow]) -> dict[Location, datetime]:
+    """Per location, the latest time spot capacity was seen gone there: a preempted spot
+    attempt's end, a launch answered "no capacity"."""
+    out: dict[Location, datetime] = {}
+    for a in attempts:
+        lost = a.state == "preempted" or (a.state == "failed" and a.end_reason.startswith(MOVE_ON))
+        if not lost or a.market != Market.SPOT.value:
+            continue
+        at = a.ended_at or a.created_at
+        for loc in ((a.provider, a.zone), (a.provider, a.region)):
+            if loc not in out or out[loc] < at:
+                out[loc] = at
+    return out
+
+
+def job_view(
+    job: JobRow,
+    policy: Policy,
+    attempts: Sequence[AttemptRow],
+    instances: Sequence[Instance],
+    progress: dict[str, Any] | None,
+    *,
+    spent_usd: float,
+    cooldowns: dict[Location, datetime],
+    interval_s: float,
+) -> JobView:
+    """The job as decide() sees it (see :mod:`provisioner.core.views` for the fields)."""
+    cur = attempts[-1] if attempts else None
     current = None
     if cur is not None:
-        seen = next((i for i in observed.instances if i.id == cur.instance_id), None)
+        seen = next((i for i in instances if i.id == cur.instance_id), None)
         current = AttemptView(
             attempt=cur.attempt,
             placement=placement_of(cur),
@@ -90,40 +161,57 @@ def decide_for(runner: JobRunner, observed: Observed) -> list[Action]:
             launched_at=cur.launched_at or cur.created_at,
             ended_at=cur.ended_at,
         )
-    view = JobView(
+    failures, failed_at = launch_failures(attempts)
+    return JobView(
         id=job.id,
         policy=policy,
         submitted_at=job.submitted_at,
         deadline=job.deadline,
         work_total_h=job.work_total_h,
-        work_done_h=work_done_h(observed.progress, job.work_total_h),
+        work_done_h=work_done_h(progress, job.work_total_h),
         restarts=job.restarts,
         attempt=cur.attempt if cur else 0,
-        spent_usd=runner.spent(),
+        spent_usd=spent_usd,
         current=current,
         cooldowns=cooldowns,
         changeover_h=CHANGEOVER_H,
-        step_h=max(1.0, runner.rec.pass_interval_s) / 3600.0,
+        step_h=step_h(interval_s),
+        cancel_requested=job.cancel_requested,
+        agent=agent_report(progress),
+        launch_failures=failures,
+        last_launch_failure_at=failed_at,
     )
-    # kept on the runner: a launch stores the plan it was chosen from (see plan_digest)
-    plan = runner.plan = runner.rec.plan_for(job, policy, frozenset(cooldowns), now)
-    recent = now - timedelta(minutes=5)
+
+
+def observations(
+    job: JobRow,
+    attempts: Sequence[AttemptRow],
+    instances: Sequence[Instance],
+    interruptions: Sequence[Interruption],
+    plan: Plan,
+    now: datetime,
+) -> Observations:
+    """What the providers say now, as decide() sees it."""
+    recent = now - CAPACITY_ERRORS_WITHIN
     errors = tuple(
         CapacityError(
             a.provider, a.zone, a.instance_type, Market(a.market), a.ended_at or a.created_at
         )
-        for a in runner.attempts
+        for a in attempts
         if a.state == "failed"
         and (a.ended_at or a.created_at) >= recent
-        and a.end_reason.startswith(("capacity", "price-too-low", "quota"))
+        and a.end_reason.startswith(MOVE_ON)
     )
-    obs = Observations(
-        instances=tuple(observed.instances),
-        interruptions=tuple(runner.interruptions),
+    spot = [
+        (p.offer.provider, p.offer.location) for p in plan.placements if p.market is Market.SPOT
+    ]
+    return Observations(
+        instances=tuple(instances),
+        interruptions=tuple(interruptions),
         candidates=tuple(plan.placements),
         capacity_errors=errors,
+        spot_up_since=spot_up_since(spot, outages(attempts), job.submitted_at),
     )
-    return decide(view, obs, now)
 
 
 def candidate_plan(
@@ -133,7 +221,11 @@ def candidate_plan(
     now: Any,
     measured: Any = None,
 ) -> Plan:
-    ctx = PlanContext(now=now, submitted_at=now, cooldown=cooled, measured=measured or {})
+    # pacing=False: a running job is paced by decide() against what is left, not filtered by
+    # whole-job estimates here (which left a job no budget could pay for waiting forever)
+    ctx = PlanContext(
+        now=now, submitted_at=now, cooldown=cooled, measured=measured or {}, pacing=False
+    )
     return plan_offers(policy, catalog, ctx, top=CANDIDATES)
 
 

@@ -12,9 +12,16 @@ Each pass, for the jobs this process owns:
    the next pass, never by a second launch), terminate, cool zones down, finish or fail.
 
 Instances carrying our tag whose job is unknown or finished are reaped (orphans).
-Money and residency are re-checked here before every launch (:func:`guard_launch`), whatever
-decide() said: a launch above the bid cap or the hourly budget, or outside the allowed
-jurisdictions, raises instead of reaching the cloud.
+Money and residency are re-checked before every launch
+(:func:`provisioner.control.guard.guard_launch`), whatever decide() said: a launch above the
+bid cap or the hourly budget, or outside the allowed jurisdictions, raises instead of
+reaching the cloud.
+
+Calls point one way: this module hands each job's pass
+(:class:`provisioner.control.jobpass.JobRunner`) a
+:class:`~provisioner.control.jobbase.PassEnv` with what it needs; nothing below calls back.
+Stored prices (``catalog refresh``, the daemon's hourly refresh) are overlaid on the catalog
+each pass where they changed (:meth:`Reconciler.refresh_prices`).
 """
 
 from __future__ import annotations
@@ -25,16 +32,18 @@ import logging
 import os
 import socket
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
-from provisioner.control.jobpass import JobMemo
+from provisioner.control.failpoints import Failpoints, installed
+from provisioner.control.guard import GuardViolation, guard_launch
+from provisioner.control.jobbase import JobMemo, PassEnv, job_log
+from provisioner.control.jobpass import JobRunner
+from provisioner.control.observe import InterruptionFeed, reap
 from provisioner.control.passguard import (
     BLOCKED,
     block,
@@ -43,14 +52,15 @@ from provisioner.control.passguard import (
     is_store_error,
     unblock,
 )
-from provisioner.control.store import (
-    ACTIVE_STATES,
-    FINAL_STATES,
-    AttemptRow,
-    InstanceRow,
-    JobRow,
-    Store,
+from provisioner.control.records import (
+    PassBatch,
+    PassReport,
+    attempt_row,
+    billed_cost,
+    instance_row,
+    resolve_checkpoint_uri,
 )
+from provisioner.control.store import ACTIVE_STATES, FINAL_STATES, JobRow, Store
 from provisioner.core.catalog import Catalog, builtin_catalog
 from provisioner.core.models import (
     TAG_JOB,
@@ -58,9 +68,7 @@ from provisioner.core.models import (
     Instance,
     InstanceState,
     LaunchRequest,
-    Market,
     Placement,
-    launch_token,
 )
 from provisioner.core.planner import Plan
 
@@ -71,107 +79,6 @@ Clock = Callable[[], datetime]
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class GuardViolation(RuntimeError):
-    """A launch that would break a money or residency rule: a bug upstream, never sent."""
-
-
-def guard_launch(policy: Policy, placement: Placement, spent_usd: float) -> None:
-    """Re-check the hard rules on the exact launch about to be sent."""
-    from provisioner.core.decide import region_allowed
-
-    o = placement.offer
-    price = o.price_for(placement.market)
-    if price is None or abs(price - placement.price_per_hour) > 1e-9:
-        raise GuardViolation(
-            f"placement price {placement.price_per_hour} is not the offer's {price}"
-        )
-    if not region_allowed(policy, o.provider, o.region):  # the planner's residency rules
-        raise GuardViolation(f"{o.provider}:{o.region} is outside the policy's residency")
-    budget = policy.budget
-    if budget.max_price_per_hour is not None and price > budget.max_price_per_hour + 1e-12:
-        raise GuardViolation(
-            f"${price}/h above budget.max_price_per_hour {budget.max_price_per_hour}"
-        )
-    if budget.max_total is not None and spent_usd >= budget.max_total:
-        raise GuardViolation(f"budget.max_total {budget.max_total} already spent ({spent_usd:.2f})")
-    if placement.market is Market.SPOT:
-        if not policy.allows_spot:
-            raise GuardViolation("policy does not allow spot")
-        bid = policy.bid_cap
-        caps = [
-            c
-            for c in (
-                bid.max_spot_price_per_hour,
-                None
-                if bid.max_spot_price_per_gpu_hour is None
-                else bid.max_spot_price_per_gpu_hour * o.gpu_count,
-                None
-                if bid.max_fraction_of_on_demand is None or o.price is None
-                else bid.max_fraction_of_on_demand * o.price,
-            )
-            if c is not None
-        ]
-        if bid.max_fraction_of_on_demand is not None and o.price is None:
-            raise GuardViolation(
-                "bid cap as a fraction of on-demand, but the on-demand price is unknown"
-            )
-        if caps and price > min(caps) + 1e-12:
-            raise GuardViolation(f"spot ${price}/h above the bid cap ${min(caps)}/h")
-        if (
-            placement.bid_cap_per_hour is not None
-            and caps
-            and placement.bid_cap_per_hour > min(caps) + 1e-12
-        ):
-            raise GuardViolation("the bid sent would exceed the policy's cap")
-    elif not policy.allows_on_demand:
-        raise GuardViolation("policy does not allow on-demand")
-
-
-def resolve_checkpoint_uri(uri: str, base: str | None = None) -> str:
-    """``file://./x`` and ``file://x`` become absolute (relative to ``base`` or the cwd)."""
-    if uri.startswith("file://"):
-        path = uri[len("file://") :]
-        if not path.startswith("/"):
-            return "file://" + os.path.abspath(os.path.join(base or os.getcwd(), path))
-    return uri
-
-
-# -- billing ------------------------------------------------------------------------------------
-
-#: Per-second billing with a minimum, per cloud (on-demand and spot alike).
-BILLING_MINIMUM_S = {"aws": 60, "gcp": 60, "azure": 60, "alibaba": 60, "tencent": 60, "sim": 60}
-
-
-def billed_cost(
-    provider: str, price_per_hour: float, start: datetime | None, end: datetime
-) -> float:
-    if start is None:
-        return 0.0
-    seconds = max((end - start).total_seconds(), BILLING_MINIMUM_S.get(provider, 60))
-    return price_per_hour * seconds / 3600.0
-
-
-# -- the pass -------------------------------------------------------------------------------------
-
-
-@dataclass
-class PassReport:
-    jobs: int = 0
-    launches: int = 0
-    terminations: int = 0
-    finished: int = 0
-    reaped: int = 0
-    provider_calls: int = 0
-    errors: int = 0
-    seconds: float = 0.0
-    actions: list[str] = field(default_factory=list)
-    launch_seconds: list[float] = field(default_factory=list)  # each launch call's latency
-    restarts: int = 0  # attempts found preempted this pass
-    decisions: int = 0  # decide() calls
-    progress_reads: int = 0  # progress.json reads
-    provider_errors: Counter[tuple[str, str]] = field(default_factory=Counter)  # (provider, kind)
 
 
 ProviderFactory = Callable[[str, dict[str, Any]], Provider]
@@ -197,10 +104,15 @@ class Reconciler:
         share: bool = False,
         decide_every: timedelta = timedelta(0),
         progress_every: timedelta = timedelta(0),
+        pass_interval_s: float = 5.0,
+        failpoints: Failpoints | None = None,
     ) -> None:
         self.store = store
-        # Live prices stored by `catalog refresh` / the daemon's price refresh override the catalog's.
-        self.catalog = catalog or builtin_catalog().with_prices(store.prices())
+        #: the catalog the offers come from; live prices stored by `catalog refresh` and the
+        #: daemon's price refresh are laid over it (again each pass they change)
+        self.base_catalog = catalog or builtin_catalog()
+        self.catalog = self.base_catalog
+        self._prices_mark: Any = None
         self.provider_factory = provider_factory
         self.clock = clock
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
@@ -208,11 +120,14 @@ class Reconciler:
         self.only_jobs = set(job_ids) if job_ids is not None else None
         self._providers: dict[str, Provider] = {}
         self._policies: dict[str, Policy] = {}
-        self._last_interruptions: dict[str, datetime] = {}
         self._catalogs: dict[str, Catalog] = {}
-        self._seen_interruptions: set[tuple[str, str]] = set()
+        self._feed = InterruptionFeed(store)
         self._plans: dict[tuple[str, frozenset[tuple[str, str]], int], Plan] = {}
-        self.pass_interval_s = 5.0
+        #: how soon the next pass comes (the driver's loop: the daemon's reconcile_interval,
+        #: ``up``'s one second): the step decide() is told
+        self.pass_interval_s = pass_interval_s
+        self.failpoints = failpoints or installed()
+        self.batch = PassBatch()
         #: Daemon replicas split the active jobs evenly between the live ones (a replica's
         #: share is re-read every pass; see :meth:`claim_limit`).
         self.share = share
@@ -224,14 +139,30 @@ class Reconciler:
         #: (0: every pass); a job without a live instance is read every pass.
         self.progress_every = progress_every
         self._memos: dict[str, JobMemo] = {}
-        self._job_cols: dict[str, dict[str, Any]] = {}
-        self._instance_rows: list[InstanceRow] = []
         from provisioner.probe.watch import MeasuredFigures
 
         #: probe results per (provider, instance type, GPU), handed to the planner as data
         self.measured = MeasuredFigures(store)
+        self.refresh_prices()
 
     # -- offers and candidates -------------------------------------------------------------
+
+    def refresh_prices(self) -> bool:
+        """Lay the store's prices over the catalog when they changed since last read (one
+        small query when they did not); True when they changed. Plans made on the old
+        prices are dropped."""
+        try:
+            mark = self.store.prices_mark()
+        except Exception as exc:  # a store hiccup: plan on the prices we have
+            log.warning("cannot read stored prices: %s", describe(exc))
+            return False
+        if mark == self._prices_mark:
+            return False
+        self._prices_mark = mark
+        self.catalog = self.base_catalog.with_prices(self.store.prices())
+        self._catalogs.clear()
+        self._plans.clear()
+        return True
 
     def catalog_for(self, job: JobRow) -> Catalog:
         """The offers a job can be placed on: its provider's rows of the catalog (live prices
@@ -323,12 +254,28 @@ class Reconciler:
 
     # -- one pass ---------------------------------------------------------------------------
 
-    def run_pass(self) -> PassReport:
-        from provisioner.control.jobpass import JobRunner
+    def env(self) -> PassEnv:
+        """What each job's pass is handed (settings re-read: a daemon reload changes them)."""
+        return PassEnv(
+            store=self.store,
+            owner=self.owner,
+            lease=self.lease,
+            clock=self.clock,
+            plan_for=self.plan_for,
+            batch=self.batch,
+            measured=self.measured,
+            failpoints=self.failpoints,
+            interval_s=self.pass_interval_s,
+            decide_every=self.decide_every,
+            progress_every=self.progress_every,
+        )
 
+    def run_pass(self) -> PassReport:
         t0 = time.perf_counter()
         now = self.clock()
-        report = PassReport()
+        report = PassReport(step_s=self.pass_interval_s)
+        self.refresh_prices()
+        env = self.env()
         claimed = self.store.claim(
             self.owner, now, self.lease, limit=self.claim_limit(now), job_ids=self.only_jobs
         )
@@ -397,7 +344,7 @@ class Reconciler:
                         fail_unparseable(self.store, job, exc, now)
                     continue
                 runner = JobRunner(
-                    self,
+                    env,
                     job,
                     policy,
                     prov,
@@ -405,13 +352,14 @@ class Reconciler:
                     now,
                     cooldowns=cooldowns.get(job.id, {}),
                     memo=memo,
+                    interruptions=notices.get(job.id, []),
                 )
-                runner.interruptions = notices.get(job.id, [])
+                jlog = job_log(job)
                 try:
                     runner.step(by_job.get(job.id, []), report)
                 except GuardViolation as exc:
                     report.errors += 1
-                    log.error("job %s: refused a launch that breaks a rule: %s", job.id, exc)
+                    jlog.error("job %s: refused a launch that breaks a rule: %s", job.id, exc)
                     self.store.add_event(job.id, "guard", f"launch refused: {exc}", at=now)
                 except ProviderError as exc:
                     report.errors += 1
@@ -429,9 +377,9 @@ class Reconciler:
                     report.errors += 1
                     memo.forget()
                     if is_store_error(exc):  # locked or full: writing an event would fail too
-                        log.warning("job %s: the store is unavailable (%s)", job.id, describe(exc))
+                        jlog.warning("job %s: the store is unavailable (%s)", job.id, describe(exc))
                         continue
-                    log.exception("job %s: step failed; the next pass retries", job.id)
+                    jlog.exception("job %s: step failed; the next pass retries", job.id)
                     with contextlib.suppress(Exception):
                         self.store.add_event(job.id, "error", f"step failed: {exc!r}", at=now)
             try:
@@ -460,18 +408,8 @@ class Reconciler:
                 with contextlib.suppress(Exception):
                     unblock(self.store, job, now)
 
-    def record_instance(self, row: InstanceRow) -> None:
-        """Write an instance row at the end of the pass (with the others, in one statement)."""
-        self._instance_rows.append(row)
-
-    def record_job(self, job_id: str, **columns: Any) -> None:
-        """Job columns that change all the time (spend, progress), written at the end of the
-        pass with the others' in a few statements."""
-        self._job_cols.setdefault(job_id, {}).update(columns)
-
     def _flush(self) -> None:
-        rows, self._instance_rows = self._instance_rows, []
-        cols, self._job_cols = self._job_cols, {}
+        rows, cols = self.batch.take()
         by_keys: dict[frozenset[str], list[dict[str, Any]]] = {}
         for job_id, values in cols.items():
             by_keys.setdefault(frozenset(values), []).append({"id": job_id, **values})
@@ -484,50 +422,6 @@ class Reconciler:
             for m in self._memos.values():
                 m.instances.clear()
 
-    def _interruptions(
-        self,
-        key: str,
-        prov: Provider,
-        by_job: dict[str, list[Instance]],
-        now: datetime,
-        report: PassReport,
-    ) -> dict[str, list[Any]]:
-        """Interruptions the provider reports for instances of our jobs (one call per provider
-        and pass); each is recorded once as an event."""
-        since = self._last_interruptions.get(key, now - timedelta(minutes=15))
-        try:
-            items = prov.interruptions(since)
-            report.provider_calls += 1
-        except ProviderError as exc:
-            log.warning("interruptions at %s failed: %s", key.split(":")[0], exc)
-            return {}
-        self._last_interruptions[key] = now - timedelta(seconds=5)  # overlap: clocks, late events
-        owner = {i.id: job_id for job_id, insts in by_job.items() for i in insts}
-        if len(self._seen_interruptions) > 100_000:  # a daemon runs for months
-            self._seen_interruptions = {m for m in self._seen_interruptions if m[0] in owner}
-        out: dict[str, list[Any]] = {}
-        for it in items:
-            job_id = owner.get(it.instance_id)
-            if job_id is None:
-                continue
-            out.setdefault(job_id, []).append(it)
-            mark = (it.instance_id, it.kind)
-            if mark in self._seen_interruptions:
-                continue
-            self._seen_interruptions.add(mark)
-            # once per notice, also across restarts (the memory above is this process's)
-            if it.kind == "notice" and not self.store.has_event(job_id, "notice", it.instance_id):
-                until = f"; capacity goes at {it.deadline:%H:%M:%S}" if it.deadline else ""
-                self.store.add_event(
-                    job_id,
-                    "notice",
-                    f"interruption notice for {it.instance_id} in {it.zone} ({it.raw}){until}; "
-                    "the agent checkpoints",
-                    at=it.at,
-                    instance=it.instance_id,
-                )
-        return out
-
     def reap_orphans(self, provider: str, options: dict[str, Any]) -> int:
         """List one provider's managed instances and reap those whose job is finished or
         unknown (the daemon's periodic reaping, for providers that no active job uses)."""
@@ -538,6 +432,16 @@ class Reconciler:
         self._reap(prov, seen, set(), self.clock(), report)
         return report.reaped
 
+    def _interruptions(
+        self,
+        key: str,
+        prov: Provider,
+        by_job: dict[str, list[Instance]],
+        now: datetime,
+        report: PassReport,
+    ) -> dict[str, list[Any]]:
+        return self._feed.collect(key, prov, by_job, now, report)
+
     def _reap(
         self,
         prov: Provider,
@@ -546,26 +450,7 @@ class Reconciler:
         now: datetime,
         report: PassReport,
     ) -> None:
-        """Terminate instances with our tag whose job is finished or unknown to the store
-        (an active job's instances are its runner's business, whichever replica holds it)."""
-        candidates = [i for i in seen if i.state.alive and i.job_id and i.job_id not in owned]
-        if not candidates:
-            return
-        states = self.store.job_states([i.job_id for i in candidates if i.job_id])
-        orphans = [
-            i for i in candidates if i.job_id not in states or states[i.job_id] in FINAL_STATES
-        ]
-        if orphans:
-            from provisioner.control.jobpass import crash_point
-
-            prov.terminate([i.id for i in orphans])
-            crash_point("after-reap")
-            report.provider_calls += 1
-            report.reaped += len(orphans)
-            for i in orphans:
-                self.store.add_event(
-                    i.job_id, "reaped", f"terminated orphan instance {i.id} ({i.zone})", at=now
-                )
+        reap(self.store, prov, seen, owned, now, report, self.failpoints)
 
 
 def cancel_job(
@@ -605,54 +490,6 @@ def cancel_job(
         prov.close()
 
 
-def attempt_row(
-    job: JobRow, attempt: int, placement: Placement, now: datetime, reason: str
-) -> AttemptRow:
-    o = placement.offer
-    return AttemptRow(
-        job_id=job.id,
-        attempt=attempt,
-        token=launch_token(job.id, attempt),
-        provider=o.provider,
-        region=o.region,
-        zone=o.zone or o.region,
-        instance_type=o.instance_type,
-        gpu=o.gpu,
-        gpu_count=o.gpu_count,
-        market=placement.market.value,
-        price_per_hour=placement.price_per_hour,
-        bid_cap_per_hour=placement.bid_cap_per_hour,
-        instance_id=None,
-        state="launching",
-        reason=reason,
-        created_at=now,
-        launched_at=None,
-        ended_at=None,
-        end_reason="",
-        cost_usd=0.0,
-    )
-
-
-def instance_row(inst: Instance, now: datetime) -> InstanceRow:
-    return InstanceRow(
-        provider=inst.provider,
-        instance_id=inst.id,
-        job_id=inst.job_id,
-        attempt=inst.attempt,
-        region=inst.region,
-        zone=inst.zone,
-        instance_type=inst.instance_type,
-        market=inst.market.value,
-        state=inst.state.value,
-        raw_state=inst.raw_state,
-        state_reason=inst.state_reason,
-        price_per_hour=inst.price_per_hour,
-        launched_at=inst.launched_at,
-        ended_at=None if inst.state.alive else now,
-        last_seen_at=now,
-    )
-
-
 __all__ = [
     "ErrorKind",
     "GuardViolation",
@@ -660,8 +497,10 @@ __all__ = [
     "LaunchRequest",
     "PassReport",
     "Reconciler",
+    "attempt_row",
     "billed_cost",
     "cancel_job",
     "guard_launch",
+    "instance_row",
     "resolve_checkpoint_uri",
 ]

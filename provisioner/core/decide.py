@@ -11,10 +11,32 @@ it, so what the simulator measures is what the daemon does. Inputs, built by the
 * :class:`Observations`: what the providers say now: the job's instances (found by tag),
   interruptions, the planner's ranked candidates (both markets, best first), recent
   capacity errors (the caller decides how recent), and optionally where spot capacity is
-  known to be up, since when (probes).
+  known to be up, since when (``spot_up_since``; both drivers fill it, see
+  :mod:`provisioner.core.views`, the input contract and its constants).
 
-Output: actions, to be carried out in order. :class:`Terminate` always precedes a
-:class:`Launch` in the same list when an instance is alive, so a job never has two live
+The job's own situation is part of the view too: a cancel request (``cancel_requested``),
+what its agent last reported (:class:`AgentReport`: running, done or failed, when), and its
+launch failures that another offer would not cure (``launch_failures``,
+``last_launch_failure_at``), so that every decision is made here and the caller only executes.
+
+Output: actions, to be carried out in order (the executor does nothing else):
+
+* :class:`Terminate` (instance id, reason): stop an instance; its attempt ends (``preempted``
+  when the reason says so, else ``ended``), billed to that moment;
+* :class:`CoolDown` (provider, location, until): keep spot away from a zone a while;
+* :class:`Launch` (placement, attempt, reason): a new attempt;
+* :class:`Wait` (until or None, reason): nothing to do now;
+* :class:`Backoff` (until, reason): hold off launches after failures another offer would
+  not cure (auth, invalid request, transient errors past their retries);
+* :class:`Cancel` (reason): the user asked to stop: the job ends ``cancelled``;
+* :class:`Finish` (reason): the work is done: the job ends ``succeeded``;
+* :class:`Fail` (reason): the job cannot go on (restarts or budget exhausted, its command
+  failed): the job ends ``failed``.
+
+Order of the rules: cancel; the agent's exit (done: Finish; failed: Fail); launch backoff;
+an interruption notice; the work covered by checkpoints; the total budget; time windows; an
+attempt launched but not yet reported; restarts exhausted; then the strategy's market choice.
+:class:`Terminate` always precedes a :class:`Launch` in the same list when an instance is alive, so a job never has two live
 instances; every :class:`Launch` names why that placement (the audit event).
 
 Guarantees (property-tested in ``tests/test_decide.py``): a Launch is never above the bid
@@ -33,85 +55,58 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import numpy as np
 
 from policies.model import MarketChoice, Policy
 from provisioner.core import strategies as st
-from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
-from provisioner.core.planner import region_matches
-from provisioner.core.regions import regions
+from provisioner.core.models import Instance, InstanceState, Market, Placement
+from provisioner.core.rules import (
+    budget_spent,
+    fits_budget,
+    launch_price,
+    launchable,
+    region_allowed,
+    spot_cap,
+)
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy
+from provisioner.core.views import (
+    AgentReport,
+    AttemptView,
+    CapacityError,
+    JobView,
+    Location,
+    Observations,
+)
 
-Location = tuple[str, str]  # (provider, zone or region)
+#: Hold-off after a launch failure that the next offer would not cure (doubling, capped).
+BACKOFF_FIRST, BACKOFF_MAX = timedelta(seconds=5), timedelta(minutes=5)
+#: An agent whose report is older than this is taken for gone (it writes every 5 s).
+AGENT_SILENT = timedelta(minutes=10)
 
-
-# -- inputs ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptView:
-    """One attempt (one instance) of the job, as recorded in the store."""
-
-    attempt: int
-    placement: Placement
-    instance_id: str | None = None  # None: launch sent, instance not reported yet
-    state: InstanceState | None = None  # last known state (None: not seen yet)
-    launched_at: datetime | None = None  # when the launch was sent: the changeover starts
-    ended_at: datetime | None = None  # when it stopped (preempted or terminated)
-    last_checkpoint_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobView:
-    """A job as the store knows it. Hours are on the job's instance type."""
-
-    id: str
-    policy: Policy
-    submitted_at: datetime
-    deadline: datetime | None = None
-    work_total_h: float | None = None
-    work_done_h: float = 0.0  # checkpointed progress
-    restarts: int = 0  # relaunches after interruptions so far
-    attempt: int = 0  # number of the latest attempt (0: none yet)
-    spent_usd: float = 0.0
-    current: AttemptView | None = None  # the latest attempt, alive or not
-    cooldowns: Mapping[Location, datetime] = field(default_factory=dict)
-    changeover_h: float = 0.2  # launch + setup + restore of a new instance
-    step_h: float = 1.0 / 60.0  # how soon decide() will be called again
-    checkpoint_on_notice: bool = True  # a preemption keeps the progress made up to it
-    strategy: str | None = None  # None: chosen by the policy's market
-
-    @classmethod
-    def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:
-        """A job view with deadline and work taken from the policy (override with ``kw``)."""
-        kw.setdefault("deadline", policy.deadline_at(submitted_at))
-        kw.setdefault("work_total_h", policy.job.compute_hours)
-        return cls(id, policy, submitted_at, **kw)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True, slots=True)
-class CapacityError:
-    """A launch that the provider answered with "no capacity"."""
-
-    provider: str
-    location: str
-    instance_type: str
-    market: Market
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Observations:
-    """What the providers report now for this job."""
-
-    instances: tuple[Instance, ...] = ()
-    interruptions: tuple[Interruption, ...] = ()
-    candidates: tuple[Placement, ...] = ()  # ranked by the planner, both markets
-    capacity_errors: tuple[CapacityError, ...] = ()  # recent ones: treated as no capacity
-    spot_up_since: Mapping[Location, datetime] = field(default_factory=dict)
+__all__ = [
+    "Action",
+    "AgentReport",
+    "AttemptView",
+    "Backoff",
+    "Cancel",
+    "CapacityError",
+    "CoolDown",
+    "Fail",
+    "Finish",
+    "JobView",
+    "Launch",
+    "Observations",
+    "Terminate",
+    "Wait",
+    "decide",
+    "launch_price",
+    "launchable",
+    "region_allowed",
+    "spot_cap",
+]
 
 
 # -- actions ---------------------------------------------------------------------------------
@@ -154,68 +149,21 @@ class Fail:
     reason: str
 
 
-Action = Launch | Terminate | Wait | CoolDown | Finish | Fail
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    reason: str
 
 
-# -- rules shared with the planner -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    until: datetime  # no launch before this
+    reason: str
 
 
-def region_allowed(policy: Policy, provider: str, region: str) -> bool:
-    """The planner's residency rules for one region: providers, jurisdictions, region lists."""
-    res = policy.residency
-    if res.providers and provider not in res.providers:
-        return False
-    if res.allow or res.deny:
-        reg = regions().get((provider, region))
-        if reg is None:  # unknown jurisdiction cannot be shown compliant
-            return False
-        if res.allow and not reg.in_any(set(res.allow)):
-            return False
-        if res.deny and reg.in_any(set(res.deny)):
-            return False
-    if res.allow_regions and not any(
-        region_matches(s, provider, region) for s in res.allow_regions
-    ):
-        return False
-    return not any(region_matches(s, provider, region) for s in res.deny_regions)
+#: Actions that end the job (nothing follows them in a list).
+FINAL = (Finish, Fail, Cancel)
 
-
-def spot_cap(policy: Policy, placement: Placement) -> float:
-    """The tightest spot bid cap: the placement's and the policy's (inf: none)."""
-    o = placement.offer
-    cap = math.inf if placement.bid_cap_per_hour is None else placement.bid_cap_per_hour
-    bid = policy.bid_cap
-    if bid.max_spot_price_per_hour is not None:
-        cap = min(cap, bid.max_spot_price_per_hour)
-    if bid.max_spot_price_per_gpu_hour is not None:
-        cap = min(cap, bid.max_spot_price_per_gpu_hour * o.gpu_count)
-    if bid.max_fraction_of_on_demand is not None:
-        cap = min(cap, 0.0 if o.price is None else o.price * bid.max_fraction_of_on_demand)
-    return cap
-
-
-def launch_price(placement: Placement) -> float:
-    """The price to check: the placement's, or the offer's current one if that is higher."""
-    now_price = placement.offer.price_for(placement.market)
-    return max(placement.price_per_hour, now_price if now_price is not None else 0.0)
-
-
-def launchable(policy: Policy, placement: Placement) -> str | None:
-    """Why ``placement`` may not be launched for ``policy`` (None: it may)."""
-    o = placement.offer
-    price = launch_price(placement)
-    if placement.market is Market.SPOT and not policy.allows_spot:
-        return "the policy excludes spot"
-    if placement.market is Market.ON_DEMAND and not policy.allows_on_demand:
-        return "the policy excludes on-demand"
-    if not region_allowed(policy, o.provider, o.region):
-        return f"{o.provider}:{o.region} is outside the policy's residency"
-    if placement.market is Market.SPOT and price > spot_cap(policy, placement) + 1e-12:
-        return f"spot ${price:.4g}/h is above the bid cap"
-    cap = policy.budget.max_price_per_hour
-    if cap is not None and price > cap + 1e-12:
-        return f"${price:.4g}/h is above budget.max_price_per_hour"
-    return None
+Action = Launch | Terminate | Wait | CoolDown | Finish | Fail | Cancel | Backoff
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -295,9 +243,43 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
     return out
 
 
-def _gate(job: JobView, now: datetime, t: _Now) -> list[Action] | None:
+def _backoff(job: JobView, now: datetime) -> Backoff | None:
+    """Hold off launches after ``launch_failures`` that another offer would not cure: 5 s
+    after the first, doubling to 5 min (capacity, price and quota failures move on to the next
+    offer at once and are not counted by the caller)."""
+    n = job.launch_failures
+    if n <= 0:
+        return None
+    wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(n - 1, 30))
+    until = (job.last_launch_failure_at or now) + wait
+    if until <= now:
+        return None
+    secs = (until - now).total_seconds()
+    return Backoff(until, f"{n} launch failure(s); next try in {secs:.0f} s")
+
+
+def _agent_still_working(agent: AgentReport, now: datetime) -> bool:
+    """The checkpoints cover the work, but the agent still reports (recently) a command that
+    has not exited: its output is not up yet."""
+    if agent.state in ("done", "failed") or agent.updated_at is None:
+        return False
+    return now - agent.updated_at <= AGENT_SILENT
+
+
+def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Action] | None:
     """The rules that stop the job or make it wait whatever the market; None: none applies."""
     policy, alive = job.policy, ([t.keep] if t.keep is not None else [])
+    every = [i for i in obs.instances if i.job_id in (None, job.id) and i.state.alive]
+    if job.cancel_requested:
+        return [*_stop_all(every, "cancelled by the user"), Cancel("cancelled by the user")]
+    agent = job.agent or AgentReport()
+    if agent.state == "done":
+        return [*_stop_all(every, "job finished"), Finish("finished")]
+    if agent.state == "failed" and not every:
+        return [*t.actions, Fail(f"job exited {agent.exit_code}")]
+    backoff = _backoff(job, now)
+    if backoff is not None and t.keep is None:
+        return [*t.actions, backoff]
     if t.notice_until is not None:
         return [
             *t.actions,
@@ -305,9 +287,14 @@ def _gate(job: JobView, now: datetime, t: _Now) -> list[Action] | None:
         ]
     total = job.work_total_h
     if total is not None and job.work_done_h >= total - st.EPS_H:
+        if alive and _agent_still_working(agent, now):
+            return [
+                *t.actions,
+                Wait(None, "the last checkpoint is in: waiting for the job to exit"),
+            ]
         return [*t.actions, *_stop_all(alive, "job complete"), Finish("all work done")]
     cap = policy.budget.max_total
-    if cap is not None and job.spent_usd >= cap - 1e-9:
+    if budget_spent(policy, job.spent_usd):
         return t.actions + _budget_out(policy, alive, f"spent ${job.spent_usd:.2f} of ${cap:.2f}")
     if policy.windows:
         from policies.cron import in_window, next_window_start
@@ -332,7 +319,7 @@ def decide(
 ) -> list[Action]:
     """What to do for ``job`` now. See the module docstring for the contract."""
     t = _triage(job, obs, now)
-    gated = _gate(job, now, t)
+    gated = _gate(job, obs, now, t)
     if gated is not None:
         return gated
     policy, keep, cur = job.policy, t.keep, job.current
@@ -379,12 +366,11 @@ def decide(
         ordered = od
     if job.restarts >= policy.restart.max_restarts:
         return [*t.actions, Wait(None, f"restarts exhausted: keeping the instance we have ({why})")]
-    cap, total = policy.budget.max_total, job.work_total_h
+    total = job.work_total_h
+    left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
     for p in ordered:
-        if cap is not None and total is not None:
-            need = launch_price(p) * (max(0.0, total - job.work_done_h) + job.changeover_h)
-            if job.spent_usd + need > cap + 1e-9:
-                continue
+        if not fits_budget(policy, job.spent_usd, launch_price(p), left_h):
+            continue
         stop = _stop_all(alive, f"switching to {p.market.value}: {why}")
         return [
             *t.actions,

@@ -33,6 +33,7 @@ from policies.model import Policy
 from provisioner.core.catalog import Catalog, CatalogColumns, builtin_catalog
 from provisioner.core.models import Market, Offer, Placement
 from provisioner.core.regions import estimate_rtt_ms, great_circle_km, regions
+from provisioner.core.rules import residency_violation
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
 from provisioner.probe.measured import Measured
 
@@ -80,6 +81,10 @@ class PlanContext:
     hours_done: float = 0.0  # work already done (shortens the remaining duration)
     #: (provider, instance_type, gpu) -> provisioner.probe.measured.Measured (probe results)
     measured: Mapping[tuple[str, str, str], Measured] = field(default_factory=dict)
+    #: whole-job estimates reject offers ("deadline", "budget_total"); False for a running
+    #: job's candidates: decide() paces the job against what is left and fails it, saying
+    #: why, when nothing can pay for it (a planner that dropped them left it waiting forever)
+    pacing: bool = True
 
 
 @dataclass(frozen=True)
@@ -151,20 +156,10 @@ def _gpu_models(policy: Policy) -> tuple[set[str] | None, set[str]]:
     return allowed, excluded
 
 
-def region_matches(spec: str, provider: str, region: str) -> bool:
-    if ":" in spec:
-        p, _, r = spec.partition(":")
-        return p == provider and r == region
-    return spec == region
-
-
 def _region_verdicts(
     policy: Policy, cols: CatalogColumns
 ) -> tuple[list[int], list[float], list[float]]:
     """Per region code: (reason code or 0, worst RTT ms, weighted mean RTT ms)."""
-    res = policy.residency
-    allow = set(res.allow)
-    deny = set(res.deny)
     table = regions()
     lat = policy.latency
     targets: list[tuple[float, float, float, str | None]] = []
@@ -184,22 +179,8 @@ def _region_verdicts(
     mean: list[float] = []
     for provider, code in cols.region_keys:
         reg = table.get((provider, code))
-        verdict = 0
-        if res.providers and provider not in res.providers:
-            verdict = _CODE["provider"]
-        elif allow or deny:
-            if reg is None:
-                verdict = _CODE["residency"]  # unknown jurisdiction can't be shown compliant
-            elif (allow and not reg.in_any(allow)) or (deny and reg.in_any(deny)):
-                verdict = _CODE["residency"]
-        if (
-            not verdict
-            and res.allow_regions
-            and not any(region_matches(s, provider, code) for s in res.allow_regions)
-        ):
-            verdict = _CODE["denied_region"]
-        if not verdict and any(region_matches(s, provider, code) for s in res.deny_regions):
-            verdict = _CODE["denied_region"]
+        why = residency_violation(policy, provider, code)  # the scalar rule, per region
+        verdict = 0 if why is None else _CODE[why]
         verdicts.append(verdict)
         if targets:
             key = f"{provider}:{code}"
@@ -382,13 +363,13 @@ def plan_offers(
         if budget.max_price_per_hour is not None:
             cand[(cand == 0) & ~(price <= budget.max_price_per_hour)] = _CODE["budget_hourly"]
         cand[(cand == 0) & latency_bad] = _CODE["latency"]
-        if deadline is not None:
+        if deadline is not None and ctx.pacing:
             remaining_h = (deadline - ctx.now).total_seconds() / 3600.0
             late = hours > remaining_h  # NaN (unsized) passes: decide() watches the clock
             cand[(cand == 0) & late] = _CODE["deadline"]
             if remaining_h <= 0:
-                cand[reason == 0] = _CODE["deadline"]
-        if budget.max_total is not None:
+                cand[cand == 0] = _CODE["deadline"]
+        if budget.max_total is not None and ctx.pacing:
             over = price * hours > budget.max_total
             cand[(cand == 0) & over] = _CODE["budget_total"]
         cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]

@@ -25,7 +25,7 @@ from provisioner.probe.measured import Key, Measured
 
 if TYPE_CHECKING:
     from provisioner.control.jobpass import JobRunner
-    from provisioner.control.reconciler import PassReport
+    from provisioner.control.records import PassReport
     from provisioner.control.store import AttemptRow, Store
     from provisioner.core.models import Instance
 
@@ -145,7 +145,7 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
     )
     memo["probe"] = cur.attempt
     if saved:
-        runner.rec.measured.invalidate()
+        runner.env.measured.invalidate()
     s = doc.get("summary") or {}
     where = f"{cur.provider}:{cur.zone} {cur.instance_type} ({cur.gpu_count}x {cur.gpu})"
     if verdict == "failed":
@@ -168,9 +168,7 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
         instance=cur.instance_id,
     )
     if verdict == "below":
-        from provisioner.control.jobpass import crash_point
-
-        crash_point("after-probe-row")
+        runner.env.failpoints.hit("after-probe-row")
         _enforce(runner, cur, float(s["fraction"]), s.get("precision"), floor, report)
         return True
     return False

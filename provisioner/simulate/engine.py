@@ -1,7 +1,9 @@
 """The ``decide()``-driven simulator: the daemon's own decision path over a virtual clock.
 
 Each step it builds the :class:`~provisioner.core.decide.JobView` and
-:class:`~provisioner.core.decide.Observations` a reconciler would, from the simulated world (one
+:class:`~provisioner.core.decide.Observations` a reconciler would (the trace source of the one
+input contract, :mod:`provisioner.core.views`; the changeover is the scenario's, by default
+:data:`~provisioner.core.views.CHANGEOVER_H`, as in the daemon), from the simulated world (one
 spot offer per trace zone, one on-demand offer, the instance it launched), calls
 :func:`~provisioner.core.decide.decide`, carries out the actions, and advances the clock by one
 step: changeover first, then progress, billed until the job is done.
@@ -44,6 +46,7 @@ from provisioner.core.models import (
     Placement,
 )
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
+from provisioner.core.views import spot_up_since, step_h
 from provisioner.simulate.scenario import RunStats, Scenario
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -154,17 +157,20 @@ def run_window(
             for z, zone in enumerate(world.zones)
             if not av[z]
         )
-        up_since = {
-            (world.provider, zone): now - timedelta(seconds=float(age[z]))
-            for z, zone in enumerate(world.zones)
-            if av[z]
-        }
+        # the trace's outages: a zone up for age[z] seconds was last seen down just before
+        locs = [(world.provider, zone) for zone in world.zones]
+        up_since = spot_up_since(
+            locs,
+            {loc: now - timedelta(seconds=float(age[z])) for z, loc in enumerate(locs)},
+            start,
+            down=[loc for z, loc in enumerate(locs) if not av[z]],
+        )
         for _ in range(MAX_PASSES):
             job = JobView(
                 id=job_id, policy=policy, submitted_at=start, deadline=deadline,
                 work_total_h=sc.work_s / 3600.0, work_done_h=ckpt_s / 3600.0, restarts=restarts,
                 attempt=attempt, spent_usd=cost, current=cur, cooldowns=dict(cooldowns),
-                changeover_h=sc.overhead_s / 3600.0, step_h=step / 3600.0,
+                changeover_h=sc.overhead_s / 3600.0, step_h=step_h(step),
                 checkpoint_on_notice=sc.checkpoint_s <= 0,
             )  # fmt: skip
             obs = Observations(

@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from policies.model import Policy
+from provisioner.core.views import CHANGEOVER_H
 from provisioner.simulate.engine import Timeline, World, run_window
 from provisioner.simulate.optimum import lower_bound_cost, optimum_cost
 from provisioner.simulate.replay import total_steps
 from provisioner.simulate.scenario import P3_2XLARGE_ON_DEMAND, P3_2XLARGE_SPOT, Scenario
 from provisioner.simulate.traces import Trace, step_for, window_starts
 
-DEFAULT_CHANGEOVER_H = 0.2  # Can't Be Late's d: launch, setup and restore of a new instance
+DEFAULT_CHANGEOVER_H = CHANGEOVER_H  # the daemon's too (provisioner.core.views)
 
 
 class SimulateError(ValueError):

@@ -316,8 +316,8 @@ def reconciler_for(store: Any, config: DaemonConfig, owner: str) -> Any:
         share=True,
         decide_every=config.decide_interval,
         progress_every=config.progress_interval,
+        pass_interval_s=config.reconcile_interval.total_seconds(),
     )
-    rec.pass_interval_s = config.reconcile_interval.total_seconds()
     return rec
 
 

@@ -542,6 +542,13 @@ class Store:
                 n += 1
         return n
 
+    def prices_mark(self) -> tuple[int, Any]:
+        """A cheap mark that moves when the stored prices change (rows, newest quote time):
+        the reconciler re-reads the prices only then."""
+        with self.session() as s:
+            n, newest = s.execute(select(func.count(), func.max(PriceRow.at))).one()
+            return int(n or 0), newest
+
     def prices(self, provider: str | None = None) -> list[PriceRow]:
         with self.session() as s:
             q = select(PriceRow)

@@ -1,0 +1,233 @@
+"""What one job's pass works with: the environment handed in, the memo kept between
+passes, and the helpers every part of the pass uses (events, spend, cooldowns, attempts).
+
+:class:`PassEnv` is everything a job's pass needs from outside, passed in by the reconciler
+(never reached for): the store, the lease, the clock, the planner (with its cache), the
+pass's batched writes, probe figures, failpoints and the decision interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from policies.model import Policy
+from providers.base import Provider
+from provisioner.control.failpoints import Failpoints
+from provisioner.control.records import PassBatch, billed_cost, instance_row, resolve_checkpoint_uri
+from provisioner.control.store import AttemptRow, JobRow, Store
+from provisioner.core.models import Instance
+
+if TYPE_CHECKING:
+    from provisioner.core.planner import Plan
+
+log = logging.getLogger("provisioner.control.reconciler")
+
+Clock = Callable[[], datetime]
+Location = tuple[str, str]
+#: A running job's spend is written to its row when it moved by this much (batched per pass).
+SPEND_STEP_USD = 0.001
+
+
+@dataclass
+class PassEnv:
+    """What one job's pass needs from outside, handed in by the reconciler."""
+
+    store: Store
+    owner: str  # this replica (leases are renewed in its name)
+    lease: timedelta
+    clock: Clock  # the real time, read only to renew a lease right before a launch
+    plan_for: Callable[[JobRow, Policy, frozenset[Location], datetime], Plan]
+    batch: PassBatch  # rows written at the end of the pass
+    measured: Any  # provisioner.probe.watch.MeasuredFigures (probe figures for the planner)
+    failpoints: Failpoints = field(default_factory=Failpoints)
+    interval_s: float = 5.0  # how soon the next pass comes: decide()'s step
+    decide_every: timedelta = timedelta(0)
+    progress_every: timedelta = timedelta(0)
+
+
+class JobLog(logging.LoggerAdapter):
+    """Log records carrying the job, its attempt, instance, provider and zone (the JSON
+    formatter's fields, :mod:`provisioner.logs`)."""
+
+    def __init__(self, base: logging.Logger, runner: JobPassBase) -> None:
+        super().__init__(base, {})
+        self.runner = runner
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        r = self.runner
+        cur = r.current
+        extra: dict[str, Any] = {"job": r.job.id, "provider": r.job.provider}
+        if cur is not None:
+            extra.update(attempt=cur.attempt, instance=cur.instance_id, zone=cur.zone)
+        kwargs["extra"] = {**extra, **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+def job_log(job: JobRow) -> logging.LoggerAdapter:
+    """A logger whose records carry the job's id and provider (for the reconciler's notes)."""
+    return logging.LoggerAdapter(log, {"job": job.id, "provider": job.provider})
+
+
+class LeaseLost(RuntimeError):
+    """Another replica holds the job now: this one must not act on it."""
+
+
+@dataclass
+class JobMemo:
+    """What a reconciler remembers of one job between passes (memory only: a restarted daemon
+    starts afresh, which costs only the work the memo saves)."""
+
+    fingerprint: tuple[Any, ...] | None = None  # the inputs of the last decision that waited
+    decided_at: datetime | None = None
+    progress: dict[str, Any] | None = None
+    progress_at: datetime | None = None
+    live: frozenset[str] = frozenset()  # live instances when progress was read
+    instances: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # recorded states
+    checkpoints: Any = None  # the job's CheckpointStore (fsspec filesystem resolved once)
+    job: JobRow | None = None  # the job's row as this process last read and wrote it
+    version: int | None = None  # its version when read (another writer moves it)
+    attempts: list[AttemptRow] = field(default_factory=list)
+    provider_key: str = ""  # which configured provider the job runs on
+    progress_written_at: datetime | None = None  # when the job row's progress was last queued
+    phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
+    checkpoint: str | None = None  # the newest checkpoint an event was written for
+    watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
+
+    def forget(self) -> None:
+        """Read the job, decide and read progress afresh next pass (after an error)."""
+        self.fingerprint = self.decided_at = self.progress_at = None
+        self.job = self.version = None
+
+
+@dataclass
+class Observed:
+    """What this pass saw of one job."""
+
+    instances: list[Instance]
+    progress: dict[str, Any] | None
+
+
+class JobPassBase:
+    """The state of one job's pass and the helpers its parts share."""
+
+    def __init__(
+        self,
+        env: PassEnv,
+        job: JobRow,
+        policy: Policy,
+        provider: Provider,
+        attempts: list[AttemptRow],
+        now: datetime,
+        *,
+        cooldowns: dict[Location, datetime] | None = None,
+        memo: JobMemo | None = None,
+        interruptions: list[Any] | None = None,
+    ) -> None:
+        self.env = env
+        self.store = env.store
+        self.job = job
+        self.policy = policy
+        self.provider = provider
+        self.attempts = attempts
+        self.now = now
+        self.interruptions: list[Any] = list(interruptions or [])
+        self._cooldowns = None if cooldowns is None else dict(cooldowns)
+        self.memo = memo or JobMemo()
+        self._sent: list[Instance] = []  # instances launched by this step
+        self.plan: Plan | None = None  # the plan decide() chose from this step
+        self.log = JobLog(log, self)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    @property
+    def current(self) -> AttemptRow | None:
+        return self.attempts[-1] if self.attempts else None
+
+    def event(self, kind: str, message: str, **data: Any) -> None:
+        self.log.info("job %s: %s", self.job.id, message, extra={"event": kind})
+        self.store.add_event(self.job.id, kind, message, at=self.now, **data)
+
+    def checkpoint_uri(self) -> str:
+        # relative to where the job was submitted (the daemon runs elsewhere)
+        return resolve_checkpoint_uri(self.policy.checkpoint.uri, self.job.workdir)
+
+    def cooldowns(self) -> dict[tuple[str, str], datetime]:
+        """The job's zone cooldowns in force now (read once per pass, kept up to date here)."""
+        if self._cooldowns is None:
+            self._cooldowns = self.store.cooldowns(self.job.id, self.now)
+        return {k: v for k, v in self._cooldowns.items() if v >= self.now}
+
+    def cool_down(self, provider: str, location: str, until: datetime, reason: str) -> None:
+        self.store.cool_down(self.job.id, provider, location, until, reason)
+        if self._cooldowns is not None:
+            self._cooldowns[(provider, location)] = until
+
+    def record_instances(self, seen: list[Instance]) -> None:
+        """Instance rows for the store, only where something changed since last recorded."""
+        for inst in seen:
+            key = (inst.state, inst.raw_state, inst.state_reason, inst.price_per_hour)
+            if self.memo.instances.get(inst.id) != key:
+                self.env.batch.instance(instance_row(inst, self.now))
+                self.memo.instances[inst.id] = key
+
+    def note_spend(self) -> None:
+        """Queue the job's running spend for the pass's batched write when it moved."""
+        spent = self.spent()
+        if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
+            self.env.batch.job(self.job.id, spent_usd=spent)
+            self.job.spent_usd = spent
+
+    def settle(self, updates: dict[str, Any]) -> None:
+        """Write what changed of the job: its progress and spend with the pass's batch (they
+        change all the time and decide nothing here), anything else at once."""
+        if set(updates) <= {"progress"}:
+            if "progress" in updates:
+                self.job.progress = updates["progress"]
+                self.memo.progress_written_at = self.now
+                self.env.batch.job(self.job.id, progress=updates["progress"])
+            self.note_spend()
+        else:
+            spent = self.spent()
+            self.store.update_job(self.job.id, spent_usd=spent, **updates)
+            self.job.spent_usd = spent
+
+    def due(self, last: datetime | None, every: timedelta) -> bool:
+        """Whether periodic work done at ``last`` is due again: once per ``every``, at a
+        moment fixed by the job's id, so that the jobs' turns spread evenly over the passes
+        (each pass does about jobs x interval / every of them, not all at once)."""
+        if last is None or every <= timedelta(0):
+            return True
+        if self.memo.phase is None:
+            self.memo.phase = (zlib.crc32(self.job.id.encode()) % 10_000) / 10_000.0
+        e = every.total_seconds()
+        shift = self.memo.phase * e
+        return (self.now.timestamp() + shift) // e != (last.timestamp() + shift) // e
+
+    def spent(self) -> float:
+        """The job's spend so far: ended attempts as billed, running ones billed to now."""
+        total = 0.0
+        for a in self.attempts:
+            if a.state in ("running",) and a.launched_at is not None:
+                total += billed_cost(a.provider, a.price_per_hour, a.launched_at, self.now)
+            else:
+                total += a.cost_usd
+        return total
+
+    def end_attempt(self, a: AttemptRow, state: str, reason: str) -> None:
+        """End an attempt (its bill stops now)."""
+        cost = billed_cost(a.provider, a.price_per_hour, a.launched_at, self.now)
+        self.store.update_attempt(
+            self.job.id, a.attempt, state=state, ended_at=self.now, end_reason=reason, cost_usd=cost
+        )
+        a.state, a.ended_at, a.end_reason, a.cost_usd = state, self.now, reason, cost
+
+
+def utc(dt: datetime | None) -> datetime | None:
+    return None if dt is None else (dt if dt.tzinfo else dt.replace(tzinfo=UTC))

@@ -1,0 +1,150 @@
+"""A launch, crash-safely: intent first (the attempt row with its (job, attempt) token),
+then the cloud call, then what came back. A row left ``launching`` by a crash is sent again
+with the same token (the cloud returns the instance it may have started), and the lease is
+renewed right before each send so that two replicas never launch for one job."""
+
+from __future__ import annotations
+
+import time
+
+from providers.base import ErrorKind, ProviderError
+from provisioner.control.guard import guard_launch
+from provisioner.control.inputs import placement_of, plan_digest
+from provisioner.control.jobbase import JobPassBase, LeaseLost
+from provisioner.control.records import PassReport, attempt_row, instance_row
+from provisioner.control.store import AttemptRow
+from provisioner.core.models import LaunchRequest, Market, Placement
+
+
+class Launching(JobPassBase):
+    """The launch part of a job's pass."""
+
+    def launch(self, placement: Placement, reason: str, report: PassReport) -> bool:
+        """Launch one attempt on ``placement``: intent first, then the cloud call."""
+        job = self.job
+        guard_launch(self.policy, placement, self.spent())
+        self.fence(f"launching attempt {job.attempt + 1}")
+        attempt = (self.current.attempt if self.current else 0) + 1
+        row = attempt_row(job, attempt, placement, self.now, reason)
+        self.store.add_attempt(row)
+        self.attempts.append(row)
+        job.attempt = attempt
+        self.env.failpoints.hit("after-attempt-row")
+        return self._send(row, placement, reason, report)
+
+    def fence(self, what: str) -> None:
+        """Renew the job's lease right before a launch; raise LeaseLost if another replica
+        claimed the job since this pass began (a pass that outran its lease)."""
+        until = self.env.clock() + self.env.lease
+        if not self.store.renew_lease(self.job.id, self.env.owner, until):
+            raise LeaseLost(f"another replica holds the job; not {what}")
+
+    def resend(self, row: AttemptRow, report: PassReport) -> bool:
+        """Send an attempt's launch again: its row was written but no instance carries its tag
+        (the process that wrote it died before or during the call). Same token, so a cloud
+        that did start it returns that instance instead of a second one."""
+        placement = placement_of(row)
+        try:
+            guard_launch(self.policy, placement, self.spent())
+        except Exception:
+            self.end_attempt(row, "failed", "guard: launch refused on resend")
+            raise
+        self.fence(f"resending attempt {row.attempt}")
+        self.event(
+            "relaunch",
+            f"attempt {row.attempt}: no instance carries its tag; sending its launch again "
+            f"(token {row.token})",
+        )
+        return self._send(row, placement, row.reason, report)
+
+    def _request(self, row: AttemptRow, placement: Placement) -> LaunchRequest:
+        from provisioner.agent.spec import CLOUDS, AgentSpec
+
+        o = placement.offer
+        spec = AgentSpec.from_policy(
+            self.policy,
+            job_id=self.job.id,
+            attempt=row.attempt,
+            cloud=o.provider if o.provider in CLOUDS else "aws",
+            checkpoint_uri=self.checkpoint_uri(),
+        )
+        return LaunchRequest(
+            job_id=self.job.id,
+            attempt=row.attempt,
+            offer=o,
+            market=placement.market,
+            bid_cap_per_hour=placement.bid_cap_per_hour
+            if placement.market is Market.SPOT
+            else None,
+            image=self.policy.job.image,
+            disk_gb=self.policy.job.disk_gb,
+            extra_tags=dict(self.policy.tags),
+            job_spec=spec.to_dict(),
+        )
+
+    def _send(self, row: AttemptRow, placement: Placement, reason: str, report: PassReport) -> bool:
+        """The cloud call of an attempt whose row is written; records what came back."""
+        job, attempt, o = self.job, row.attempt, placement.offer
+        req = self._request(row, placement)
+        where = f"{o.provider}:{o.zone or o.region}"
+        t0 = time.perf_counter()
+        try:
+            inst = self.provider.launch(req)
+            report.provider_calls += 1
+        except ProviderError as exc:
+            report.provider_calls += 1
+            if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:  # raised ones: the pass
+                report.provider_errors[(exc.provider or self.job.provider, exc.kind.value)] += 1
+            self.end_attempt(row, "failed", f"{exc.kind.value}: {exc.code}")
+            if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:
+                # the failed attempt is the observation: decide() reads it as no capacity
+                # there for a while (provisioner.core.views.CAPACITY_ERRORS_WITHIN)
+                self.event(
+                    "launch-failed",
+                    f"attempt {attempt} on {where} {o.instance_type} {placement.market.value}: "
+                    f"{exc.kind.value} ({exc.code}); trying the next offer",
+                    zone=o.zone,
+                    code=exc.code,
+                )
+                return False
+            raise
+        report.launch_seconds.append(time.perf_counter() - t0)
+        self.env.failpoints.hit("after-launch-call")
+        launched = inst.launched_at or self.now
+        self.store.update_attempt(
+            job.id, attempt, instance_id=inst.id, state="running", launched_at=launched
+        )
+        row.instance_id, row.state, row.launched_at = inst.id, "running", launched
+        self.store.upsert_instance(instance_row(inst, self.now))
+        self.memo.instances[inst.id] = (
+            inst.state,
+            inst.raw_state,
+            inst.state_reason,
+            inst.price_per_hour,
+        )
+        self._sent = [*self._sent, inst]
+        self.env.failpoints.hit("after-instance-record")
+        report.launches += 1
+        cap = f", bid cap ${placement.bid_cap_per_hour:.4f}/h" if placement.bid_cap_per_hour else ""
+        self.event(
+            "launch",
+            f"attempt {attempt}: {where} {o.instance_type} ({o.gpu_count}x {o.gpu}) "
+            f"{placement.market.value} ${placement.price_per_hour:.4f}/h{cap} -> {inst.id}; why: {reason}",
+            zone=o.zone,
+            instance=inst.id,
+            market=placement.market.value,
+            price=placement.price_per_hour,
+            billing=_billing(self.provider),
+            attempt=attempt,
+            plan=None if self.plan is None else plan_digest(self.plan, placement),
+        )
+        return True
+
+
+def _billing(provider: object) -> dict[str, object]:
+    """The account currency and USD rate the provider billed this launch in (for ``cost``)."""
+    try:
+        info = provider.account_billing()  # type: ignore[attr-defined]
+    except Exception:  # an adapter without it (or failing to say): USD, as the planner assumes
+        return {"currency": "USD", "usd_per_unit": 1.0}
+    return {"currency": info.get("currency"), "usd_per_unit": info.get("usd_per_unit")}

@@ -1,0 +1,106 @@
+"""A job's progress, as its agent reports it in the checkpoint store: read (cheaply, and
+only as often as the reconciler's ``progress_every`` asks), recorded on the job's row, and
+turned into ``checkpoint`` events and the job's result."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from provisioner.control.jobbase import JobPassBase, utc
+from provisioner.core.models import Instance
+
+#: A running job's row gets its progress (step counts) at least this often.
+PROGRESS_ROW_EVERY = timedelta(seconds=60)
+
+
+class ProgressReading(JobPassBase):
+    """The progress part of a job's pass."""
+
+    def read_progress(self) -> dict[str, Any] | None:
+        from provisioner.agent.store import CheckpointStore
+
+        try:
+            store = self.memo.checkpoints
+            if store is None:
+                store = self.memo.checkpoints = CheckpointStore(self.checkpoint_uri(), self.job.id)
+            if store.local:  # the same file, without fsspec's per-call overhead (10,000 jobs)
+                try:
+                    doc = json.loads(Path(store.path("progress.json")).read_bytes())
+                except (OSError, ValueError):
+                    return None
+                return doc if isinstance(doc, dict) else None
+            got: dict[str, Any] | None = store.read_json("progress.json")
+            return got
+        except Exception as exc:  # an unreachable checkpoint store must not stop the pass
+            self.log.warning("job %s: cannot read progress: %s", self.job.id, exc)
+            return None
+
+    def progress_for(self, live: list[Instance]) -> dict[str, Any] | None:
+        """The job's progress: read again when the memo's copy is older than the reconciler's
+        ``progress_every`` (see :meth:`due`), when the live instances changed, or when
+        none is live."""
+        memo, every = self.memo, self.env.progress_every
+        ids = frozenset(i.id for i in live)
+        fresh = (
+            memo.progress_at is not None
+            and ids
+            and ids == memo.live
+            and not self.due(memo.progress_at, every)
+        )
+        if not fresh:
+            memo.progress, memo.progress_at, memo.live = self.read_progress(), self.now, ids
+        return memo.progress
+
+    def progress_worth_writing(self, progress: dict[str, Any]) -> bool:
+        """Whether the job row's copy of the progress is to be replaced: at once when its state,
+        attempt or checkpoint moved (or the reconciler reads progress every pass, as ``up``
+        does); a step count alone, once per ``PROGRESS_ROW_EVERY`` (10,000 agents report
+        every 5 s: their steps are for display, the store need not follow each one)."""
+        old = self.job.progress or {}
+        if self.env.progress_every <= timedelta(0) or any(
+            progress.get(k) != old.get(k) for k in ("state", "attempt", "last_checkpoint")
+        ):
+            return True
+        return self.due(self.memo.progress_written_at, PROGRESS_ROW_EVERY)
+
+    def note_checkpoint(self, progress: dict[str, Any]) -> None:
+        """A ``checkpoint`` event, at the agent's upload time, for each new checkpoint seen
+        (the timeline of ``provisioner logs`` and the dashboard)."""
+        ck = progress.get("last_checkpoint")
+        if not ck or ck == self.memo.checkpoint:
+            return
+        self.memo.checkpoint = ck
+        if ck == (self.job.progress or {}).get("last_checkpoint"):
+            return  # recorded before (this process or the one before it)
+        try:
+            at = utc(datetime.fromisoformat(str(progress.get("last_checkpoint_at"))))
+        except ValueError:
+            at = None
+        step = progress.get("last_checkpoint_step")
+        self.store.add_event(
+            self.job.id,
+            "checkpoint",
+            f"checkpoint {ck} in the checkpoint store"
+            + (f" (step {step})" if step is not None else "")
+            + f", attempt {progress.get('attempt', '?')}",
+            at=at or self.now,
+            checkpoint=ck,
+            attempt=progress.get("attempt"),
+        )
+
+    def read_result(self, progress: dict[str, Any]) -> dict[str, Any]:
+        """The job's output/result.json from the checkpoint store, else its last progress."""
+        from provisioner.agent.store import CheckpointStore
+
+        try:
+            doc = CheckpointStore(self.checkpoint_uri(), self.job.id).read_json(
+                "output/result.json"
+            )
+        except Exception:
+            doc = None
+        return doc or {
+            k: progress.get(k) for k in ("step", "total_steps", "last_checkpoint", "job")
+        }

@@ -1,0 +1,131 @@
+"""What a pass writes and reports, shared by the reconciler and one job's pass.
+
+* :class:`PassReport`: the figures of one pass (the daemon's metrics read them);
+* :class:`PassBatch`: instance rows and job columns written at the end of the pass, in a few
+  statements for all jobs;
+* :func:`attempt_row`, :func:`instance_row`: store rows from model objects;
+* :func:`billed_cost`: what an attempt cost, by its cloud's billing rule
+  (:func:`providers.facts.billing_for`: increment and minimum, declared once per cloud).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from providers.facts import billing_for
+from provisioner.control.store import AttemptRow, InstanceRow, JobRow
+from provisioner.core.models import Instance, Placement, launch_token
+
+
+@dataclass
+class PassReport:
+    jobs: int = 0
+    launches: int = 0
+    terminations: int = 0
+    finished: int = 0
+    reaped: int = 0
+    provider_calls: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    actions: list[str] = field(default_factory=list)
+    launch_seconds: list[float] = field(default_factory=list)  # each launch call's latency
+    restarts: int = 0  # attempts found preempted this pass
+    decisions: int = 0  # decide() calls
+    progress_reads: int = 0  # progress.json reads
+    provider_errors: Counter[tuple[str, str]] = field(default_factory=Counter)  # (provider, kind)
+    step_s: float = 0.0  # the decision interval decide() was told this pass
+
+
+@dataclass
+class PassBatch:
+    """Rows queued during a pass, written together at its end."""
+
+    instances: list[InstanceRow] = field(default_factory=list)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def instance(self, row: InstanceRow) -> None:
+        self.instances.append(row)
+
+    def job(self, job_id: str, **columns: Any) -> None:
+        """Job columns that change all the time (spend, progress)."""
+        self.jobs.setdefault(job_id, {}).update(columns)
+
+    def take(self) -> tuple[list[InstanceRow], dict[str, dict[str, Any]]]:
+        rows, cols = self.instances, self.jobs
+        self.instances, self.jobs = [], {}
+        return rows, cols
+
+
+def billed_cost(
+    provider: str, price_per_hour: float, start: datetime | None, end: datetime
+) -> float:
+    """What run time from ``start`` to ``end`` at ``price_per_hour`` is billed by
+    ``provider`` (its increment and minimum); nothing when it never started."""
+    if start is None:
+        return 0.0
+    try:
+        billing = billing_for(provider)
+    except ValueError:  # a provider without declared facts (a test double): per second, 60 s
+        billing = billing_for("aws")
+    return billing.cost(price_per_hour, (end - start).total_seconds())
+
+
+def resolve_checkpoint_uri(uri: str, base: str | None = None) -> str:
+    """``file://./x`` and ``file://x`` become absolute (relative to ``base`` or the cwd)."""
+    if uri.startswith("file://"):
+        path = uri[len("file://") :]
+        if not path.startswith("/"):
+            return "file://" + os.path.abspath(os.path.join(base or os.getcwd(), path))
+    return uri
+
+
+def attempt_row(
+    job: JobRow, attempt: int, placement: Placement, now: datetime, reason: str
+) -> AttemptRow:
+    o = placement.offer
+    return AttemptRow(
+        job_id=job.id,
+        attempt=attempt,
+        token=launch_token(job.id, attempt),
+        provider=o.provider,
+        region=o.region,
+        zone=o.zone or o.region,
+        instance_type=o.instance_type,
+        gpu=o.gpu,
+        gpu_count=o.gpu_count,
+        market=placement.market.value,
+        price_per_hour=placement.price_per_hour,
+        bid_cap_per_hour=placement.bid_cap_per_hour,
+        instance_id=None,
+        state="launching",
+        reason=reason,
+        created_at=now,
+        launched_at=None,
+        ended_at=None,
+        end_reason="",
+        cost_usd=0.0,
+    )
+
+
+def instance_row(inst: Instance, now: datetime) -> InstanceRow:
+    return InstanceRow(
+        provider=inst.provider,
+        instance_id=inst.id,
+        job_id=inst.job_id,
+        attempt=inst.attempt,
+        region=inst.region,
+        zone=inst.zone,
+        instance_type=inst.instance_type,
+        market=inst.market.value,
+        state=inst.state.value,
+        raw_state=inst.raw_state,
+        state_reason=inst.state_reason,
+        price_per_hour=inst.price_per_hour,
+        launched_at=inst.launched_at,
+        ended_at=None if inst.state.alive else now,
+        last_seen_at=now,
+    )

@@ -1,0 +1,160 @@
+"""The policy's hard rules, one scalar function per check (pure).
+
+Each rule answers for one placement (or one region, one spend) and is the single statement of
+that check: :func:`provisioner.core.decide.decide` filters its candidates with
+:func:`launchable`, the reconciler's launch guard (:func:`provisioner.control.guard.guard_launch`)
+refuses a launch that :func:`launch_violation` objects to, and the planner's vectorised masks
+(:mod:`provisioner.core.planner`) are property-tested against these functions
+(``tests/test_rules.py``).
+
+Checks:
+
+* :func:`region_allowed` — residency: providers, jurisdictions (allow/deny), region lists;
+* :func:`spot_cap` — the tightest spot bid cap (the placement's and the policy's);
+* :func:`over_bid_cap` — a spot price above that cap;
+* :func:`over_hourly_budget` — a price above ``budget.max_price_per_hour``;
+* :func:`budget_spent` — ``budget.max_total`` already spent;
+* :func:`fits_budget` — the remaining work at this price still fits ``budget.max_total``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from policies.model import Policy
+from provisioner.core.models import Market, Placement
+from provisioner.core.regions import regions
+
+#: Slack for float noise on money comparisons (never a policy margin).
+EPS_USD = 1e-12
+
+
+def region_matches(spec: str, provider: str, region: str) -> bool:
+    """``spec`` is ``region`` or ``provider:region``."""
+    if ":" in spec:
+        p, _, r = spec.partition(":")
+        return p == provider and r == region
+    return spec == region
+
+
+def residency_violation(policy: Policy, provider: str, region: str) -> str | None:
+    """Which residency rule (the planner's reason name) ``provider:region`` breaks, or None:
+    ``provider`` (cloud not allowed), ``residency`` (jurisdiction; an unknown region cannot
+    be shown compliant), ``denied_region`` (region lists)."""
+    res = policy.residency
+    if res.providers and provider not in res.providers:
+        return "provider"
+    if res.allow or res.deny:
+        reg = regions().get((provider, region))
+        if reg is None:
+            return "residency"
+        if res.allow and not reg.in_any(set(res.allow)):
+            return "residency"
+        if res.deny and reg.in_any(set(res.deny)):
+            return "residency"
+    if res.allow_regions and not any(
+        region_matches(s, provider, region) for s in res.allow_regions
+    ):
+        return "denied_region"
+    if any(region_matches(s, provider, region) for s in res.deny_regions):
+        return "denied_region"
+    return None
+
+
+def region_allowed(policy: Policy, provider: str, region: str) -> bool:
+    """The residency rules for one region: providers, jurisdictions, region lists."""
+    return residency_violation(policy, provider, region) is None
+
+
+def policy_spot_cap(policy: Policy, gpu_count: int, on_demand_price: float | None) -> float:
+    """The policy's spot bid cap for an offer (inf: none). A cap given as a fraction of
+    on-demand with the on-demand price unknown cannot be honoured: 0 (nothing passes)."""
+    cap = math.inf
+    bid = policy.bid_cap
+    if bid.max_spot_price_per_hour is not None:
+        cap = min(cap, bid.max_spot_price_per_hour)
+    if bid.max_spot_price_per_gpu_hour is not None:
+        cap = min(cap, bid.max_spot_price_per_gpu_hour * gpu_count)
+    if bid.max_fraction_of_on_demand is not None:
+        frac = 0.0 if on_demand_price is None else on_demand_price * bid.max_fraction_of_on_demand
+        cap = min(cap, frac)
+    return cap
+
+
+def spot_cap(policy: Policy, placement: Placement) -> float:
+    """The tightest spot bid cap: the placement's and the policy's (inf: none)."""
+    o = placement.offer
+    cap = math.inf if placement.bid_cap_per_hour is None else placement.bid_cap_per_hour
+    return min(cap, policy_spot_cap(policy, o.gpu_count, o.price))
+
+
+def over_bid_cap(policy: Policy, price: float, gpu_count: int, on_demand: float | None) -> bool:
+    """A spot price above the policy's bid cap."""
+    return price > policy_spot_cap(policy, gpu_count, on_demand) + EPS_USD
+
+
+def over_hourly_budget(policy: Policy, price: float) -> bool:
+    cap = policy.budget.max_price_per_hour
+    return cap is not None and price > cap + EPS_USD
+
+
+def budget_spent(policy: Policy, spent_usd: float) -> bool:
+    """``budget.max_total`` is reached."""
+    cap = policy.budget.max_total
+    return cap is not None and spent_usd >= cap - 1e-9
+
+
+def fits_budget(
+    policy: Policy, spent_usd: float, price_per_hour: float, hours_left: float | None
+) -> bool:
+    """Whether ``hours_left`` more at ``price_per_hour`` still fits ``budget.max_total``
+    (no total budget, or no estimate of the work: it fits)."""
+    cap = policy.budget.max_total
+    if cap is None or hours_left is None:
+        return True
+    return spent_usd + price_per_hour * max(0.0, hours_left) <= cap + 1e-9
+
+
+def launch_price(placement: Placement) -> float:
+    """The price to check: the placement's, or the offer's current one if that is higher."""
+    now_price = placement.offer.price_for(placement.market)
+    return max(placement.price_per_hour, now_price if now_price is not None else 0.0)
+
+
+def launchable(policy: Policy, placement: Placement) -> str | None:
+    """Why ``placement`` may not be launched for ``policy`` (None: it may)."""
+    o = placement.offer
+    price = launch_price(placement)
+    if placement.market is Market.SPOT and not policy.allows_spot:
+        return "the policy excludes spot"
+    if placement.market is Market.ON_DEMAND and not policy.allows_on_demand:
+        return "the policy excludes on-demand"
+    if not region_allowed(policy, o.provider, o.region):
+        return f"{o.provider}:{o.region} is outside the policy's residency"
+    if placement.market is Market.SPOT and price > spot_cap(policy, placement) + EPS_USD:
+        return f"spot ${price:.4g}/h is above the bid cap"
+    if over_hourly_budget(policy, price):
+        return f"${price:.4g}/h is above budget.max_price_per_hour"
+    return None
+
+
+def launch_violation(policy: Policy, placement: Placement, spent_usd: float) -> str | None:
+    """Why the exact launch about to be sent breaks a rule (None: it may be sent): the
+    :func:`launchable` rules on the placement's own price, the bid it carries, and the total
+    budget already spent."""
+    o = placement.offer
+    price = o.price_for(placement.market)
+    if price is None or abs(price - placement.price_per_hour) > 1e-9:
+        return f"placement price {placement.price_per_hour} is not the offer's {price}"
+    why = launchable(policy, placement)
+    if why is not None:
+        return why
+    if budget_spent(policy, spent_usd):
+        return f"budget.max_total {policy.budget.max_total} already spent ({spent_usd:.2f})"
+    if placement.market is Market.SPOT:
+        if policy.bid_cap.max_fraction_of_on_demand is not None and o.price is None:
+            return "bid cap as a fraction of on-demand, but the on-demand price is unknown"
+        cap = policy_spot_cap(policy, o.gpu_count, o.price)
+        if placement.bid_cap_per_hour is not None and placement.bid_cap_per_hour > cap + EPS_USD:
+            return "the bid sent would exceed the policy's cap"
+    return None

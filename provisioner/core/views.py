@@ -1,0 +1,148 @@
+"""decide()'s inputs: one contract, two sources, the same constants.
+
+:func:`provisioner.core.decide.decide` reads a :class:`JobView` (the job as the store knows
+it) and :class:`Observations` (what the providers say now). Two drivers build them:
+
+* the daemon's reconciler, from the store, the provider's list and the checkpoint store
+  (:mod:`provisioner.control.inputs`);
+* the trace simulator, from a spot-availability trace (:mod:`provisioner.simulate.engine`).
+
+Both fill every field below, and take the timings from the same place:
+
+=============================  ===============================================================
+``JobView.changeover_h``       :data:`CHANGEOVER_H` (launch + setup + restore), both drivers
+``JobView.step_h``             :func:`step_h` of the real interval between decisions (the
+                               reconciler's pass interval; the simulator's trace step)
+``JobView.work_done_h``        checkpointed progress in hours
+``JobView.current``            the latest attempt (:class:`AttemptView`), alive or not
+``JobView.cooldowns``          zone cooldowns in force
+``JobView.agent``              the agent's last report (:class:`AgentReport`), or None
+``JobView.cancel_requested``   the user asked to stop
+``JobView.launch_failures``    consecutive launch failures another offer would not cure
+``Observations.candidates``    the planner's ranked placements, both markets
+``Observations.capacity_errors``  launches answered "no capacity" within
+                               :data:`CAPACITY_ERRORS_WITHIN`
+``Observations.spot_up_since`` per usable spot location, since when capacity is up: the
+                               latest outage seen there (:func:`spot_up_since`), else the
+                               driver's start (job submitted / window start)
+=============================  ===============================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from policies.model import Policy
+from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
+
+Location = tuple[str, str]  # (provider, zone or region)
+
+#: Assumed changeover (launch, setup, restore) of a new instance, in hours: Can't Be Late's
+#: d, the figure the cost benchmark is measured with. Daemon and simulator alike.
+CHANGEOVER_H = 0.2
+#: The shortest decision interval decide() is told (a pass cannot come back sooner).
+MIN_STEP_S = 1.0
+#: How recent a "no capacity" answer must be to count as no capacity now.
+CAPACITY_ERRORS_WITHIN = timedelta(minutes=5)
+
+
+def step_h(interval_s: float) -> float:
+    """``JobView.step_h`` for decisions ``interval_s`` seconds apart."""
+    return max(MIN_STEP_S, float(interval_s)) / 3600.0
+
+
+def spot_up_since(
+    locations: Iterable[Location],
+    outages: Mapping[Location, datetime],
+    start: datetime,
+    down: Iterable[Location] = (),
+) -> dict[Location, datetime]:
+    """Since when spot capacity has been up at each of ``locations``: the latest outage seen
+    there (a preemption, a "no capacity" answer, a trace step without capacity), else
+    ``start``; locations in ``down`` (no capacity now) are left out."""
+    gone = set(down)
+    return {
+        loc: max(start, outages.get(loc, start))
+        for loc in dict.fromkeys(locations)
+        if loc not in gone
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptView:
+    """One attempt (one instance) of the job, as recorded in the store."""
+
+    attempt: int
+    placement: Placement
+    instance_id: str | None = None  # None: launch sent, instance not reported yet
+    state: InstanceState | None = None  # last known state (None: not seen yet)
+    launched_at: datetime | None = None  # when the launch was sent: the changeover starts
+    ended_at: datetime | None = None  # when it stopped (preempted or terminated)
+    last_checkpoint_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    """What the job's agent last wrote (its progress file): ``running``, ``done`` (the
+    command exited 0 and its output is up) or ``failed`` (it exited ``exit_code``)."""
+
+    state: str | None = None
+    attempt: int | None = None  # the attempt the agent runs in
+    exit_code: int | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job as the store knows it. Hours are on the job's instance type."""
+
+    id: str
+    policy: Policy
+    submitted_at: datetime
+    deadline: datetime | None = None
+    work_total_h: float | None = None
+    work_done_h: float = 0.0  # checkpointed progress
+    restarts: int = 0  # relaunches after interruptions so far
+    attempt: int = 0  # number of the latest attempt (0: none yet)
+    spent_usd: float = 0.0
+    current: AttemptView | None = None  # the latest attempt, alive or not
+    cooldowns: Mapping[Location, datetime] = field(default_factory=dict)
+    changeover_h: float = CHANGEOVER_H  # launch + setup + restore of a new instance
+    step_h: float = 1.0 / 60.0  # how soon decide() will be called again
+    checkpoint_on_notice: bool = True  # a preemption keeps the progress made up to it
+    strategy: str | None = None  # None: chosen by the policy's market
+    cancel_requested: bool = False  # the user asked to stop the job
+    agent: AgentReport | None = None  # what the job's agent last reported (None: nothing)
+    launch_failures: int = 0  # consecutive launch failures another offer would not cure
+    last_launch_failure_at: datetime | None = None  # when the latest of those failed
+
+    @classmethod
+    def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:
+        """A job view with deadline and work taken from the policy (override with ``kw``)."""
+        kw.setdefault("deadline", policy.deadline_at(submitted_at))
+        kw.setdefault("work_total_h", policy.job.compute_hours)
+        return cls(id, policy, submitted_at, **kw)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityError:
+    """A launch that the provider answered with "no capacity"."""
+
+    provider: str
+    location: str
+    instance_type: str
+    market: Market
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """What the providers report now for this job."""
+
+    instances: tuple[Instance, ...] = ()
+    interruptions: tuple[Interruption, ...] = ()
+    candidates: tuple[Placement, ...] = ()  # ranked by the planner, both markets
+    capacity_errors: tuple[CapacityError, ...] = ()  # recent ones: treated as no capacity
+    spot_up_since: Mapping[Location, datetime] = field(default_factory=dict)
