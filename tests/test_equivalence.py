@@ -82,31 +82,33 @@ CASES = {
     ),
 }
 
-# Differences found by this test, each confirmed by removing it alone (scratch patches of the
-# daemon) and seeing the scenario's two runs agree.
-CHANGEOVER = "issue 16 #2: the daemon tells decide() a 0.1 h changeover, the simulator 0.2 h"
-NO_RETURN = "issue 16 #1: the daemon never sets spot_up_since, so it never leaves on-demand"
-PLAN_COOLDOWN = (
-    "the daemon hands zone cooldowns to the planner, which drops the zone's offers on both "
-    "markets and while until >= now; decide() (and so the simulator) cools spot only, until "
-    "< now: after spot capacity errors everywhere (5 min cooldowns) the daemon sees no "
-    "on-demand and waits, and a zone whose cooldown ends at this pass is still shut"
+# Differences this test finds in the daemon as it is, each confirmed by removing it alone (a
+# scratch patch of the daemon) and seeing the scenario's two runs agree. Fixed since: the
+# changeover (0.1 h vs 0.2 h), no spot_up_since at all, zone cooldowns dropping on-demand in
+# the planner, and a terminated attempt billed on.
+UP_SINCE = (
+    "the daemon's spot_up_since is its last capacity error in the zone, so while it sits on "
+    "on-demand (trying no spot) the outage's later steps count as capacity up: it leaves "
+    "on-demand before the simulator does (spot-returns: step 17 vs 19), or into a zone still "
+    "without capacity, where the Terminate already sent leaves it to relaunch on-demand "
+    "(deadline: step 16, one more changeover, finished at 28 vs 26)"
 )
-TERMINATED_BILLED = (
-    "a Terminate leaves the attempt 'running' in the store, so spent_usd keeps billing it: "
-    "until a later pass sees it gone, or, when a Launch replaced it, until the job ends"
+COOLDOWN_END = (
+    "a zone cooldown ending exactly now is still in force in the daemon "
+    "(JobPassBase.cooldowns keeps until >= now, and the planner drops the zone) while "
+    "decide() and the simulator take it as over (until <= now): budget fails at 16 vs 15"
 )
 ORACLE = (
     "the simulator reports no capacity for every zone without it (an oracle); the daemon "
-    "knows only the zones it tried, so it fails on 'no launch fits the budget' for a zone "
-    "that just lost capacity instead of waiting"
+    "knows only the zones it tried in the last 5 min, so at step 15 it fails on 'no launch "
+    "fits the remaining budget' for a zone down since step 10, where the simulator waits for "
+    "capacity (and fails at 20)"
 )
 KNOWN: dict[str, str] = {
-    "spot-returns": "; ".join((CHANGEOVER, PLAN_COOLDOWN, NO_RETURN, TERMINATED_BILLED)),
-    "deadline": "; ".join((CHANGEOVER, PLAN_COOLDOWN)),
-    "budget": "; ".join((CHANGEOVER, PLAN_COOLDOWN)),
-    "windows": TERMINATED_BILLED,
-    "budget-capacity-unknown": "; ".join((CHANGEOVER, ORACLE)),
+    "spot-returns": UP_SINCE,
+    "deadline": UP_SINCE,
+    "budget": COOLDOWN_END,
+    "budget-capacity-unknown": ORACLE,
 }
 
 
