@@ -158,13 +158,13 @@ def _settled(effects: list[Effect], outcome: tuple[str, int | None]) -> list[Eff
 # -- the simulator ---------------------------------------------------------------------------
 
 
-def run_engine(case: Case) -> Run:
+def run_engine(case: Case, *, observed: bool = False) -> Run:
+    """The simulator's run; ``observed``: telling decide() only what a daemon can observe."""
     policy = parse_policy(case.policy)
     sc = case.scenario()
     done: list[tuple[datetime, Action]] = []
-    row = run_window(
-        policy, case.avail(), sc, World(zones=list(case.zones)), start=START, actions=done
-    )
+    world = World(zones=list(case.zones))
+    row = run_window(policy, case.avail(), sc, world, start=START, actions=done, observed=observed)
     placed: dict[str, tuple[str, str]] = {}
     effects: list[Effect] = []
     prices: list[float] = []
