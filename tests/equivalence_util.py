@@ -136,10 +136,10 @@ class Run:
     def granularity(self, cloud: str = "aws") -> float:
         """What billing granularity can account for (USD): one billing unit (the cloud's
         minimum or increment, whichever is longer) per instance, at its price."""
-        from providers.sim.rules import rules_for
+        from providers.facts import billing_for
 
-        rules = rules_for(cloud)
-        unit_h = max(rules.minimum_s, rules.increment_s) / 3600.0
+        rule = billing_for(cloud)
+        unit_h = max(rule.minimum_s, rule.increment_s) / 3600.0
         return sum(p * unit_h for p in self.prices) + 1e-6
 
 
