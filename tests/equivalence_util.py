@@ -19,7 +19,6 @@ daemon's run also says what the cloud billed (the sim's invoice per instance).
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from dataclasses import dataclass, field
@@ -45,11 +44,10 @@ _ORDER = {"terminate": 0, "launch": 1, "fail": 2}
 
 
 def changeover_h() -> float:
-    """The changeover the scenarios' world has: the simulator's default (``provisioner
-    simulate``), which the daemon is meant to assume too (one constant)."""
-    from provisioner.simulate import run
+    """The changeover the scenarios' world has: the one both drivers tell decide()."""
+    from provisioner.core.views import CHANGEOVER_H
 
-    return float(run.DEFAULT_CHANGEOVER_H)
+    return CHANGEOVER_H
 
 
 def availability(spec: str, steps: int) -> list[int]:
@@ -247,14 +245,13 @@ def _reconciler(store: Any, clock: list[datetime], catalog: Catalog, step_s: flo
         assert name == "sim"
         return SimProvider(catalog=catalog, **options)
 
-    kw: dict[str, Any] = {"provider_factory": factory, "clock": lambda: clock[0]}
-    kw["owner"] = "equivalence"
-    params = inspect.signature(Reconciler).parameters
-    if "pass_interval_s" in params:  # the pass step, where the reconciler takes it
-        kw["pass_interval_s"] = step_s
-    rec = Reconciler(store, **kw)
-    rec.pass_interval_s = step_s  # decide() is told the real step either way
-    return rec
+    return Reconciler(
+        store,
+        provider_factory=factory,
+        clock=lambda: clock[0],
+        owner="equivalence",
+        pass_interval_s=step_s,  # the real interval between passes: decide()'s step
+    )
 
 
 def run_daemon(case: Case, tmp: Path) -> Run:
@@ -290,7 +287,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
     policy_path = tmp / "policy.yaml"
     policy_path.write_text(case.policy + f"\ncheckpoint:\n  uri: file://{ck}\n")
     store = Store(f"sqlite:///{tmp / 'store.db'}")
-    runs: list[str] = []
+    notes: list[str] = []
     try:
         sim.set_clock(START)
         _, job_id = submit(
@@ -308,7 +305,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
                 clock[0] = now
                 report = rec.run_pass()
                 if report.errors:
-                    runs.append(f"pass {k}: {report.errors} error(s)")
+                    notes.append(f"pass {k}: {report.errors} error(s)")
                 job = store.job(job_id)
                 assert job is not None
                 if job.state in FINAL_STATES:
@@ -317,7 +314,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
                 agent.instance = live[-1] if live else None
         finally:
             rec.close()
-        return _daemon_run(store, sim, job_id, case.step_s, runs)
+        return _daemon_run(store, sim, job_id, case.step_s, notes)
     finally:
         sim.shutdown_server(terminate_all=True)
 
