@@ -193,6 +193,13 @@ def _strategy_for(job: JobView, name: str | None) -> Strategy:
     )
 
 
+def _capped(policy: Policy, p: Placement) -> Placement:
+    """The spot placement with the effective bid cap it is sent with (None: no cap at all,
+    the cloud's market price)."""
+    cap = spot_cap(policy, p)
+    return replace(p, bid_cap_per_hour=cap if math.isfinite(cap) else None)
+
+
 def _stop_all(alive: Sequence[Instance], reason: str) -> list[Action]:
     return [Terminate(i.id, reason) for i in alive]
 
@@ -331,9 +338,7 @@ def decide(
         if running == SPOT and cur is not None and keep.id == cur.instance_id:
             cur_i = next((i for i, p in enumerate(spot) if _key(p) == _key(cur.placement)), -1)
             if cur_i < 0 and launchable(policy, cur.placement) is None:
-                spot.append(
-                    replace(cur.placement, bid_cap_per_hour=spot_cap(policy, cur.placement))
-                )
+                spot.append(_capped(policy, cur.placement))
                 cur_i, avail = len(spot) - 1, np.append(avail, True)
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
@@ -399,7 +404,7 @@ def _options(
         seen.add(key)
         if p.market is Market.SPOT:  # a cooldown keeps spot away; on-demand is not preempted
             until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
-            spot.append(replace(p, bid_cap_per_hour=spot_cap(job.policy, p)))
+            spot.append(_capped(job.policy, p))
             avail.append(key not in busy and (until is None or until <= now))
         elif key not in busy:
             od.append(p)

@@ -1,6 +1,7 @@
 """The controller's side of the probe and of the idle-GPU policy, one job at a time.
 
-Called by :class:`provisioner.control.jobpass.JobRunner` each pass with the progress it read:
+Called by :class:`provisioner.control.jobpass.JobRunner` (typed here as its base,
+:class:`provisioner.control.jobbase.JobPassBase`) each pass with the progress it read:
 
 - a probe the agent reported for the running attempt is recorded in the store (once: the
   row's (job, attempt) is unique) with an event; where the policy has
@@ -24,7 +25,7 @@ from provisioner.probe import records
 from provisioner.probe.measured import Key, Measured
 
 if TYPE_CHECKING:
-    from provisioner.control.jobpass import JobRunner
+    from provisioner.control.jobbase import JobPassBase as JobRunner
     from provisioner.control.records import PassReport
     from provisioner.control.store import AttemptRow, Store
     from provisioner.core.models import Instance
