@@ -6,6 +6,12 @@ SQLite store), one pass per step. Both must take the same actions at the same st
 with their market and zone, terminations, a failure), end the same way at the same step, and
 cost the same within the billing granularity; the daemon's record of the cost must match what
 the sim cloud billed. See tests/equivalence_util.py.
+
+Twice over: against the simulator as ``provisioner simulate`` and the benchmarks run it (an
+oracle prober: decide() is told every zone without capacity, and how long capacity has been up
+where it is), and against the simulator told only what a daemon can observe
+(``run_window(observed=True)``: its own refused launches and preemptions). Where the two
+differ, the daemon is not what the benchmark measured, for want of knowledge, not of logic.
 """
 
 from __future__ import annotations
