@@ -209,6 +209,7 @@ def test_the_sim_follows_its_trace_on_the_virtual_clock(tmp_path: Path) -> None:
         sim.set_clock(START + timedelta(seconds=2 * STEP_S))  # the trace's capacity goes
         got = sim.get(inst.id)
         assert got.state is InstanceState.PREEMPTED
+        assert sim.availability([A]) == {A: False}  # what a capacity probe would read
         kinds = [i.kind for i in sim.interruptions(START)]
         assert kinds == ["preempted"], kinds  # no notice before it
         bill = sim.billing(inst.id)
@@ -218,6 +219,7 @@ def test_the_sim_follows_its_trace_on_the_virtual_clock(tmp_path: Path) -> None:
         with pytest.raises(ProviderError, match="back"):
             sim.set_clock(START)
         sim.set_clock(START + timedelta(seconds=3 * STEP_S))
+        assert sim.availability([A]) == {A: True}
         again = sim.launch(LaunchRequest(job_id="j", attempt=3, offer=offer, market=Market.SPOT))
         assert again.state is InstanceState.RUNNING
     finally:
