@@ -106,14 +106,6 @@ class JobMemo:
         self.job = self.version = None
 
 
-@dataclass
-class Observed:
-    """What this pass saw of one job."""
-
-    instances: list[Instance]
-    progress: dict[str, Any] | None
-
-
 class JobPassBase:
     """The state of one job's pass and the helpers its parts share."""
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from providers.base import ErrorKind, ProviderError
 from provisioner.control import inputs
-from provisioner.control.jobbase import JobMemo, LeaseLost, Observed, PassEnv
+from provisioner.control.jobbase import JobMemo, LeaseLost, PassEnv
 from provisioner.control.launching import Launching
 from provisioner.control.progress import ProgressReading
 from provisioner.control.records import PassReport
@@ -34,7 +34,7 @@ from provisioner.core.models import Instance, InstanceState
 #: decide() calls per pass (a launch refused for capacity, or a new cooldown, asks again).
 MAX_LAUNCH_TRIES_PER_PASS = 5
 
-__all__ = ["JobMemo", "JobRunner", "LeaseLost", "Observed", "PassEnv"]
+__all__ = ["JobMemo", "JobRunner", "LeaseLost", "PassEnv"]
 
 
 class JobRunner(Launching, ProgressReading):

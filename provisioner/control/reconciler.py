@@ -33,12 +33,18 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
+from provisioner.control.cancel import (
+    ProviderFactory,
+    cancel_job,
+    default_provider_factory,
+    utcnow,
+)
 from provisioner.control.failpoints import Failpoints, installed
 from provisioner.control.guard import GuardViolation, guard_launch
 from provisioner.control.jobbase import JobMemo, PassEnv, job_log
@@ -60,10 +66,9 @@ from provisioner.control.records import (
     instance_row,
     resolve_checkpoint_uri,
 )
-from provisioner.control.store import ACTIVE_STATES, FINAL_STATES, JobRow, Store
+from provisioner.control.store import ACTIVE_STATES, JobRow, Store
 from provisioner.core.catalog import Catalog, builtin_catalog
 from provisioner.core.models import (
-    TAG_JOB,
     TAG_MANAGED,
     Instance,
     InstanceState,
@@ -75,19 +80,6 @@ from provisioner.core.planner import Plan
 log = logging.getLogger("provisioner.control.reconciler")
 
 Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-ProviderFactory = Callable[[str, dict[str, Any]], Provider]
-
-
-def default_provider_factory(name: str, options: dict[str, Any]) -> Provider:
-    from providers.base import get
-
-    return get(name, **options)
 
 
 class Reconciler:
@@ -453,43 +445,6 @@ class Reconciler:
         reap(self.store, prov, seen, owned, now, report, self.failpoints)
 
 
-def cancel_job(
-    store: Store, job_id: str, *, provider_factory: ProviderFactory = default_provider_factory
-) -> list[str]:
-    """Stop a job now: terminate its instances (checkpoints stay), mark it cancelled."""
-    job = store.job(job_id)
-    if job is None:
-        return []
-    store.request_cancel(job.id)
-    prov = provider_factory(job.provider, dict(job.provider_options))
-    try:
-        live = [i for i in prov.list({TAG_JOB: job.id}) if i.state.alive]
-        if live:
-            prov.terminate([i.id for i in live])
-        now = utcnow()
-        for a in store.attempts(job.id):
-            if a.state in ("launching", "running"):
-                store.update_attempt(
-                    job.id,
-                    a.attempt,
-                    state="ended",
-                    ended_at=now,
-                    end_reason="cancelled",
-                    cost_usd=billed_cost(job.provider, a.price_per_hour, a.launched_at, now),
-                )
-        spent = sum(a.cost_usd for a in store.attempts(job.id))
-        if job.state not in FINAL_STATES:
-            store.update_job(
-                job.id, state="cancelled", reason="cancelled by the user", spent_usd=spent
-            )
-        store.add_event(
-            job.id, "cancelled", f"cancelled; terminated {len(live)} instance(s); checkpoints kept"
-        )
-        return [i.id for i in live]
-    finally:
-        prov.close()
-
-
 __all__ = [
     "ErrorKind",
     "GuardViolation",
@@ -500,6 +455,7 @@ __all__ = [
     "attempt_row",
     "billed_cost",
     "cancel_job",
+    "default_provider_factory",
     "guard_launch",
     "instance_row",
     "resolve_checkpoint_uri",

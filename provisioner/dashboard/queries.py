@@ -256,7 +256,7 @@ def job_page(
 
 
 def _attempt(a: AttemptRow, now: datetime) -> dict[str, Any]:
-    from provisioner.control.reconciler import billed_cost
+    from provisioner.control.records import billed_cost
 
     launched, ended = utc(a.launched_at), utc(a.ended_at)
     cost = a.cost_usd
