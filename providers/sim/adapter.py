@@ -120,6 +120,8 @@ class SimProvider(Provider):
         retry: RetryPolicy | None = None,
         python: str | None = None,
         gpu_speed: Mapping[str, float] | None = None,
+        market_notice_s: float | None = None,
+        run_agent: bool = True,
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
@@ -147,6 +149,8 @@ class SimProvider(Provider):
             "idle_exit_s": float(idle_exit_s),
             "terminate_grace_s": float(terminate_grace_s),
             "gpu_speed": {str(k): float(v) for k, v in (gpu_speed or {}).items()},
+            "market_notice_s": None if market_notice_s is None else float(market_notice_s),
+            "run_agent": bool(run_agent),
         }
         self._catalog = catalog
         self._offers: list[Offer] | None = None
@@ -180,6 +184,13 @@ class SimProvider(Provider):
         self.options.update(options)
         result: dict[str, Any] = self._call("config", "POST", "/v1/config", self.options)
         return result
+
+    def set_clock(self, at: datetime) -> None:
+        """Run the sim on a virtual clock, now at ``at`` (never moved back): the market, launch
+        and end times, notices, preemptions and billing read it, and what is due by ``at``
+        (a preemption where the trace takes capacity away) has happened when this returns.
+        The first call starts the market (the traces' time 0) at ``at``."""
+        self._call("clock", "POST", "/v1/clock", {"now": utc(at).timestamp()})
 
     def shutdown_server(self, *, terminate_all: bool = True) -> None:
         """Stop the server (killing every instance first with ``terminate_all``)."""

@@ -67,7 +67,7 @@ class SimCloud:
         doc = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
         self.config = SimConfig.from_dict(doc)
         if not self.config.epoch:
-            self.config.epoch = time.time()
+            self.config.epoch = self.now()
             _atomic_json(cfg_path, self.config.to_dict())
         self.market = self._market()
         self.instances: dict[str, dict[str, Any]] = {}
@@ -93,6 +93,28 @@ class SimCloud:
 
     # -- time --------------------------------------------------------------------------------
 
+    def now(self) -> float:
+        """The cloud's time (epoch seconds): the virtual clock where one is set, else the real one."""
+        clock = self.config.clock
+        return time.time() if clock is None else clock
+
+    def set_clock(self, ts: float) -> dict[str, Any]:
+        """Move the virtual clock to ``ts`` (never back) and run the scheduler at that time, so
+        what is due by then (notices, preemptions where capacity went) has happened when this
+        returns. The first setting switches the cloud to the virtual clock and starts the market
+        (trace time 0, plus ``trace_offset_hours``) then."""
+        with self.lock:
+            self.touch()
+            cur = self.config.clock
+            if cur is not None and ts < cur - 1e-6:
+                raise SimError(400, "invalid", "InvalidParameter", "the clock does not go back")
+            self.config.clock = float(ts)
+            if cur is None:
+                self.config.epoch = float(ts)
+            _atomic_json(self.dir / "config.json", self.config.to_dict())
+            self.tick()
+            return {"clock": self.config.clock, "epoch": self.config.epoch}
+
     def sim_time(self, now: float) -> float:
         c = self.config
         return (now - c.epoch) * c.time_scale + c.trace_offset_hours * 3600.0
@@ -103,16 +125,20 @@ class SimCloud:
     # -- configuration -----------------------------------------------------------------------
 
     def configure(self, options: dict[str, Any]) -> dict[str, Any]:
+        options = dict(options)
+        clock = options.pop("clock", None)
         with self.lock:
             merged = {**self.config.to_dict(), **options}
             new = SimConfig.from_dict(merged)
             if any(getattr(new, k) != getattr(self.config, k) for k in SimConfig.MARKET_KEYS):
-                new.epoch = time.time()  # a new market starts now
+                new.epoch = self.now()  # a new market starts now
                 self.config = new
                 self.market = self._market()
             else:
                 self.config = new
             _atomic_json(self.dir / "config.json", self.config.to_dict())
+            if clock is not None:
+                self.set_clock(float(clock))
             return self.config.to_dict()
 
     # -- market --------------------------------------------------------------------------------
@@ -123,8 +149,8 @@ class SimCloud:
         return self.market.available(zone, self.sim_time(now))
 
     def market_view(self, zones: list[str]) -> dict[str, Any]:
-        now = time.time()
         with self.lock:
+            now = self.now()
             t = self.sim_time(now)
             return {
                 z: {"available": self.zone_available(z, now), "price": self.market.price(z, t)}
@@ -167,7 +193,7 @@ class SimCloud:
                 raise SimError(
                     400, "invalid", "InvalidParameterValue", "zone and market are required"
                 )
-            now = time.time()
+            now = self.now()
             price = body.get("price")
             if market == "spot":
                 if not self.zone_available(zone, now):
@@ -226,13 +252,16 @@ class SimCloud:
                     for i in self.instances.values()
                 ):
                     inst["demo_at_real"] = now + float(self.config.preempt_first_after_s)
-            self.procs[iid] = sandbox_.start(
-                inst,
-                body.get("spec"),
-                body.get("pythonpath") or (),
-                gpu_speed=self.config.gpu_speed.get(inst["instance_type"]),
-            )
-            inst["pid"] = self.procs[iid].pid  # = the process group id (session leader)
+            if self.config.run_agent:
+                self.procs[iid] = sandbox_.start(
+                    inst,
+                    body.get("spec"),
+                    body.get("pythonpath") or (),
+                    gpu_speed=self.config.gpu_speed.get(inst["instance_type"]),
+                )
+                inst["pid"] = self.procs[iid].pid  # = the process group id (session leader)
+            else:
+                inst["has_agent"] = False  # a record only: the caller plays the job
             self.instances[iid] = inst
             self.by_token[inst["token"]] = iid
             self._save(inst)
@@ -286,7 +315,7 @@ class SimCloud:
             if inst is None:
                 raise SimError(404, "not-found", "InvalidInstanceID.NotFound", f"no instance {iid}")
             rules = rules_for(inst["cloud"])
-            end = inst["ended_real"] or time.time()
+            end = inst["ended_real"] or self.now()
             real = max(0.0, end - inst["launched_real"])
             sim = real * inst["time_scale"]
             billed = rules.billed_seconds(sim)
@@ -330,7 +359,7 @@ class SimCloud:
         with self.lock:
             self.touch()
             self._injected("terminate")
-            now = time.time()
+            now = self.now()
             for iid in ids:
                 inst = self.instances.get(iid)
                 if inst is None or inst["state"] != "running":
@@ -341,7 +370,7 @@ class SimCloud:
                     raw_state=rules.raw_terminated,
                     ended_real=now,
                     state_reason=rules.terminated_reason,
-                    kill_at_real=now + self.config.terminate_grace_s,
+                    kill_at_real=time.time() + self.config.terminate_grace_s,  # processes: real
                 )
                 self._signal_group(inst, signal.SIGTERM)
                 self._save(inst)
@@ -357,11 +386,12 @@ class SimCloud:
             inst = self.instances.get(iid)
             if inst is None:
                 raise SimError(404, "not-found", "InvalidInstanceID.NotFound", f"no instance {iid}")
+            now = self.now()
             if inst["state"] == "running" and inst["deadline_real"] is None:
-                self._serve_notice(inst, time.time(), "forced", notice_s)
+                self._serve_notice(inst, now, "forced", notice_s)
             if outage_s > 0:
                 self.outages[inst["zone"]] = max(
-                    self.outages.get(inst["zone"], 0.0), time.time() + outage_s
+                    self.outages.get(inst["zone"], 0.0), now + outage_s
                 )
             return self.view(inst)
 
@@ -374,12 +404,17 @@ class SimCloud:
                 and inst["deadline_real"] is not None
                 and inst["state"] == "running"
             ):
-                inst["deadline_real"] = min(inst["deadline_real"], time.time())
+                inst["deadline_real"] = min(inst["deadline_real"], self.now())
                 self._save(inst)
 
     def notice_seconds(self, cloud: str) -> float:
-        """Real seconds between a notice and the kill for ``cloud`` under the current scale."""
-        return max(self.config.notice_floor_s, rules_for(cloud).notice_s / self.config.time_scale)
+        """Seconds (real, or the virtual clock's) between a market notice and the kill for
+        ``cloud`` under the current scale: the cloud's notice or ``market_notice_s`` (0: none)."""
+        c = self.config
+        sim_s = rules_for(cloud).notice_s if c.market_notice_s is None else c.market_notice_s
+        if sim_s <= 0:
+            return 0.0
+        return max(c.notice_floor_s, sim_s / c.time_scale)
 
     def _serve_notice(
         self, inst: dict[str, Any], now: float, why: str, notice_s: float | None = None
@@ -438,15 +473,16 @@ class SimCloud:
 
     def tick(self) -> None:
         """One pass: reap, kill what is due, serve notices where capacity goes."""
-        now = time.time()
+        real = time.time()  # processes (grace, reaping) run on the real clock
         with self.lock:
+            now = self.now()
             for inst in self.instances.values():
                 proc = self.procs.get(inst["id"])
                 if proc is not None and proc.poll() is not None:
                     inst["agent_exit"] = proc.returncode
                     del self.procs[inst["id"]]
                     self._save(inst)
-                if inst["kill_at_real"] is not None and now >= inst["kill_at_real"]:
+                if inst["kill_at_real"] is not None and real >= inst["kill_at_real"]:
                     self._signal_group(inst, signal.SIGKILL)
                     inst["kill_at_real"] = None
                     self._save(inst)
@@ -460,8 +496,8 @@ class SimCloud:
                             self.outages[inst["zone"]] = now + self.config.demo_outage_s
                 if inst["deadline_real"] is not None and now >= inst["deadline_real"]:
                     self._preempt_now(inst, now)
-        if now - self._last_reap > 0.5:
-            self._last_reap = now
+        if real - self._last_reap > 0.5:
+            self._last_reap = real
             sandbox_.reap_orphans({p.pid for p in self.procs.values()})
 
     def _why_preempt(self, inst: dict[str, Any], now: float) -> str | None:

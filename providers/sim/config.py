@@ -36,6 +36,15 @@ class SimConfig:
     #: instance type -> share of its datasheet its simulated GPUs deliver (what the agent's
     #: probe reports on the sim, which has no GPU); a type not named reports nothing measured
     gpu_speed: dict[str, float] = field(default_factory=dict)
+    #: the notice (simulated seconds) the market serves when it takes capacity back; None: the
+    #: mimicked cloud's (120 s on AWS...); 0: none, the instance goes at once
+    market_notice_s: float | None = None
+    #: False: an instance is a record only (no agent, no process group): for drivers that play
+    #: the job themselves (the equivalence test writes its progress on a virtual clock)
+    run_agent: bool = True
+    #: a virtual clock (epoch seconds), moved only by ``POST /v1/clock``; None: the real clock.
+    #: Under it the market, launches, notices, preemptions and billing all read this time.
+    clock: float | None = None
 
     MARKET_KEYS = (
         "seconds_per_hour",
@@ -55,6 +64,8 @@ class SimConfig:
         cfg = cls(**doc)
         if cfg.seconds_per_hour <= 0:
             raise SimError(400, "invalid", "InvalidParameter", "seconds_per_hour must be > 0")
+        if cfg.market_notice_s is not None and cfg.market_notice_s < 0:
+            raise SimError(400, "invalid", "InvalidParameter", "market_notice_s must be >= 0")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:

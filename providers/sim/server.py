@@ -13,6 +13,7 @@ API (JSON bodies; errors are ``{"error": {"kind", "code", "message"}}`` with an 
 | -------------------------------- | ---- |
 | GET  /v1/health                  | pid, live instances, options |
 | POST /v1/config                  | set options (SimConfig fields) |
+| POST /v1/clock ``{"now"}``       | move the virtual clock (epoch seconds; never back) and run the scheduler then |
 | POST /v1/market ``{"zones"}``    | availability and trace price per zone now |
 | POST /v1/instances               | launch (idempotent on ``token``) |
 | GET  /v1/instances[/ID]          | list / get |
@@ -151,6 +152,8 @@ class Handler(BaseHTTPRequestHandler):
             }
         if route == ("POST", "config"):
             return 200, cloud.configure(doc)
+        if route == ("POST", "clock"):
+            return 200, cloud.set_clock(float(doc["now"]))
         if route == ("POST", "market"):
             return 200, cloud.market_view([str(z) for z in doc.get("zones") or []])
         if route == ("POST", "instances"):

@@ -10,7 +10,9 @@ step: changeover first, then progress, billed until the job is done.
 
 The simulated cloud is an oracle prober: zones without spot capacity in a step are reported
 as capacity errors, zones with capacity come with how long it has been there (since the
-window start at most). A preemption loses the progress since the last checkpoint (periodic,
+window start at most). With ``observed=True`` it tells only what a daemon can observe: the
+launches it refused for capacity (as they happen) and the preemptions, and capacity is taken to
+be up since the latest of these in a zone (as :mod:`provisioner.control.inputs` does). A preemption loses the progress since the last checkpoint (periodic,
 every ``Scenario.checkpoint_s`` of progress; a voluntary stop checkpoints first).
 """
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from policies.model import Policy
 from provisioner.core.decide import (
+    Action,
     AttemptView,
     CapacityError,
     CoolDown,
@@ -105,8 +108,14 @@ def run_window(
     start: datetime = EPOCH,
     timeline: Timeline | None = None,
     horizon_steps: int | None = None,
+    actions: list[tuple[datetime, Action]] | None = None,
+    observed: bool = False,
 ) -> dict[str, Any]:
-    """Simulate one job from ``start`` on ``avail`` (steps, zones): one row of results."""
+    """Simulate one job from ``start`` on ``avail`` (steps, zones): one row of results.
+
+    ``actions``, where given, receives each of decide()'s actions as it is carried out, with
+    the time (a Launch that the simulated cloud refused for capacity is not one).
+    ``observed``: decide() is told only what the daemon could observe (see the module)."""
     if avail.ndim == 1:
         avail = avail[:, None]
     n_avail, n_z = avail.shape
@@ -127,6 +136,7 @@ def run_window(
     age = np.zeros(n_z)
     prev = np.zeros(n_z, dtype=bool)
     after_preemption = False
+    seen_down: dict[tuple[str, str], datetime] = {}  # observed: the latest outage seen
 
     for k in range(k_max):
         t = k * step
@@ -145,20 +155,25 @@ def run_window(
                 if timeline is not None:
                     timeline.events.append((t / 3600.0, f"preempted in {inst.zone}"))
                 cur = _ended(cur, InstanceState.PREEMPTED, now)
+                seen_down[(world.provider, inst.zone)] = now
                 inst = None
         cands = world.candidates(sc, prices)
         errors = tuple(
             CapacityError(world.provider, zone, world.instance_type, Market.SPOT, now)
             for z, zone in enumerate(world.zones)
-            if not av[z]
+            if not av[z] and not observed
         )
         # the trace's outages: a zone up for age[z] seconds was last seen down just before
         locs = [(world.provider, zone) for zone in world.zones]
-        up_since = spot_up_since(
-            locs,
-            {loc: now - timedelta(seconds=float(age[z])) for z, loc in enumerate(locs)},
-            start,
-            down=[loc for z, loc in enumerate(locs) if not av[z]],
+        up_since = (
+            spot_up_since(locs, seen_down, start)
+            if observed
+            else spot_up_since(
+                locs,
+                {loc: now - timedelta(seconds=float(age[z])) for z, loc in enumerate(locs)},
+                start,
+                down=[loc for z, loc in enumerate(locs) if not av[z]],
+            )
         )
         for _ in range(MAX_PASSES):
             job = JobView(
@@ -195,6 +210,9 @@ def run_window(
                                 world.provider, p.offer.zone, world.instance_type, Market.SPOT, now
                             ),
                         )
+                        seen_down[(world.provider, p.offer.zone)] = now
+                        if observed:
+                            up_since = spot_up_since(locs, seen_down, start)
                         again = True
                         break
                     attempt = action.attempt
@@ -213,6 +231,8 @@ def run_window(
                         timeline.events.append((t / 3600.0, action.reason))
                 elif isinstance(action, Finish | Fail):
                     failed = "" if isinstance(action, Finish) else action.reason
+                if actions is not None:
+                    actions.append((now, action))
             if not again:
                 break
         if failed:

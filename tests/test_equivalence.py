@@ -1,0 +1,226 @@
+"""The daemon does what the simulator measured (issue 16).
+
+Each scenario runs twice: through the simulator's engine, and through the daemon's reconciler
+on the sim provider (a real server process following the same trace on a virtual clock, a real
+SQLite store), one pass per step. Both must take the same actions at the same steps (launches
+with their market and zone, terminations, a failure), end the same way at the same step, and
+cost the same within the billing granularity; the daemon's record of the cost must match what
+the sim cloud billed. See tests/equivalence_util.py.
+
+Twice over: against the simulator as ``provisioner simulate`` and the benchmarks run it (an
+oracle prober: decide() is told every zone without capacity, and how long capacity has been up
+where it is), and against the simulator told only what a daemon can observe
+(``run_window(observed=True)``: its own refused launches and preemptions). Where the two
+differ, the daemon is not what the benchmark measured, for want of knowledge, not of logic.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.equivalence_util import Case, explain, run_daemon, run_engine
+
+A, B = "us-east-1a", "us-east-1b"
+JOB = """
+name: equivalence
+job:
+  command: ["true"]
+  compute_hours: {work}
+  reference_gpu: V100  # hours on the instance the world has (no sizing between them)
+market: spot-then-on-demand
+deadline: {deadline}
+restart:
+  max_restarts: 50
+  zone_cooldown: {cooldown}
+"""
+
+
+BUDGET = "budget:\n  max_total: 2.5\n  on_exhausted: stop\n"
+
+
+def job(work: float, deadline: str, cooldown: str = "0s", extra: str = "") -> str:
+    return JOB.format(work=work, deadline=deadline, cooldown=cooldown) + extra
+
+
+CASES = {
+    # spot in A, lost at step 8; B comes up at 10 and is lost at 16; A is back (its cooldown
+    # over) from 20: two preemptions, each a restart in the other zone
+    "preemptions": Case(
+        "preemptions",
+        job(2, "12h", cooldown="30m"),
+        {A: "U8 D12 U", B: "D10 U6 D4 U"},
+    ),
+    # no spot for 1.5 h: the slack runs low and the job goes to on-demand; spot is back at
+    # step 15 and stays: once it has lasted the break-even time the job goes back to spot
+    "spot-returns": Case(
+        "spot-returns",
+        job(2, "4h"),
+        {A: "D15 U", B: "D"},
+    ),
+    # spot until step 10, then none: the deadline leaves no room to wait, on-demand finishes
+    "deadline": Case(
+        "deadline",
+        job(2, "3h"),
+        {A: "U10 D", B: "D"},
+    ),
+    # two preemptions each cost a changeover again; at the second (step 15) spot is back in
+    # A, but the third launch no longer fits the budget: the job fails
+    "budget": Case(
+        "budget",
+        job(2, "12h", cooldown="30m", extra=BUDGET),
+        {A: "U10 D5 U", B: "D10 U5 D"},
+    ),
+    # windows of one hour every two hours: the job stops when one closes, resumes at the next
+    "windows": Case(
+        "windows",
+        job(1.5, "8h", extra='windows:\n  - cron: "0 */2 * * *"\n    duration: 1h\n'),
+        {A: "U", B: "U"},
+    ),
+    # the budget case without a zone cooldown: after the second preemption (step 15) no zone
+    # has spot; the simulator knows it and waits, until B is back and the launch does not fit
+    "budget-capacity-unknown": Case(
+        "budget-capacity-unknown",
+        job(2, "12h", extra=BUDGET),
+        {A: "U10 D", B: "D10 U5 D5 U"},
+    ),
+}
+
+# Differences this test finds in the daemon as it is, each confirmed by removing it alone (a
+# scratch patch of the daemon) and seeing the scenario's two runs agree. Fixed since: the
+# changeover (0.1 h vs 0.2 h), no spot_up_since at all, zone cooldowns dropping on-demand in
+# the planner, and a terminated attempt billed on.
+UP_SINCE = (
+    "the daemon's spot_up_since is its last capacity error in the zone, so while it sits on "
+    "on-demand (trying no spot) the outage's later steps count as capacity up: it leaves "
+    "on-demand before the simulator does (spot-returns: step 17 vs 19), or into a zone still "
+    "without capacity, where the Terminate already sent leaves it to relaunch on-demand "
+    "(deadline: step 16, one more changeover, finished at 28 vs 26)"
+)
+COOLDOWN_END = (
+    "a zone cooldown ending exactly now is still in force in the daemon "
+    "(JobPassBase.cooldowns keeps until >= now, and the planner drops the zone) while "
+    "decide() and the simulator take it as over (until <= now): budget fails at 16 vs 15"
+)
+ORACLE = (
+    "the simulator reports no capacity for every zone without it (an oracle); the daemon "
+    "knows only the zones it tried in the last 5 min, so at step 15 it fails on 'no launch "
+    "fits the remaining budget' for a zone down since step 10, where the simulator waits for "
+    "capacity (and fails at 20)"
+)
+KNOWN: dict[str, str] = {
+    "spot-returns": UP_SINCE,
+    "deadline": UP_SINCE,
+    "budget": COOLDOWN_END,
+    "budget-capacity-unknown": ORACLE,
+}
+
+
+#: With the simulator telling decide() only what the daemon can observe (its own refused
+#: launches, its preemptions: ``run_window(observed=True)``), the oracle's differences go.
+KNOWN_OBSERVED: dict[str, str] = {"budget": COOLDOWN_END}
+
+
+def _marked(known: dict[str, str]) -> list[Any]:
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=known[n])) if n in known else n
+        for n in CASES
+    ]
+
+
+@pytest.mark.parametrize("name", _marked(KNOWN))
+def test_daemon_does_what_the_simulator_measured(name: str, tmp_path: Path) -> None:
+    _assert_same(CASES[name], tmp_path, observed=False)
+
+
+@pytest.mark.parametrize("name", _marked(KNOWN_OBSERVED))
+def test_daemon_does_what_a_simulator_of_its_knowledge_measured(name: str, tmp_path: Path) -> None:
+    _assert_same(CASES[name], tmp_path, observed=True)
+
+
+def _assert_same(case: Case, tmp_path: Path, *, observed: bool) -> None:
+    engine = run_engine(case, observed=observed)
+    daemon = run_daemon(case, tmp_path)
+    why = explain(engine, daemon)
+    assert not daemon.notes, why  # every pass ran through
+    assert daemon.cloud_bill is not None
+    assert abs(daemon.cost - daemon.cloud_bill) <= daemon.granularity(), "record vs bill" + why
+    assert daemon.effects == engine.effects, why
+    assert daemon.outcome == engine.outcome, why
+    assert abs(daemon.cost - engine.cost) <= daemon.granularity(), why
+
+
+def test_the_scenarios_show_what_they_are_named_for() -> None:
+    """The engine's side of each scenario does what the scenario is there to exercise."""
+    runs = {n: run_engine(c) for n, c in CASES.items()}
+    kinds = {n: [(e.kind, e.market) for e in r.effects] for n, r in runs.items()}
+    assert runs["preemptions"].outcome[0] == "succeeded"
+    assert sum(k == ("launch", "spot") for k in kinds["preemptions"]) >= 3
+    spot_returns = kinds["spot-returns"]
+    od = spot_returns.index(("launch", "on-demand"))
+    assert ("launch", "spot") in spot_returns[od:], spot_returns
+    assert ("launch", "on-demand") in kinds["deadline"]
+    assert runs["deadline"].outcome[0] == "succeeded"
+    assert runs["budget"].outcome == ("failed", 15)
+    assert runs["budget-capacity-unknown"].outcome == ("failed", 20)
+    assert sum(k[0] == "terminate" for k in kinds["windows"]) >= 1
+    assert sum(k[0] == "launch" for k in kinds["windows"]) >= 2
+    assert runs["windows"].outcome[0] == "succeeded"
+
+
+def test_the_sim_follows_its_trace_on_the_virtual_clock(tmp_path: Path) -> None:
+    """The sim's options the daemon's side relies on: a virtual clock that moves only when
+    told (never back), the trace's capacity at that time, no notice, no agent, billing in
+    virtual seconds."""
+    from datetime import timedelta
+
+    from providers.base import ProviderError
+    from providers.sim import SimProvider
+    from provisioner.core.catalog import Catalog
+    from provisioner.core.models import InstanceState, LaunchRequest, Market
+    from tests.equivalence_util import START, STEP_S
+
+    case = CASES["preemptions"]
+    trace = tmp_path / f"{A}.json"
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": STEP_S}, "data": [1, 1, 0, 1]}))
+    sim = SimProvider(
+        tmp_path / "sim",
+        catalog=Catalog.from_offers(case.offers()),
+        zones=[A],
+        seconds_per_hour=3600,
+        trace={A: str(trace)},
+        mtbp_hours=None,
+        market_notice_s=0,
+        notice_floor_s=0,
+        run_agent=False,
+        idle_exit_s=60,
+    )
+    try:
+        sim.set_clock(START)
+        offer = sim.offers()[0]
+        inst = sim.launch(LaunchRequest(job_id="j", attempt=1, offer=offer, market=Market.SPOT))
+        assert inst.launched_at == START
+        assert sim.sandbox(inst.id)["pid"] is None  # a record, no process
+        sim.set_clock(START + timedelta(seconds=2 * STEP_S - 1))
+        assert sim.get(inst.id).state is InstanceState.RUNNING  # real time passing does nothing
+        sim.set_clock(START + timedelta(seconds=2 * STEP_S))  # the trace's capacity goes
+        got = sim.get(inst.id)
+        assert got.state is InstanceState.PREEMPTED
+        assert sim.availability([A]) == {A: False}  # what a capacity probe would read
+        kinds = [i.kind for i in sim.interruptions(START)]
+        assert kinds == ["preempted"], kinds  # no notice before it
+        bill = sim.billing(inst.id)
+        assert bill.sim_seconds == 2 * STEP_S and bill.cost == pytest.approx(0.97 * 0.2)
+        with pytest.raises(ProviderError):
+            sim.launch(LaunchRequest(job_id="j", attempt=2, offer=offer, market=Market.SPOT))
+        with pytest.raises(ProviderError, match="back"):
+            sim.set_clock(START)
+        sim.set_clock(START + timedelta(seconds=3 * STEP_S))
+        assert sim.availability([A]) == {A: True}
+        again = sim.launch(LaunchRequest(job_id="j", attempt=3, offer=offer, market=Market.SPOT))
+        assert again.state is InstanceState.RUNNING
+    finally:
+        sim.shutdown_server(terminate_all=True)
