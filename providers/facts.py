@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 
+from providers._common import ErrorTable
 from providers.notice import NoticePoll
 from provisioner.core.billing import Billing
 
@@ -56,6 +57,7 @@ class CloudFacts:
     sdk: str  # the SDK distribution (``pip install 'provisioner[<name>]'`` brings it)
     sdk_module: str  # the module whose presence says the SDK is installed (found, not imported)
     zone_suffixes: tuple[str, ...]  # how zones are named after their region (the sim spreads rows)
+    errors: ErrorTable  # the cloud's error codes by kind (providers/<cloud>/errors.py)
     docs: str = ""  # where these facts come from
 
 

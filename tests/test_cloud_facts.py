@@ -239,3 +239,32 @@ def test_reading_every_clouds_facts_imports_no_sdk() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+#: codes whose kind the adapter reads off the message, not the code alone
+MESSAGE_DEPENDENT = {"azure": ("OperationNotAllowed",)}  # quota when the message says quota
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure", "alibaba", "tencent"])
+def test_the_sims_error_codes_mean_to_each_adapter_what_the_sim_means(cloud: str) -> None:
+    """The sim answers with each cloud's own error codes; the cloud's error table (declared in
+    its facts, used by its adapter) must read every one of them as the kind the sim means."""
+    from providers.base import ErrorKind
+    from providers.facts import cloud_facts
+    from providers.sim.rules import rules_for
+
+    table, rules = cloud_facts(cloud).errors, rules_for(cloud)
+    meant = {
+        rules.capacity_code: ErrorKind.CAPACITY,
+        rules.quota_code: ErrorKind.QUOTA,
+        rules.throttle_code: ErrorKind.THROTTLED,
+        rules.auth_code: ErrorKind.AUTH,
+        rules.not_found_code: ErrorKind.NOT_FOUND,
+    }
+    if rules.price_code is not None:
+        meant[rules.price_code] = ErrorKind.PRICE_TOO_LOW
+    for code in MESSAGE_DEPENDENT.get(cloud, ()):  # the table alone cannot tell: INVALID
+        assert table.kind_of(code) is ErrorKind.INVALID
+        meant.pop(code)
+    assert {code: table.kind_of(code) for code in meant} == meant
+    assert table.provider == cloud

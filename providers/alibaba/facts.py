@@ -1,5 +1,6 @@
 """Alibaba Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
+from providers.alibaba.errors import ERRORS
 from providers.alibaba.notice import POLL
 from providers.facts import CloudFacts, Credentials
 from provisioner.core.billing import PER_SECOND
@@ -30,5 +31,6 @@ FACTS = CloudFacts(
     sdk="alibabacloud-ecs20140526",
     sdk_module="alibabacloud_ecs20140526",
     zone_suffixes=("-a", "-b", "-c"),
+    errors=ERRORS,
     docs="spot: 1 h protection, reclaim notice about 5 min before (metadata shows ~2 min); pay-as-you-go per second",
 )

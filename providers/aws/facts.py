@@ -1,5 +1,6 @@
 """AWS: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
+from providers.aws.errors import ERRORS
 from providers.aws.notice import POLL
 from providers.facts import CloudFacts, Credentials
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
@@ -30,5 +31,6 @@ FACTS = CloudFacts(
     sdk="boto3",
     sdk_module="boto3",
     zone_suffixes=("a", "b", "c"),
+    errors=ERRORS,
     docs="EC2 spot two-minute notice; per-second billing with a 60 s minimum for Linux",
 )

@@ -1,5 +1,6 @@
 """Azure: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
+from providers.azure.errors import ERRORS
 from providers.azure.notice import POLL
 from providers.facts import CloudFacts, Credentials
 from provisioner.core.billing import PER_STARTED_MINUTE
@@ -30,5 +31,6 @@ FACTS = CloudFacts(
     sdk="azure-mgmt-compute",
     sdk_module="azure.mgmt.compute",
     zone_suffixes=("-1", "-2", "-3"),
+    errors=ERRORS,
     docs="Scheduled Events Preempt: at least 30 s; billed per started minute",
 )

@@ -24,7 +24,13 @@ ERRORS = ErrorTable(
             "IP_SPACE_EXHAUSTED_WITH_DETAILS",
         ),
         ErrorKind.QUOTA: ("QUOTA_EXCEEDED", "quotaExceeded"),
-        ErrorKind.AUTH: ("authError", "forbidden", "PERMISSIONS_ERROR", "insufficientPermissions"),
+        ErrorKind.AUTH: (
+            "authError",
+            "forbidden",
+            "PERMISSIONS_ERROR",
+            "insufficientPermissions",
+            "PERMISSION_DENIED",  # the google.rpc status of a 403
+        ),
         ErrorKind.NOT_FOUND: ("notFound", "RESOURCE_NOT_FOUND"),
         ErrorKind.THROTTLED: (
             "rateLimitExceeded",

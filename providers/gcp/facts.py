@@ -1,6 +1,7 @@
 """Google Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
 from providers.facts import CloudFacts, Credentials
+from providers.gcp.errors import ERRORS
 from providers.gcp.notice import POLL
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
 
@@ -25,5 +26,6 @@ FACTS = CloudFacts(
     sdk="google-cloud-compute",
     sdk_module="google.cloud.compute_v1",
     zone_suffixes=("-a", "-b", "-c"),
+    errors=ERRORS,
     docs="Spot VM preemption: 30 s notice; per-second billing, 1 minute minimum",
 )

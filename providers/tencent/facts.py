@@ -1,6 +1,7 @@
 """Tencent Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
 from providers.facts import CloudFacts, Credentials
+from providers.tencent.errors import ERRORS
 from providers.tencent.notice import POLL
 from provisioner.core.billing import PER_SECOND
 
@@ -25,5 +26,6 @@ FACTS = CloudFacts(
     sdk="tencentcloud-sdk-python-cvm",
     sdk_module="tencentcloud.cvm",
     zone_suffixes=("-1", "-2", "-3"),
+    errors=ERRORS,
     docs="spot reclaim notice about 2 min; pay-as-you-go per second; UserData 16 KB base64",
 )
