@@ -29,7 +29,6 @@ import subprocess
 import threading
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +36,11 @@ from providers.sim import sandbox as sandbox_
 from providers.sim.config import SimConfig, SimError
 from providers.sim.market import Market
 from providers.sim.metadata import MetadataService
+from providers.sim.records import atomic_json, billing_statement, event_line, instance_view
 from providers.sim.rules import RULES, rules_for
 from provisioner.core.models import TAG_JOB
 
 log = logging.getLogger("provisioner.sim")
-
-
-def _atomic_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:6]}")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _iso(ts: float | None) -> str | None:
-    return (
-        None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-    )
 
 
 class SimCloud:
@@ -68,7 +56,7 @@ class SimCloud:
         self.config = SimConfig.from_dict(doc)
         if not self.config.epoch:
             self.config.epoch = self.now()
-            _atomic_json(cfg_path, self.config.to_dict())
+            atomic_json(cfg_path, self.config.to_dict())
         self.market = self._market()
         self.instances: dict[str, dict[str, Any]] = {}
         for path in sorted((self.dir / "instances").glob("*/instance.json")):
@@ -111,7 +99,7 @@ class SimCloud:
             self.config.clock = float(ts)
             if cur is None:
                 self.config.epoch = float(ts)
-            _atomic_json(self.dir / "config.json", self.config.to_dict())
+            atomic_json(self.dir / "config.json", self.config.to_dict())
             self.tick()
             return {"clock": self.config.clock, "epoch": self.config.epoch}
 
@@ -136,7 +124,7 @@ class SimCloud:
                 self.market = self._market()
             else:
                 self.config = new
-            _atomic_json(self.dir / "config.json", self.config.to_dict())
+            atomic_json(self.dir / "config.json", self.config.to_dict())
             if clock is not None:
                 self.set_clock(float(clock))
             return self.config.to_dict()
@@ -271,12 +259,7 @@ class SimCloud:
     # -- reading -------------------------------------------------------------------------------
 
     def view(self, inst: dict[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in inst.items() if k not in ("event_id",)}
-        out["launched_at"] = _iso(inst["launched_real"])
-        out["ended_at"] = _iso(inst["ended_real"])
-        out["notice_at"] = _iso(inst["notice_real"])
-        out["deadline"] = _iso(inst["deadline_real"])
-        return out
+        return instance_view(inst)
 
     def get(self, iid: str) -> dict[str, Any]:
         with self.lock:
@@ -314,23 +297,7 @@ class SimCloud:
             inst = self.instances.get(iid)
             if inst is None:
                 raise SimError(404, "not-found", "InvalidInstanceID.NotFound", f"no instance {iid}")
-            rules = rules_for(inst["cloud"])
-            end = inst["ended_real"] or self.now()
-            real = max(0.0, end - inst["launched_real"])
-            sim = real * inst["time_scale"]
-            billed = rules.billed_seconds(sim)
-            price = inst["price_per_hour"] or 0.0
-            return {
-                "instance_id": iid,
-                "cloud": inst["cloud"],
-                "rule": rules.billing_rule,
-                "running": inst["ended_real"] is None,
-                "real_seconds": round(real, 3),
-                "sim_seconds": round(sim, 3),
-                "billed_seconds": billed,
-                "price_per_hour": inst["price_per_hour"],
-                "cost": round(billed / 3600.0 * price, 6),
-            }
+            return billing_statement(inst, self.now())
 
     def alive(self) -> int:
         with self.lock:
@@ -453,21 +420,12 @@ class SimCloud:
                 inst["killed"] = True
 
     def _event(self, inst: dict[str, Any], kind: str, now: float, raw: str) -> None:
-        ev = {
-            "instance_id": inst["id"],
-            "zone": inst["zone"],
-            "cloud": inst["cloud"],
-            "kind": kind,
-            "at_real": now,
-            "at": _iso(now),
-            "deadline": _iso(inst["deadline_real"]),
-            "raw": raw,
-        }
+        ev = event_line(inst, kind, now, raw)
         with open(self.dir / "events.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(ev, sort_keys=True) + "\n")
 
     def _save(self, inst: dict[str, Any]) -> None:
-        _atomic_json(Path(inst["sandbox"]) / "instance.json", inst)
+        atomic_json(Path(inst["sandbox"]) / "instance.json", inst)
 
     # -- the scheduler -------------------------------------------------------------------------
 

@@ -1,0 +1,70 @@
+"""The sim's documents about an instance: its API view, its bill, its interruption event line,
+and the atomic write of its state file. Pure, apart from :func:`atomic_json`."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from providers.sim.rules import rules_for
+
+
+def atomic_json(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:6]}")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def iso(ts: float | None) -> str | None:
+    return (
+        None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    )
+
+
+def instance_view(inst: dict[str, Any]) -> dict[str, Any]:
+    """What the API answers about an instance (its times as ISO 8601)."""
+    out = {k: v for k, v in inst.items() if k not in ("event_id",)}
+    out["launched_at"] = iso(inst["launched_real"])
+    out["ended_at"] = iso(inst["ended_real"])
+    out["notice_at"] = iso(inst["notice_real"])
+    out["deadline"] = iso(inst["deadline_real"])
+    return out
+
+
+def billing_statement(inst: dict[str, Any], now: float) -> dict[str, Any]:
+    """What the instance has cost so far, by its cloud's billing rule over simulated time."""
+    rules = rules_for(inst["cloud"])
+    end = inst["ended_real"] or now
+    real = max(0.0, end - inst["launched_real"])
+    sim = real * inst["time_scale"]
+    billed = rules.billed_seconds(sim)
+    price = inst["price_per_hour"] or 0.0
+    return {
+        "instance_id": inst["id"],
+        "cloud": inst["cloud"],
+        "rule": rules.billing_rule,
+        "running": inst["ended_real"] is None,
+        "real_seconds": round(real, 3),
+        "sim_seconds": round(sim, 3),
+        "billed_seconds": billed,
+        "price_per_hour": inst["price_per_hour"],
+        "cost": round(billed / 3600.0 * price, 6),
+    }
+
+
+def event_line(inst: dict[str, Any], kind: str, now: float, raw: str) -> dict[str, Any]:
+    """One line of ``events.jsonl``: a notice or a preemption."""
+    return {
+        "instance_id": inst["id"],
+        "zone": inst["zone"],
+        "cloud": inst["cloud"],
+        "kind": kind,
+        "at_real": now,
+        "at": iso(now),
+        "deadline": iso(inst["deadline_real"]),
+        "raw": raw,
+    }
