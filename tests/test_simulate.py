@@ -227,6 +227,18 @@ def test_cli_simulate_json_and_plot(tmp_path: Path) -> None:
         cli, ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path))]
     )
     assert "reference (mean)" in text.output and "offline optimum" in text.output
+    assert "oracle" not in text.output
+    told = json.loads(
+        CliRunner()
+        .invoke(cli, ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path)),
+                      "--windows", "3", "--json"])
+        .output
+    )  # fmt: skip
+    assert told["knowledge"] == "daemon"  # the default: what the daemon can know
+    argv = ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path)), "--oracle"]
+    oracle = CliRunner().invoke(cli, [*argv, "--windows", "3", "--json"])
+    assert json.loads(oracle.output)["knowledge"] == "oracle", oracle.output
+    assert "upper bound no daemon reaches" in CliRunner().invoke(cli, argv).output
 
 
 def test_cli_simulate_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
