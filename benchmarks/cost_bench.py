@@ -12,7 +12,10 @@ safety net misses its deadline, and (Table 3 setting, d = 0) Greedy equals the o
 Writes ``<out>.json`` and ``<out>.png`` and prints the tables, the checks, where our default
 policy stands against its aim, and the timings. Needs ../shared/data beside the repo (or
 --data). The strategies run through the vectorised replay; tests/test_simulate.py shows that
-path and decide() give identical runs.
+path and decide() give identical runs. They are told of spot capacity what a daemon can know
+(its refused launches and preemptions); ``--oracle`` tells them every zone's capacity every step
+instead (an upper bound no daemon can reach). The d = 0 check (Greedy equals the optimum) is a
+property of the oracle and always runs on it.
 """
 
 from __future__ import annotations
@@ -144,11 +147,11 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         lbs.append(lower_bound_cost(av, sc))
         t1 = time.perf_counter()
         for name in COMPARED:
-            runs[name].append(replay(get_strategy(name), av, sc))
+            runs[name].append(replay(get_strategy(name), av, sc, observed=not spec.get("oracle")))
         t_pol += time.perf_counter() - t1
         if spec.get("check_d0"):
             free = Scenario(sc.work_s, sc.deadline_s, 0.0, sc.step_s)
-            g0 = replay(get_strategy("greedy"), av, free).cost
+            g0 = replay(get_strategy("greedy"), av, free, observed=False).cost  # an oracle's
             spec.setdefault("_d0_bad", 0)
             spec["_d0_bad"] += int(
                 np.sum(~np.isclose(g0, optimum(av, free).cost, rtol=0, atol=1e-9))
@@ -259,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="grid: only C = 48 h, d = 12 min")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument(
+        "--oracle",
+        action="store_true",
+        help="policies told every zone's capacity (an upper bound no daemon can reach); "
+        "default: what the daemon knows",
+    )
+    ap.add_argument(
         "--from-json", type=Path, default=None, help="re-print and re-chart a saved run"
     )
     args = ap.parse_args(argv)
@@ -271,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     table3, speed, grid = specs(args.data, args.windows, args.seed, args.quick)
     for cell in grid:
         cell["windows"] = args.grid_windows or args.windows
+    for cell in [*table3, speed, *grid]:
+        cell["oracle"] = args.oracle
 
     t0 = time.perf_counter()
     speed_cell = run_cell(speed)  # alone, for a clean timing
@@ -279,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         t3 = list(pool.map(run_cell, table3))
         cells = list(pool.map(run_cell, grid))
     report: dict[str, Any] = {
-        "meta": {"windows_per_trace": args.windows, "seed": args.seed, "data": str(args.data), "prices": {"on_demand": 3.06, "spot": 0.97}},
+        "meta": {"windows_per_trace": args.windows, "seed": args.seed, "knowledge": "oracle" if args.oracle else "daemon", "data": str(args.data), "prices": {"on_demand": 3.06, "spot": 0.97}},
         "table3": t3,
         "speed": {"cell": f"{SET_2023} x1, C=48 h, C/D=0.8, d=12 min", "windows": speed_cell["windows"], "policies": len(COMPARED) + 1, "seconds": speed_s, "detail": speed_cell["seconds"]},
         "grid": cells,

@@ -156,8 +156,8 @@ def _settled(effects: list[Effect], outcome: tuple[str, int | None]) -> list[Eff
 # -- the simulator ---------------------------------------------------------------------------
 
 
-def run_engine(case: Case, *, observed: bool = False) -> Run:
-    """The simulator's run; ``observed``: telling decide() only what a daemon can observe."""
+def run_engine(case: Case, *, observed: bool = True) -> Run:
+    """The simulator's run (``observed=False``: the oracle simulator instead)."""
     policy = parse_policy(case.policy)
     sc = case.scenario()
     done: list[tuple[datetime, Action]] = []

@@ -346,3 +346,45 @@ def test_8b_a_job_whose_budget_cannot_pay_fails_with_the_reason() -> None:
         assert "budget" in job.reason
         assert w.store.attempts(job_id) == []
         assert w.live(job_id) == []
+
+
+# -- 9: a cooldown ending now is over --------------------------------------------------------
+
+
+def test_9_a_zone_cooldown_ending_exactly_now_is_over() -> None:
+    """A zone cooldown is over at its end (``views.cooldown_over``): the store no longer holds
+    it, the pass no longer hands it to the planner (which kept the zone out) nor to decide(),
+    as the simulator (and decide() itself) take it. The equivalence test's budget scenario
+    failed a step late on this."""
+    from policies import parse_policy
+    from provisioner.control.jobbase import JobPassBase, PassEnv
+    from provisioner.control.records import PassBatch
+    from provisioner.core.views import cooldown_over, cooldowns_in_force
+
+    a, b = ("aws", "us-east-1a"), ("aws", "us-east-1b")
+    with aws_world() as w:
+        jid = w.job(policy(restart="{zone_cooldown: 30m}"))
+        now = w.clock["now"]
+        later = now + timedelta(seconds=1)
+        assert cooldown_over(now, now) and not cooldown_over(later, now)
+        assert cooldowns_in_force({a: now, b: later}, now) == {b: later}
+        w.store.cool_down(jid, *a, now, "preempted")
+        w.store.cool_down(jid, *b, later, "preempted")
+        assert w.store.cooldowns(jid, now) == {b: later}
+        assert w.store.cooldowns_for([jid], now) == {jid: {b: later}}
+        job = w.store.job(jid)
+        assert job is not None
+        rec = w.reconciler(catalog=Catalog.from_offers([OFFER, OFFER_B]))
+        try:
+            env = PassEnv(
+                w.store, "t", timedelta(minutes=1), lambda: now, rec.plan_for, PassBatch(), None
+            )
+            held = {a: now, b: later}  # as the reconciler hands them in, read a moment ago
+            run = JobPassBase(env, job, parse_policy(job.policy_yaml), w.provider, [], now,
+                              cooldowns=held)  # fmt: skip
+            assert run.cooldowns() == {b: later}
+            plan = rec.plan_for(job, run.policy, frozenset(run.cooldowns()), now)
+            zones = {p.offer.zone for p in plan.placements}
+            assert "us-east-1a" in zones, plan.rejected
+        finally:
+            rec.close()

@@ -126,19 +126,34 @@ def test_the_optimum_schedule_adds_up() -> None:
     assert np.allclose(res.cost, optimum_cost(avail, sc))
 
 
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "oracle"])
 @pytest.mark.parametrize("zones", [1, 3])
-def test_replay_and_decide_agree_on_synthetic_windows(zones: int) -> None:
+def test_replay_and_decide_agree_on_synthetic_windows(zones: int, observed: bool) -> None:
+    """Both paths, told what a daemon knows (the default) or the oracle's knowledge."""
     sc = scenario(6.0, 0.75, 12.0)
     avail = synthetic(6, total_steps(sc), zones, seed=zones)
     world = World([f"us-east-1{'abc'[z]}" for z in range(zones)])
     for name in COMPARED:
-        fast = replay(get_strategy(name), avail, sc)
-        slow = run_windows(BENCH, avail, sc, world, strategy=name)
+        fast = replay(get_strategy(name), avail, sc, observed=observed)
+        slow = run_windows(BENCH, avail, sc, world, strategy=name, observed=observed)
         for field in ("cost", "od_hours", "spot_hours", "finish_h", "launches", "preemptions"):
             assert np.allclose(getattr(fast, field), getattr(slow, field), rtol=0, atol=1e-9), (
                 name,
                 field,
             )
+
+
+def test_what_the_daemon_cannot_know_changes_the_runs() -> None:
+    """The default (what a daemon knows) is not the oracle: ours returns from on-demand on
+    how long spot has been up, which a daemon learns only from its own refused launches and
+    preemptions; both paths agree on that difference."""
+    sc = scenario(6.0, 0.75, 12.0)
+    avail = synthetic(6, total_steps(sc), 1, seed=1)
+    ours = get_strategy("provisioner")
+    observed, oracle = replay(ours, avail, sc), replay(ours, avail, sc, observed=False)
+    assert not np.allclose(observed.cost, oracle.cost)
+    slow = run_windows(BENCH, avail, sc, World(["us-east-1a"]), strategy="provisioner")
+    assert np.allclose(slow.cost, observed.cost, rtol=0, atol=1e-9)
 
 
 def test_checkpoint_loss_is_counted_and_the_deadline_still_holds() -> None:
@@ -212,6 +227,18 @@ def test_cli_simulate_json_and_plot(tmp_path: Path) -> None:
         cli, ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path))]
     )
     assert "reference (mean)" in text.output and "offline optimum" in text.output
+    assert "oracle" not in text.output
+    told = json.loads(
+        CliRunner()
+        .invoke(cli, ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path)),
+                      "--windows", "3", "--json"])
+        .output
+    )  # fmt: skip
+    assert told["knowledge"] == "daemon"  # the default: what the daemon can know
+    argv = ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path)), "--oracle"]
+    oracle = CliRunner().invoke(cli, [*argv, "--windows", "3", "--json"])
+    assert json.loads(oracle.output)["knowledge"] == "oracle", oracle.output
+    assert "upper bound no daemon reaches" in CliRunner().invoke(cli, argv).output
 
 
 def test_cli_simulate_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
@@ -306,18 +333,21 @@ def test_the_four_properties_on_real_windows(name: str, d_s: float, frac: float)
     for strat in COMPARED:
         r = replay(get_strategy(strat), avail, sc)
         assert np.all(opt <= r.cost + 1e-9) and not r.missed.any(), strat
+    # with no changeover Greedy is the optimum, told every zone's capacity now (the oracle): a
+    # daemon remembers a refused launch for 5 min, longer than this trace's 3 min step
     free = Scenario(sc.work_s, sc.deadline_s, 0.0, sc.step_s)
-    assert np.allclose(
-        replay(get_strategy("greedy"), avail, free).cost, optimum_cost(avail, free), atol=1e-9
-    )
+    oracle = replay(get_strategy("greedy"), avail, free, observed=False)
+    assert np.allclose(oracle.cost, optimum_cost(avail, free), atol=1e-9)
 
 
 @pytest.mark.data
-def test_replay_and_decide_agree_on_real_windows() -> None:
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "oracle"])
+def test_replay_and_decide_agree_on_real_windows(observed: bool) -> None:
     avail, sc = _real("aws-10-26-2022/us-west-2a_v100_8.json", 720.0, 0.8, 3, seed=2)
+    world = World(["us-west-2a"])
     for name in COMPARED:
-        fast = replay(get_strategy(name), avail, sc)
-        slow = run_windows(BENCH, avail, sc, World(["us-west-2a"]), strategy=name)
+        fast = replay(get_strategy(name), avail, sc, observed=observed)
+        slow = run_windows(BENCH, avail, sc, world, strategy=name, observed=observed)
         assert np.allclose(fast.cost, slow.cost, rtol=0, atol=1e-9), name
         assert np.array_equal(fast.launches, slow.launches), name
 

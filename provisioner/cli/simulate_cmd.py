@@ -84,6 +84,14 @@ def _hours(value: str | None, option: str) -> float | None:
     help="A preemption loses the work since the last periodic checkpoint.",
 )
 @click.option(
+    "--oracle",
+    is_flag=True,
+    default=False,
+    help="Tell decide() every zone's spot capacity, as no daemon knows it: an upper bound "
+    "no daemon can reach (default: what the daemon knows, its refused launches and "
+    "preemptions).",
+)
+@click.option(
     "--plot",
     "plot_path",
     default=None,
@@ -105,6 +113,7 @@ def simulate(
     spot_price: float | None,
     nodes: int,
     checkpoint_loss: bool,
+    oracle: bool,
     plot_path: str | None,
     as_json: bool,
 ) -> None:
@@ -144,6 +153,7 @@ def simulate(
             strategy=strategy,
             nodes=nodes,
             timeline=tl,
+            oracle=oracle,
         )
     except (TraceError, SimulateError, ValueError) as exc:
         fail(str(exc))
@@ -183,6 +193,11 @@ def _render(report: dict[str, Any], plot_path: str | None) -> None:
         f"{report['work_hours']:g} h of work, deadline {report['deadline_hours']:g} h, "
         f"changeover {report['changeover_hours'] * 60:g} min, step {report['step_seconds']:g} s, "
         f"{s['windows']} window(s)"
+        + (
+            ", oracle knowledge (an upper bound no daemon reaches)"
+            if report.get("knowledge") == "oracle"
+            else ""
+        )
     )
     table = Table(show_header=True, header_style="bold")
     for col in ("", "cost $", "on-demand h", "spot h", "deadline", "restarts", "lost work h"):

@@ -21,6 +21,7 @@ from provisioner.control.failpoints import Failpoints
 from provisioner.control.records import PassBatch, billed_cost, instance_row, resolve_checkpoint_uri
 from provisioner.control.store import AttemptRow, JobRow, Store
 from provisioner.core.models import Instance
+from provisioner.core.views import cooldowns_in_force
 
 if TYPE_CHECKING:
     from provisioner.core.planner import Plan
@@ -154,7 +155,7 @@ class JobPassBase:
         """The job's zone cooldowns in force now (read once per pass, kept up to date here)."""
         if self._cooldowns is None:
             self._cooldowns = self.store.cooldowns(self.job.id, self.now)
-        return {k: v for k, v in self._cooldowns.items() if v >= self.now}
+        return cooldowns_in_force(self._cooldowns, self.now)
 
     def cool_down(self, provider: str, location: str, until: datetime, reason: str) -> None:
         self.store.cool_down(self.job.id, provider, location, until, reason)

@@ -79,6 +79,7 @@ from provisioner.core.views import (
     JobView,
     Location,
     Observations,
+    cooldown_over,
 )
 
 #: Hold-off after a launch failure that the next offer would not cure (doubling, capped).
@@ -241,7 +242,7 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
     if lost_at is not None and cur is not None and cd > timedelta(0):
         loc, until = _loc(cur.placement), lost_at + cd
         before = out.cooled.get(loc)
-        if until > now and (before is None or before < until):
+        if not cooldown_over(until, now) and (before is None or before < until):
             out.actions.append(CoolDown(loc[0], loc[1], until, "preempted: avoid the zone a while"))
             out.cooled[loc] = until
     notices = [x.deadline or x.at + timedelta(minutes=2) for x in hits if x.kind == "notice"]
@@ -405,7 +406,7 @@ def _options(
         if p.market is Market.SPOT:  # a cooldown keeps spot away; on-demand is not preempted
             until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
             spot.append(_capped(job.policy, p))
-            avail.append(key not in busy and (until is None or until <= now))
+            avail.append(key not in busy and (until is None or cooldown_over(until, now)))
         elif key not in busy:
             od.append(p)
     return spot, np.asarray(avail, dtype=bool), od

@@ -15,7 +15,8 @@ Both fill every field below, and take the timings from the same place:
                                reconciler's pass interval; the simulator's trace step)
 ``JobView.work_done_h``        checkpointed progress in hours
 ``JobView.current``            the latest attempt (:class:`AttemptView`), alive or not
-``JobView.cooldowns``          zone cooldowns in force
+``JobView.cooldowns``          zone cooldowns in force (:func:`cooldowns_in_force`: one
+                               ending exactly now is over, :func:`cooldown_over`)
 ``JobView.agent``              the agent's last report (:class:`AgentReport`), or None
 ``JobView.cancel_requested``   the user asked to stop
 ``JobView.launch_failures``    consecutive launch failures another offer would not cure
@@ -51,6 +52,20 @@ CAPACITY_ERRORS_WITHIN = timedelta(minutes=5)
 def step_h(interval_s: float) -> float:
     """``JobView.step_h`` for decisions ``interval_s`` seconds apart."""
     return max(MIN_STEP_S, float(interval_s)) / 3600.0
+
+
+def cooldown_over(until: datetime, now: datetime) -> bool:
+    """Whether a zone cooldown ending at ``until`` is over at ``now``: it is at its end (one
+    ending exactly now no longer keeps the zone away). The one rule for decide(), the
+    daemon's store and pass, the planner's input and the simulator."""
+    return until <= now
+
+
+def cooldowns_in_force(
+    cooldowns: Mapping[Location, datetime], now: datetime
+) -> dict[Location, datetime]:
+    """The cooldowns of ``cooldowns`` not over at ``now`` (:func:`cooldown_over`)."""
+    return {loc: until for loc, until in cooldowns.items() if not cooldown_over(until, now)}
 
 
 def spot_up_since(

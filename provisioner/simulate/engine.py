@@ -8,12 +8,17 @@ spot offer per trace zone, one on-demand offer, the instance it launched), calls
 :func:`~provisioner.core.decide.decide`, carries out the actions, and advances the clock by one
 step: changeover first, then progress, billed until the job is done.
 
-The simulated cloud is an oracle prober: zones without spot capacity in a step are reported
-as capacity errors, zones with capacity come with how long it has been there (since the
-window start at most). With ``observed=True`` it tells only what a daemon can observe: the
-launches it refused for capacity (as they happen) and the preemptions, and capacity is taken to
-be up since the latest of these in a zone (as :mod:`provisioner.control.inputs` does). A preemption loses the progress since the last checkpoint (periodic,
-every ``Scenario.checkpoint_s`` of progress; a voluntary stop checkpoints first).
+decide() is told what a daemon can know (the default, ``observed=True``): the launches the
+simulated cloud refused for capacity (as they happen, for
+:data:`~provisioner.core.views.CAPACITY_ERRORS_WITHIN`) and the preemptions, and capacity is
+taken to be up in a zone since the latest of these there (as :mod:`provisioner.control.inputs`
+does). So the simulator measures what the daemon does (``tests/test_equivalence.py``).
+``observed=False`` makes the simulated cloud an oracle prober instead: every zone without
+spot capacity in a step is reported as a capacity error, and zones with capacity come with how
+long it has been there (since the window start at most): an upper bound no daemon can reach.
+
+A preemption loses the progress since the last checkpoint (periodic, every
+``Scenario.checkpoint_s`` of progress; a voluntary stop checkpoints first).
 """
 
 from __future__ import annotations
@@ -48,11 +53,11 @@ from provisioner.core.models import (
     Placement,
 )
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
-from provisioner.core.views import spot_up_since, step_h
+from provisioner.core.views import CAPACITY_ERRORS_WITHIN, spot_up_since, step_h
+from provisioner.simulate.replay import MAX_PASSES, total_steps
 from provisioner.simulate.scenario import RunStats, Scenario
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-MAX_PASSES = 8  # decide() calls per step (a launch refused for capacity asks again)
 
 
 @dataclass
@@ -109,21 +114,20 @@ def run_window(
     timeline: Timeline | None = None,
     horizon_steps: int | None = None,
     actions: list[tuple[datetime, Action]] | None = None,
-    observed: bool = False,
+    observed: bool = True,
 ) -> dict[str, Any]:
     """Simulate one job from ``start`` on ``avail`` (steps, zones): one row of results.
 
     ``actions``, where given, receives each of decide()'s actions as it is carried out, with
     the time (a Launch that the simulated cloud refused for capacity is not one).
-    ``observed``: decide() is told only what the daemon could observe (see the module)."""
+    ``observed``: decide() is told only what the daemon could observe (the default); False:
+    the oracle (see the module)."""
     if avail.ndim == 1:
         avail = avail[:, None]
     n_avail, n_z = avail.shape
     step = float(sc.step_s)
     job_id = "sim"
     deadline = start + timedelta(seconds=sc.deadline_s)
-    from provisioner.simulate.replay import total_steps
-
     k_max = horizon_steps if horizon_steps is not None else total_steps(sc)
     inst: Instance | None = None
     cur: AttemptView | None = None
@@ -137,6 +141,7 @@ def run_window(
     prev = np.zeros(n_z, dtype=bool)
     after_preemption = False
     seen_down: dict[tuple[str, str], datetime] = {}  # observed: the latest outage seen
+    refused: list[CapacityError] = []  # observed: launches refused for capacity
 
     for k in range(k_max):
         t = k * step
@@ -158,11 +163,15 @@ def run_window(
                 seen_down[(world.provider, inst.zone)] = now
                 inst = None
         cands = world.candidates(sc, prices)
-        errors = tuple(
-            CapacityError(world.provider, zone, world.instance_type, Market.SPOT, now)
-            for z, zone in enumerate(world.zones)
-            if not av[z] and not observed
-        )
+        if observed:  # the daemon's memory of refused launches
+            refused = [e for e in refused if now - e.at <= CAPACITY_ERRORS_WITHIN]
+            errors = tuple(refused)
+        else:  # the oracle: every zone without capacity
+            errors = tuple(
+                CapacityError(world.provider, zone, world.instance_type, Market.SPOT, now)
+                for z, zone in enumerate(world.zones)
+                if not av[z]
+            )
         # the trace's outages: a zone up for age[z] seconds was last seen down just before
         locs = [(world.provider, zone) for zone in world.zones]
         up_since = (
@@ -204,12 +213,11 @@ def run_window(
                 elif isinstance(action, Launch):
                     p = action.placement
                     if p.market is Market.SPOT and not av[world.zones.index(p.offer.zone)]:
-                        errors = (
-                            *errors,
-                            CapacityError(
-                                world.provider, p.offer.zone, world.instance_type, Market.SPOT, now
-                            ),
+                        err = CapacityError(
+                            world.provider, p.offer.zone, world.instance_type, Market.SPOT, now
                         )
+                        errors = (*errors, err)
+                        refused.append(err)
                         seen_down[(world.provider, p.offer.zone)] = now
                         if observed:
                             up_since = spot_up_since(locs, seen_down, start)
@@ -299,6 +307,7 @@ def run_windows(
     *,
     strategy: str | None = None,
     spot_prices: np.ndarray | None = None,
+    observed: bool = True,
 ) -> RunStats:
     """:func:`run_window` over (windows, steps, zones), gathered like the replay's output."""
     if avail.ndim == 2:
@@ -311,6 +320,7 @@ def run_windows(
             world,
             strategy=strategy,
             spot_prices=None if spot_prices is None else spot_prices[i],
+            observed=observed,
         )
         for i in range(avail.shape[0])
     ]

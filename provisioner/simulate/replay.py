@@ -8,6 +8,14 @@ the ``decide()``-driven simulator (:mod:`provisioner.simulate.engine`) give iden
 
 It assumes progress is saved continuously (no checkpoint interval) and constant prices; the
 ``decide()``-driven simulator handles checkpoint loss and per-step spot prices.
+
+Like the engine, it tells the strategy what a daemon can know (``observed=True``, the
+default): a zone counts as without capacity only for
+:data:`~provisioner.core.views.CAPACITY_ERRORS_WITHIN` after a launch there was refused, and
+capacity is up since the latest refusal or preemption seen there. A refused spot launch (the
+instance it replaces already stopped) asks the strategy again, up to the engine's
+``MAX_PASSES`` a step. ``observed=False``: the oracle (every zone's capacity now, and how long
+it has lasted), an upper bound no daemon can reach.
 """
 
 from __future__ import annotations
@@ -15,7 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
+from provisioner.core.views import CAPACITY_ERRORS_WITHIN
 from provisioner.simulate.scenario import RunStats, Scenario
+
+#: decide() calls per step (a launch refused for capacity asks again): the engine's.
+MAX_PASSES = 8
 
 
 def total_steps(sc: Scenario) -> int:
@@ -23,10 +35,13 @@ def total_steps(sc: Scenario) -> int:
     return sc.window_steps + int(np.ceil((sc.work_s + sc.overhead_s) / sc.step_s)) + 2
 
 
-def replay(strategy: Strategy, avail: np.ndarray, sc: Scenario) -> RunStats:
+def replay(
+    strategy: Strategy, avail: np.ndarray, sc: Scenario, *, observed: bool = True
+) -> RunStats:
     """Simulate ``strategy`` on ``avail`` (windows, steps, zones) of booleans.
 
-    Steps beyond ``avail``'s second axis count as no spot capacity.
+    Steps beyond ``avail``'s second axis count as no spot capacity. ``observed``: what the
+    strategy is told (see the module).
     """
     if sc.checkpoint_s:
         raise ValueError("replay() models continuous checkpointing; use the engine for intervals")
@@ -58,6 +73,10 @@ def replay(strategy: Strategy, avail: np.ndarray, sc: Scenario) -> RunStats:
     age = np.zeros((n, n_zones))  # how long each zone has had capacity, at the step start
     prev_av = np.zeros((n, n_zones), dtype=bool)
 
+    seen_down = np.zeros((n, n_zones))  # observed: the latest outage seen (s; 0: the start)
+    refused_at = np.full((n, n_zones), -np.inf)  # observed: the latest refused launch (s)
+    within_s = CAPACITY_ERRORS_WITHIN.total_seconds()
+
     for k in range(total_steps(sc)):
         if finished.all():
             break
@@ -67,39 +86,61 @@ def replay(strategy: Strategy, avail: np.ndarray, sc: Scenario) -> RunStats:
         prev_av = av
         lost = (running == SPOT) & ~av[rows, np.maximum(zone, 0)]
         preempt += lost
+        if observed:
+            seen_down[rows[lost], zone[lost]] = t
         running = np.where(lost, NONE, running).astype(np.int8)
         zone = np.where(lost, -1, zone)
 
-        since_h = (t - started) / 3600.0
-        pending_h = np.where(running != NONE, np.maximum(0.0, d_h - since_h), 0.0)
-        state = StepState(
-            elapsed_h=np.full(n, t / 3600.0),
-            time_left_h=np.full(n, (sc.deadline_s - t) / 3600.0),
-            work_left_h=work_total_h - done_s / 3600.0,
-            work_total_h=work_total_h,
-            horizon_h=horizon_h,
-            running=running,
-            pending_h=pending_h,
-            spot_available=np.asarray(av.any(axis=1)),
-            spot_age_h=np.where(av, age, 0.0).max(axis=1) / 3600.0,
-            step_h=step / 3600.0,
-            overhead_h=d_h,
-            price_on_demand=sc.price_on_demand,
-            price_spot=sc.price_spot,
-            margin_h=sc.margin_s / 3600.0,
-        )
-        choice = choose_market(strategy, state)
-        choice = np.where(finished, NONE, choice).astype(np.int8)
-        cur = np.where(running == SPOT, zone, -1)
-        pick = strategy.pick_zone(av, np.where(av, age, 0.0) / 3600.0, cur, last_zone)
-        launch_spot = (choice == SPOT) & ((running != SPOT) | (pick != zone))
-        launch_od = (choice == ON_DEMAND) & (running != ON_DEMAND)
-        launch = launch_spot | launch_od
-        launches += launch
-        started = np.where(launch, t, started)
-        zone = np.where(choice == SPOT, pick, -1)
-        last_zone = np.where(launch_spot, pick, np.where(launch_od, -1, last_zone))
-        running = choice
+        todo = ~finished  # windows still deciding this step
+        for _ in range(MAX_PASSES if observed else 1):
+            if observed:  # zones not refused lately, and the running one: capacity is there
+                known = t - refused_at > within_s
+                on_spot = running == SPOT
+                known[rows[on_spot], zone[on_spot]] = True
+                ages = np.where(known, t - seen_down, 0.0)
+            else:
+                known, ages = av, np.where(av, age, 0.0)
+            since_h = (t - started) / 3600.0
+            pending_h = np.where(running != NONE, np.maximum(0.0, d_h - since_h), 0.0)
+            state = StepState(
+                elapsed_h=np.full(n, t / 3600.0),
+                time_left_h=np.full(n, (sc.deadline_s - t) / 3600.0),
+                work_left_h=work_total_h - done_s / 3600.0,
+                work_total_h=work_total_h,
+                horizon_h=horizon_h,
+                running=running,
+                pending_h=pending_h,
+                spot_available=np.asarray(known.any(axis=1)),
+                spot_age_h=ages.max(axis=1) / 3600.0,
+                step_h=step / 3600.0,
+                overhead_h=d_h,
+                price_on_demand=sc.price_on_demand,
+                price_spot=sc.price_spot,
+                margin_h=sc.margin_s / 3600.0,
+            )
+            choice = choose_market(strategy, state)
+            choice = np.where(todo, choice, running).astype(np.int8)
+            cur = np.where(running == SPOT, zone, -1)
+            pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone)
+            launch_spot = (choice == SPOT) & ((running != SPOT) | (pick != zone))
+            launch_od = (choice == ON_DEMAND) & (running != ON_DEMAND)
+            # a spot launch into a zone without capacity is refused; the instance it replaces
+            # is already stopped, and the strategy is asked again (observed only: the oracle
+            # never picks such a zone)
+            refused = launch_spot & ~av[rows, np.maximum(pick, 0)]
+            refused_at[rows[refused], pick[refused]] = t
+            seen_down[rows[refused], pick[refused]] = t
+            launch_spot &= ~refused
+            launch = launch_spot | launch_od
+            launches += launch
+            started = np.where(launch, t, started)
+            keep = todo & ~refused
+            zone = np.where(refused, -1, np.where(keep, np.where(choice == SPOT, pick, -1), zone))
+            last_zone = np.where(launch_spot, pick, np.where(launch_od, -1, last_zone))
+            running = np.where(refused, NONE, np.where(keep, choice, running)).astype(np.int8)
+            todo = refused
+            if not todo.any():
+                break
 
         active = running != NONE
         pend = np.where(active, np.maximum(0.0, d_s - (t - started)), 0.0)

@@ -86,10 +86,14 @@ def simulate(
     strategy: str | None = None,
     nodes: int = 1,
     timeline: Timeline | None = None,
+    oracle: bool = False,
 ) -> dict[str, Any]:
     """Simulate ``policy`` on ``windows`` windows of the traces (one zone per trace).
 
     One window starts at the traces' start; more are drawn at random (``seed``).
+    decide() is told what a daemon can know (its own refused launches and preemptions);
+    ``oracle``: every zone's spot capacity now and how long it has lasted instead, an upper
+    bound no daemon can reach (see :mod:`provisioner.simulate.engine`).
     ``timeline``, when given, receives the first window's steps (for the plot).
     """
     n = min(t.steps(sc.step_s) for t in traces)
@@ -111,7 +115,7 @@ def simulate(
         row = run_window(
             policy, win, sc, world, strategy=strategy,
             spot_prices=None if prices is None else prices[s0 : s0 + k],
-            timeline=timeline if i == 0 else None, horizon_steps=k,
+            timeline=timeline if i == 0 else None, horizon_steps=k, observed=not oracle,
         )  # fmt: skip
         row["start_hours"] = s0 * sc.step_s / 3600.0
         rows.append(row)
@@ -127,6 +131,7 @@ def simulate(
     return {
         "policy": policy.name,
         "strategy": strategy or _strategy_name(policy),
+        "knowledge": "oracle" if oracle else "daemon",
         "traces": [t.source or t.name for t in traces],
         "zones": world.zones,
         "work_hours": sc.work_s / 3600.0,

@@ -160,7 +160,7 @@ class RecordQueries(StoreBase):
         """Current cooldowns of many jobs (expired ones are deleted), in two statements."""
         out: dict[str, dict[tuple[str, str], datetime]] = {j: {} for j in job_ids}
         with self.session() as s:
-            s.execute(delete(CooldownRow).where(CooldownRow.until < now))
+            s.execute(delete(CooldownRow).where(CooldownRow.until <= now))  # over at its end
             # the table holds only cooldowns in force: reading it whole beats a long IN list
             for r in s.scalars(select(CooldownRow)):
                 if r.job_id in out:
@@ -169,7 +169,7 @@ class RecordQueries(StoreBase):
 
     def cooldowns(self, job_id: str, now: datetime) -> dict[tuple[str, str], datetime]:
         with self.session() as s:
-            s.execute(delete(CooldownRow).where(CooldownRow.until < now))
+            s.execute(delete(CooldownRow).where(CooldownRow.until <= now))  # over at its end
             rows = s.scalars(select(CooldownRow).where(CooldownRow.job_id == job_id)).all()
             return {(r.provider, r.location): _aware(r.until) or r.until for r in rows}
 
