@@ -25,9 +25,18 @@ measuring process's peak RSS (``ru_maxrss``).
 
     .venv/bin/python benchmarks/daemon_scale.py [--jobs 1000 10000] [--passes 20]
         [--interval 5] [--decide-interval 120] [--progress-interval 10]
-        [--store postgresql+psycopg://...]
+        [--store postgresql+psycopg://...] [--baseline /tmp/old-checkout]
+
+``--baseline DIR`` measures another checkout (``git worktree add /tmp/old-checkout <commit>``)
+in the same run, before this tree at each size, with that checkout's own copy of this script
+(its code alone on the path: printed once), and ends with both warm-pass medians side by side.
 
 ``DAEMON_SCALE_PROFILE=FILE`` dumps a cProfile of the warm passes to FILE (``pstats``).
+
+Before and after the lean warm pass (issue 17), one run with ``--baseline`` (b2cbc13), 12
+warm passes, 2 cores shared with two test suites (load 5-7; CPU is the steadier figure):
+1,000 jobs 0.224 s (0.139 s CPU) before, 0.158 s (0.107 s CPU) after; 10,000 jobs 11.7 s
+(2.72 s CPU) before, 5.44 s (1.48 s CPU) after. docs/daemon.md has the table.
 
 The aims (issue #5): <= 1 s per pass and <= 300 MB at 10,000 jobs; provider calls per pass
 growing with regions, not with jobs. Launching 10,000 sandboxes takes about half a minute
@@ -40,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -310,6 +320,12 @@ def main() -> None:
         help="leave progress.json unchanged (default: rewritten every 5 s per job)",
     )
     ap.add_argument("--store", default=None, help="store URL (default: SQLite in a temp dir)")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="another checkout (a git worktree of an older commit) measured in the same run, "
+        "with its own benchmarks/daemon_scale.py",
+    )
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure:
@@ -325,7 +341,10 @@ def main() -> None:
         return
     # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the sim's sandboxes are always stopped
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    summary: list[tuple[int, str, dict[str, float]]] = []
     for n in args.jobs:
+        if args.baseline:
+            summary.append((n, "baseline", _baseline(Path(args.baseline).resolve(), n, args)))
         with tempfile.TemporaryDirectory(prefix="daemon-scale-") as tmp:
             work = Path(tmp)
             url = args.store or f"sqlite:///{work / 'store.db'}"
@@ -357,6 +376,63 @@ def main() -> None:
                 raise SystemExit(out.returncode)
             res = json.loads(out.stdout.strip().splitlines()[-1])
             _print(n, res)
+            warm = res["passes"][1:] or res["passes"]
+            summary.append(
+                (
+                    n,
+                    "this tree",
+                    {
+                        "wall": statistics.median(r["seconds"] for r in warm),
+                        "cpu": statistics.median(r["cpu_s"] for r in warm),
+                    },
+                )
+            )
+    if args.baseline:
+        print("warm pass, median of the warm passes (wall / CPU of the measuring process):")
+        for n, tree, fig in summary:
+            print(f"  {n:>6} jobs  {tree:<10} {fig['wall']:.3f} s / {fig['cpu']:.3f} s CPU")
+
+
+#: Printed by an older checkout's daemon_scale.py: the warm pass's median wall and CPU time.
+_WARM = re.compile(r"warm pass\s+median ([0-9.]+) s")
+_CPU = re.compile(r"CPU time of the pass\s+median ([0-9.]+) s")
+
+
+def _baseline(tree: Path, n: int, args: argparse.Namespace) -> dict[str, float]:
+    """Run another checkout's own benchmark for N jobs, its code alone on the path: cwd and
+    PYTHONPATH point at that tree (ahead of this tree's editable install); its measuring
+    process inherits both, and its sim client starts the sim server with its own root first
+    on PYTHONPATH. The module files it imports are printed once, as evidence."""
+    env = {k: v for k, v in os.environ.items() if k != "DAEMON_SCALE_PROFILE"}
+    env["PYTHONPATH"] = str(tree)
+    check = (
+        "import importlib.util as u;"
+        "print('  baseline imports', *(u.find_spec(m).origin for m in "
+        "('provisioner', 'providers.sim.client', 'providers.sim')))"
+    )
+    subprocess.run([sys.executable, "-c", check], env=env, cwd=tree, check=True)
+    argv = [sys.executable, str(tree / "benchmarks" / "daemon_scale.py"), "--jobs", str(n)]
+    argv += ["--passes", str(args.passes), "--interval", str(args.interval)]
+    for flag, value in (
+        ("--decide-interval", args.decide_interval),
+        ("--progress-interval", args.progress_interval),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    if not args.agents:
+        argv.append("--no-agents")
+    if args.store:
+        argv += ["--store", args.store]
+    print(f"baseline ({tree}):", flush=True)
+    out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=False)
+    print(out.stdout, end="", flush=True)
+    if out.returncode != 0:
+        print(out.stderr[-4000:])
+        raise SystemExit(out.returncode)
+    wall, cpu = _WARM.search(out.stdout), _CPU.search(out.stdout)
+    if wall is None or cpu is None:
+        raise SystemExit("the baseline printed no warm-pass figures")
+    return {"wall": float(wall.group(1)), "cpu": float(cpu.group(1))}
 
 
 def _reset(url: str) -> None:

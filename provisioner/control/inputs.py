@@ -208,10 +208,24 @@ def observations(
     return Observations(
         instances=tuple(instances),
         interruptions=tuple(interruptions),
-        candidates=tuple(plan.placements),
+        candidates=_candidates(plan),
         capacity_errors=errors,
         spot_up_since=spot_up_since(spot, outages(attempts), job.submitted_at),
     )
+
+
+#: plan -> its placements as one tuple, the same object each time (decide() keeps what it
+#: checks of a candidate list by the list's identity; plans are shared and kept a minute)
+_CANDIDATES: dict[int, tuple[Plan, tuple[Placement, ...]]] = {}
+
+
+def _candidates(plan: Plan) -> tuple[Placement, ...]:
+    got = _CANDIDATES.get(id(plan))
+    if got is None or got[0] is not plan:
+        if len(_CANDIDATES) > 1_000:
+            _CANDIDATES.clear()
+        got = _CANDIDATES[id(plan)] = (plan, tuple(plan.placements))
+    return got[1]
 
 
 def candidate_plan(

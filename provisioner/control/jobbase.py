@@ -92,6 +92,7 @@ class JobMemo:
     live: frozenset[str] = frozenset()  # live instances when progress was read
     instances: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # recorded states
     checkpoints: Any = None  # the job's CheckpointStore (fsspec filesystem resolved once)
+    progress_file: str | None = None  # its progress.json, where the store is a local path
     job: JobRow | None = None  # the job's row as this process last read and wrote it
     version: int | None = None  # its version when read (another writer moves it)
     attempts: list[AttemptRow] = field(default_factory=list)
@@ -100,11 +101,14 @@ class JobMemo:
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
     watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
+    #: what a pass that only waited saw (job row, attempts, instances, progress fields): the
+    #: next pass that sees the same skips what cannot change (see JobRunner._unchanged)
+    steady: tuple[Any, ...] | None = None
 
     def forget(self) -> None:
         """Read the job, decide and read progress afresh next pass (after an error)."""
         self.fingerprint = self.decided_at = self.progress_at = None
-        self.job = self.version = None
+        self.job = self.version = self.steady = None
 
 
 class JobPassBase:
@@ -135,7 +139,14 @@ class JobPassBase:
         self.memo = memo or JobMemo()
         self._sent: list[Instance] = []  # instances launched by this step
         self.plan: Plan | None = None  # the plan decide() chose from this step
-        self.log = JobLog(log, self)
+        self._log: JobLog | None = None
+
+    @property
+    def log(self) -> JobLog:
+        """The job's logger (made when first used: most passes log nothing)."""
+        if self._log is None:
+            self._log = JobLog(log, self)
+        return self._log
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -207,8 +218,9 @@ class JobPassBase:
         """The job's spend so far: ended attempts as billed, running ones billed to now."""
         total = 0.0
         for a in self.attempts:
-            if a.state in ("running",) and a.launched_at is not None:
-                total += billed_cost(a.provider, a.price_per_hour, a.launched_at, self.now)
+            at = a.launched_at
+            if at is not None and a.state == "running":
+                total += billed_cost(a.provider, a.price_per_hour, at, self.now)
             else:
                 total += a.cost_usd
         return total

@@ -48,7 +48,8 @@ class JobRunner(Launching, ProgressReading):
             self.log.warning("job %s: %s; leaving it to its new owner", self.job.id, exc)
 
     def _step(self, seen: list[Instance], report: PassReport) -> None:
-        job = self.job
+        job, memo = self.job, self.memo
+        steady, memo.steady = memo.steady, None
         self.record_instances(seen)
         live = [i for i in seen if i.state.alive]
         reads = self.memo.progress_at
@@ -66,6 +67,11 @@ class JobRunner(Launching, ProgressReading):
         if not job.cancel_requested and watch(self, progress, live, report):
             self.settle(updates)
             return
+        if steady is not None and self._unchanged(steady, seen, progress):
+            # what the last pass saw, and it only waited: nothing to record, no decision due
+            memo.steady = steady
+            self.settle(updates)
+            return
         seen = self.observe_attempt(seen, progress, report)
         live = [i for i in seen if i.state.alive]
 
@@ -79,9 +85,8 @@ class JobRunner(Launching, ProgressReading):
         # Decide and act. Unchanged inputs since a decision that only waited: decide again
         # only when due (once per ``decide_every``; what changes with time alone: slack,
         # spend against the budget), and only while an instance runs the job.
-        memo = self.memo
-        steady = bool(live) and self.env.decide_every > timedelta(0)
-        fp = self.fingerprint(seen, progress) if steady else None
+        waits = bool(live) and self.env.decide_every > timedelta(0)
+        fp = self.fingerprint(seen, progress) if waits else None
         if fp is not None and memo.decided_at is None and self.running_as_recorded(live):
             # First sight of a job that runs as its store says (a restart, a takeover): it was
             # decided before; its turn comes within ``decide_every``, like every other's.
@@ -91,6 +96,8 @@ class JobRunner(Launching, ProgressReading):
             and fp == memo.fingerprint
             and not self.due(memo.decided_at, self.env.decide_every)
         ):
+            if self.running_as_recorded(live) and self._cooldowns == {}:
+                memo.steady = self._steady_key(seen, progress)
             self.settle(updates)
             return
         memo.fingerprint = None
@@ -184,25 +191,57 @@ class JobRunner(Launching, ProgressReading):
 
     def fingerprint(self, seen: list[Instance], progress: dict[str, Any] | None) -> tuple[Any, ...]:
         """Everything decide() reads that changes other than with the clock."""
+        cur, job = self.current, self.job
+        p = progress or {}
+        iid = None if cur is None else cur.instance_id
+        shown = [
+            (i.id, i.state.value, i.market.value)
+            for i in seen
+            if i.state.alive or (cur is not None and i.id == iid)
+        ]
+        if len(shown) > 1:
+            shown.sort()
+        notes = self.interruptions
+        return (
+            job.state,
+            job.restarts,
+            job.cancel_requested,
+            None if cur is None else (cur.attempt, cur.state, iid, cur.launched_at, cur.ended_at),
+            tuple(shown),
+            tuple(sorted((x.instance_id, x.kind) for x in notes)) if notes else (),
+            (p.get("state"), p.get("attempt"), p.get("last_checkpoint"), p.get("total_steps")),
+            tuple(sorted(self.cooldowns())),
+        )
+
+    def _steady_key(self, seen: list[Instance], progress: dict[str, Any] | None) -> tuple[Any, ...]:
+        p = progress or {}
+        fields = (p.get("state"), p.get("attempt"), p.get("last_checkpoint"), p.get("total_steps"))
+        return (self.job, self.attempts, len(self.attempts), tuple(seen), fields)
+
+    def _unchanged(
+        self, steady: tuple[Any, ...], seen: list[Instance], progress: dict[str, Any] | None
+    ) -> bool:
+        """Whether this pass sees what the last one saw when it only waited (its fingerprint
+        matched, the job ran as recorded, no cooldown, no interruption): the same job row and
+        attempts (a write re-reads the row; any other step clears the memo), the same
+        instances, field for field, the same progress fields that decide() reads, and no
+        decision due. Then the observation and the fingerprint would come out the same."""
+        job, attempts, n, instances, fields = steady
         cur = self.current
         p = progress or {}
         return (
-            self.job.state,
-            self.job.restarts,
-            self.job.cancel_requested,
-            None
-            if cur is None
-            else (cur.attempt, cur.state, cur.instance_id, cur.launched_at, cur.ended_at),
-            tuple(
-                sorted(
-                    (i.id, i.state.value, i.market.value)
-                    for i in seen
-                    if i.state.alive or (cur is not None and i.id == cur.instance_id)
-                )
-            ),
-            tuple(sorted((x.instance_id, x.kind) for x in self.interruptions)),
-            (p.get("state"), p.get("attempt"), p.get("last_checkpoint"), p.get("total_steps")),
-            tuple(sorted(self.cooldowns())),
+            job is self.job
+            and attempts is self.attempts
+            and n == len(attempts)
+            and cur is not None
+            and cur.state == "running"
+            and not self.interruptions
+            and self._cooldowns == {}
+            and self.env.decide_every > timedelta(0)
+            and instances == tuple(seen)
+            and fields
+            == (p.get("state"), p.get("attempt"), p.get("last_checkpoint"), p.get("total_steps"))
+            and not self.due(self.memo.decided_at, self.env.decide_every)
         )
 
     def running_as_recorded(self, live: list[Instance]) -> bool:

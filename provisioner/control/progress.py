@@ -22,16 +22,22 @@ class ProgressReading(JobPassBase):
     def read_progress(self) -> dict[str, Any] | None:
         from provisioner.agent.store import CheckpointStore
 
+        memo = self.memo
         try:
-            store = self.memo.checkpoints
-            if store is None:
-                store = self.memo.checkpoints = CheckpointStore(self.checkpoint_uri(), self.job.id)
-            if store.local:  # the same file, without fsspec's per-call overhead (10,000 jobs)
+            if memo.progress_file is None:
+                store = memo.checkpoints
+                if store is None:
+                    store = memo.checkpoints = CheckpointStore(self.checkpoint_uri(), self.job.id)
+                if store.local:  # the same file, without fsspec's per-call overhead
+                    memo.progress_file = str(Path(store.path("progress.json")))
+            if memo.progress_file is not None:
                 try:
-                    doc = json.loads(Path(store.path("progress.json")).read_bytes())
+                    with open(memo.progress_file, "rb") as f:
+                        doc = json.loads(f.read())
                 except (OSError, ValueError):
                     return None
                 return doc if isinstance(doc, dict) else None
+            store = memo.checkpoints
             got: dict[str, Any] | None = store.read_json("progress.json")
             return got
         except Exception as exc:  # an unreachable checkpoint store must not stop the pass

@@ -347,12 +347,13 @@ class Reconciler:
                     memo=memo,
                     interruptions=notices.get(job.id, []),
                 )
-                jlog = job_log(job)
                 try:
                     runner.step(by_job.get(job.id, []), report)
                 except GuardViolation as exc:
                     report.errors += 1
-                    jlog.error("job %s: refused a launch that breaks a rule: %s", job.id, exc)
+                    job_log(job).error(
+                        "job %s: refused a launch that breaks a rule: %s", job.id, exc
+                    )
                     self.store.add_event(job.id, "guard", f"launch refused: {exc}", at=now)
                 except ProviderError as exc:
                     report.errors += 1
@@ -370,9 +371,11 @@ class Reconciler:
                     report.errors += 1
                     memo.forget()
                     if is_store_error(exc):  # locked or full: writing an event would fail too
-                        jlog.warning("job %s: the store is unavailable (%s)", job.id, describe(exc))
+                        job_log(job).warning(
+                            "job %s: the store is unavailable (%s)", job.id, describe(exc)
+                        )
                         continue
-                    jlog.exception("job %s: step failed; the next pass retries", job.id)
+                    job_log(job).exception("job %s: step failed; the next pass retries", job.id)
                     with contextlib.suppress(Exception):
                         self.store.add_event(job.id, "error", f"step failed: {exc!r}", at=now)
             try:

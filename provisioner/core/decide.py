@@ -397,19 +397,41 @@ def _options(
     spot: list[Placement] = []
     avail: list[bool] = []
     od: list[Placement] = []
-    seen: set[tuple[str, str, str, Market]] = set()
-    for p in obs.candidates:
-        key = _key(p)
-        if key in seen or launchable(job.policy, p) is not None:
-            continue
-        seen.add(key)
+    for key, p in _launchable(job.policy, obs.candidates):
         if p.market is Market.SPOT:  # a cooldown keeps spot away; on-demand is not preempted
             until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
-            spot.append(_capped(job.policy, p))
+            spot.append(p)  # capped already (_launchable)
             avail.append(key not in busy and (until is None or cooldown_over(until, now)))
         elif key not in busy:
             od.append(p)
     return spot, np.asarray(avail, dtype=bool), od
+
+
+#: (policy, candidates) -> the launchable candidates, spot ones capped: a pure function of
+#: the two (both immutable), kept by their identity because the caller hands the same objects
+#: again (policies parsed once, plans shared): no I/O, no clock, only a bounded memo.
+_Checked = list[tuple[tuple[str, str, str, Market], Placement]]
+_CHECKED: dict[tuple[int, int], tuple[Policy, Sequence[Placement], _Checked]] = {}
+
+
+def _launchable(policy: Policy, candidates: Sequence[Placement]) -> _Checked:
+    """The candidates that may be launched for ``policy`` (first of each key), spot ones with
+    their effective bid cap."""
+    got = _CHECKED.get((id(policy), id(candidates)))
+    if got is not None and got[0] is policy and got[1] is candidates:
+        return got[2]
+    out: _Checked = []
+    seen: set[tuple[str, str, str, Market]] = set()
+    for p in candidates:
+        key = _key(p)
+        if key in seen or launchable(policy, p) is not None:
+            continue
+        seen.add(key)
+        out.append((key, _capped(policy, p) if p.market is Market.SPOT else p))
+    if len(_CHECKED) > 1_000:
+        _CHECKED.clear()
+    _CHECKED[(id(policy), id(candidates))] = (policy, candidates, out)
+    return out
 
 
 def _budget_out(policy: Policy, alive: Sequence[Instance], what: str) -> list[Action]:
