@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -65,9 +65,12 @@ from provisioner.core import strategies as st
 from provisioner.core.models import Instance, InstanceState, Market, Placement
 from provisioner.core.rules import (
     budget_spent,
+    capped,
     fits_budget,
     launch_price,
     launchable,
+    launchable_candidates,
+    placement_key,
     region_allowed,
     spot_cap,
 )
@@ -178,8 +181,7 @@ def _loc(p: Placement) -> Location:
     return (p.offer.provider, p.offer.location)
 
 
-def _key(p: Placement) -> tuple[str, str, str, Market]:
-    return (p.offer.provider, p.offer.location, p.offer.instance_type, p.market)
+_key = placement_key
 
 
 def _describe(p: Placement) -> str:
@@ -194,11 +196,7 @@ def _strategy_for(job: JobView, name: str | None) -> Strategy:
     )
 
 
-def _capped(policy: Policy, p: Placement) -> Placement:
-    """The spot placement with the effective bid cap it is sent with (None: no cap at all,
-    the cloud's market price)."""
-    cap = spot_cap(policy, p)
-    return replace(p, bid_cap_per_hour=cap if math.isfinite(cap) else None)
+_capped = capped
 
 
 def _stop_all(alive: Sequence[Instance], reason: str) -> list[Action]:
@@ -397,7 +395,7 @@ def _options(
     spot: list[Placement] = []
     avail: list[bool] = []
     od: list[Placement] = []
-    for key, p in _launchable(job.policy, obs.candidates):
+    for key, p in launchable_candidates(job.policy, obs.candidates):
         if p.market is Market.SPOT:  # a cooldown keeps spot away; on-demand is not preempted
             until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
             spot.append(p)  # capped already (_launchable)
@@ -405,33 +403,6 @@ def _options(
         elif key not in busy:
             od.append(p)
     return spot, np.asarray(avail, dtype=bool), od
-
-
-#: (policy, candidates) -> the launchable candidates, spot ones capped: a pure function of
-#: the two (both immutable), kept by their identity because the caller hands the same objects
-#: again (policies parsed once, plans shared): no I/O, no clock, only a bounded memo.
-_Checked = list[tuple[tuple[str, str, str, Market], Placement]]
-_CHECKED: dict[tuple[int, int], tuple[Policy, Sequence[Placement], _Checked]] = {}
-
-
-def _launchable(policy: Policy, candidates: Sequence[Placement]) -> _Checked:
-    """The candidates that may be launched for ``policy`` (first of each key), spot ones with
-    their effective bid cap."""
-    got = _CHECKED.get((id(policy), id(candidates)))
-    if got is not None and got[0] is policy and got[1] is candidates:
-        return got[2]
-    out: _Checked = []
-    seen: set[tuple[str, str, str, Market]] = set()
-    for p in candidates:
-        key = _key(p)
-        if key in seen or launchable(policy, p) is not None:
-            continue
-        seen.add(key)
-        out.append((key, _capped(policy, p) if p.market is Market.SPOT else p))
-    if len(_CHECKED) > 1_000:
-        _CHECKED.clear()
-    _CHECKED[(id(policy), id(candidates))] = (policy, candidates, out)
-    return out
 
 
 def _budget_out(policy: Policy, alive: Sequence[Instance], what: str) -> list[Action]:

@@ -20,6 +20,8 @@ Checks:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 
 from policies.model import Policy
 from provisioner.core.models import Market, Placement
@@ -158,3 +160,43 @@ def launch_violation(policy: Policy, placement: Placement, spent_usd: float) -> 
         if placement.bid_cap_per_hour is not None and placement.bid_cap_per_hour > cap + EPS_USD:
             return "the bid sent would exceed the policy's cap"
     return None
+
+
+def placement_key(p: Placement) -> tuple[str, str, str, Market]:
+    """What makes two placements the same launch: provider, location, type and market."""
+    return (p.offer.provider, p.offer.location, p.offer.instance_type, p.market)
+
+
+def capped(policy: Policy, p: Placement) -> Placement:
+    """The spot placement with the effective bid cap it is sent with (None: no cap at all,
+    the cloud's market price)."""
+    cap = spot_cap(policy, p)
+    return replace(p, bid_cap_per_hour=cap if math.isfinite(cap) else None)
+
+
+#: (policy, candidates) -> the launchable candidates, spot ones capped: a pure function of
+#: the two (both immutable), kept by their identity because the caller hands the same objects
+#: again (policies parsed once, plans shared): no I/O, no clock, only a bounded memo that holds
+#: the objects it is keyed by (so an id is never reused while its entry lives).
+_Checked = list[tuple[tuple[str, str, str, Market], Placement]]
+_CHECKED: dict[tuple[int, int], tuple[Policy, Sequence[Placement], _Checked]] = {}
+
+
+def launchable_candidates(policy: Policy, candidates: Sequence[Placement]) -> _Checked:
+    """The candidates that may be launched for ``policy`` (the first of each key), spot ones
+    with their effective bid cap."""
+    got = _CHECKED.get((id(policy), id(candidates)))
+    if got is not None and got[0] is policy and got[1] is candidates:
+        return got[2]
+    out: _Checked = []
+    seen: set[tuple[str, str, str, Market]] = set()
+    for p in candidates:
+        key = placement_key(p)
+        if key in seen or launchable(policy, p) is not None:
+            continue
+        seen.add(key)
+        out.append((key, capped(policy, p) if p.market is Market.SPOT else p))
+    if len(_CHECKED) > 1_000:
+        _CHECKED.clear()
+    _CHECKED[(id(policy), id(candidates))] = (policy, candidates, out)
+    return out
