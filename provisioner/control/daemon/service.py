@@ -209,6 +209,8 @@ class Daemon:
                 # alive before claiming: the other replicas count us in their shares
                 heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
                 report = self.reconciler.run_pass()
+                # alive after the pass too: a long pass must not read as a dead replica
+                heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
             except Exception as exc:
                 from provisioner.control.passguard import describe, is_store_error
 
@@ -220,7 +222,6 @@ class Daemon:
                 else:
                     log.exception("reconcile pass failed; the next pass retries")
                 return
-            heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
             self.passes += 1
             m = self.metrics
             m.pass_seconds.observe(time.perf_counter() - t0)
