@@ -181,9 +181,6 @@ def _loc(p: Placement) -> Location:
     return (p.offer.provider, p.offer.location)
 
 
-_key = placement_key
-
-
 def _describe(p: Placement) -> str:
     o = p.offer
     return f"{p.market.value} {o.provider}:{o.location} {o.instance_type} ${launch_price(p):.4g}/h"
@@ -194,9 +191,6 @@ def _strategy_for(job: JobView, name: str | None) -> Strategy:
     return st.get_strategy(
         name or job.strategy or by_market.get(job.policy.market, st.DEFAULT_STRATEGY)
     )
-
-
-_capped = capped
 
 
 def _stop_all(alive: Sequence[Instance], reason: str) -> list[Action]:
@@ -335,9 +329,12 @@ def decide(
     if keep is not None:
         running = SPOT if keep.market is Market.SPOT else ON_DEMAND
         if running == SPOT and cur is not None and keep.id == cur.instance_id:
-            cur_i = next((i for i, p in enumerate(spot) if _key(p) == _key(cur.placement)), -1)
+            cur_i = next(
+                (i for i, p in enumerate(spot) if placement_key(p) == placement_key(cur.placement)),
+                -1,
+            )
             if cur_i < 0 and launchable(policy, cur.placement) is None:
-                spot.append(_capped(policy, cur.placement))
+                spot.append(capped(policy, cur.placement))
                 cur_i, avail = len(spot) - 1, np.append(avail, True)
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
