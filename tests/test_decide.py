@@ -181,16 +181,19 @@ def test_preemption_cools_the_zone_and_relaunches_elsewhere() -> None:
 
 
 def test_interruption_notice_waits_for_the_checkpoint() -> None:
+    """A notice too short for a replacement to boot (GCP's, Azure's 30 s): wait it out (a
+    longer one is overlapped: tests/test_decide_overlap.py)."""
     cur, inst = running(1)
     note = Interruption(
-        "i-1", "aws", "us-east-1a", "notice", NOW, deadline=NOW + timedelta(minutes=2)
+        "i-1", "aws", "us-east-1a", "notice", NOW, deadline=NOW + timedelta(seconds=30)
     )
     out = decide(
         job(current=cur, attempt=1),
         Observations(instances=(inst,), interruptions=(note,), candidates=cands("us-east-1a")),
         NOW,
     )
-    assert isinstance(out[-1], Wait) and out[-1].until == NOW + timedelta(minutes=2)
+    assert isinstance(out[-1], Wait) and out[-1].until == NOW + timedelta(seconds=30)
+    assert not any(isinstance(a, Launch | Terminate) for a in out)
 
 
 def test_finish_terminates_and_finishes() -> None:

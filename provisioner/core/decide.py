@@ -24,7 +24,8 @@ Output: actions, to be carried out in order (the executor does nothing else):
 * :class:`Terminate` (instance id, reason): stop an instance; its attempt ends (``preempted``
   when the reason says so, else ``ended``), billed to that moment;
 * :class:`CoolDown` (provider, location, until): keep spot away from a zone a while;
-* :class:`Launch` (placement, attempt, reason): a new attempt;
+* :class:`Launch` (placement, attempt, reason, replaces): a new attempt; ``replaces`` names
+  the instance under notice it overlaps (None: nothing alive is left running beside it);
 * :class:`Wait` (until or None, reason): nothing to do now;
 * :class:`Backoff` (until, reason): hold off launches after failures another offer would
   not cure (auth, invalid request, transient errors past their retries);
@@ -33,11 +34,15 @@ Output: actions, to be carried out in order (the executor does nothing else):
 * :class:`Fail` (reason): the job cannot go on (restarts or budget exhausted, its command
   failed): the job ends ``failed``.
 
-Order of the rules: cancel; the agent's exit (done: Finish; failed: Fail); launch backoff;
-an interruption notice; the work covered by checkpoints; the total budget; time windows; an
+Order of the rules: a notice long enough to overlap (the rules below, as if the instance
+under notice were gone: a Launch or nothing); cancel; the agent's exit (done: Finish;
+failed: Fail); launch backoff; an interruption notice (wait); the work covered by checkpoints; the total budget; time windows; an
 attempt launched but not yet reported; restarts exhausted; then the strategy's market choice.
 :class:`Terminate` always precedes a :class:`Launch` in the same list when an instance is alive, so a job never has two live
-instances; every :class:`Launch` names why that placement (the audit event).
+instances, but for one exception: overlap on notice (:mod:`provisioner.core.overlap`), a
+Launch with ``replaces`` set while the instance under notice checkpoints, at most one extra
+instance, terminated as soon as its checkpoint is in; every :class:`Launch` names why that
+placement (the audit event).
 
 Guarantees (property-tested in ``tests/test_decide.py``): a Launch is never above the bid
 cap (the placement's or the policy's) nor ``budget.max_price_per_hour``, never outside the
@@ -53,14 +58,15 @@ estimate there is nothing to pace against: spot when there is capacity, else on-
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import numpy as np
 
 from policies.model import MarketChoice, Policy
+from provisioner.core import overlap as ov
+from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
 from provisioner.core.models import Instance, InstanceState, Market, Placement
 from provisioner.core.rules import (
@@ -74,7 +80,7 @@ from provisioner.core.rules import (
     region_allowed,
     spot_cap,
 )
-from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy
+from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, Strategy
 from provisioner.core.views import (
     AgentReport,
     AttemptView,
@@ -121,6 +127,7 @@ class Launch:
     placement: Placement  # bid_cap_per_hour is the effective cap for spot
     attempt: int
     reason: str
+    replaces: str | None = None  # overlap: the instance under notice this one takes over from
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +217,9 @@ class _Now:
 def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
     """One live instance at most; a preempted attempt cools its zone down."""
     mine = [i for i in obs.instances if i.job_id in (None, job.id)]
-    alive = [i for i in mine if i.state.alive]
+    drains = ov.draining(job, [i for i in mine if i.state.alive], obs.interruptions, now)
+    held = {x.instance.id for x in drains}  # under notice, replacement in flight: kept
+    alive = [i for i in mine if i.state.alive and i.id not in held]
     cur = job.current
     ours = [i for i in alive if cur is not None and i.id == cur.instance_id]
     newest = sorted(alive, key=lambda i: (i.attempt or 0, i.id))[-1:]
@@ -219,6 +228,10 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
     out = _Now(
         [d for d in dupes if keep is None or d.instance_id != keep.id], keep, dict(job.cooldowns)
     )
+    for x in drains:
+        if x.landed:
+            done = f"attempt {cur.attempt if cur else '?'} takes over"
+            out.actions.append(Terminate(x.instance.id, f"preempted: checkpoint in; {done}"))
     hits = [x for x in obs.interruptions if keep is not None and x.instance_id == keep.id]
     lost_at: datetime | None = None
     if cur is not None:
@@ -237,7 +250,7 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
         if not cooldown_over(until, now) and (before is None or before < until):
             out.actions.append(CoolDown(loc[0], loc[1], until, "preempted: avoid the zone a while"))
             out.cooled[loc] = until
-    notices = [x.deadline or x.at + timedelta(minutes=2) for x in hits if x.kind == "notice"]
+    notices = [ov.notice_deadline(x) for x in hits if x.kind == "notice"]
     if notices and out.keep is not None:
         out.notice_until = min(notices)
     return out
@@ -319,6 +332,34 @@ def decide(
 ) -> list[Action]:
     """What to do for ``job`` now. See the module docstring for the contract."""
     t = _triage(job, obs, now)
+    if t.keep is not None and ov.worth_overlapping(job, t.keep, t.notice_until, now):
+        went = _hand_over(job, t, now)
+        out = _decide_on(job, obs, now, went, strategy)
+        new = [a for a in out if isinstance(a, Launch)]
+        if len(new) == 1 and all(isinstance(a, Launch | CoolDown | Terminate) for a in out):
+            why = f"; overlapping the notice of {t.keep.id}"
+            over = replace(new[0], replaces=t.keep.id, reason=new[0].reason + why)
+            return [over if a is new[0] else a for a in out]
+    return _decide_on(job, obs, now, t, strategy)
+
+
+def _hand_over(job: JobView, t: _Now, now: datetime) -> _Now:
+    """The situation as if the instance under notice were gone: its zone kept away until its
+    capacity goes (and the policy's cooldown after), so the replacement goes elsewhere."""
+    assert t.keep is not None and t.notice_until is not None
+    assert job.current is not None
+    loc = _loc(job.current.placement)
+    until = t.notice_until + job.policy.restart.zone_cooldown
+    cooled, acts = dict(t.cooled), list(t.actions)
+    if cooled.get(loc) is None or cooled[loc] < until:
+        cooled[loc] = until
+        acts.append(CoolDown(loc[0], loc[1], until, "interruption notice: replace elsewhere"))
+    return _Now(acts, None, cooled)
+
+
+def _decide_on(
+    job: JobView, obs: Observations, now: datetime, t: _Now, strategy: str | None
+) -> list[Action]:
     gated = _gate(job, obs, now, t)
     if gated is not None:
         return gated
@@ -338,16 +379,16 @@ def decide(
                 cur_i, avail = len(spot) - 1, np.append(avail, True)
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
-    ages = _ages(obs, now, spot, avail)
+    ages = sv.ages(obs, now, spot, avail)
     strat = _strategy_for(job, strategy)
-    state = _state(job, now, running, spot, avail, od, ages)
+    state = sv.state(job, now, running, spot, avail, od, ages)
     wish = int(np.asarray(strat.want(state))[0])
     choice = int(st.choose_market(strat, state)[0])
     if job.deadline is None or job.work_total_h is None:
         choice = st.unpaced_choice(strat, state, bool(od))
     if choice == ON_DEMAND and not od:
         choice = SPOT if avail.any() else NONE
-    why = _why(strat, state, wish, choice)
+    why = sv.why(strat, state, wish, choice)
     if choice == NONE:
         return [*t.actions, *_stop_all(alive, f"waiting: {why}"), Wait(None, f"waiting: {why}")]
     if choice == SPOT:
@@ -407,70 +448,3 @@ def _budget_out(policy: Policy, alive: Sequence[Instance], what: str) -> list[Ac
     if policy.budget.on_exhausted == "stop":
         return [*stop, Fail(f"budget exhausted: {what}")]
     return [*stop, Wait(None, f"budget exhausted: {what}; paused")]
-
-
-def _ages(obs: Observations, now: datetime, spot: list[Placement], avail: np.ndarray) -> np.ndarray:
-    """Hours each spot option's capacity has been up (0: unknown or not up)."""
-    ages = np.zeros(len(spot))
-    for i, p in enumerate(spot):
-        since = obs.spot_up_since.get(_loc(p))
-        if since is not None and avail[i]:
-            ages[i] = max(0.0, _hours(now - since))
-    return ages
-
-
-def _state(
-    job: JobView,
-    now: datetime,
-    running: int,
-    spot: list[Placement],
-    avail: np.ndarray,
-    od: list[Placement],
-    ages: np.ndarray,
-) -> StepState:
-    cur, total, deadline = job.current, job.work_total_h, job.deadline
-    pending = 0.0
-    if running != NONE and cur is not None and cur.launched_at is not None:
-        pending = max(0.0, job.changeover_h - _hours(now - cur.launched_at))
-    left_h = 1.0 if total is None else max(0.0, total - job.work_done_h)
-    if total is None or deadline is None:  # nothing to pace against: never short of time
-        time_left = horizon = math.inf
-    else:
-        time_left = _hours(deadline - now)
-        horizon = _hours(deadline - job.submitted_at)
-        if job.policy.windows:
-            wins = [(w.cron, w.duration) for w in job.policy.windows]
-            time_left = st.window_hours_left(wins, now, deadline, job.changeover_h)
-    up = [p for i, p in enumerate(spot) if avail[i]]
-    p_od = (
-        od[0].price_per_hour if od else next((p.offer.price for p in spot if p.offer.price), None)
-    )
-    return StepState.single(
-        elapsed_h=_hours(now - job.submitted_at),
-        time_left_h=time_left,
-        work_left_h=left_h,
-        work_total_h=left_h + job.work_done_h if total is None else total,
-        horizon_h=horizon,
-        running=running,
-        pending_h=pending,
-        spot_available=bool(avail.any()),
-        spot_age_h=float(ages.max()) if len(ages) else 0.0,
-        step_h=job.step_h,
-        overhead_h=job.changeover_h,
-        price_on_demand=3.06 if p_od is None else p_od,
-        price_spot=launch_price(up[0]) if up else 0.97,
-        keeps_progress=job.checkpoint_on_notice,
-    )
-
-
-def _why(strat: Strategy, s: StepState, wish: int, choice: int) -> str:
-    slack = float(s.time_left_h[0] - s.work_left_h[0] - s.pending_h[0])
-    text = (
-        f"{strat.name} chose {st.MARKET_NAMES[choice]}; work left {float(s.work_left_h[0]):.2f} h, "
-        f"time left {float(s.time_left_h[0]):.2f} h, slack {slack:.2f} h"
-    )
-    if wish != choice:
-        text += (
-            f" (wanted {st.MARKET_NAMES[wish]}: overruled by the deadline safety net or the offers)"
-        )
-    return text

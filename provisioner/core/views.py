@@ -20,6 +20,9 @@ Both fill every field below, and take the timings from the same place:
 ``JobView.agent``              the agent's last report (:class:`AgentReport`), or None
 ``JobView.cancel_requested``   the user asked to stop
 ``JobView.launch_failures``    consecutive launch failures another offer would not cure
+``JobView.boot_s``             :data:`BOOT_S` (launch to a running agent), or the provider's
+``Observations.interruptions`` notices and preemptions for the job's instances, a draining
+                               one's (overlap) included
 ``Observations.candidates``    the planner's ranked placements, both markets
 ``Observations.capacity_errors``  launches answered "no capacity" within
                                :data:`CAPACITY_ERRORS_WITHIN`
@@ -47,6 +50,11 @@ CHANGEOVER_H = 0.2
 MIN_STEP_S = 1.0
 #: How recent a "no capacity" answer must be to count as no capacity now.
 CAPACITY_ERRORS_WITHIN = timedelta(minutes=5)
+#: How long a replacement takes from its launch to a running agent (``JobView.boot_s``): an
+#: interruption notice with at least this long left is overlapped (the replacement launched
+#: during the notice, :mod:`provisioner.core.overlap`). AWS's two-minute notice is; GCP's and
+#: Azure's 30 s are not. A driver that knows better (the sim boots in about a second) says so.
+BOOT_S = 60.0
 
 
 def step_h(interval_s: float) -> float:
@@ -132,6 +140,7 @@ class JobView:
     agent: AgentReport | None = None  # what the job's agent last reported (None: nothing)
     launch_failures: int = 0  # consecutive launch failures another offer would not cure
     last_launch_failure_at: datetime | None = None  # when the latest of those failed
+    boot_s: float = BOOT_S  # launch to a running agent: a notice this long is overlapped
 
     @classmethod
     def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:

@@ -1,0 +1,91 @@
+"""Overlap on notice: the replacement launched during an interruption notice (decide()'s part).
+
+When the job's instance has a notice with at least ``JobView.boot_s`` left, decide() launches
+the replacement at once, as Karpenter does, instead of waiting for the capacity to go: a
+:class:`~provisioner.core.decide.Launch` whose ``replaces`` names the instance under notice.
+That instance is *draining* from then on: it is kept (it is not a duplicate) while its agent
+checkpoints, and terminated as soon as the checkpoint has landed (its agent reports
+``interrupted``, or a later attempt's agent reports), or when the notice runs out, whichever is
+first. Its attempt ends ``preempted`` (a restart, as if the cloud had taken it).
+
+Never more than one extra instance: a replacement is launched only for the current attempt's
+instance, never while one is in flight (a draining instance is never the one kept), and a
+replacement whose launch failed leaves the old instance the current one again (the next offer
+is tried as a replacement, not as a third instance). Pure: the daemon and the simulator both
+reach it through decide().
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from provisioner.core.models import Instance, InstanceState, Interruption
+from provisioner.core.views import AgentReport, JobView
+
+#: Agent states that say the checkpoint taken on the notice is in the checkpoint store.
+LANDED = ("interrupted", "done", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Draining:
+    """An instance under notice whose replacement is in flight."""
+
+    instance: Instance
+    until: datetime  # when its capacity goes
+    landed: bool  # its checkpoint is in (or its notice is over): terminate it now
+
+
+def notice_deadline(x: Interruption) -> datetime:
+    """When a notice's capacity goes (two minutes when it does not say)."""
+    return x.deadline or x.at + timedelta(minutes=2)
+
+
+def draining(
+    job: JobView, alive: Sequence[Instance], notices: Sequence[Interruption], now: datetime
+) -> list[Draining]:
+    """The live instances of an earlier attempt than the current one, under notice, while the
+    current attempt (their replacement) is in flight (launching or running)."""
+    cur = job.current
+    if cur is None or cur.state not in (None, InstanceState.RUNNING):
+        return []
+    agent = job.agent or AgentReport()
+    out = []
+    for inst in alive:
+        n = inst.attempt or 0
+        if inst.id == cur.instance_id or n >= cur.attempt:
+            continue
+        mine = [notice_deadline(x) for x in notices if x.instance_id == inst.id]
+        mine += [x.at for x in notices if x.instance_id == inst.id and x.kind == "preempted"]
+        if not mine:
+            continue
+        until = min(mine)
+        landed = (
+            (agent.attempt == n and agent.state in LANDED)
+            or (agent.attempt is not None and agent.attempt > n)
+            or now >= until
+        )
+        out.append(Draining(inst, until, landed))
+    return out
+
+
+def worth_overlapping(
+    job: JobView, keep: Instance | None, until: datetime | None, now: datetime
+) -> bool:
+    """Whether a notice on ``keep`` (capacity gone at ``until``) is overlapped: long enough
+    left for a replacement to boot, a restart left after this one, and ``keep`` the current
+    attempt's, or a replacement's launch failed (none in flight)."""
+    cur = job.current
+    if keep is None or until is None or cur is None:
+        return False
+    replacement_failed = (  # the launch of a replacement failed: keep is current again
+        cur.instance_id is None
+        and cur.state is InstanceState.TERMINATED
+        and (keep.attempt or 0) < cur.attempt
+    )
+    if keep.id != cur.instance_id and not replacement_failed:
+        return False
+    if job.restarts + 1 >= job.policy.restart.max_restarts:
+        return False
+    return (until - now).total_seconds() >= job.boot_s
