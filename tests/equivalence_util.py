@@ -7,8 +7,8 @@ A :class:`Case` is a policy and a spot availability trace per zone, on a grid of
 * :func:`run_daemon` runs the real thing on a virtual clock: the job is submitted to a SQLite
   store, the :class:`~provisioner.control.reconciler.Reconciler` makes one pass per step, and
   the ``sim`` provider's server (its own process) follows the same trace on its virtual clock
-  (``POST /v1/clock``) with no interruption notice (the engine preempts at the step boundary)
-  and no agent process (``run_agent=False``). The test plays the job: before each pass it
+  (``POST /v1/clock``) with the case's interruption notice (none by default: the engine
+  preempts at the step boundary) and no agent process (``run_agent=False``). The test plays the job: before each pass it
   writes ``progress.json`` to the checkpoint store as the agent would, with the engine's model
   of work (no progress during the changeover, checkpoints continuous).
 
@@ -73,6 +73,7 @@ class Case:
     policy: str  # YAML, without checkpoint (the harness adds a continuous one)
     zones: dict[str, str]  # zone -> availability (see :func:`availability`), ranked in order
     step_s: float = STEP_S
+    notice_s: float = 0.0  # the interruption notice (0: capacity goes at the step boundary)
 
     def scenario(self) -> Scenario:
         pol = parse_policy(self.policy)
@@ -85,6 +86,7 @@ class Case:
             price_on_demand=P3_2XLARGE_ON_DEMAND,
             price_spot=P3_2XLARGE_SPOT,
             checkpoint_s=0.0,
+            notice_s=self.notice_s,
         )
 
     def steps(self) -> int:
@@ -276,7 +278,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
         "seconds_per_hour": 3600.0,  # the virtual clock runs in simulated seconds
         "trace": files,
         "mtbp_hours": None,
-        "market_notice_s": 0.0,  # the engine preempts at the step boundary, with no notice
+        "market_notice_s": case.notice_s,  # as the engine: none, or one served at the step
         "notice_floor_s": 0.0,
         "run_agent": False,
         "idle_exit_s": 120.0,
@@ -311,7 +313,8 @@ def run_daemon(case: Case, tmp: Path) -> Run:
                 if job.state in FINAL_STATES:
                     break
                 live = [i for i in sim.list({TAG_JOB: job_id}) if i.state.alive]
-                agent.instance = live[-1] if live else None
+                # the oldest works: a replacement launched during a notice waits for it
+                agent.instance = min(live, key=lambda i: i.attempt or 0) if live else None
         finally:
             rec.close()
         return _daemon_run(store, sim, job_id, case.step_s, notes)

@@ -17,11 +17,12 @@ daemon reaches; :func:`test_the_oracle_knows_what_the_daemon_cannot` shows where
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.equivalence_util import Case, explain, run_daemon, run_engine
+from tests.equivalence_util import STEP_S, Case, explain, run_daemon, run_engine
 
 A, B = "us-east-1a", "us-east-1b"
 JOB = """
@@ -78,6 +79,15 @@ CASES = {
         "windows",
         job(1.5, "8h", extra='windows:\n  - cron: "0 */2 * * *"\n    duration: 1h\n'),
         {A: "U", B: "U"},
+    ),
+    # overlap on notice: A's capacity goes at step 8 with a notice of one step (as long as
+    # AWS's two minutes are to a 2-minute pass); the replacement starts in B during the notice,
+    # both billed for that step, and A is gone at 9: no step without an instance
+    "overlap": Case(
+        "overlap",
+        job(2, "12h", cooldown="30m"),
+        {A: "U8 D", B: "U"},
+        notice_s=STEP_S,
     ),
     # the budget case without a zone cooldown: after the second preemption (step 15) no zone
     # has spot; the daemon does not know it and fails at once, on the budget (the oracle would
@@ -161,6 +171,13 @@ def test_the_scenarios_show_what_they_are_named_for() -> None:
     assert runs["budget"].outcome == ("failed", 15)
     assert runs["budget-capacity-unknown"].outcome == ("failed", 15)
     assert run_engine(CASES["budget-capacity-unknown"], observed=False).outcome == ("failed", 20)
+    # the replacement launched at the notice (step 8), nothing terminated: A's capacity went
+    assert [(e.step, e.kind, e.zone) for e in runs["overlap"].effects] == [
+        (0, "launch", A),
+        (8, "launch", B),
+    ]
+    late = run_engine(replace(CASES["overlap"], notice_s=0.0))  # no notice: relaunched at 8
+    assert runs["overlap"].outcome[1] < late.outcome[1]  # finished a step sooner
     assert sum(k[0] == "terminate" for k in kinds["windows"]) >= 1
     assert sum(k[0] == "launch" for k in kinds["windows"]) >= 2
     assert runs["windows"].outcome[0] == "succeeded"

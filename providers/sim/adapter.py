@@ -99,6 +99,10 @@ class SimProvider(Provider):
 
     name: ClassVar[str] = "sim"
 
+    #: launch to a running agent, in seconds: a sandbox and a Python process (decide()'s
+    #: ``JobView.boot_s``: a notice at least this long is overlapped)
+    boot_seconds = 2.0
+
     def __init__(
         self,
         state_dir: str | os.PathLike[str] | None = None,

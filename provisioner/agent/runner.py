@@ -4,6 +4,8 @@ One loop, ticking every ``TICK_S``:
 
 1. the job still running? (its exit ends the loop);
 2. every ``spec.poll_s`` (at most 1 s): one look at the metadata service for a notice;
+0. overlap on notice: started while an earlier attempt is under notice, wait for its
+   checkpoint (its ``interrupted`` report, at most its notice) before resuming from it;
 3. a notice (or SIGTERM/SIGINT to the agent): signal the job (``spec.signal``), wait until it
    commits a new checkpoint or until ``min(grace, deadline - margin)``, upload it, report
    ``interrupted``; on Azure, approve the event so the VM goes at once;
@@ -49,6 +51,8 @@ log = logging.getLogger("provisioner.agent")
 TICK_S = 0.1
 #: Time kept back before the deadline for the upload once the job has checkpointed.
 UPLOAD_MARGIN_S = 1.0
+#: How often a replacement started during a notice looks for the old attempt's checkpoint.
+HANDOVER_POLL_S = 0.2
 #: After SIGTERM to the job (the agent is stopping), SIGKILL follows this much later.
 STOP_GRACE_S = 5.0
 
@@ -180,6 +184,35 @@ class Agent:
         log.info("resuming from checkpoint %s", name)
         return str(local)
 
+    def _await_handover(self) -> None:
+        """Overlap on notice: the controller launches this attempt while an earlier one still
+        runs under an interruption notice. Wait until that one's checkpoint is in (its
+        progress says ``interrupted``, ``done`` or ``failed``, or a later attempt reports) or
+        its notice is over, so that this attempt resumes from that checkpoint and the job never
+        runs twice at once. Without such a notice in the progress record: at once."""
+        logged = False
+        while not self._stop_reason and not self.spec.progress_uri:
+            try:
+                doc = self.store.read_json("progress.json") or {}
+            except Exception:  # unreachable: _resume() says so
+                return
+            notice = doc.get("notice") if isinstance(doc.get("notice"), dict) else None
+            earlier = int(doc.get("attempt") or 0) < self.spec.attempt
+            if not notice or not earlier or doc.get("state") in ("interrupted", "done", "failed"):
+                return
+            try:
+                deadline = datetime.fromisoformat(str(notice.get("deadline")))
+            except ValueError:
+                return
+            if deadline.tzinfo is None:
+                deadline = deadline.replace(tzinfo=UTC)
+            if _now() >= deadline + timedelta(seconds=UPLOAD_MARGIN_S):
+                return
+            if not logged:
+                log.info("attempt %s is under notice: waiting for its checkpoint", doc["attempt"])
+                logged = True
+            time.sleep(HANDOVER_POLL_S)
+
     def _env(self, resume_from: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.spec.env)
@@ -232,6 +265,7 @@ class Agent:
             d.mkdir(parents=True, exist_ok=True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        self._await_handover()
         try:
             resume_from = self._resume()
         except Exception as exc:

@@ -31,6 +31,7 @@ from provisioner.core.decide import (
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Offer, Placement
 from provisioner.core.planner import Plan, PlanContext, plan_offers
 from provisioner.core.views import (
+    BOOT_S,
     CAPACITY_ERRORS_WITHIN,
     CHANGEOVER_H,
     Location,
@@ -147,6 +148,7 @@ def job_view(
     spent_usd: float,
     cooldowns: dict[Location, datetime],
     interval_s: float,
+    boot_s: float = BOOT_S,
 ) -> JobView:
     """The job as decide() sees it (see :mod:`provisioner.core.views` for the fields)."""
     cur = attempts[-1] if attempts else None
@@ -180,6 +182,7 @@ def job_view(
         agent=agent_report(progress),
         launch_failures=failures,
         last_launch_failure_at=failed_at,
+        boot_s=boot_s,
     )
 
 

@@ -30,6 +30,7 @@ from provisioner.control.progress import ProgressReading
 from provisioner.control.records import PassReport
 from provisioner.core import decide as d
 from provisioner.core.models import Instance, InstanceState
+from provisioner.core.views import BOOT_S
 
 #: decide() calls per pass (a launch refused for capacity, or a new cooldown, asks again).
 MAX_LAUNCH_TRIES_PER_PASS = 5
@@ -73,6 +74,7 @@ class JobRunner(Launching, ProgressReading):
             self.settle(updates)
             return
         seen = self.observe_attempt(seen, progress, report)
+        self.end_replaced(seen, report)
         live = [i for i in seen if i.state.alive]
 
         # Restarts are the preempted attempts: counted, never incremented, so a crash between
@@ -189,6 +191,29 @@ class JobRunner(Launching, ProgressReading):
             self.event("lost", f"attempt {cur.attempt}: {reason}", instance=cur.instance_id)
         return seen
 
+    def end_replaced(self, seen: list[Instance], report: PassReport) -> None:
+        """End the earlier attempts still recorded running whose instance is gone: one
+        replaced after a notice (overlap), taken by the cloud or terminated by a pass that
+        died before it wrote so. Preempted when it had a notice (a restart), else ended."""
+        alive = {i.id for i in seen if i.state.alive}
+        for a in self.attempts[:-1]:
+            if a.state != "running" or not a.instance_id or a.instance_id in alive:
+                continue
+            inst = next((i for i in seen if i.id == a.instance_id), None)
+            noticed = self.store.has_event(self.job.id, "notice", a.instance_id)
+            if noticed or (inst is not None and inst.state is InstanceState.PREEMPTED):
+                self.end_attempt(a, "preempted", "replaced after an interruption notice")
+                report.restarts += 1
+                self.event(
+                    "preempted",
+                    f"attempt {a.attempt} on {a.provider}:{a.zone} gone after its notice; "
+                    f"attempt {self.job.attempt} took over",
+                    zone=a.zone,
+                    instance=a.instance_id,
+                )
+            else:
+                self.end_attempt(a, "ended", "instance gone")
+
     def fingerprint(self, seen: list[Instance], progress: dict[str, Any] | None) -> tuple[Any, ...]:
         """Everything decide() reads that changes other than with the clock."""
         cur, job = self.current, self.job
@@ -278,6 +303,7 @@ class JobRunner(Launching, ProgressReading):
             spent_usd=self.spent(),
             cooldowns=cooldowns,
             interval_s=self.env.interval_s,
+            boot_s=float(getattr(self.provider, "boot_seconds", BOOT_S)),
         )
         # kept: a launch stores the plan it was chosen from (see inputs.plan_digest)
         plan = self.plan = self.env.plan_for(job, policy, frozenset(cooldowns), now)
@@ -343,6 +369,16 @@ class JobRunner(Launching, ProgressReading):
             if a.instance_id == action.instance_id and a.state in ("launching", "running"):
                 preempted = action.reason.startswith("preempted")
                 self.end_attempt(a, "preempted" if preempted else "ended", action.reason)
+                if preempted and a is not self.current:  # overlap: the replacement runs
+                    report.restarts += 1
+                    self.event(
+                        "preempted",
+                        f"attempt {a.attempt} on {a.provider}:{a.zone} under notice: its "
+                        f"checkpoint is in, attempt {self.job.attempt} takes over; the zone is "
+                        f"cooled down for {self.policy.restart.zone_cooldown}",
+                        zone=a.zone,
+                        instance=a.instance_id,
+                    )
 
     def end_job(
         self, action: d.Finish | d.Fail | d.Cancel, report: PassReport, updates: dict[str, Any]

@@ -24,6 +24,10 @@ class InterruptionFeed:
         self.store = store
         self.last: dict[str, datetime] = {}
         self.seen: set[tuple[str, str]] = set()
+        #: notices by instance, kept while the instance is listed: a notice is served once,
+        #: but decide() reads it on every pass until the capacity goes (overlap on notice
+        #: keeps the instance under notice while its replacement starts)
+        self.notices: dict[str, Any] = {}
 
     def collect(
         self,
@@ -52,6 +56,15 @@ class InterruptionFeed:
             if job_id is None:
                 continue
             out.setdefault(job_id, []).append(it)
+            if it.kind == "notice":
+                self.notices[it.instance_id] = it
+        for iid, it in list(self.notices.items()):
+            job_id = owner.get(iid)
+            if job_id is None or it.at < now - timedelta(hours=1):
+                del self.notices[iid]  # not listed any more (gone), or long over
+                continue
+            if it not in out.get(job_id, []):
+                out.setdefault(job_id, []).append(it)
             mark = (it.instance_id, it.kind)
             if mark in self.seen:
                 continue

@@ -18,7 +18,12 @@ spot capacity in a step is reported as a capacity error, and zones with capacity
 long it has been there (since the window start at most): an upper bound no daemon can reach.
 
 A preemption loses the progress since the last checkpoint (periodic, every
-``Scenario.checkpoint_s`` of progress; a voluntary stop checkpoints first).
+``Scenario.checkpoint_s`` of progress; a voluntary stop checkpoints first). With
+``Scenario.notice_s``, capacity that goes is served a notice first (the agent checkpoints,
+the instance runs and is billed until it runs out) and decide() sees it; one long enough
+(``Scenario.boot_s``) is overlapped: the replacement's changeover runs during the notice,
+both billed, the old one's work kept until its capacity goes (an upper bound on its bill: the
+daemon terminates it as soon as its checkpoint is in).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from provisioner.core.models import (
     TAG_JOB,
     Instance,
     InstanceState,
+    Interruption,
     Market,
     Offer,
     Placement,
@@ -141,6 +147,10 @@ def run_window(
     prev = np.zeros(n_z, dtype=bool)
     after_preemption = False
     seen_down: dict[tuple[str, str], datetime] = {}  # observed: the latest outage seen
+    notice_until: datetime | None = None  # the instance's notice: its capacity goes then
+    drain: Instance | None = None  # overlap: the instance under notice, replaced
+    drain_until = start
+    notice = timedelta(seconds=sc.notice_s)
     refused: list[CapacityError] = []  # observed: launches refused for capacity
 
     for k in range(k_max):
@@ -150,9 +160,20 @@ def run_window(
         age = np.where(av & prev, age + step, 0.0)
         prev = av
         prices = spot_prices[min(k, len(spot_prices) - 1)] if spot_prices is not None else None
+        if drain is not None and now >= drain_until:  # its notice ran out: the cloud took it
+            preemptions += 1
+            restarts += 1
+            seen_down[(world.provider, drain.zone)] = drain_until
+            drain = None
         if inst is not None and inst.market is Market.SPOT:
             z = world.zones.index(inst.zone)
-            if not av[z]:  # preempted at the step boundary: lose what was not checkpointed
+            if not av[z] and notice_until is None and sc.notice_s > 0:  # the notice is served
+                notice_until = now + timedelta(seconds=sc.notice_s)
+                ckpt_s = done_s  # the agent checkpoints on it
+            if (notice_until is None and not av[z]) or (
+                notice_until is not None and now >= notice_until
+            ):  # preempted at the step boundary: lose what was not checkpointed
+                notice_until = None
                 lost_s += done_s - ckpt_s
                 done_s = ckpt_s
                 preemptions += 1
@@ -190,10 +211,16 @@ def run_window(
                 work_total_h=sc.work_s / 3600.0, work_done_h=ckpt_s / 3600.0, restarts=restarts,
                 attempt=attempt, spent_usd=cost, current=cur, cooldowns=dict(cooldowns),
                 changeover_h=sc.overhead_s / 3600.0, step_h=step_h(step),
-                checkpoint_on_notice=sc.checkpoint_s <= 0,
+                checkpoint_on_notice=sc.checkpoint_s <= 0, boot_s=sc.boot_s,
             )  # fmt: skip
+            notes = tuple(
+                Interruption(x.id, world.provider, x.zone, "notice", until - notice, until)
+                for x, until in ((drain, drain_until), (inst, notice_until))
+                if x is not None and until is not None
+            )
             obs = Observations(
-                instances=(inst,) if inst is not None else (),
+                instances=tuple(x for x in (drain, inst) if x is not None),
+                interruptions=notes,
                 candidates=cands,
                 capacity_errors=errors,
                 spot_up_since=up_since,
@@ -206,8 +233,13 @@ def run_window(
                     and action.instance_id == inst.id
                 ):
                     ckpt_s = done_s  # the agent checkpoints on a voluntary stop
-                    inst = None
+                    inst, notice_until = None, None
                     cur = _ended(cur, InstanceState.TERMINATED, now)
+                elif isinstance(action, Terminate) and drain is not None:
+                    if action.instance_id == drain.id:  # its checkpoint is in: handed over
+                        preemptions += 1
+                        restarts += 1
+                        drain = None
                 elif isinstance(action, CoolDown):
                     cooldowns[(action.provider, action.location)] = action.until
                 elif isinstance(action, Launch):
@@ -223,6 +255,8 @@ def run_window(
                             up_since = spot_up_since(locs, seen_down, start)
                         again = True
                         break
+                    if action.replaces is not None and inst is not None and notice_until:
+                        drain, drain_until, notice_until = inst, notice_until, None
                     attempt = action.attempt
                     launches += 1
                     if after_preemption:
@@ -246,12 +280,27 @@ def run_window(
         if failed:
             break
         market = NONE if inst is None else (SPOT if inst.market is Market.SPOT else ON_DEMAND)
+        busy = 0.0  # overlap: the instance under notice works on until its capacity goes
+        if drain is not None:
+            busy = max(0.0, min(step, (drain_until - now).total_seconds()))
+            work = min(busy, sc.work_s - done_s)
+            price = drain.price_per_hour or 0.0
+            if prices is not None:
+                price = float(prices[world.zones.index(drain.zone)])
+            cost += price * busy / 3600.0
+            spot_s += busy
+            spot_work += work
+            done_s += work
+            ckpt_s = done_s  # continuous on the notice; its last checkpoint hands over
         if inst is not None and cur is not None and cur.launched_at is not None:
-            pend = max(0.0, sc.overhead_s - (now - cur.launched_at).total_seconds())
-            progress = max(0.0, step - pend)
+            pend = max(0.0, sc.overhead_s - (now - cur.launched_at).total_seconds(), busy)
+            span = step
+            if notice_until is not None:  # under notice: runs until its capacity goes
+                span = max(0.0, min(step, (notice_until - now).total_seconds()))
+            progress = max(0.0, span - pend)
             remaining = sc.work_s - done_s
             ends = progress >= remaining - 1e-9
-            billed = pend + remaining if ends else step
+            billed = pend + remaining if ends else span
             progress = remaining if ends else progress
             price = cur.placement.price_per_hour
             if inst.market is Market.SPOT and prices is not None:

@@ -33,6 +33,10 @@ class Scenario:
     price_spot: float = P3_2XLARGE_SPOT
     margin_s: float = 0.0
     checkpoint_s: float = 0.0  # 0: progress is saved continuously (or on the notice)
+    #: the interruption notice: capacity that goes at a step is served a notice then and the
+    #: instance goes ``notice_s`` later (0: at once, at the step boundary)
+    notice_s: float = 0.0
+    boot_s: float = 60.0  # launch to a running agent (decide()'s JobView.boot_s)
 
     def __post_init__(self) -> None:
         if self.step_s <= 0:

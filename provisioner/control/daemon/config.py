@@ -46,7 +46,14 @@ class DaemonConfig(BaseModel):
     reconcile_interval: Annotated[timedelta, Field(description="Between reconcile passes.")] = (
         timedelta(seconds=5)
     )
-    interruption_poll_interval: Annotated[timedelta, Field()] = timedelta(seconds=5)
+    interruption_poll_interval: Annotated[
+        timedelta,
+        Field(
+            description="Between interruption polls (one call per provider in use); one that "
+            "finds a notice or a preemption starts a pass at once, or right after the pass "
+            "in flight."
+        ),
+    ] = timedelta(seconds=0.5)
     price_refresh_interval: Annotated[timedelta, Field()] = timedelta(hours=1)
     reap_interval: Annotated[timedelta, Field()] = timedelta(seconds=60)
     lease: Annotated[

@@ -1,8 +1,8 @@
 """``provisioner daemon``: the long-running controller under systemd.
 
 Periodic work runs on APScheduler (one thread pool, each job never overlapping itself):
-reconcile passes, interruption polling at each provider (an interruption triggers a pass at
-once), price refresh, orphan reaping, and the sd_notify watchdog. Signals: SIGTERM finishes
+reconcile passes, interruption polling at each provider (an interruption starts a pass at
+once, or, when one is in flight, another right after it: the "run again" flag), price refresh, orphan reaping, and the sd_notify watchdog. Signals: SIGTERM finishes
 the current pass, releases this replica's leases and exits leaving jobs running (the next
 daemon adopts their instances); SIGHUP reloads the configuration.
 
@@ -59,6 +59,9 @@ class Daemon:
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
         self.pass_lock = threading.Lock()
+        #: set by an interruption poll that found something: the pass in flight (if any)
+        #: runs again as soon as it ends (APScheduler drops a "run now" while one runs)
+        self.run_again = threading.Event()
         self.last_interruption_poll = datetime.now(UTC) - timedelta(minutes=10)
         self.store: Any = None
         self.reconciler: Any = None
@@ -199,10 +202,17 @@ class Daemon:
     # -- periodic work ------------------------------------------------------------------------
 
     def reconcile(self) -> None:
+        """One pass, and another straight after while an interruption poll asked for one
+        during it."""
+        while not self.stop_event.is_set():
+            self.run_again.clear()
+            self._reconcile_once()
+            if not self.run_again.is_set():
+                return
+
+    def _reconcile_once(self) -> None:
         from provisioner.control.store import heartbeat
 
-        if self.stop_event.is_set():
-            return
         with self.pass_lock:
             t0 = time.perf_counter()
             try:
@@ -271,8 +281,10 @@ class Daemon:
                 found += 1
                 self.metrics.interruptions.labels(provider=it.provider).inc()
         self.last_interruption_poll = now
-        if found and self.scheduler is not None:
-            self.scheduler.modify_job("reconcile", next_run_time=datetime.now(UTC))
+        if found:
+            self.run_again.set()  # the pass in flight runs again when it ends
+            if self.scheduler is not None and not self.pass_lock.locked():
+                self.scheduler.modify_job("reconcile", next_run_time=datetime.now(UTC))
 
     def refresh_prices(self) -> None:
         from providers.base import get
