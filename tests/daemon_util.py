@@ -200,9 +200,15 @@ class Watch(threading.Thread):
     """Lists the cloud's managed instances every ``every`` seconds and keeps what it saw:
     each job's live instances at every look, and every instance ever seen with its tags."""
 
-    def __init__(self, list_instances: Callable[[], Iterable[Instance]], every: float = 0.2):
+    def __init__(
+        self,
+        list_instances: Callable[[], Iterable[Instance]],
+        every: float = 0.2,
+        allowed: int = 1,
+    ):
         super().__init__(daemon=True)
         self.list_instances, self.every = list_instances, every
+        self.allowed = allowed  # live instances a job may have at once (2: overlap on notice)
         self.looks = 0
         self.errors = 0
         self.violations: list[tuple[float, str, list[str]]] = []  # (time, job, live ids)
@@ -219,7 +225,7 @@ class Watch(threading.Thread):
                 live[inst.job_id].append(inst.id)
         for job, ids in live.items():
             self.most_live[job] = max(self.most_live[job], len(ids))
-            if len(ids) > 1:
+            if len(ids) > self.allowed:
                 self.violations.append((time.time(), job, sorted(ids)))
         self.looks += 1
         return found

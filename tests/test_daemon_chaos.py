@@ -429,3 +429,126 @@ def test_sigkill_during_launch_and_recovery_on_aws_moto(tmp_path: Path, moto_ec2
     )
     store, watch, out = run_chaos(cloud, tmp_path)
     check(store, watch, out)
+
+
+# -- overlap on notice ------------------------------------------------------------------------
+
+#: Rounds of the overlap test: each serves a notice long enough to overlap (none where the
+#: round goes on from the one before), then starts a daemon that dies at the point (None: a
+#: SIGKILL after a random delay). after-adopt follows after-launch-call (the replacement's
+#: launch left unrecorded), after-preempted follows after-terminate (the instance under notice
+#: terminated, its attempt not ended).
+OVERLAP_ROUNDS: tuple[tuple[str | None, bool], ...] = (
+    ("after-attempt-row", True),
+    ("after-launch-call", True),
+    ("after-adopt", False),
+    ("after-instance-record", True),
+    ("after-terminate", True),
+    ("after-preempted", False),
+    (None, True),
+)
+OVERLAP_NOTICE_S = 10.0
+
+
+def test_sigkill_during_the_overlap_on_sim(tmp_path: Path) -> None:
+    """kill -9 during an overlap on notice, at each failpoint: never more than two instances
+    for the job during a notice, exactly one after it, no attempt launched twice, nothing
+    orphaned, and the job's result bit for bit an uninterrupted run's."""
+    from providers.sim import SimProvider
+    from tests.e2e_util import reference_result
+
+    rng = random.Random(SEED)
+    options = {
+        "state_dir": str(tmp_path / "sim"),
+        "mimic": "aws",
+        "seconds_per_hour": 3600,
+        "mtbp_hours": None,
+        "notice_floor_s": 1.0,
+        "idle_exit_s": 300,
+        "terminate_grace_s": 1.0,
+    }
+    sim = SimProvider(**options)  # type: ignore[arg-type]
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(store_url)
+    cfg = write_config(tmp_path / "daemon.yaml", store_url, providers={"sim": options})
+    steps = 1600
+    policy = write_policy(tmp_path / "policy.yaml", ckpt=tmp_path / "ckpt", steps=steps)
+    (job_id,) = submit(store, policy, 1, "sim", options)
+    watch = Watch(lambda: sim.list({TAG_MANAGED: "true"}), allowed=2)
+    log = tmp_path / "daemon.log"
+    progress = tmp_path / "ckpt" / job_id / "progress.json"
+
+    def live() -> list[Instance]:
+        return [x for x in watch.look() if x.state.alive and x.job_id == job_id]
+
+    def running_on_latest() -> bool:
+        """One live instance, the latest attempt's, its agent running the job."""
+        found, atts = live(), store.attempts(job_id)
+        try:
+            doc = json.loads(progress.read_text())
+        except (OSError, ValueError):
+            return False
+        return (
+            len(found) == 1
+            and bool(atts)
+            and found[0].attempt == atts[-1].attempt
+            and doc.get("attempt") == atts[-1].attempt
+            and doc.get("state") == "running"
+        )
+
+    met: Counter[str] = Counter()
+    overlaps = 0
+    watch.start()
+    try:
+        for point, notice in OVERLAP_ROUNDS:
+            d = DaemonProc(cfg, log).start()
+            assert d.ready(store), _tail(log)
+            assert wait_for(running_on_latest, timeout=60), _tail(log)
+            assert d.stop() == 0
+            deadline = time.monotonic()
+            if notice:
+                (inst,) = live()
+                sim.preempt(inst.id, notice_s=OVERLAP_NOTICE_S)
+                deadline += OVERLAP_NOTICE_S
+            env = {"PROVISIONER_CRASH_AT": point} if point else {}
+            d = DaemonProc(cfg, log, env).start()
+            rc = d.wait(8.0 if point else rng.uniform(1.5, 4.0))
+            if rc is None:
+                d.kill()
+                met["sigkill" if point is None else f"{point} not met"] += 1
+            else:
+                assert rc == 137, f"the daemon exited {rc} on its own:\n{_tail(log)}"
+                met[point or "?"] += 1
+            overlaps += len(live()) == 2
+            # the notice over, a daemon in charge: exactly one instance, the job running on
+            d = DaemonProc(cfg, log).start()
+            assert d.ready(store), _tail(log)
+            time.sleep(max(0.0, deadline + 2 - time.monotonic()))  # the notice over
+            assert wait_for(running_on_latest, timeout=60), (live(), _tail(log))
+            assert d.stop() == 0
+            assert not watch.violations, f"three live instances for the job: {watch.violations}"
+        d = DaemonProc(cfg, log).start()
+        assert d.ready(store), _tail(log)
+        assert wait_for(lambda: store.job(job_id).state in FINAL_STATES, timeout=240), _tail(log)  # type: ignore[union-attr]
+        assert wait_for(lambda: not [x for x in watch.look() if x.state.alive], timeout=20)
+        assert d.stop() == 0
+    finally:
+        watch.stop()
+        sim.shutdown_server(terminate_all=True)
+    attempts = store.attempts(job_id)
+    kinds = Counter(e.kind for e in store.events(job_id))
+    print(f"\noverlap chaos: {dict(met)}; attempts {[(a.attempt, a.state) for a in attempts]}")
+    print(f"events {dict(kinds)}; most live at once {watch.most_live[job_id]}")
+    for point, _ in OVERLAP_ROUNDS:
+        if point is not None:
+            assert met[point] >= 1, f"never crashed at {point} during the overlap: {met}"
+    assert not watch.violations, watch.violations
+    assert watch.most_live[job_id] == 2, "the replacements overlapped their notices"
+    check_books(store, watch.instances.values(), [job_id])
+    assert not [x.id for x in watch.instances.values() if x.state.alive], "orphans"
+    assert not [a for a in attempts if a.state in ("launching", "running")]
+    job = store.job(job_id)
+    assert job is not None and job.state == "succeeded", (job and job.state, job and job.reason)
+    notices = sum(n for _, n in OVERLAP_ROUNDS)
+    assert sum(a.state == "preempted" for a in attempts) == notices
+    assert job.result.get("params_sha256") == reference_result(steps)["params_sha256"]

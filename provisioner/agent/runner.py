@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.agent import protocol
+from provisioner.agent.handover import await_handover
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import CheckpointStore, step_of, write_text_uri
@@ -51,8 +52,6 @@ log = logging.getLogger("provisioner.agent")
 TICK_S = 0.1
 #: Time kept back before the deadline for the upload once the job has checkpointed.
 UPLOAD_MARGIN_S = 1.0
-#: How often a replacement started during a notice looks for the old attempt's checkpoint.
-HANDOVER_POLL_S = 0.2
 #: After SIGTERM to the job (the agent is stopping), SIGKILL follows this much later.
 STOP_GRACE_S = 5.0
 
@@ -98,6 +97,7 @@ class Syncer(threading.Thread):
         self.uploaded = uploaded  # name of the newest checkpoint known to be in the store
         self.uploaded_at: datetime | None = None
         self.error: str | None = None
+        self.frozen = False  # the notice's checkpoint is in: its replacement resumes from it
         self._wake = threading.Event()
         self._halt = threading.Event()
         self._idle = threading.Event()
@@ -117,7 +117,7 @@ class Syncer(threading.Thread):
 
     def sync_once(self) -> None:
         name = protocol.read_latest(self.local_dir)
-        if not name or name == self.uploaded:
+        if not name or name == self.uploaded or self.frozen:
             return
         started = time.monotonic()
         try:
@@ -185,33 +185,14 @@ class Agent:
         return str(local)
 
     def _await_handover(self) -> None:
-        """Overlap on notice: the controller launches this attempt while an earlier one still
-        runs under an interruption notice. Wait until that one's checkpoint is in (its
-        progress says ``interrupted``, ``done`` or ``failed``, or a later attempt reports) or
-        its notice is over, so that this attempt resumes from that checkpoint and the job never
-        runs twice at once. Without such a notice in the progress record: at once."""
-        logged = False
-        while not self._stop_reason and not self.spec.progress_uri:
-            try:
-                doc = self.store.read_json("progress.json") or {}
-            except Exception:  # unreachable: _resume() says so
-                return
-            notice = doc.get("notice") if isinstance(doc.get("notice"), dict) else None
-            earlier = int(doc.get("attempt") or 0) < self.spec.attempt
-            if not notice or not earlier or doc.get("state") in ("interrupted", "done", "failed"):
-                return
-            try:
-                deadline = datetime.fromisoformat(str(notice.get("deadline")))
-            except ValueError:
-                return
-            if deadline.tzinfo is None:
-                deadline = deadline.replace(tzinfo=UTC)
-            if _now() >= deadline + timedelta(seconds=UPLOAD_MARGIN_S):
-                return
-            if not logged:
-                log.info("attempt %s is under notice: waiting for its checkpoint", doc["attempt"])
-                logged = True
-            time.sleep(HANDOVER_POLL_S)
+        """Overlap on notice: wait for an earlier attempt's checkpoint (see
+        :func:`provisioner.agent.handover.await_handover`)."""
+        spec = self.spec
+        if spec.handover_from and not spec.progress_uri:
+            done = await_handover(
+                self.store, spec.handover_from, spec.handover_until, lambda: bool(self._stop_reason)
+            )
+            log.info("attempt %d %s", spec.handover_from, "handed over" if done else "gone")
 
     def _env(self, resume_from: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -407,6 +388,9 @@ class Agent:
             log.warning("%s; the last one in the store is %s", self.note, self.syncer.uploaded)
         self.state = "interrupted"
         self.pending_since = None
+        # a cloud's notice: the replacement may resume from this checkpoint at once (overlap
+        # on notice), so no later one of this attempt may replace it in the store
+        self.syncer.frozen = not self._stop_reason
         self.write_progress()
         if self.notice is not None and self.reader.acknowledge(self.notice):
             log.info("approved the %s event early", self.notice.cloud)

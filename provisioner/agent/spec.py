@@ -62,6 +62,10 @@ class AgentSpec:
     gpu_source: str = ""  # utilisation samples: "" (NVML), none, file:PATH (provisioner.probe.idle)
     gpu_sample_s: float = 30.0  # how often utilisation is sampled
     idle_threshold_pct: float | None = None  # report since when all GPUs are under this
+    #: overlap on notice: the attempt this one replaces, still under notice when it starts
+    #: (0: none); the job starts once that one's checkpoint is in, or ``handover_until``
+    handover_from: int = 0
+    handover_until: str = ""  # ISO time its capacity goes
     version: int = SPEC_VERSION
 
     def __post_init__(self) -> None:
@@ -136,6 +140,7 @@ class AgentSpec:
             raise SpecError(f"missing field(s): {', '.join(missing)}")
         values = dict(data)
         values["attempt"] = int(values["attempt"])
+        values["handover_from"] = int(values.get("handover_from") or 0)
         values["command"] = list(values["command"])
         values["env"] = {str(k): str(v) for k, v in (values.get("env") or {}).items()}
         if values.get("idle_threshold_pct") is not None:

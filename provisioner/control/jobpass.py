@@ -204,6 +204,7 @@ class JobRunner(Launching, ProgressReading):
             if noticed or (inst is not None and inst.state is InstanceState.PREEMPTED):
                 self.end_attempt(a, "preempted", "replaced after an interruption notice")
                 report.restarts += 1
+                self.env.failpoints.hit("after-preempted")
                 self.event(
                     "preempted",
                     f"attempt {a.attempt} on {a.provider}:{a.zone} gone after its notice; "

@@ -6,6 +6,8 @@ renewed right before each send so that two replicas never launch for one job."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from datetime import datetime
 
 from providers.base import ErrorKind, ProviderError
 from provisioner.control.guard import guard_launch
@@ -14,6 +16,7 @@ from provisioner.control.jobbase import JobPassBase, LeaseLost
 from provisioner.control.records import PassReport, attempt_row, instance_row
 from provisioner.control.store import AttemptRow
 from provisioner.core.models import LaunchRequest, Market, Placement
+from provisioner.core.overlap import notice_deadline
 
 
 class Launching(JobPassBase):
@@ -68,6 +71,9 @@ class Launching(JobPassBase):
             cloud=o.provider if o.provider in CLOUDS else "aws",
             checkpoint_uri=self.checkpoint_uri(),
         )
+        prev = self._replaces(row)
+        if prev is not None:  # overlap on notice: the agent waits for that one's checkpoint
+            spec = replace(spec, handover_from=prev[0], handover_until=prev[1].isoformat())
         return LaunchRequest(
             job_id=self.job.id,
             attempt=row.attempt,
@@ -81,6 +87,16 @@ class Launching(JobPassBase):
             extra_tags=dict(self.policy.tags),
             job_spec=spec.to_dict(),
         )
+
+    def _replaces(self, row: AttemptRow) -> tuple[int, datetime] | None:
+        """The earlier attempt this one overlaps (its number, when its capacity goes): one
+        still running under an interruption notice. Read from what the pass observed, so a
+        launch sent again after a crash says the same."""
+        notes = {x.instance_id: x for x in self.interruptions if x.kind == "notice"}
+        for a in reversed(self.attempts):
+            if a.attempt < row.attempt and a.state == "running" and a.instance_id in notes:
+                return a.attempt, notice_deadline(notes[a.instance_id])
+        return None
 
     def _send(self, row: AttemptRow, placement: Placement, reason: str, report: PassReport) -> bool:
         """The cloud call of an attempt whose row is written; records what came back."""

@@ -1,0 +1,259 @@
+"""Reaction to an interruption notice: a real daemon, a real job, real notices on the sim.
+
+For each notice length a ``provisioner daemon`` subprocess (its default intervals: a pass
+every 5 s, the interruption poll as configured by default in the tree it runs from) manages
+one long job (``examples/train.py``, a checkpoint every 5 s of work) on the ``sim`` provider
+(AWS's metadata format, real time). ``--count`` times, once the job has run undisturbed for a
+few seconds, the benchmark serves a notice of that length on the job's instance
+(``SimProvider.preempt``) and watches, twenty times a second, the job's progress record (the
+agent's ``progress.json``) and its own progress file on each instance (``job-progress.json``,
+written every 10 steps of 20 ms), and the sim's instances. Printed per notice length, median
+and max over the notices (seconds):
+
+* notice -> job signalled: until the agent has sent the job its checkpoint signal (its
+  progress record says ``checkpointing``);
+* preempted -> replacement launched: from the moment the capacity goes (the notice's end) to
+  the replacement's launch; negative: launched during the notice (overlap);
+* downtime: from the job's last progress on the old instance to its first on the new one;
+* checkpoint in -> resumed: from the notice's checkpoint landing in the checkpoint store (the
+  one the new attempt resumed from) to the job's first progress on the new instance: the
+  job's real downtime (the old instance's work after that checkpoint is not kept).
+
+``--tree DIR`` runs the daemon (and the agents, through it) from another checkout, e.g. main
+before overlap on notice (``git archive main | tar -x -C /tmp/base``); the sim server and
+the job are this tree's either way.
+
+    .venv/bin/python benchmarks/reaction_bench.py [--notices 30 120] [--count 3] [--tree DIR]
+    .venv/bin/python benchmarks/reaction_bench.py --quick   # one 30 s notice
+
+Measured (docs/daemon.md has the table): see there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+STEP_S = 0.02  # the job's step: its progress file moves every 10 steps (0.2 s)
+
+
+@dataclass
+class Reaction:
+    signalled_s: float | None
+    launched_after_preempt_s: float | None
+    downtime_s: float | None
+    resumed_s: float | None  # the notice's checkpoint in -> first progress after
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+class Job:
+    """What the benchmark watches of the job: its instances and progress."""
+
+    def __init__(self, sim: Any, ckpt: Path, job_id: str) -> None:
+        self.sim, self.job_id = sim, job_id
+        self.progress = ckpt / job_id / "progress.json"
+        self.work: dict[str, Path] = {}
+
+    def live(self) -> list[Any]:
+        return [i for i in self.sim.list({}) if i.state.alive and i.job_id == self.job_id]
+
+    def step_on(self, iid: str) -> int | None:
+        path = self.work.get(iid)
+        if path is None:
+            path = self.work[iid] = Path(self.sim.sandbox(iid)["sandbox"]) / "work"
+        step = _read(path / "job-progress.json").get("step")
+        return step if isinstance(step, int) else None
+
+
+def _running_steadily(job: Job, for_s: float = 3.0, timeout: float = 120.0) -> Any:
+    """The one live instance once its job has made progress for ``for_s`` seconds."""
+    end = time.monotonic() + timeout
+    first: tuple[str, int, float] | None = None
+    while time.monotonic() < end:
+        live = job.live()
+        if len(live) == 1:
+            step = job.step_on(live[0].id)
+            if step is not None:
+                if first is None or first[0] != live[0].id:
+                    first = (live[0].id, step, time.monotonic())
+                elif step > first[1] and time.monotonic() - first[2] >= for_s:
+                    return live[0]
+        time.sleep(0.1)
+    raise SystemExit("the job did not settle on one instance in time")
+
+
+def _one_notice(job: Job, notice_s: float) -> Reaction:
+    old = _running_steadily(job)
+    last_step, last_at = job.step_on(old.id), time.time()
+    t0 = time.time()
+    job.sim.preempt(old.id, notice_s=notice_s)
+    gone_at = t0 + notice_s
+    signalled = launched = first_new = landed = None
+    new_id: str | None = None
+    new_step: int | None = None
+    end = time.monotonic() + notice_s + 120
+    while time.monotonic() < end:
+        now = time.time()
+        doc = _read(job.progress)
+        state = doc.get("state") if doc.get("attempt") == old.attempt else None
+        if signalled is None and state in ("checkpointing", "interrupted"):
+            signalled = now
+        step = job.step_on(old.id)
+        if step is not None and last_step is not None and step > last_step:
+            last_step, last_at = step, now
+        for inst in job.live():
+            if inst.id != old.id and new_id is None:
+                new_id = inst.id
+                launched = inst.launched_at.timestamp() if inst.launched_at else now
+        if new_id is not None:
+            step = job.step_on(new_id)
+            if step is not None:
+                if new_step is None:
+                    new_step = step  # the first write after the resume
+                elif step > new_step:
+                    first_new = now
+                    break
+        time.sleep(0.05)
+    name = _read(job.progress).get("resumed_from")
+    if name:  # the notice's checkpoint: in the store since its file was written
+        path = job.progress.parent / "checkpoints" / str(name)
+        landed = path.stat().st_mtime if path.exists() else None
+    return Reaction(
+        None if signalled is None else signalled - t0,
+        None if launched is None else launched - gone_at,
+        None if first_new is None else first_new - last_at,
+        None if first_new is None or landed is None else first_new - landed,
+    )
+
+
+def _policy(path: Path, ckpt: Path) -> Path:
+    sys.path.insert(0, str(REPO))
+    from tests.daemon_util import write_policy
+
+    return write_policy(
+        path,
+        ckpt=ckpt,
+        steps=10_000_000,
+        step_seconds=STEP_S,
+        checkpoint_every=250,
+        cooldown="10m",
+    )
+
+
+def measure(notice_s: float, count: int, tree: Path) -> list[Reaction]:
+    from providers.sim import SimProvider
+    from provisioner.api import submit
+    from provisioner.control.store import Store
+
+    tmp = Path(tempfile.mkdtemp(prefix="reaction-"))
+    options = {
+        "state_dir": str(tmp / "sim"),
+        "mimic": "aws",
+        "seconds_per_hour": 3600,  # real time: a 120 s notice lasts 120 s
+        "mtbp_hours": None,
+        "notice_floor_s": 1.0,
+        "idle_exit_s": 600,
+        "terminate_grace_s": 1.0,
+    }
+    sim = SimProvider(**options)  # type: ignore[arg-type]
+    store_url = f"sqlite:///{tmp / 'store.db'}"
+    store = Store(store_url)
+    cfg = tmp / "daemon.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "store": store_url,
+                "providers": {"sim": options},
+                "metrics": {"enabled": False},
+                "dashboard": {"enabled": False},
+            }
+        )
+    )
+    ckpt = tmp / "ckpt"
+    _, job_id = submit(
+        _policy(tmp / "policy.yaml", ckpt), provider="sim", provider_options=options, store=store
+    )
+    env = dict(os.environ)
+    env.pop("NOTIFY_SOCKET", None)
+    env["PYTHONPATH"] = str(tree)
+    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115 - the child keeps it
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "daemon", "--config", str(cfg)],
+        cwd=tree,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    job = Job(sim, ckpt, job_id)
+    out = []
+    try:
+        for _ in range(count):
+            out.append(_one_notice(job, notice_s))
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        sim.shutdown_server(terminate_all=True)
+    return out
+
+
+def _fmt(values: list[float | None]) -> str:
+    got = [v for v in values if v is not None]
+    if not got:
+        return "      -"
+    miss = f" ({len(values) - len(got)} not seen)" if len(got) < len(values) else ""
+    return f"{statistics.median(got):7.2f} {max(got):7.2f}{miss}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--notices", type=float, nargs="+", default=[30.0, 120.0], help="seconds")
+    ap.add_argument("--count", type=int, default=3, help="notices per length")
+    ap.add_argument("--tree", type=Path, default=REPO, help="checkout the daemon runs from")
+    ap.add_argument("--quick", action="store_true", help="one 30 s notice")
+    args = ap.parse_args()
+    notices, count = ([30.0], 1) if args.quick else (args.notices, args.count)
+    if count < 1 or any(n <= 0 for n in notices):
+        ap.error("--count and --notices must be positive")
+    tree = args.tree.resolve()
+    print(f"daemon from {tree}; {count} notice(s) per length; seconds, median max")
+    print(
+        f"{'notice':>7}  {'notice->signalled':>17}  {'preempted->launch':>17}  "
+        f"{'downtime':>17}  {'checkpoint->resumed':>19}"
+    )
+    for n in notices:
+        got = measure(n, count, tree)
+        print(
+            f"{n:6.0f}s  {_fmt([r.signalled_s for r in got]):>17}  "
+            f"{_fmt([r.launched_after_preempt_s for r in got]):>17}  "
+            f"{_fmt([r.downtime_s for r in got]):>17}  {_fmt([r.resumed_s for r in got]):>19}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
