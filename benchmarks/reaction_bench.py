@@ -14,10 +14,11 @@ and max over the notices (seconds):
   progress record says ``checkpointing``);
 * preempted -> replacement launched: from the moment the capacity goes (the notice's end) to
   the replacement's launch; negative: launched during the notice (overlap);
-* downtime: from the job's last progress on the old instance to its first on the new one;
-* checkpoint in -> resumed: from the notice's checkpoint landing in the checkpoint store (the
-  one the new attempt resumed from) to the job's first progress on the new instance: the
-  job's real downtime (the old instance's work after that checkpoint is not kept).
+* progress gap: from the job's last progress on the old instance to its first on the new one
+  (the old job computes on after its notice checkpoint: that work is not kept);
+* downtime: from the notice's checkpoint landing in the checkpoint store (the one the new
+  attempt resumed from: the last progress kept) to the job's first progress on the new
+  instance.
 
 ``--tree DIR`` runs the daemon (and the agents, through it) from another checkout, e.g. main
 before overlap on notice (``git archive main | tar -x -C /tmp/base``); the sim server and
@@ -243,7 +244,7 @@ def main() -> None:
     print(f"daemon from {tree}; {count} notice(s) per length; seconds, median max")
     print(
         f"{'notice':>7}  {'notice->signalled':>17}  {'preempted->launch':>17}  "
-        f"{'downtime':>17}  {'checkpoint->resumed':>19}"
+        f"{'progress gap':>17}  {'downtime':>19}"
     )
     for n in notices:
         got = measure(n, count, tree)

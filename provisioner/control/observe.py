@@ -58,10 +58,11 @@ class InterruptionFeed:
             out.setdefault(job_id, []).append(it)
             if it.kind == "notice":
                 self.notices[it.instance_id] = it
+        alive = {i.id for insts in by_job.values() for i in insts if i.state.alive}
         for iid, it in list(self.notices.items()):
             job_id = owner.get(iid)
-            if job_id is None or it.at < now - timedelta(hours=1):
-                del self.notices[iid]  # not listed any more (gone), or long over
+            if job_id is None or iid not in alive or it.at < now - timedelta(hours=1):
+                del self.notices[iid]  # gone, or long over
                 continue
             if it not in out.get(job_id, []):
                 out.setdefault(job_id, []).append(it)
