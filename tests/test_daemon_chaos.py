@@ -506,6 +506,7 @@ def test_sigkill_during_the_overlap_on_sim(tmp_path: Path) -> None:
         )
 
     met: Counter[str] = Counter()
+    d: DaemonProc | None = None
     watch.start()
     try:
         for points in OVERLAP_ROUNDS:
@@ -539,6 +540,8 @@ def test_sigkill_during_the_overlap_on_sim(tmp_path: Path) -> None:
         assert wait_for(lambda: not [x for x in watch.look() if x.state.alive], timeout=20)
         assert d.stop() == 0
     finally:
+        if d is not None and d.alive():  # a failed assertion leaves no daemon behind
+            d.kill()
         watch.stop()
         sim.shutdown_server(terminate_all=True)
     attempts = store.attempts(job_id)
