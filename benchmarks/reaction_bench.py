@@ -27,7 +27,10 @@ the job are this tree's either way.
     .venv/bin/python benchmarks/reaction_bench.py [--notices 30 120] [--count 3] [--tree DIR]
     .venv/bin/python benchmarks/reaction_bench.py --quick   # one 30 s notice
 
-Measured (docs/daemon.md has the table): see there.
+Measured (docs/daemon.md has the table), three notices per length, median: 120 s notices,
+downtime 121.2 s before (main: the replacement launched 1.2 s after the capacity went), 0.73 s
+after (launched during the notice, resumed 0.7 s after the notice's checkpoint landed);
+30 s notices, 35.5 s before, 0.78 s after.
 """
 
 from __future__ import annotations
