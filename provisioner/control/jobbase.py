@@ -134,6 +134,7 @@ class JobPassBase:
         self.provider = provider
         self.attempts = attempts
         self.now = now
+        self._now_ts = now.timestamp()  # due() asks for it a few times per job per pass
         self.interruptions: list[Any] = list(interruptions or [])
         self._cooldowns = None if cooldowns is None else dict(cooldowns)
         self.memo = memo or JobMemo()
@@ -206,13 +207,16 @@ class JobPassBase:
         """Whether periodic work done at ``last`` is due again: once per ``every``, at a
         moment fixed by the job's id, so that the jobs' turns spread evenly over the passes
         (each pass does about jobs x interval / every of them, not all at once)."""
-        if last is None or every <= timedelta(0):
+        if last is None:
             return True
-        if self.memo.phase is None:
-            self.memo.phase = (zlib.crc32(self.job.id.encode()) % 10_000) / 10_000.0
         e = every.total_seconds()
-        shift = self.memo.phase * e
-        return (self.now.timestamp() + shift) // e != (last.timestamp() + shift) // e
+        if e <= 0:
+            return True
+        phase = self.memo.phase
+        if phase is None:
+            phase = self.memo.phase = (zlib.crc32(self.job.id.encode()) % 10_000) / 10_000.0
+        shift = phase * e
+        return (self._now_ts + shift) // e != (last.timestamp() + shift) // e
 
     def spent(self) -> float:
         """The job's spend so far: ended attempts as billed, running ones billed to now."""
