@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from providers.sim import sandbox as sandbox_
@@ -283,7 +284,7 @@ class SimCloud:
         with self.lock:
             self.touch()
             self._injected("list")
-            found = self.instances.values()
+            found: Iterable[dict[str, Any]] = self.instances.values()
             if wanted:
                 found = [
                     i
