@@ -29,8 +29,8 @@ import subprocess
 import threading
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from providers.sim import sandbox as sandbox_
