@@ -30,8 +30,13 @@ log = logging.getLogger("provisioner.control.reconciler")
 
 Clock = Callable[[], datetime]
 Location = tuple[str, str]
-#: A running job's spend is written to its row when it moved by this much (batched per pass).
+#: A running job's spend is written to its row when it moved by this much (batched per pass),
 SPEND_STEP_USD = 0.001
+#: ...and, where the reconciler reads progress on a beat (the daemon), at most this often: at
+#: 10,000 jobs a write per job per pass was most of the pass's store time. A job's first spend,
+#: and every spend written with another change (launch, preemption, end), goes at once; the
+#: bill itself is the attempts' (their cost is written when each ends), never this column.
+SPEND_ROW_EVERY = timedelta(seconds=30)
 
 
 @dataclass
@@ -98,6 +103,7 @@ class JobMemo:
     attempts: list[AttemptRow] = field(default_factory=list)
     provider_key: str = ""  # which configured provider the job runs on
     progress_written_at: datetime | None = None  # when the job row's progress was last queued
+    spend_written_at: datetime | None = None  # when the job row's running spend was last queued
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
     watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
@@ -183,11 +189,20 @@ class JobPassBase:
                 self.memo.instances[inst.id] = key
 
     def note_spend(self) -> None:
-        """Queue the job's running spend for the pass's batched write when it moved."""
+        """Queue the job's running spend for the pass's batched write when it moved (on the
+        daemon's beat: once per ``SPEND_ROW_EVERY`` at most, see there)."""
+        memo = self.memo
+        if (
+            memo.spend_written_at is not None
+            and self.env.progress_every > timedelta(0)
+            and not self.due(memo.spend_written_at, SPEND_ROW_EVERY)
+        ):
+            return
         spent = self.spent()
         if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
             self.env.batch.job(self.job.id, spent_usd=spent)
             self.job.spent_usd = spent
+            memo.spend_written_at = self.now
 
     def settle(self, updates: dict[str, Any]) -> None:
         """Write what changed of the job: its progress and spend with the pass's batch (they
