@@ -114,6 +114,35 @@ def test_offers_come_from_the_catalog_relabelled_sim(state_dir: Path) -> None:
 # -- launch, list, get, terminate ----------------------------------------------------------
 
 
+def test_listing_filters_by_tag_on_the_server_and_shows_a_summary(state_dir: Path) -> None:
+    """``GET /v1/instances?tag:K=V`` filters on the server, as EC2's ``tag:`` filters do, and
+    a listing shows a summary (no job spec or launch token: ``get`` has the full record); an
+    instance whose summary did not change comes back as the same object."""
+    from providers.sim.client import request as raw
+
+    sim = make(state_dir)
+    offer = aws_offer(sim)
+    spec = {"command": ["sleep", "30"], "note": "x" * 2000}
+    a = sim.launch(request(offer, job="job-a", cap=100.0, spec=spec))
+    b = sim.launch(request(offer, job="job-b", market=Market.ON_DEMAND))
+    assert [i.id for i in sim.list({TAG_JOB: "job-b"})] == [b.id]
+    first = {i.id: i for i in sim.list()}
+    assert set(first) == {a.id, b.id}
+    again = {i.id: i for i in sim.list()}
+    assert again[a.id] is first[a.id] and again[b.id] is first[b.id]
+    sim.terminate([b.id])
+    after = {i.id: i for i in sim.list()}
+    assert after[a.id] is first[a.id]  # unchanged: the same Instance
+    assert after[b.id] is not first[b.id] and not after[b.id].state.alive
+    assert after[b.id].job_id == "job-b" and after[b.id].attempt == 1
+
+    listed = raw(sim.url + f"/v1/instances?tag:{TAG_JOB}=job-a")["instances"]
+    assert [d["id"] for d in listed] == [a.id]
+    full = raw(sim.url + f"/v1/instances/{a.id}")
+    assert {"token", "sandbox"} <= set(full) and not {"token", "sandbox"} & set(listed[0])
+    assert set(listed[0]) < set(full)
+
+
 def test_launch_get_list_terminate_and_idempotent_token(state_dir: Path) -> None:
     sim = make(state_dir)
     offer = aws_offer(sim)

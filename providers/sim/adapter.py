@@ -17,8 +17,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlencode
 
-from providers._common import has_tags, utc, wanted_tags
+from providers._common import utc, wanted_tags
 from providers.base import (
     CLOUDS,
     ErrorKind,
@@ -31,6 +32,7 @@ from providers.base import (
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
 from provisioner.core.models import (
+    TAG_MANAGED,
     Instance,
     InstanceState,
     Interruption,
@@ -129,6 +131,9 @@ class SimProvider(Provider):
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
+        #: the last listing's instances by id, with the summary each was made from: an
+        #: unchanged summary gives back the same Instance (a listing is mostly unchanged)
+        self._listed: dict[str, tuple[dict[str, Any], Instance]] = {}
         if isinstance(mimic, str):
             if mimic != "all" and mimic not in CLOUDS:
                 raise ValueError(f"mimic: {mimic!r} is not one of all, {', '.join(CLOUDS)}")
@@ -321,8 +326,21 @@ class SimProvider(Provider):
 
     def list(self, tags: Mapping[str, str] | None = None) -> builtins.list[Instance]:
         wanted = wanted_tags(tags)
-        found = self._call("list", "GET", "/v1/instances")["instances"]
-        return [_instance(d) for d in found if has_tags(d.get("tags") or {}, wanted)]
+        query = urlencode({f"tag:{k}": v for k, v in sorted(wanted.items())})
+        found = self._call("list", "GET", f"/v1/instances?{query}")["instances"]
+        before, now = self._listed, {}
+        out = []
+        for d in found:  # the server applied the tag filter, as a cloud's describe call does
+            iid = str(d["id"])
+            kept = before.get(iid)
+            inst = kept[1] if kept is not None and kept[0] == d else _instance(d)
+            now[iid] = (d, inst)
+            out.append(inst)
+        if wanted == {TAG_MANAGED: "true"}:  # every managed instance: the listing is whole
+            self._listed = now
+        else:
+            self._listed.update(now)
+        return out
 
     def terminate(self, instance_ids: Iterable[str]) -> None:
         ids = [str(i) for i in instance_ids]

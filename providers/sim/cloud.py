@@ -29,6 +29,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,13 @@ from providers.sim import sandbox as sandbox_
 from providers.sim.config import SimConfig, SimError
 from providers.sim.market import Market
 from providers.sim.metadata import MetadataService
-from providers.sim.records import atomic_json, billing_statement, event_line, instance_view
+from providers.sim.records import (
+    atomic_json,
+    billing_statement,
+    event_line,
+    instance_summary,
+    instance_view,
+)
 from providers.sim.rules import RULES, rules_for
 from provisioner.core.models import TAG_JOB
 
@@ -270,14 +277,21 @@ class SimCloud:
                 raise SimError(404, "not-found", "InvalidInstanceID.NotFound", f"no instance {iid}")
             return self.view(inst)
 
-    def list_all(self) -> list[dict[str, Any]]:
+    def list_all(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Every instance in launch order, as a listing shows it, those with all of ``tags``
+        (``GET /v1/instances?tag:KEY=VALUE``, as EC2's ``tag:`` filters) when given."""
+        wanted = tags or {}
         with self.lock:
             self.touch()
             self._injected("list")
-            return [
-                self.view(i)
-                for i in sorted(self.instances.values(), key=lambda i: i["launched_real"])
-            ]
+            found: Iterable[dict[str, Any]] = self.instances.values()
+            if wanted:
+                found = [
+                    i
+                    for i in found
+                    if all((i.get("tags") or {}).get(k) == v for k, v in wanted.items())
+                ]
+            return [instance_summary(i) for i in sorted(found, key=lambda i: i["launched_real"])]
 
     def interruptions(self, since: float) -> list[dict[str, Any]]:
         path = self.dir / "events.jsonl"

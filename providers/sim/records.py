@@ -25,6 +25,32 @@ def iso(ts: float | None) -> str | None:
     )
 
 
+#: What a listing says of each instance, as a cloud's describe call does: no job spec, launch
+#: token or sandbox (``get`` has those). At 10,000 instances the full records came to 8 MB a list.
+SUMMARY_FIELDS = (
+    "id",
+    "cloud",
+    "region",
+    "zone",
+    "instance_type",
+    "market",
+    "state",
+    "raw_state",
+    "state_reason",
+    "tags",
+    "launched_real",
+    "ended_real",
+    "notice_real",
+    "deadline_real",
+    "price_per_hour",
+)
+
+
+def instance_summary(inst: dict[str, Any]) -> dict[str, Any]:
+    """An instance as a listing shows it (see :data:`SUMMARY_FIELDS`)."""
+    return {k: inst.get(k) for k in SUMMARY_FIELDS}
+
+
 def instance_view(inst: dict[str, Any]) -> dict[str, Any]:
     """What the API answers about an instance (its times as ISO 8601)."""
     out = {k: v for k, v in inst.items() if k not in ("event_id",)}

@@ -16,7 +16,8 @@ API (JSON bodies; errors are ``{"error": {"kind", "code", "message"}}`` with an 
 | POST /v1/clock ``{"now"}``       | move the virtual clock (epoch seconds; never back) and run the scheduler then |
 | POST /v1/market ``{"zones"}``    | availability and trace price per zone now |
 | POST /v1/instances               | launch (idempotent on ``token``) |
-| GET  /v1/instances[/ID]          | list / get |
+| GET  /v1/instances[?tag:K=V]     | list (a summary of each; tag filters as EC2's) |
+| GET  /v1/instances/ID            | get (the full record) |
 | POST /v1/terminate ``{"ids"}``   | terminate (unknown or gone ids are fine) |
 | POST /v1/instances/ID/preempt    | serve the notice now (``notice_s``, ``outage_s``) |
 | GET  /v1/instances/ID/billing    | billed seconds and cost |
@@ -159,7 +160,8 @@ class Handler(BaseHTTPRequestHandler):
         if route == ("POST", "instances"):
             return 200, cloud.launch(doc)
         if route == ("GET", "instances"):
-            return 200, {"instances": cloud.list_all()}
+            tags = {k[4:]: v for k, v in query.items() if k.startswith("tag:")}
+            return 200, {"instances": cloud.list_all(tags)}
         if method == "GET" and len(parts) == 2 and parts[0] == "instances":
             return 200, cloud.get(parts[1])
         if (

@@ -30,8 +30,13 @@ log = logging.getLogger("provisioner.control.reconciler")
 
 Clock = Callable[[], datetime]
 Location = tuple[str, str]
-#: A running job's spend is written to its row when it moved by this much (batched per pass).
+#: A running job's spend is written to its row when it moved by this much (batched per pass),
 SPEND_STEP_USD = 0.001
+#: ...and, where the reconciler reads progress on a beat (the daemon), at most this often: at
+#: 10,000 jobs a write per job per pass was most of the pass's store time. A job's first spend,
+#: and every spend written with another change (launch, preemption, end), goes at once; the
+#: bill itself is the attempts' (their cost is written when each ends), never this column.
+SPEND_ROW_EVERY = timedelta(seconds=30)
 
 
 @dataclass
@@ -98,6 +103,7 @@ class JobMemo:
     attempts: list[AttemptRow] = field(default_factory=list)
     provider_key: str = ""  # which configured provider the job runs on
     progress_written_at: datetime | None = None  # when the job row's progress was last queued
+    spend_written_at: datetime | None = None  # when the job row's running spend was last queued
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
     watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
@@ -134,6 +140,7 @@ class JobPassBase:
         self.provider = provider
         self.attempts = attempts
         self.now = now
+        self._now_ts = now.timestamp()  # due() asks for it a few times per job per pass
         self.interruptions: list[Any] = list(interruptions or [])
         self._cooldowns = None if cooldowns is None else dict(cooldowns)
         self.memo = memo or JobMemo()
@@ -182,11 +189,20 @@ class JobPassBase:
                 self.memo.instances[inst.id] = key
 
     def note_spend(self) -> None:
-        """Queue the job's running spend for the pass's batched write when it moved."""
+        """Queue the job's running spend for the pass's batched write when it moved (on the
+        daemon's beat: once per ``SPEND_ROW_EVERY`` at most, see there)."""
+        memo = self.memo
+        if (
+            memo.spend_written_at is not None
+            and self.env.progress_every > timedelta(0)
+            and not self.due(memo.spend_written_at, SPEND_ROW_EVERY)
+        ):
+            return
         spent = self.spent()
         if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
             self.env.batch.job(self.job.id, spent_usd=spent)
             self.job.spent_usd = spent
+            memo.spend_written_at = self.now
 
     def settle(self, updates: dict[str, Any]) -> None:
         """Write what changed of the job: its progress and spend with the pass's batch (they
@@ -206,13 +222,16 @@ class JobPassBase:
         """Whether periodic work done at ``last`` is due again: once per ``every``, at a
         moment fixed by the job's id, so that the jobs' turns spread evenly over the passes
         (each pass does about jobs x interval / every of them, not all at once)."""
-        if last is None or every <= timedelta(0):
+        if last is None:
             return True
-        if self.memo.phase is None:
-            self.memo.phase = (zlib.crc32(self.job.id.encode()) % 10_000) / 10_000.0
         e = every.total_seconds()
-        shift = self.memo.phase * e
-        return (self.now.timestamp() + shift) // e != (last.timestamp() + shift) // e
+        if e <= 0:
+            return True
+        phase = self.memo.phase
+        if phase is None:
+            phase = self.memo.phase = (zlib.crc32(self.job.id.encode()) % 10_000) / 10_000.0
+        shift = phase * e
+        return (self._now_ts + shift) // e != (last.timestamp() + shift) // e
 
     def spent(self) -> float:
         """The job's spend so far: ended attempts as billed, running ones billed to now."""

@@ -66,8 +66,11 @@ class ProgressReading(JobPassBase):
         does); a step count alone, once per ``PROGRESS_ROW_EVERY`` (10,000 agents report
         every 5 s: their steps are for display, the store need not follow each one)."""
         old = self.job.progress or {}
-        if self.env.progress_every <= timedelta(0) or any(
-            progress.get(k) != old.get(k) for k in ("state", "attempt", "last_checkpoint")
+        if (
+            self.env.progress_every <= timedelta(0)
+            or progress.get("state") != old.get("state")
+            or progress.get("attempt") != old.get("attempt")
+            or progress.get("last_checkpoint") != old.get("last_checkpoint")
         ):
             return True
         return self.due(self.memo.progress_written_at, PROGRESS_ROW_EVERY)

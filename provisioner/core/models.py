@@ -148,15 +148,17 @@ class Instance:
     price_per_hour: float | None = None
     public_ip: str | None = None
     private_ip: str | None = None
+    #: the job and attempt the instance was launched for (from its tags), read once: every
+    #: pass groups thousands of instances by them
+    job_id: str | None = field(init=False, repr=False, compare=False)
+    attempt: int | None = field(init=False, repr=False, compare=False)
 
-    @property
-    def job_id(self) -> str | None:
-        return self.tags.get(TAG_JOB)
-
-    @property
-    def attempt(self) -> int | None:
+    def __post_init__(self) -> None:
         value = self.tags.get(TAG_ATTEMPT)
-        return int(value) if value is not None and value.isdigit() else None
+        object.__setattr__(self, "job_id", self.tags.get(TAG_JOB))
+        object.__setattr__(
+            self, "attempt", int(value) if value is not None and value.isdigit() else None
+        )
 
 
 @dataclass(frozen=True, slots=True)
