@@ -93,8 +93,8 @@ def test_upgrade_from_0002_keeps_rows_and_adds_nullable_estimates(url: str) -> N
 
 
 def test_the_attempt_row_keeps_the_launch_estimate() -> None:
-    from provisioner.core.models import Market, Offer, Placement
     from provisioner.control.store import JobRow
+    from provisioner.core.models import Market, Offer, Placement
 
     offer = Offer(
         provider="aws", region="eu-west-1", zone="eu-west-1a", instance_type="g5.xlarge",
