@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -175,7 +176,7 @@ def test_every_grouping_sums_to_the_attempts_to_the_cent(url: str, tmp_path: Pat
     store.close()
 
 
-def test_text_plot_and_errors(tmp_path: Path) -> None:
+def test_text_plot_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite:///{tmp_path / 'c.db'}"
     store = Store(url)
     job_id = _seed(store)
@@ -193,4 +194,8 @@ def test_text_plot_and_errors(tmp_path: Path) -> None:
     assert _invoke("--store", url)[0] == 2  # neither a job nor --all
     assert _invoke(job_id, "--store", url, "--since", "yesterday")[0] == 2
     assert _invoke(job_id, "--store", url, "--by", "week")[0] == 2
+    assert _invoke(job_id, "--store", url, "--csv", "-", "--json")[0] == 2
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # the plot extra not installed
+    res = CliRunner().invoke(cli, ["cost", job_id, "--store", url, "--plot", str(png)])
+    assert res.exit_code == 2 and "pip install 'provisioner[plot]'" in res.output
     store.close()

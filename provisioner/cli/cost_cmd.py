@@ -47,8 +47,14 @@ def _when(text: str | None, name: str) -> datetime | None:
     default=None,
     help="Rows per job, attempt, cloud or UTC day (default: attempt for one job, else job).",
 )
-@click.option("--csv", "csv_path", default=None, help="Write the rows as CSV to FILE (- : stdout).")
-@click.option("--plot", "plot_path", default=None, help="Write a PNG of spend over time (needs the plot extra).")  # fmt: skip
+@click.option(
+    "--csv",
+    "csv_path",
+    default=None,
+    metavar="FILE",
+    help="Write the rows as CSV to FILE (- : stdout).",
+)
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write a PNG of spend over time (needs the plot extra).")  # fmt: skip
 @store_option
 @json_option
 def cost(
@@ -71,6 +77,8 @@ def cost(
 
     if (job_id is None) == (not all_jobs):
         fail("give one JOB_ID or --all (see `provisioner cost --help`)", EXIT_BAD_INPUT)
+    if csv_path == "-" and as_json:
+        fail("--csv - and --json both write to stdout: choose one", EXIT_BAD_INPUT)
     t0, t1 = _when(since, "--since"), _when(until, "--until")
     if t0 and t1 and t1 <= t0:
         fail("--until must be after --since", EXIT_BAD_INPUT)
