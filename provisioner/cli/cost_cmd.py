@@ -142,7 +142,7 @@ def cost(
 
 
 def _title(jobs: list[Any], job_id: str | None) -> str:
-    return f"spend of job {jobs[0].name} ({jobs[0].id[:8]})" if job_id else "spend of all jobs"
+    return f"spend of job {jobs[0].name} ({jobs[0].id})" if job_id else "spend of all jobs"
 
 
 def _write_csv(path: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
@@ -182,7 +182,7 @@ def _print(doc: dict[str, Any], by: str) -> None:
             t.add_column(c)
         for r in rows:
             t.add_row(
-                r["job_id"][:8], str(r["attempt"]), r["instance_id"] or "-",
+                r["job_id"], str(r["attempt"]), r["instance_id"] or "-",
                 f"{r['provider']}:{r['zone']}", r["instance_type"], r["market"],
                 f"{r['price_per_hour']:.4f}", f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}",
                 *([_billed_text(r["billed"])] if converted else []),
@@ -194,7 +194,7 @@ def _print(doc: dict[str, Any], by: str) -> None:
         for r in rows:
             pct = "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
             t.add_row(
-                r["job_id"][:8], r["name"], r["state"], str(r["attempts"]), f"{r['hours']:.3f}",
+                r["job_id"], r["name"], r["state"], str(r["attempts"]), f"{r['hours']:.3f}",
                 f"{r['cost_usd']:.4f}", _money(r["estimate_usd"]), _money(r["diff_usd"]), pct,
             )  # fmt: skip
     elif by == "cloud":
@@ -216,8 +216,11 @@ def _print(doc: dict[str, Any], by: str) -> None:
         markup=False,
     )
     if doc.get("estimate_usd") is not None:
+        j = doc["jobs"][0]
+        lo, hi = j["estimate_p10_usd"], j["estimate_p90_usd"]
+        band = f" (P10-P90 {lo:.4f}-{hi:.4f})" if lo is not None and hi is not None else ""
         out.print(
-            f"estimate at launch {doc['estimate_usd']:.4f} USD, difference "
+            f"estimate at launch {doc['estimate_usd']:.4f} USD{band}, difference "
             f"{doc['diff_usd']:+.4f} USD",
             markup=False,
         )
