@@ -183,7 +183,11 @@ def test_text_plot_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     code, out = _invoke("--all", "--store", url, "--by", "day")
     assert code == 0 and "2026-12-02" in out and "total" in out and "\x1b[" not in out
     code, out = _invoke(job_id, "--store", url)
-    assert code == 0 and "estimate at launch 5.0000 USD (P10-P90 4.0000-7.0000)" in out and "\x1b[" not in out
+    assert (
+        code == 0
+        and "estimate at launch 5.0000 USD (P10-P90 4.0000-7.0000)" in out
+        and "\x1b[" not in out
+    )
     png = tmp_path / "spend.png"
     code, _ = _invoke(job_id, "--store", url, "--plot", str(png))
     assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
