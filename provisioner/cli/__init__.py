@@ -52,9 +52,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Stop a job: terminate instances, keep checkpoints.",
     ),
     "cost": (
-        "provisioner.cli.jobs_cmd",
+        "provisioner.cli.cost_cmd",
         "cost",
-        "What a job cost, per attempt, spot vs on-demand.",
+        "What ran and what it cost: per job, attempt, cloud or day, beside the estimate.",
     ),
     "probe": (
         "provisioner.cli.probe_cmd",

@@ -1,4 +1,5 @@
-"""``provisioner jobs | status | logs | down | cost``: jobs in the store, wherever they run."""
+"""``provisioner jobs | status | logs | down``: jobs in the store, wherever they run (``cost``
+is in :mod:`provisioner.cli.cost_cmd`)."""
 
 from __future__ import annotations
 
@@ -248,92 +249,6 @@ def down(job_id: str, store_url: str | None, as_json: bool) -> None:
             f"{job.id}: cancelled; terminated {len(terminated)} instance(s); checkpoints kept"
         )
     raise SystemExit(EXIT_OK)
-
-
-@click.command()
-@click.argument("job_id")
-@store_option
-@json_option
-def cost(job_id: str, store_url: str | None, as_json: bool) -> None:
-    """What a job cost, per attempt and instance, spot versus on-demand."""
-    store = _store(store_url)
-    job = _job_or_exit(store, job_id)
-    rows = []
-    totals = {"spot": 0.0, "on-demand": 0.0}
-    hours = {"spot": 0.0, "on-demand": 0.0}
-    billed_in = {  # instance -> the account currency and USD rate recorded at launch
-        str(e.data.get("instance")): e.data.get("billing") or {}
-        for e in store.events(job.id)
-        if e.kind == "launch" and isinstance(e.data, dict)
-    }
-    for a in store.attempts(job.id):
-        end = a.ended_at or datetime.now(UTC)
-        h = ((end - a.launched_at).total_seconds() / 3600.0) if a.launched_at else 0.0
-        totals[a.market] = totals.get(a.market, 0.0) + a.cost_usd
-        hours[a.market] = hours.get(a.market, 0.0) + h
-        rows.append(
-            {
-                "attempt": a.attempt,
-                "instance_id": a.instance_id,
-                "provider": a.provider,
-                "zone": a.zone or a.region,
-                "instance_type": a.instance_type,
-                "market": a.market,
-                "price_per_hour": a.price_per_hour,
-                "hours": round(h, 4),
-                "cost_usd": round(a.cost_usd, 4),
-                "billed": _billed(billed_in.get(str(a.instance_id)) or {}, a.cost_usd),
-                "state": a.state,
-                "end_reason": a.end_reason,
-            }
-        )
-    doc = {
-        "id": job.id,
-        "currency": "USD",
-        "total_usd": round(sum(totals.values()), 4),
-        "by_market_usd": {k: round(v, 4) for k, v in totals.items()},
-        "hours_by_market": {k: round(v, 4) for k, v in hours.items()},
-        "attempts": rows,
-    }
-    if as_json:
-        print_json(doc)
-        return
-    from rich.table import Table
-
-    from provisioner.console import console
-
-    t = Table(box=None, header_style="bold")
-    cols = ["attempt", "instance", "where", "type", "market", "USD/h", "hours", "cost USD"]
-    converted = any(r["billed"]["currency"] not in ("USD", None) for r in rows)
-    for c in [*cols, *(["billed as"] if converted else []), "ended"]:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(
-            str(r["attempt"]),
-            r["instance_id"] or "-",
-            f"{r['provider']}:{r['zone']}",
-            r["instance_type"],
-            r["market"],
-            f"{r['price_per_hour']:.4f}",
-            f"{r['hours']:.3f}",
-            f"{r['cost_usd']:.4f}",
-            *([_billed_text(r["billed"])] if converted else []),
-            r["end_reason"] or r["state"],
-        )
-    out = console()
-    out.print(t)
-    out.print(
-        f"total {doc['total_usd']:.4f} USD (spot {totals['spot']:.4f} USD, "
-        f"on-demand {totals['on-demand']:.4f} USD)"
-    )
-    for r in rows:
-        b = r["billed"]
-        if b["currency"] not in ("USD", None):
-            out.print(
-                f"attempt {r['attempt']}: {r['provider']} bills in {b['currency']}; USD figures "
-                f"converted at {b['usd_per_unit']:.4f} USD/{b['currency']} (provider option "
-                "cny_to_usd or fx_rates)"
-            )
 
 
 def _billed(billing: dict[str, Any], cost_usd: float) -> dict[str, Any]:

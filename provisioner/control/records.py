@@ -4,6 +4,8 @@
 * :class:`PassBatch`: instance rows and job columns written at the end of the pass, in a few
   statements for all jobs;
 * :func:`attempt_row`, :func:`instance_row`: store rows from model objects;
+* :func:`launch_estimate`: the estimate an attempt row keeps from its launch (the one place
+  that reads it off the placement);
 * :func:`billed_cost`: what an attempt cost, by its cloud's billing rule
   (:func:`providers.facts.billing_for`: increment and minimum, declared once per cloud).
 """
@@ -74,6 +76,12 @@ def billed_cost(
     return billing.cost(price_per_hour, (end - start).total_seconds())
 
 
+def launch_estimate(placement: Placement) -> tuple[float | None, float | None, float | None]:
+    """The estimate made at launch, kept on the attempt row: (expected USD, P10, P90) for the
+    job on ``placement`` from this launch on. The single place that reads it off a placement."""
+    return (placement.est_job_cost, None, None)
+
+
 def resolve_checkpoint_uri(uri: str, base: str | None = None) -> str:
     """``file://./x`` and ``file://x`` become absolute (relative to ``base`` or the cwd)."""
     if uri.startswith("file://"):
@@ -87,6 +95,7 @@ def attempt_row(
     job: JobRow, attempt: int, placement: Placement, now: datetime, reason: str
 ) -> AttemptRow:
     o = placement.offer
+    est, p10, p90 = launch_estimate(placement)
     return AttemptRow(
         job_id=job.id,
         attempt=attempt,
@@ -108,6 +117,9 @@ def attempt_row(
         ended_at=None,
         end_reason="",
         cost_usd=0.0,
+        estimate_usd=est,
+        estimate_p10_usd=p10,
+        estimate_p90_usd=p90,
     )
 
 

@@ -98,8 +98,9 @@ class StoreBase:
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
         return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
 
-    def migrate(self) -> None:
-        """Create or upgrade the schema to the newest Alembic revision (safe to run concurrently)."""
+    def migrate(self, revision: str = "head") -> None:
+        """Create or upgrade the schema to ``revision`` (the newest by default; safe to run
+        concurrently)."""
         from alembic import command
         from alembic.config import Config
 
@@ -113,7 +114,7 @@ class StoreBase:
 
                 conn.execute(text("SELECT pg_advisory_xact_lock(727001)"))
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, revision)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -84,6 +84,11 @@ class AttemptRow(Base):
     ended_at: Mapped[datetime | None] = mapped_column(nullable=True)
     end_reason: Mapped[str] = mapped_column(Text, default="")
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    # the estimate made at launch (records.launch_estimate; migration 0003): the job's expected
+    # cost on this placement from this launch on, and its P10-P90 range where known
+    estimate_usd: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+    estimate_p10_usd: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+    estimate_p90_usd: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
 
 
 class InstanceRow(Base):

@@ -1,0 +1,242 @@
+"""``provisioner cost``: what ran and what it cost, per job, attempt, cloud or day, as billed,
+beside the estimate made at launch; CSV, JSON and a PNG of spend over time."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from provisioner.cli import EXIT_BAD_INPUT, EXIT_OK
+from provisioner.cli.common import fail, json_option, print_json
+from provisioner.cli.jobs_cmd import _billed, _billed_text, _job_or_exit, _store, store_option
+
+CSV_COLUMNS = {
+    "job": ["job_id", "name", "state", "attempts", "hours", "cost_usd", "estimate_usd",
+            "estimate_p10_usd", "estimate_p90_usd", "diff_usd", "diff_pct"],
+    "attempt": ["job_id", "attempt", "instance_id", "provider", "zone", "instance_type", "market",
+                "price_per_hour", "started_at", "ended_at", "hours", "cost_usd", "billed_usd",
+                "estimate_usd", "state", "end_reason"],
+    "cloud": ["provider", "attempts", "hours", "cost_usd"],
+    "day": ["day", "hours", "cost_usd"],
+}  # fmt: skip
+
+
+def _when(text: str | None, name: str) -> datetime | None:
+    """A date (YYYY-MM-DD: its midnight UTC) or an ISO time (UTC unless it says otherwise)."""
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"{name} {text!r}: not a date (YYYY-MM-DD) or an ISO time", EXIT_BAD_INPUT)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+@click.command()
+@click.argument("job_id", required=False)
+@click.option("--all", "all_jobs", is_flag=True, help="Every job in the store.")
+@click.option("--since", default=None, help="Only spend from this date/time on (UTC).")
+@click.option("--until", default=None, help="Only spend before this date/time (UTC).")
+@click.option(
+    "--by",
+    type=click.Choice(["job", "attempt", "cloud", "day"]),
+    default=None,
+    help="Rows per job, attempt, cloud or UTC day (default: attempt for one job, else job).",
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    default=None,
+    metavar="FILE",
+    help="Write the rows as CSV to FILE (- : stdout).",
+)
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write a PNG of spend over time (needs the plot extra).")  # fmt: skip
+@store_option
+@json_option
+def cost(
+    job_id: str | None,
+    all_jobs: bool,
+    since: str | None,
+    until: str | None,
+    by: str | None,
+    csv_path: str | None,
+    plot_path: str | None,
+    store_url: str | None,
+    as_json: bool,
+) -> None:
+    """What ran and what it cost, as each cloud billed it, beside the estimate made at launch.
+
+    JOB_ID for one job, or --all. Per-day figures split an attempt that crosses midnight UTC
+    in proportion to its run time on each side; every grouping adds up to the same attempts.
+    """
+    from provisioner.control import spend
+
+    if (job_id is None) == (not all_jobs):
+        fail("give one JOB_ID or --all (see `provisioner cost --help`)", EXIT_BAD_INPUT)
+    if csv_path == "-" and as_json:
+        fail("--csv - and --json both write to stdout: choose one", EXIT_BAD_INPUT)
+    t0, t1 = _when(since, "--since"), _when(until, "--until")
+    if t0 and t1 and t1 <= t0:
+        fail("--until must be after --since", EXIT_BAD_INPUT)
+    if plot_path:
+        _require_matplotlib()
+    store = _store(store_url)
+    jobs = [_job_or_exit(store, job_id)] if job_id else store.jobs()
+    by = by or ("attempt" if job_id else "job")
+    costs = spend.attempt_costs(store, jobs, datetime.now(UTC), t0, t1)
+    billed_in = {}
+    if job_id:
+        billed_in = {  # instance -> the account currency and USD rate recorded at launch
+            str(e.data.get("instance")): e.data.get("billing") or {}
+            for e in store.events(jobs[0].id)
+            if e.kind == "launch" and isinstance(e.data, dict)
+        }
+    attempts = []
+    totals: dict[str, float] = {"spot": 0.0, "on-demand": 0.0}
+    hours: dict[str, float] = {"spot": 0.0, "on-demand": 0.0}
+    for c in costs:
+        d = spend.attempt_doc(c)
+        d["billed"] = _billed(billed_in.get(str(c.row.instance_id)) or {}, c.cost_usd)
+        attempts.append(d)
+        totals[c.row.market] = totals.get(c.row.market, 0.0) + c.cost_usd
+        hours[c.row.market] = hours.get(c.row.market, 0.0) + c.hours
+    groups = {
+        "job": spend.job_docs(costs),
+        "attempt": attempts,
+        "cloud": spend.cloud_docs(costs),
+        "day": spend.day_docs(costs),
+    }
+    doc: dict[str, Any] = {
+        "currency": "USD",
+        "since": t0.isoformat() if t0 else None,
+        "until": t1.isoformat() if t1 else None,
+        "by": by,
+        "total_usd": round(sum(c.cost_usd for c in costs), 6),
+        "by_market_usd": {k: round(v, 6) for k, v in totals.items()},
+        "hours_by_market": {k: round(v, 6) for k, v in hours.items()},
+        "rows": groups[by],
+        "jobs": groups["job"],
+        "attempts": attempts,
+        "by_cloud": groups["cloud"],
+        "by_day": groups["day"],
+    }
+    if job_id:
+        j = groups["job"][0] if groups["job"] else {}
+        doc = {"id": jobs[0].id, **doc, **{k: j.get(k) for k in ("estimate_usd", "diff_usd")}}
+    if csv_path:
+        _write_csv(csv_path, CSV_COLUMNS[by], groups[by])
+    if plot_path:
+        from provisioner.cli.cost_plot import plot_spend
+
+        est = doc.get("estimate_usd") if job_id else None
+        plot_spend(spend.spend_curve(costs), plot_path, title=_title(jobs, job_id), estimate=est)
+    if as_json:
+        print_json(doc)
+    elif csv_path != "-":
+        _print(doc, by)
+    raise SystemExit(EXIT_OK)
+
+
+def _title(jobs: list[Any], job_id: str | None) -> str:
+    return f"spend of job {jobs[0].name} ({jobs[0].id})" if job_id else "spend of all jobs"
+
+
+def _write_csv(path: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    def write(f: Any) -> None:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: "" if r.get(k) is None else r.get(k) for k in columns})
+
+    if path == "-":
+        write(sys.stdout)
+        return
+    try:
+        with open(path, "w", newline="") as f:
+            write(f)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror}", EXIT_BAD_INPUT)
+
+
+def _money(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _print(doc: dict[str, Any], by: str) -> None:
+    from rich.table import Table
+
+    from provisioner.console import console
+
+    rows = doc["rows"]
+    t = Table(box=None, header_style="bold")
+    out = console()
+    if by == "attempt":
+        converted = any(r["billed"]["currency"] not in ("USD", None) for r in rows)
+        cols = ["job", "attempt", "instance", "where", "type", "market", "USD/h", "hours",
+                "cost USD", *(["billed as"] if converted else []), "est USD", "ended"]  # fmt: skip
+        for c in cols:
+            t.add_column(c)
+        for r in rows:
+            t.add_row(
+                r["job_id"], str(r["attempt"]), r["instance_id"] or "-",
+                f"{r['provider']}:{r['zone']}", r["instance_type"], r["market"],
+                f"{r['price_per_hour']:.4f}", f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}",
+                *([_billed_text(r["billed"])] if converted else []),
+                _money(r["estimate_usd"]), r["end_reason"] or r["state"],
+            )  # fmt: skip
+    elif by == "job":
+        for c in ["job", "name", "state", "attempts", "hours", "cost USD", "est USD", "diff USD", "diff %"]:  # fmt: skip
+            t.add_column(c)
+        for r in rows:
+            pct = "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
+            t.add_row(
+                r["job_id"], r["name"], r["state"], str(r["attempts"]), f"{r['hours']:.3f}",
+                f"{r['cost_usd']:.4f}", _money(r["estimate_usd"]), _money(r["diff_usd"]), pct,
+            )  # fmt: skip
+    elif by == "cloud":
+        for c in ["cloud", "attempts", "hours", "cost USD"]:
+            t.add_column(c)
+        for r in rows:
+            t.add_row(r["provider"], str(r["attempts"]), f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}")  # fmt: skip
+    else:
+        for c in ["day (UTC)", "hours", "cost USD", "by cloud"]:
+            t.add_column(c)
+        for r in rows:
+            clouds = ", ".join(f"{k} {v:.4f}" for k, v in r["by_cloud"].items())
+            t.add_row(r["day"], f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}", clouds)
+    out.print(t)
+    m = doc["by_market_usd"]
+    out.print(
+        f"total {doc['total_usd']:.4f} USD (spot {m.get('spot', 0.0):.4f} USD, "
+        f"on-demand {m.get('on-demand', 0.0):.4f} USD)",
+        markup=False,
+    )
+    if doc.get("estimate_usd") is not None:
+        j = doc["jobs"][0]
+        lo, hi = j["estimate_p10_usd"], j["estimate_p90_usd"]
+        band = f" (P10-P90 {lo:.4f}-{hi:.4f})" if lo is not None and hi is not None else ""
+        out.print(
+            f"estimate at launch {doc['estimate_usd']:.4f} USD{band}, difference "
+            f"{doc['diff_usd']:+.4f} USD",
+            markup=False,
+        )
+    for r in doc["attempts"]:
+        b = r["billed"]
+        if b["currency"] not in ("USD", None):
+            out.print(
+                f"attempt {r['attempt']}: {r['provider']} bills in {b['currency']}; USD figures "
+                f"converted at {b['usd_per_unit']:.4f} USD/{b['currency']} (provider option "
+                "cny_to_usd or fx_rates)",
+                markup=False,
+            )
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        fail("--plot needs matplotlib, which is not installed: pip install 'provisioner[plot]'")
