@@ -47,7 +47,7 @@ def cancel_job(
                     state="ended",
                     ended_at=now,
                     end_reason="cancelled",
-                    cost_usd=billed_cost(job.provider, a.price_per_hour, a.launched_at, now),
+                    cost_usd=billed_cost(a.provider, a.price_per_hour, a.launched_at, now),
                 )
         spent = sum(a.cost_usd for a in store.attempts(job.id))
         if job.state not in FINAL_STATES:
