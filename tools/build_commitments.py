@@ -84,8 +84,18 @@ def _offers() -> dict[tuple[str, str, str], float]:
     return out
 
 
-def _row(p: str, r: str, t: str, term: str, option: str, payment: str, hourly: float,
-         upfront: float, source: str, date: str) -> dict[str, str]:
+def _row(
+    p: str,
+    r: str,
+    t: str,
+    term: str,
+    option: str,
+    payment: str,
+    hourly: float,
+    upfront: float,
+    source: str,
+    date: str,
+) -> dict[str, str]:
     return {
         "provider": p,
         "region": r,
@@ -111,27 +121,66 @@ def _aws(shared: Path, offers: dict[tuple[str, str, str], float]) -> list[dict[s
                 continue
             reserved = (by_os.get("linux") or {}).get("reserved") or {}
             for term, key in (("1y", "yrTerm1"), ("3y", "yrTerm3")):
-                for payment, name in (("all", "allUpfront"), ("partial", "partialUpfront"),
-                                      ("no", "noUpfront")):
+                for payment, name in (
+                    ("all", "allUpfront"),
+                    ("partial", "partialUpfront"),
+                    ("no", "noUpfront"),
+                ):
                     v = reserved.get(f"{key}Standard.{name}")
                     if v:
                         h = float(v)
                         up = {"all": 1.0, "partial": 0.5, "no": 0.0}[payment] * h * HOURS[term]
-                        why = src + (" RI (partial: half upfront, assumed)" if payment == "partial" else " RI")
-                        rows.append(_row("aws", region, t, term, "reserved-instance", payment,
-                                         h, up, why, "2025-11-30"))
+                        why = src + (
+                            " RI (partial: half upfront, assumed)"
+                            if payment == "partial"
+                            else " RI"
+                        )
+                        rows.append(
+                            _row(
+                                "aws",
+                                region,
+                                t,
+                                term,
+                                "reserved-instance",
+                                payment,
+                                h,
+                                up,
+                                why,
+                                "2025-11-30",
+                            )
+                        )
                 std = reserved.get(f"{key}Standard.noUpfront")
                 if std:
-                    rows.append(_row("aws", region, t, term, "savings-plan-ec2", "no",
-                                     float(std), 0.0,
-                                     src + " proxy: standard RI no-upfront",
-                                     "2025-11-30"))
+                    rows.append(
+                        _row(
+                            "aws",
+                            region,
+                            t,
+                            term,
+                            "savings-plan-ec2",
+                            "no",
+                            float(std),
+                            0.0,
+                            src + " proxy: standard RI no-upfront",
+                            "2025-11-30",
+                        )
+                    )
                 conv = reserved.get(f"{key}Convertible.noUpfront")
                 if conv:
-                    rows.append(_row("aws", region, t, term, "savings-plan-compute", "no",
-                                     float(conv), 0.0,
-                                     src + " proxy: convertible RI no-upfront",
-                                     "2025-11-30"))
+                    rows.append(
+                        _row(
+                            "aws",
+                            region,
+                            t,
+                            term,
+                            "savings-plan-compute",
+                            "no",
+                            float(conv),
+                            0.0,
+                            src + " proxy: convertible RI no-upfront",
+                            "2025-11-30",
+                        )
+                    )
     return rows
 
 
@@ -144,10 +193,20 @@ def _gcp(shared: Path, offers: dict[tuple[str, str, str], float]) -> list[dict[s
                 continue
             for term, col in (("1y", "month_1y"), ("3y", "month_3y")):
                 if r[col]:
-                    rows.append(_row("gcp", r["region"], r["machine_type"], term, "cud", "no",
-                                     float(r[col]) / 730.0, 0.0,
-                                     f"Cyclenerd 2026-07-30 {col}/730h",
-                                     "2026-07-30"))
+                    rows.append(
+                        _row(
+                            "gcp",
+                            r["region"],
+                            r["machine_type"],
+                            term,
+                            "cud",
+                            "no",
+                            float(r[col]) / 730.0,
+                            0.0,
+                            f"Cyclenerd 2026-07-30 {col}/730h",
+                            "2026-07-30",
+                        )
+                    )
     return rows
 
 
@@ -166,8 +225,16 @@ def _published(offers: dict[tuple[str, str, str], float]) -> list[dict[str, str]
 def build(shared: Path) -> list[dict[str, str]]:
     offers = _offers()
     rows = _aws(shared, offers) + _gcp(shared, offers) + _published(offers)
-    rows.sort(key=lambda x: (x["provider"], x["region"], x["instance_type"], x["term"],
-                             x["option"], x["payment"]))
+    rows.sort(
+        key=lambda x: (
+            x["provider"],
+            x["region"],
+            x["instance_type"],
+            x["term"],
+            x["option"],
+            x["payment"],
+        )
+    )
     return rows
 
 
@@ -182,7 +249,9 @@ def render(rows: list[dict[str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     env = os.environ.get("PROVISIONER_SHARED_DATA")
-    ap.add_argument("--shared", type=Path, default=Path(env) if env else ROOT.parent / "shared" / "data")
+    ap.add_argument(
+        "--shared", type=Path, default=Path(env) if env else ROOT.parent / "shared" / "data"
+    )
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     text = render(build(args.shared))
