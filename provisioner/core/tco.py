@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 
 from policies.gpus import canonical_gpu
@@ -63,7 +62,8 @@ class Commitment:
     @property
     def monthly(self) -> float:
         """What one instance costs each month besides the upfront payment."""
-        return max(self.hourly * HOURS_PER_MONTH - self.upfront / self.term_months, 0.0)
+        monthly = self.hourly * HOURS_PER_MONTH - self.upfront / self.term_months
+        return monthly if monthly >= 0.005 else 0.0  # all upfront: nothing (to the cent) a month
 
 
 def break_even(commit_hourly: float, pay_per_use_hourly: float | None) -> float | None:
@@ -422,7 +422,8 @@ ASSUMPTIONS = (
     "a month is 730 hours; prices are list prices in USD, without taxes or egress",
     "spot with fallback: the expected spot share is 1 - the zone's monthly interruption band "
     "(its midpoint; 10% where the cloud publishes no band); the rest runs on on-demand",
-    "a commitment covers each committed phase's instances 24/7 and is paid whether used or not",
+    "a commitment covers the peak of an instance type's concurrent instances 24/7 (phases whose "
+    "daily windows do not overlap share them) and is paid whether used or not",
     "a phase without a commitment offer for its instance type runs on-demand in that option",
     "commitments renew at the same price at each term's end; a term running past the horizon is "
     "still owed (owed after)",
