@@ -99,7 +99,9 @@ class Phase(_Model):
 
     @property
     def daily_hours(self) -> float:
-        return self.hours_per_day if self.window is None else window_hours(self.window)
+        if self.window is not None:
+            return window_hours(self.window)
+        return self.hours_per_day or 0.0  # one of the two is set (validated)
 
     @property
     def utilisation(self) -> float:

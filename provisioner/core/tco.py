@@ -238,9 +238,9 @@ def committed(
         if c.source not in sources:
             sources.append(c.source)
     for leg in legs:
-        c = offers.get(leg.instance_type)
-        be_od.append(None if c is None else break_even(c.hourly, leg.on_demand))
-        be_spot.append(None if c is None else break_even(c.hourly, leg.spot_blend))
+        offer = offers.get(leg.instance_type)
+        be_od.append(None if offer is None else break_even(offer.hourly, leg.on_demand))
+        be_spot.append(None if offer is None else break_even(offer.hourly, leg.spot_blend))
     starts = tuple((m, upfront_each) for m in range(0, horizon, months) if upfront_each > 0)
     last_start = ((horizon - 1) // months) * months
     owed = committed_monthly * (last_start + months - horizon)
