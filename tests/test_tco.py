@@ -188,3 +188,46 @@ def test_help() -> None:
     assert code == 0 and "--profile" in out and "--plot" in out and "break-even" in out
     code, out, _ = invoke("--help")
     assert "tco" in out
+
+
+SHARED = REPO.parent / "shared" / "data"
+
+
+def test_commitments_file_rows_are_offers_and_below_on_demand() -> None:
+    od: dict[tuple[str, str, str], float] = {}
+    for o in builtin_catalog().offers:
+        if o.price is not None:
+            key = (o.provider, o.region, o.instance_type)
+            od[key] = min(od.get(key, o.price), o.price)
+    rows = read_commitments()
+    assert {c.provider for c in rows} == {"aws", "gcp", "azure", "alibaba", "tencent"}
+    for c in rows:
+        key = (c.provider, c.region, c.instance_type)
+        assert key in od, key
+        assert 0 < c.hourly < od[key], (key, c.term, c.option)
+        assert c.source and c.date
+        if c.payment == "all":
+            assert c.upfront == pytest.approx(c.hourly * 730 * c.term_months, rel=1e-3)
+            assert c.monthly == 0.0
+        if c.provider not in ("aws", "gcp"):
+            assert c.source.startswith("published rate"), c.source
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data")
+def test_commitments_csv_is_what_the_generator_writes() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "build_commitments.py"),
+            "--check",
+            "--shared",
+            str(SHARED),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr

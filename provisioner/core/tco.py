@@ -62,8 +62,9 @@ class Commitment:
     @property
     def monthly(self) -> float:
         """What one instance costs each month besides the upfront payment."""
-        monthly = self.hourly * HOURS_PER_MONTH - self.upfront / self.term_months
-        return monthly if monthly >= 0.005 else 0.0  # all upfront: nothing (to the cent) a month
+        if self.payment == "all":
+            return 0.0  # all paid at the start (the rate's rounding aside)
+        return max(self.hourly * HOURS_PER_MONTH - self.upfront / self.term_months, 0.0)
 
 
 def break_even(commit_hourly: float, pay_per_use_hourly: float | None) -> float | None:
