@@ -187,6 +187,7 @@ def _render(result: TcoResult, top: int, plot_path: str | None) -> None:
         ("horizon", "right"),
         ("owed after", "right"),
         ("vs on-demand", "right"),
+        ("use", "right"),
         ("break-even vs OD", "right"),
         ("vs spot", "right"),
     ):
@@ -203,6 +204,7 @@ def _render(result: TcoResult, top: int, plot_path: str | None) -> None:
             _usd(o.horizon_cost),
             _usd(o.owed_after),
             "-" if base is None or base <= 0 else f"{o.total / base - 1:+.0%}",
+            _legs_text(o.utilisation),
             _legs_text(o.break_even_on_demand),
             _legs_text(o.break_even_spot),
         )
@@ -210,8 +212,10 @@ def _render(result: TcoResult, top: int, plot_path: str | None) -> None:
     if len(result.options) > top:
         out.print(f"({len(result.options) - top} more options: --top or --json)")
     out.print(
-        "break-even: the utilisation above which the commitment costs less than paying per hour "
-        "(per phase, " + "/".join(ph.name for ph in p.phases) + "); over 100% = never"
+        "use: the share of the committed instances' hours the workload uses them; break-even: "
+        "the use above which the commitment costs less than paying per hour (per phase, "
+        + "/".join(ph.name for ph in p.phases)
+        + "); over 100% = never"
     )
     out.print("Legs (cheapest type per phase and region):")
     for r in result.regions:

@@ -133,6 +133,8 @@ class Option:
     horizon_months: int
     break_even_on_demand: tuple[float | None, ...] = ()  # per leg (commitments)
     break_even_spot: tuple[float | None, ...] = ()
+    #: per leg: the share of the committed instances' hours its instance type is used
+    utilisation: tuple[float | None, ...] = ()
     uncovered: tuple[str, ...] = ()  # phases with no such offer (run on-demand)
     sources: tuple[str, ...] = ()
 
@@ -177,6 +179,7 @@ class Option:
             "horizon_cost": round(self.horizon_cost, 2),
             "owed_after_horizon": round(self.owed_after, 2),
             "total": round(self.total, 2),
+            "committed_utilisation": [_r(v) for v in self.utilisation],
             "break_even_utilisation_vs_on_demand": [_r(v) for v in self.break_even_on_demand],
             "break_even_utilisation_vs_spot": [_r(v) for v in self.break_even_spot],
             "phases_on_demand": list(self.uncovered),
@@ -230,9 +233,11 @@ def committed(
     be_od: list[float | None] = []
     be_spot: list[float | None] = []
     sources: list[str] = []
+    used: dict[str, float] = {}
     for itype, group in by_type.items():
         c = offers[itype]
         n = peak_instances(group)
+        used[itype] = sum(leg.instances * leg.phase.utilisation for leg in group) / n
         monthly += n * c.monthly
         committed_monthly += n * c.monthly
         upfront_each += n * c.upfront
@@ -257,6 +262,7 @@ def committed(
         horizon,
         tuple(be_od),
         tuple(be_spot),
+        tuple(used.get(leg.instance_type) for leg in legs),
         tuple(uncovered),
         tuple(sources),
     )
