@@ -16,7 +16,6 @@ It is read like a policy (bounded YAML, errors as ``file:line:column``) by
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -163,7 +162,3 @@ def parse_profile(text: str, file: str = "<profile>") -> Profile:
     except ValidationError as exc:
         found: list[PolicyIssue] = list(_issues_from_validation(exc, file, values, keys, Profile))
         raise PolicyError(found or [PolicyIssue(file, 1, 1, "", str(exc))]) from None
-
-
-def profile_schema() -> dict[str, Any]:
-    return Profile.model_json_schema()

@@ -231,3 +231,33 @@ def test_commitments_csv_is_what_the_generator_writes() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import raises ImportError
+    png = tmp_path / "x.png"
+    code, _, err = invoke("tco", "--policy", EU_POLICY, "--profile", NIGHT_DAY, "--plot", str(png))
+    assert code == 2 and "provisioner[plot]" in err and not png.exists()
+
+
+def test_a_spot_only_policy_is_offered_no_commitments_or_on_demand() -> None:
+    text = Path(EU_POLICY).read_text().replace("market: spot-then-on-demand", "market: spot")
+    res = compare(
+        parse_profile(Path(NIGHT_DAY).read_text()),
+        parse_policy(text),
+        builtin_catalog(),
+        read_commitments(),
+        NOW,
+    )
+    assert res.options == [] and res.regions  # placed on spot, but spot alone is not costed
+    assert "spot only" in res.notes[0]
+
+
+def test_no_color_leaves_no_escape_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    code, out, _ = invoke("tco", "--policy", EU_POLICY, "--profile", NIGHT_DAY, "--top", "3")
+    assert code == 0 and "\x1b[" not in out

@@ -155,6 +155,7 @@ def _legs_text(values: tuple[float | None, ...]) -> str:
 
 
 def _render(result: TcoResult, top: int, plot_path: str | None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from provisioner.console import console
@@ -169,6 +170,8 @@ def _render(result: TcoResult, top: int, plot_path: str | None) -> None:
         f"[bold]{p.name}[/] under policy [bold]{result.policy.name}[/]: {phases}; "
         f"{p.horizon_months} months; USD"
     )
+    for note in result.notes:
+        out.print(f"[yellow]note:[/] {escape(note)}")
     if not result.options:
         out.print("[bold red]Nothing is eligible under this policy.[/]")
         _rejections(result, out)

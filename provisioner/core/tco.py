@@ -388,6 +388,7 @@ class TcoResult:
     options: list[Option]  # eligible, cheapest total first
     rejected: dict[str, int]  # planner rejections (candidates), and "budget_total" (options)
     assumptions: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def best(self) -> Option | None:
@@ -422,6 +423,7 @@ class TcoResult:
             "best": self.best.as_dict() if self.best else None,
             "rejected": self.rejected,
             "assumptions": list(self.assumptions),
+            "notes": list(self.notes),
         }
 
 
@@ -479,4 +481,12 @@ def compare(
             rejected["budget_total"] = rejected.get("budget_total", 0) + len(over)
         options = [o for o in options if o.total <= cap]
     options.sort(key=lambda o: (o.total, o.provider, o.region, o.label))
-    return TcoResult(profile, policy, regions, options, rejected, ASSUMPTIONS)
+    notes: list[str] = []
+    if not policy.allows_on_demand:
+        notes.append(
+            "the policy allows spot only: on-demand, spot with on-demand fallback and "
+            "commitments (reserved capacity) are all outside it; use spot-then-on-demand"
+        )
+    if not regions:
+        notes.append("no region the policy allows can place every phase")
+    return TcoResult(profile, policy, regions, options, rejected, ASSUMPTIONS, tuple(notes))
