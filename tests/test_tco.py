@@ -21,11 +21,11 @@ from provisioner.core.tco import (
     Leg,
     break_even,
     committed,
-    compare,
     pay_per_use,
     peak_instances,
     spot_share,
 )
+from provisioner.core.tco_plan import compare
 
 REPO = Path(__file__).resolve().parents[1]
 EU_POLICY = str(REPO / "policies" / "eu-tco.yaml")
@@ -261,3 +261,15 @@ def test_no_color_leaves_no_escape_codes(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("NO_COLOR", "1")
     code, out, _ = invoke("tco", "--policy", EU_POLICY, "--profile", NIGHT_DAY, "--top", "3")
     assert code == 0 and "\x1b[" not in out
+
+
+def test_the_policys_gpu_list_bounds_the_phases() -> None:
+    text = Path(EU_POLICY).read_text().replace("gpus: [A100, A100-80GB]", "gpus: [H100]")
+    res = compare(
+        parse_profile(Path(NIGHT_DAY).read_text()),
+        parse_policy(text),
+        builtin_catalog(),
+        read_commitments(),
+        NOW,
+    )
+    assert res.options == [] and any("resources.gpus" in n for n in res.notes)

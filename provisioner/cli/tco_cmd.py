@@ -14,7 +14,8 @@ from provisioner.console import error
 
 if TYPE_CHECKING:
     from policies.profile import Profile
-    from provisioner.core.tco import Option, TcoResult
+    from provisioner.core.tco import Option
+    from provisioner.core.tco_plan import TcoResult
 
 MAX_PROFILE_BYTES = 1_000_000
 
@@ -104,7 +105,7 @@ def tco(
     """
     from provisioner.catalog_files import CatalogError, read_commitments
     from provisioner.core.planner import PlanContext, PlanError
-    from provisioner.core.tco import compare
+    from provisioner.core.tco_plan import compare
 
     if plot_path is not None:
         _require_matplotlib()
