@@ -273,3 +273,22 @@ def test_the_policys_gpu_list_bounds_the_phases() -> None:
         NOW,
     )
     assert res.options == [] and any("resources.gpus" in n for n in res.notes)
+
+
+def test_a_bad_commitments_file_exits_2_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "c.csv"
+    bad.write_text(
+        "provider,region,instance_type,term,option,payment,hourly,upfront,source,date\n"
+        "gcp,europe-west4,a2-highgpu-2g,3y,cud,no,2.6,0,x,2026-01-01\n"
+        "gcp,europe-west4,a2-highgpu-2g,5y,cud,no,2.6,0,x,2026-01-01\n"
+    )
+    code, _, err = invoke(
+        "tco", "--policy", EU_POLICY, "--profile", NIGHT_DAY, "--commitments", str(bad)
+    )
+    assert code == 2 and f"{bad}:3:" in err and "term" in err
+    bad.write_text(bad.read_text().replace("5y", "1y"))
+    code, out, _ = invoke(
+        "tco", "--policy", EU_POLICY, "--profile", NIGHT_DAY, "--commitments", str(bad), "--json"
+    )
+    doc = json.loads(out)
+    assert code == 0 and {o["option"] for o in doc["options"] if o["term"]} == {"cud"}
