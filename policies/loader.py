@@ -105,9 +105,9 @@ def _got(value: Any) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+def _model_at(loc: tuple[Any, ...], root: type[BaseModel] = Policy) -> type[BaseModel] | None:
     """The pydantic model class that holds the fields at ``loc`` (a path of keys/indices)."""
-    current: Any = Policy
+    current: Any = root
     for part in loc:
         current = _unwrap(current)
         if isinstance(part, int):
@@ -187,14 +187,14 @@ def _message(err: dict[str, Any]) -> str:
 
 
 def _issues_from_validation(
-    exc: ValidationError, file: str, values: Marks, keys: Marks
+    exc: ValidationError, file: str, values: Marks, keys: Marks, root: type[BaseModel] = Policy
 ) -> Iterator[PolicyIssue]:
     seen: set[tuple[Any, ...]] = set()
     for err in exc.errors():
         loc = _real_loc(tuple(err["loc"]), values, keys)
         if err["type"] == "extra_forbidden":
             parent, key = loc[:-1], loc[-1] if loc else ""
-            model = _model_at(parent)
+            model = _model_at(parent, root)
             options = list(model.model_fields) if model else []
             hint = (
                 difflib.get_close_matches(str(key), options, n=1, cutoff=0.6)

@@ -9,13 +9,22 @@ file is done here, one layer up, beside the providers (which load the built-in c
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from importlib import resources
 
 from provisioner.core import catalog as core
 from provisioner.core.catalog import CatalogError, parse_offers
 from provisioner.core.models import Offer
+from provisioner.core.tco import Commitment
 
-__all__ = ["Catalog", "CatalogError", "builtin_catalog", "load_catalog", "read_offers"]
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "builtin_catalog",
+    "load_catalog",
+    "read_commitments",
+    "read_offers",
+]
 
 BUILTIN_SOURCE = "builtin:provisioner/data/offers.csv"
 
@@ -61,3 +70,66 @@ class Catalog(core.Catalog):
     def load(cls, *paths: str | os.PathLike[str], provider: str | None = None) -> core.Catalog:
         """The catalog from ``paths`` (any supported layout); no paths: the built-in catalog."""
         return load_catalog(*paths, provider=provider)
+
+
+COMMITMENT_COLUMNS = (
+    "provider",
+    "region",
+    "instance_type",
+    "term",
+    "option",
+    "payment",
+    "hourly",
+    "upfront",
+    "source",
+    "date",
+)
+
+
+def parse_commitments(lines: Iterable[str], source: str) -> list[Commitment]:
+    """Commitment offers from CSV text in commitments.csv's layout (see provisioner/data/SOURCES.md)."""
+    import csv
+
+    reader = csv.DictReader(lines)
+    missing = [c for c in COMMITMENT_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise CatalogError(f"{source}: not a commitments file (missing {', '.join(missing)})")
+    out: list[Commitment] = []
+    for n, row in enumerate(reader, start=2):
+        try:
+            hourly, upfront = float(row["hourly"]), float(row["upfront"] or 0)
+        except (TypeError, ValueError):
+            raise CatalogError(f"{source}:{n}: hourly and upfront must be numbers") from None
+        if row["term"] not in ("1y", "3y") or row["payment"] not in ("all", "partial", "no"):
+            raise CatalogError(f"{source}:{n}: term must be 1y/3y, payment all/partial/no")
+        if not (hourly >= 0 and upfront >= 0):
+            raise CatalogError(f"{source}:{n}: prices cannot be negative")
+        out.append(
+            Commitment(
+                row["provider"],
+                row["region"],
+                row["instance_type"],
+                row["term"],
+                row["option"],
+                row["payment"],
+                hourly,
+                upfront,
+                row["source"],
+                row["date"],
+            )
+        )
+    return out
+
+
+def read_commitments(path: str | os.PathLike[str] | None = None) -> list[Commitment]:
+    """Commitment offers from ``path`` (default: the built-in provisioner/data/commitments.csv)."""
+    if path is None:
+        ref = resources.files("provisioner.data").joinpath("commitments.csv")
+        with resources.as_file(ref) as p, open(p, newline="", encoding="utf-8") as fh:
+            return parse_commitments(fh, "builtin:provisioner/data/commitments.csv")
+    try:
+        fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read commitments: {exc.strerror}") from None
+    with fh:
+        return parse_commitments(fh, str(path))

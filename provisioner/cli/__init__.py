@@ -66,6 +66,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "simulate",
         "What a policy would cost on spot traces.",
     ),
+    "tco": (
+        "provisioner.cli.tco_cmd",
+        "tco",
+        "Sustained workload: spot, on-demand and 1-/3-year commitments over months.",
+    ),
 }
 
 
