@@ -62,6 +62,7 @@ LABEL = {
     "on-demand": "On-demand",
     "greedy": "Greedy",
     "uniform-progress": "Uniform Progress",
+    "uniform-progress-variant": "UP (old variant)",
     "eager-next-region": "EAGER_NEXT_REGION",
     "provisioner": "ours (provisioner)",
     "optimum": "Optimum",

@@ -18,9 +18,11 @@ Strategies (pick one by name with :func:`get_strategy`):
 ``greedy``
     spot whenever it is available, else wait; the safety net brings on-demand in at the end.
 ``uniform-progress``
-    Can't Be Late §5.2: spot whenever available; when spot is not available, on-demand only
-    while progress is behind the uniform line ``C0·t/R0``; once on on-demand, stay until
-    progress is ahead of the line ``2d`` later (hysteresis).
+    Can't Be Late §5.2 as the authors' simulator runs it: spot whenever available; without
+    spot, on-demand while progress is behind the uniform line ``C0·t/R0``; once on on-demand,
+    stay while spot is gone or progress is behind the line ``2d`` later (hysteresis).
+``uniform-progress-variant``
+    the project's earlier reading: the same, but it leaves on-demand to wait once ahead.
 ``eager-next-region``
     SkyPilot's EAGER_NEXT_REGION failover: greedy on the market, and after a preemption the
     next zone in turn (the zone just lost is tried last).
@@ -233,9 +235,15 @@ class SpotOnly(Greedy):
     summary = "spot or wait; never on-demand (the deadline may be missed)"
 
 
-class UniformProgress(Strategy):
-    name = "uniform-progress"
-    summary = "Can't Be Late §5.2: keep progress on the line C0·t/R0, hysteresis 2d"
+class UniformProgressVariant(Strategy):
+    """The project's earlier reading of Uniform Progress (kept for comparison).
+
+    It differs from the paper's code (:class:`UniformProgress`) in one rule, its on-demand
+    exit: once progress is ahead of the line ``2d`` later it leaves on-demand even while spot is
+    gone (and waits), where the paper's keeps on-demand until spot comes back."""
+
+    name = "uniform-progress-variant"
+    summary = "UP variant: leaves on-demand to wait once ahead of the line 2d later"
 
     @staticmethod
     def _behind(s: StepState, at_h: Array | float) -> Array:
@@ -249,6 +257,48 @@ class UniformProgress(Strategy):
         out = np.where(behind, ON_DEMAND, NONE)
         out = np.where(s.spot_available, SPOT, out)
         return np.where(hold_od, ON_DEMAND, out).astype(np.int8)
+
+
+class UniformProgress(UniformProgressVariant):
+    """Uniform Progress as the Can't Be Late authors' simulator runs it (NSDI'24 §5.2).
+
+    Step by step, with ``done`` the progress, ``t`` the time since the start, ``C0`` the work
+    and ``R0`` the deadline (both from the start):
+
+    1. spot when spot is available, else nothing;
+    2. behind the line (``done < t·C0/R0``): spot if available, else on-demand;
+    3. on on-demand: stay there while spot is gone, and also while progress is behind the line
+       ``2d`` later (hysteresis): on-demand is left for spot only, never for waiting;
+    4. the paper's own safety net, on whole steps: idle or on on-demand with
+       ``ceil((W + 2d)/step) >= floor(R/step)`` steps: on-demand; with
+       ``ceil((W + d)/step) >= floor(R/step)``: keep a spot instance past its changeover,
+       else on-demand (with ``d = 0`` and spot there: spot).
+
+    :func:`choose_market`'s shared net still applies on top (it never binds before rule 4).
+    """
+
+    name = "uniform-progress"
+    summary = "Can't Be Late §5.2 as the authors' code runs it (on-demand left for spot only)"
+
+    def want(self, s: StepState) -> Array:
+        g, d = s.step_h, s.overhead_h
+        on_od = s.running == ON_DEMAND
+        out = np.where(s.spot_available, SPOT, NONE)
+        behind = self._behind(s, s.elapsed_h)
+        out = np.where(behind, np.where(s.spot_available, SPOT, ON_DEMAND), out)
+        done = s.work_total_h - s.work_left_h
+        later = done <= (s.elapsed_h + 2 * d) * s.work_total_h / s.horizon_h + EPS_H
+        out = np.where(on_od & (~s.spot_available | later), ON_DEMAND, out)
+        steps_left = np.floor(s.time_left_h / g + EPS_H)
+        need_2d = np.ceil((s.work_left_h + 2 * d) / g - EPS_H)
+        need_d = np.ceil((s.work_left_h + d) / g - EPS_H)
+        out = np.where((need_2d >= steps_left) & (s.running != SPOT), ON_DEMAND, out)
+        settled_spot = (s.running == SPOT) & (s.pending_h <= EPS_H)
+        last = np.where(settled_spot, SPOT, ON_DEMAND)
+        if d <= 0:
+            last = np.where(s.spot_available, SPOT, last)
+        out = np.where(need_d >= steps_left, last, out)
+        return out.astype(np.int8)
 
 
 class EagerNextRegion(Greedy):
@@ -349,11 +399,26 @@ def unpaced_choice(strategy: Strategy, s: StepState, has_on_demand: bool) -> int
 
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls
-    for cls in (OnDemandOnly, Greedy, UniformProgress, EagerNextRegion, SlackAware, SpotOnly)
+    for cls in (
+        OnDemandOnly,
+        Greedy,
+        UniformProgress,
+        UniformProgressVariant,
+        EagerNextRegion,
+        SlackAware,
+        SpotOnly,
+    )
 }
 DEFAULT_STRATEGY = SlackAware.name
 #: the strategies the benchmark compares (spot-only may miss deadlines: not a contender)
-COMPARED = ("on-demand", "greedy", "uniform-progress", "eager-next-region", "provisioner")
+COMPARED = (
+    "on-demand",
+    "greedy",
+    "uniform-progress",
+    "uniform-progress-variant",
+    "eager-next-region",
+    "provisioner",
+)
 
 
 def get_strategy(name: str) -> Strategy:
