@@ -61,6 +61,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from policies.model import MarketChoice, Policy
+from provisioner.core import availability as av
 from provisioner.core import strategies as st
 from provisioner.core.models import Instance, InstanceState, Market, Placement
 from provisioner.core.rules import (
@@ -82,6 +83,7 @@ from provisioner.core.views import (
     JobView,
     Location,
     Observations,
+    ZoneHistory,
     cooldown_over,
 )
 
@@ -339,8 +341,9 @@ def decide(
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
     ages = _ages(obs, now, spot, avail)
+    p_up, life, score = _learned(obs, spot, avail, ages)
     strat = _strategy_for(job, strategy)
-    state = _state(job, now, running, spot, avail, od, ages)
+    state = _state(job, now, running, spot, avail, od, ages, (p_up, life))
     wish = int(np.asarray(strat.want(state))[0])
     choice = int(st.choose_market(strat, state)[0])
     if job.deadline is None or job.work_total_h is None:
@@ -355,7 +358,11 @@ def decide(
         last_i = next((i for i, p in enumerate(spot) if last and _loc(p) == _loc(last)), -1)
         pick = int(
             strat.pick_zone(
-                avail[None, :], ages[None, :], np.asarray([cur_i]), np.asarray([last_i])
+                avail[None, :],
+                ages[None, :],
+                np.asarray([cur_i]),
+                np.asarray([last_i]),
+                score=score[None, :],
             )[0]
         )
         if pick == cur_i:
@@ -419,6 +426,19 @@ def _ages(obs: Observations, now: datetime, spot: list[Placement], avail: np.nda
     return ages
 
 
+def _learned(
+    obs: Observations, spot: list[Placement], avail: np.ndarray, ages: np.ndarray
+) -> tuple[float, float, np.ndarray]:
+    """Learned availability (:mod:`provisioner.core.availability`) from ``spot_history``:
+    the best usable option's chance of capacity and mean lifetime, and each option's score."""
+    hist = [obs.spot_history.get(_loc(p)) or ZoneHistory() for p in spot]
+    life = av.lifetime_h(np.asarray([h.up_h for h in hist]), np.asarray([h.lost for h in hist]))
+    out = av.outage_h(np.asarray([h.down_h for h in hist]), np.asarray([h.recovered for h in hist]))
+    _, p, lf = av.best_zone(avail[None, :], ages[None, :], life[None, :], out[None, :])
+    _, score = av.zone_scores(avail, ages, life, out)
+    return float(p[0]), float(lf[0]), score
+
+
 def _state(
     job: JobView,
     now: datetime,
@@ -427,6 +447,7 @@ def _state(
     avail: np.ndarray,
     od: list[Placement],
     ages: np.ndarray,
+    learned: tuple[float, float],
 ) -> StepState:
     cur, total, deadline = job.current, job.work_total_h, job.deadline
     pending = 0.0
@@ -460,6 +481,8 @@ def _state(
         price_on_demand=3.06 if p_od is None else p_od,
         price_spot=launch_price(up[0]) if up else 0.97,
         keeps_progress=job.checkpoint_on_notice,
+        spot_p_up=learned[0],
+        spot_life_h=learned[1],
     )
 
 

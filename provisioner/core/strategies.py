@@ -28,6 +28,8 @@ Strategies (pick one by name with :func:`get_strategy`):
     next zone in turn (the zone just lost is tried last).
 ``provisioner``
     ours, the default: see :class:`SlackAware`.
+``learned``
+    ours, learning each zone's availability online: see :class:`Learned`.
 ``spot-only``
     for ``market: spot`` policies: spot or wait (``decide()`` never buys on-demand for them).
 """
@@ -35,10 +37,12 @@ Strategies (pick one by name with :func:`get_strategy`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import ClassVar
 
 import numpy as np
+
+from provisioner.core.availability import PRIOR_LIFE_H
+from provisioner.core.windows import window_hours_left  # noqa: F401  (re-exported)
 
 NONE = 0
 ON_DEMAND = 1
@@ -77,6 +81,11 @@ class StepState:
     price_spot: float = 0.97
     margin_h: float = 0.0
     keeps_progress: bool = True  # progress made on spot survives a preemption
+    #: learned availability (:mod:`provisioner.core.availability`) of the zone with the most
+    #: expected spot hours among the usable ones: the chance it has capacity now and its mean
+    #: spot lifetime (hours); None where the driver gives no history
+    spot_p_up: Array | None = None
+    spot_life_h: Array | None = None
 
     @classmethod
     def single(cls, **values: float | int | bool) -> StepState:
@@ -134,37 +143,6 @@ def choose_market(strategy: Strategy, s: StepState) -> Array:
     return np.where(done, NONE, want).astype(np.int8)
 
 
-def window_hours_left(
-    windows: list[tuple[str, timedelta]], now: datetime, deadline: datetime, changeover_h: float
-) -> float:
-    """Hours inside time ``windows`` ((cron, duration) pairs) from ``now`` to ``deadline``, less
-    one changeover per window still to open (each starts a new instance): the time a job with
-    windows really has left."""
-    from policies.cron import CronSpec, in_window, next_window_start
-
-    wins = windows
-    t, total, openings = now, 0.0, 0
-    for _ in range(10_000):
-        if t >= deadline:
-            break
-        if in_window(wins, t):
-            end = t
-            for expr, dur in wins:
-                start = CronSpec.parse(expr).previous(t, limit=dur + timedelta(minutes=1))
-                if start is not None and t < start + dur:
-                    end = max(end, start + dur)
-            seg_end = min(end, deadline)
-            total += (seg_end - t).total_seconds() / 3600.0
-            t = max(seg_end, t + timedelta(minutes=1))
-        else:
-            nxt = next_window_start(wins, t)
-            if nxt is None or nxt >= deadline:
-                break
-            openings += 1
-            t = nxt
-    return total - openings * changeover_h
-
-
 # -- zone choice -----------------------------------------------------------------------------
 
 
@@ -196,11 +174,14 @@ class Strategy:
     def want(self, s: StepState) -> Array:
         raise NotImplementedError
 
-    def pick_zone(self, avail: Array, age: Array, current: Array, last: Array) -> Array:
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
         """The spot zone (option index) to use per row: stay on the running one while it is
         up, else the first available in the caller's ranking. ``avail``, ``age``: (rows,
         zones) capacity now and for how long (hours); ``current``: the zone of the running
-        spot instance (-1 none); ``last``: the zone of the latest attempt (-1 none)."""
+        spot instance (-1 none); ``last``: the zone of the latest attempt (-1 none);
+        ``score``: (rows, zones) the expected spot hours a launch buys, where learned."""
         n = avail.shape[0]
         rows = np.arange(n)
         cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
@@ -305,7 +286,9 @@ class EagerNextRegion(Greedy):
     name = "eager-next-region"
     summary = "SkyPilot EAGER_NEXT_REGION: greedy, failing over to the next zone in turn"
 
-    def pick_zone(self, avail: Array, age: Array, current: Array, last: Array) -> Array:
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
         n = avail.shape[0]
         rows = np.arange(n)
         cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
@@ -368,7 +351,9 @@ class SlackAware(Strategy):
         take = s.spot_available & (~(on_od & short) | back)
         return np.where(take, SPOT, out).astype(np.int8)
 
-    def pick_zone(self, avail: Array, age: Array, current: Array, last: Array) -> Array:
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
         n = avail.shape[0]
         rows = np.arange(n)
         cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
@@ -376,6 +361,68 @@ class SlackAware(Strategy):
             return np.full(n, -1, dtype=np.int64)
         oldest = np.argmax(np.where(avail, age, -1.0), axis=1)  # ties: the caller's ranking
         return np.where(cur_ok, current, np.where(avail.any(axis=1), oldest, -1))
+
+
+class Learned(SlackAware):
+    """Ours, learning each zone's availability online (``learned``).
+
+    :class:`SlackAware`'s reserve and hold, with the zone's own history
+    (:mod:`provisioner.core.availability`: mean spot lifetime ``U``, mean outage ``D``, and the
+    chance ``p`` that a zone last seen down has capacity again) in place of fixed rules:
+
+    * **reserve**: ``2d + step`` plus what the preemptions still to come are expected to cost,
+      ``(W / U)·d`` (a changeover each) plus a share of the time left (``RESERVE_SHARE``);
+      a zone whose spot lasts keeps a small reserve and waits for spot longer.
+    * **return** from on-demand to spot: only when the try is worth its risk, i.e.
+      ``p·(saving over min(U, W) hours - two changeovers) > (1 - p)·one on-demand changeover``
+      (a refused try costs the on-demand instance just stopped).
+    * **zone**: the usable zone with the most expected spot hours ``p·U``.
+
+    The safety net (:func:`choose_market`) is unchanged: the deadline guarantee holds whatever
+    the estimates say.
+    """
+
+    name = "learned"
+    summary = "ours, learning each zone's spot lifetime and outage length online"
+    RESERVE_SHARE = 0.05
+    PREEMPTION_COST = 1.0  # changeovers of slack kept per expected preemption
+    P_TRY = 0.5  # least chance of capacity worth leaving on-demand for
+
+    def _life(self, s: StepState) -> Array:
+        if s.spot_life_h is None:
+            return np.full(np.shape(s.work_left_h), PRIOR_LIFE_H)
+        return np.maximum(s.spot_life_h, 1e-6)
+
+    def reserve_h(self, s: StepState) -> Array:
+        expected = self.PREEMPTION_COST * s.overhead_h * s.work_left_h / self._life(s)
+        base = 2 * s.overhead_h + s.step_h + s.margin_h
+        return base + expected + self.RESERVE_SHARE * s.time_left_h
+
+    def want(self, s: StepState) -> Array:
+        slack = s.time_left_h - s.work_left_h - s.pending_h
+        on_od = s.running == ON_DEMAND
+        hold = np.where(on_od, self.HOLD_CHANGEOVERS * s.overhead_h, 0.0)
+        short = slack < self.reserve_h(s) + hold - EPS_H
+        out = np.where(short, ON_DEMAND, NONE)
+        p = np.ones(np.shape(s.work_left_h)) if s.spot_p_up is None else s.spot_p_up
+        d, po, ps = s.overhead_h, s.price_on_demand, s.price_spot
+        gain = (po - ps) * np.minimum(self._life(s), s.work_left_h) - d * (po + ps)
+        back = (p >= self.P_TRY) & (p * gain > (1.0 - p) * d * po + EPS_H)
+        take = s.spot_available & (~(on_od & short) | back)
+        return np.where(take, SPOT, out).astype(np.int8)
+
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
+        if score is None:
+            return super().pick_zone(avail, age, current, last)
+        n = avail.shape[0]
+        rows = np.arange(n)
+        cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
+        if avail.shape[1] == 0:
+            return np.full(n, -1, dtype=np.int64)
+        best = np.argmax(np.where(avail, score, -1.0), axis=1)
+        return np.where(cur_ok, current, np.where(avail.any(axis=1), best, -1))
 
 
 def unpaced_choice(strategy: Strategy, s: StepState, has_on_demand: bool) -> int:
@@ -406,6 +453,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
         UniformProgressVariant,
         EagerNextRegion,
         SlackAware,
+        Learned,
         SpotOnly,
     )
 }
@@ -418,6 +466,7 @@ COMPARED = (
     "uniform-progress-variant",
     "eager-next-region",
     "provisioner",
+    "learned",
 )
 
 
