@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 #: Prior mean spot lifetime and outage length (hours), and the prior's weight (observations).
-#: Round numbers of the order the Spot Advisor's "<5%" to "5-10%" monthly interruption bands
-#: and the public traces show for GPU spot; any zone's own history overrides them within a few
-#: preemptions.
-PRIOR_LIFE_H = 4.0
-PRIOR_OUTAGE_H = 1.0
+#: Round numbers (chosen on the 2022-10-26 traces only) of the order the public GPU spot traces
+#: show (lifetimes: median 0.5-2 h, mean 1-4 h; outages: median 0.2-1 h, mean 1-3 h); a zone's
+#: own history overrides them within a few preemptions.
+PRIOR_LIFE_H = 2.0
+PRIOR_OUTAGE_H = 2.0
 PRIOR_N = 1.0
 
 

@@ -371,11 +371,10 @@ class Learned(SlackAware):
     chance ``p`` that a zone last seen down has capacity again) in place of fixed rules:
 
     * **reserve**: ``2d + step`` plus what the preemptions still to come are expected to cost,
-      ``(W / U)·d`` (a changeover each) plus a share of the time left (``RESERVE_SHARE``);
-      a zone whose spot lasts keeps a small reserve and waits for spot longer.
-    * **return** from on-demand to spot: only when the try is worth its risk, i.e.
-      ``p·(saving over min(U, W) hours - two changeovers) > (1 - p)·one on-demand changeover``
-      (a refused try costs the on-demand instance just stopped).
+      ``PREEMPTION_COST·(W / U)·d``, plus a share of the time left (``RESERVE_SHARE``).
+    * **return** from on-demand to spot: only when the try is worth its risk, i.e. ``p >=
+      P_TRY`` and ``p·(saving over min(U, W) hours - two changeovers) > (1 - p)·one on-demand
+      changeover`` (a refused try costs the on-demand instance just stopped).
     * **zone**: the usable zone with the most expected spot hours ``p·U``.
 
     The safety net (:func:`choose_market`) is unchanged: the deadline guarantee holds whatever
@@ -384,9 +383,10 @@ class Learned(SlackAware):
 
     name = "learned"
     summary = "ours, learning each zone's spot lifetime and outage length online"
-    RESERVE_SHARE = 0.05
-    PREEMPTION_COST = 1.0  # changeovers of slack kept per expected preemption
-    P_TRY = 0.5  # least chance of capacity worth leaving on-demand for
+    # tuned on the 2022-10-26 traces only (docs/simulate.md); the preemption term came out at 0
+    RESERVE_SHARE = 0.07
+    PREEMPTION_COST = 0.0  # changeovers of slack kept per expected preemption
+    P_TRY = 0.6  # least chance of capacity worth leaving on-demand for
 
     def _life(self, s: StepState) -> Array:
         if s.spot_life_h is None:
