@@ -18,7 +18,11 @@ has both a lifetime and an outage length: with a gamma prior worth ``PRIOR_N`` o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from provisioner.core.views import ZoneHistory
 
 #: Prior mean spot lifetime and outage length (hours), and the prior's weight (observations).
 #: Round numbers (chosen on the 2022-10-26 traces only) of the order the public GPU spot traces
@@ -62,8 +66,10 @@ def zone_scores(
 def best_zone(
     known: np.ndarray, since_down_h: np.ndarray, life: np.ndarray, outage: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: the usable zone with the most expected spot hours, its ``p_up`` and lifetime
-    (where none is usable: ``-1``, 0 and the longest lifetime of any zone)."""
+    """Per row: the usable zone with the most expected spot hours; the chance that a spot try
+    finds capacity in *some* usable zone (a refused launch moves on to the next zone at once:
+    ``1 - prod(1 - p_up)``); and that zone's lifetime (where none is usable: ``-1``, 0 and the
+    longest lifetime of any zone)."""
     p, score = zone_scores(known, since_down_h, life, outage)
     n = known.shape[0]
     if known.shape[1] == 0:
@@ -74,6 +80,25 @@ def best_zone(
     ok = known.any(axis=1)
     return (
         np.where(ok, idx, -1),
-        np.where(ok, p[rows, idx], 0.0),
+        np.where(ok, 1.0 - np.prod(1.0 - p, axis=1), 0.0),
         np.where(ok, life[rows, idx], life.max(axis=1)),
     )
+
+
+def for_options(
+    hist: Sequence[ZoneHistory],
+    known: np.ndarray,
+    since_down_h: np.ndarray,
+    saving: np.ndarray | None = None,
+) -> tuple[float, float, np.ndarray]:
+    """For one job's spot options (``decide()``): the best usable option's ``p_up`` and mean
+    lifetime, and each option's score (expected spot hours, times what an hour there saves
+    against on-demand where ``saving`` is given: with several zones at different prices, the
+    score ranks them by expected saving)."""
+    life = lifetime_h(np.asarray([h.up_h for h in hist]), np.asarray([h.lost for h in hist]))
+    out = outage_h(np.asarray([h.down_h for h in hist]), np.asarray([h.recovered for h in hist]))
+    _, p, lf = best_zone(known[None, :], since_down_h[None, :], life[None, :], out[None, :])
+    _, score = zone_scores(known, since_down_h, life, out)
+    if saving is not None:
+        score = score * saving
+    return float(p[0]), float(lf[0]), score

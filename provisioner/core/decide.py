@@ -341,7 +341,9 @@ def decide(
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
     ages = _ages(obs, now, spot, avail)
-    p_up, life, score = _learned(obs, spot, avail, ages)
+    hist = [obs.spot_history.get(_loc(p)) or ZoneHistory() for p in spot]
+    saving = [max(0.0, (od[0].price_per_hour if od else 0.0) - launch_price(p)) for p in spot]
+    p_up, life, score = av.for_options(hist, avail, ages, np.asarray(saving) if od else None)
     strat = _strategy_for(job, strategy)
     state = _state(job, now, running, spot, avail, od, ages, (p_up, life))
     wish = int(np.asarray(strat.want(state))[0])
@@ -424,19 +426,6 @@ def _ages(obs: Observations, now: datetime, spot: list[Placement], avail: np.nda
         if since is not None and avail[i]:
             ages[i] = max(0.0, _hours(now - since))
     return ages
-
-
-def _learned(
-    obs: Observations, spot: list[Placement], avail: np.ndarray, ages: np.ndarray
-) -> tuple[float, float, np.ndarray]:
-    """Learned availability (:mod:`provisioner.core.availability`) from ``spot_history``:
-    the best usable option's chance of capacity and mean lifetime, and each option's score."""
-    hist = [obs.spot_history.get(_loc(p)) or ZoneHistory() for p in spot]
-    life = av.lifetime_h(np.asarray([h.up_h for h in hist]), np.asarray([h.lost for h in hist]))
-    out = av.outage_h(np.asarray([h.down_h for h in hist]), np.asarray([h.recovered for h in hist]))
-    _, p, lf = av.best_zone(avail[None, :], ages[None, :], life[None, :], out[None, :])
-    _, score = av.zone_scores(avail, ages, life, out)
-    return float(p[0]), float(lf[0]), score
 
 
 def _state(
