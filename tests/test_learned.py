@@ -203,3 +203,16 @@ def test_daemon_and_simulator_agree_with_the_learned_strategy(
     # on-demand to the end), so agreement below is agreement on the learned strategy's run
     assert run_engine(CASES["spot-returns"]).effects != default.effects
     _assert_same(CASES[name], tmp_path)
+
+
+def test_with_prices_the_zone_score_ranks_by_expected_saving() -> None:
+    same = ZoneHistory(up_h=6.0, lost=2, down_h=1.0, recovered=1)
+    known, since = np.asarray([True, True]), np.asarray([3.0, 3.0])
+    _, _, plain = av.for_options([same, same], known, since)
+    assert plain[0] == plain[1]
+    _, _, priced = av.for_options([same, same], known, since, np.asarray([1.0, 2.0]))
+    assert priced[1] > priced[0]  # the cheaper zone saves twice as much an hour
+    # one chance of a try across two zones beats either alone
+    p_one, _, _ = av.for_options([same], known[:1], since[:1])
+    p_two, _, _ = av.for_options([same, same], known, since)
+    assert p_one < p_two < 1.0
