@@ -62,8 +62,10 @@ LABEL = {
     "on-demand": "On-demand",
     "greedy": "Greedy",
     "uniform-progress": "Uniform Progress",
+    "uniform-progress-variant": "UP (old variant)",
     "eager-next-region": "EAGER_NEXT_REGION",
     "provisioner": "ours (provisioner)",
+    "learned": "ours, learned",
     "optimum": "Optimum",
     "lower-bound": "Lower bound",
 }
@@ -323,6 +325,8 @@ def aim(t3: list[dict[str, Any]], cells: list[dict[str, Any]]) -> dict[str, Any]
         rows.append({
             "setting": f"{c['set']} C={c['work_h']:g}h d={c['d_min']:g}min",
             "ours": ours["cost_over_optimum_mean"],
+            "learned": c["policies"]["learned"]["cost_over_optimum_mean"],
+            "learned_misses": c["policies"]["learned"]["miss_rate"],
             "uniform_progress": c["policies"]["uniform-progress"]["cost_over_optimum_mean"],
             "greedy": c["policies"]["greedy"]["cost_over_optimum_mean"],
             "ours_misses": ours["miss_rate"],
@@ -416,7 +420,7 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
     )
     for r in a["rows"]:
         print(
-            f"   {r['setting']:<36} ours {r['ours']:.3f}  UP {r['uniform_progress']:.3f}  Greedy {r['greedy']:.3f}  misses {r['ours_misses']:.0%}  {'met' if r['met'] else 'NOT met'}"
+            f"   {r['setting']:<36} ours {r['ours']:.3f}  learned {r['learned']:.3f}  UP {r['uniform_progress']:.3f}  Greedy {r['greedy']:.3f}  misses {r['ours_misses']:.0%}/{r['learned_misses']:.0%}  {'met' if r['met'] else 'NOT met'}"
         )
     s = rep["speed"]
     print(

@@ -108,6 +108,18 @@ def test_uniform_progress_rules() -> None:
     assert pick("uniform-progress", running=ON_DEMAND, elapsed_h=20.0, time_left_h=40.0) == SPOT
 
 
+def test_uniform_progress_leaves_on_demand_for_spot_only_where_the_variant_waits() -> None:
+    # on on-demand, well ahead of the line (done 18 > 0.8 * 10.4), spot gone: the authors' code
+    # keeps on-demand; the project's earlier variant stops it and waits
+    ahead = {"running": ON_DEMAND, "spot_available": False}
+    assert pick("uniform-progress", **ahead) == ON_DEMAND
+    assert pick("uniform-progress-variant", **ahead) == NONE
+    # the paper's own net: idle with W + 2d steps or fewer left: on-demand, even with spot there
+    near = {"time_left_h": 30.3, "work_left_h": 30.0}
+    assert pick("uniform-progress", **near) == ON_DEMAND
+    assert pick("uniform-progress-variant", **near) == SPOT
+
+
 def test_slack_aware_waits_only_above_its_reserve() -> None:
     s = SlackAware()
     st = state(time_left_h=50.0, work_left_h=30.0)  # slack 20 h; reserve 0.5 + 5 = 5.5 h

@@ -10,6 +10,10 @@ the caller hands in what it observed.
 Spot capacity history (``Observations.spot_up_since``) is read from the attempts: each
 location's latest outage is its latest preempted spot attempt or "no capacity" answer, and a
 location without one has been up, as far as this job knows, since the job was submitted.
+The same attempts give each location's history (``Observations.spot_history``, what the
+learned strategy estimates spot lifetimes and outages from): :func:`spot_events` turns them
+into the events :func:`provisioner.core.views.zone_history` summarises, the events the
+simulator records as it replays a trace.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ from provisioner.core.views import (
     CAPACITY_ERRORS_WITHIN,
     CHANGEOVER_H,
     Location,
+    SpotEvent,
     spot_up_since,
     step_h,
+    zone_history,
 )
 
 #: How many ranked candidates decide() sees (both markets).
@@ -138,6 +144,26 @@ def outages(attempts: Iterable[AttemptRow]) -> dict[Location, datetime]:
     return out
 
 
+def spot_events(attempts: Iterable[AttemptRow]) -> list[SpotEvent]:
+    """The job's spot attempts as :data:`~provisioner.core.views.SpotEvent` s, at the zone and
+    at the region: a launch that held (``up`` at its launch), its end (``lost`` when
+    preempted, ``stop`` otherwise) and a launch answered "no capacity" (``refused``)."""
+    out: list[SpotEvent] = []
+    for a in attempts:
+        if a.market != Market.SPOT.value:
+            continue
+        locs = ((a.provider, a.zone), (a.provider, a.region))
+        start, end = a.launched_at or a.created_at, a.ended_at or a.created_at
+        if a.state == "failed" and a.end_reason.startswith(MOVE_ON):
+            out += [(end, loc, "refused") for loc in locs]
+        elif a.state in ("running", "preempted", "ended") and a.instance_id is not None:
+            out += [(start, loc, "up") for loc in locs]
+            if a.state != "running":
+                kind = "lost" if a.state == "preempted" else "stop"
+                out += [(end, loc, kind) for loc in locs]
+    return out
+
+
 def job_view(
     job: JobRow,
     policy: Policy,
@@ -214,6 +240,7 @@ def observations(
         candidates=_candidates(plan),
         capacity_errors=errors,
         spot_up_since=spot_up_since(spot, outages(attempts), job.submitted_at),
+        spot_history=zone_history(spot_events(attempts), now),
     )
 
 

@@ -65,6 +65,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from policies.model import MarketChoice, Policy
+from provisioner.core import availability as av
 from provisioner.core import overlap as ov
 from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
@@ -88,6 +89,7 @@ from provisioner.core.views import (
     JobView,
     Location,
     Observations,
+    ZoneHistory,
     cooldown_over,
 )
 
@@ -380,8 +382,11 @@ def _decide_on(
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
     ages = sv.ages(obs, now, spot, avail)
+    hist = [obs.spot_history.get(_loc(p)) or ZoneHistory() for p in spot]
+    saving = [max(0.0, (od[0].price_per_hour if od else 0.0) - launch_price(p)) for p in spot]
+    p_up, life, score = av.for_options(hist, avail, ages, np.asarray(saving) if od else None)
     strat = _strategy_for(job, strategy)
-    state = sv.state(job, now, running, spot, avail, od, ages)
+    state = sv.state(job, now, running, spot, avail, od, ages, (p_up, life))
     wish = int(np.asarray(strat.want(state))[0])
     choice = int(st.choose_market(strat, state)[0])
     if job.deadline is None or job.work_total_h is None:
@@ -396,7 +401,11 @@ def _decide_on(
         last_i = next((i for i, p in enumerate(spot) if last and _loc(p) == _loc(last)), -1)
         pick = int(
             strat.pick_zone(
-                avail[None, :], ages[None, :], np.asarray([cur_i]), np.asarray([last_i])
+                avail[None, :],
+                ages[None, :],
+                np.asarray([cur_i]),
+                np.asarray([last_i]),
+                score=score[None, :],
             )[0]
         )
         if pick == cur_i:

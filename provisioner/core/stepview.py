@@ -42,7 +42,10 @@ def state(
     avail: np.ndarray,
     od: list[Placement],
     ages: np.ndarray,
+    learned: tuple[float, float] | None = None,
 ) -> StepState:
+    """The strategy's view of the job now; ``learned``: the chance spot is up where the job
+    would go and the spot lifetime expected there (:mod:`provisioner.core.availability`)."""
     cur, total, deadline = job.current, job.work_total_h, job.deadline
     pending = 0.0
     if running != NONE and cur is not None and cur.launched_at is not None:
@@ -75,6 +78,7 @@ def state(
         price_on_demand=3.06 if p_od is None else p_od,
         price_spot=launch_price(up[0]) if up else 0.97,
         keeps_progress=job.checkpoint_on_notice,
+        **({} if learned is None else {"spot_p_up": learned[0], "spot_life_h": learned[1]}),
     )
 
 

@@ -18,14 +18,18 @@ Strategies (pick one by name with :func:`get_strategy`):
 ``greedy``
     spot whenever it is available, else wait; the safety net brings on-demand in at the end.
 ``uniform-progress``
-    Can't Be Late §5.2: spot whenever available; when spot is not available, on-demand only
-    while progress is behind the uniform line ``C0·t/R0``; once on on-demand, stay until
-    progress is ahead of the line ``2d`` later (hysteresis).
+    Can't Be Late §5.2 as the authors' simulator runs it: spot whenever available; without
+    spot, on-demand while progress is behind the uniform line ``C0·t/R0``; once on on-demand,
+    stay while spot is gone or progress is behind the line ``2d`` later (hysteresis).
+``uniform-progress-variant``
+    the project's earlier reading: the same, but it leaves on-demand to wait once ahead.
 ``eager-next-region``
     SkyPilot's EAGER_NEXT_REGION failover: greedy on the market, and after a preemption the
     next zone in turn (the zone just lost is tried last).
 ``provisioner``
     ours, the default: see :class:`SlackAware`.
+``learned``
+    ours, learning each zone's availability online: see :class:`Learned`.
 ``spot-only``
     for ``market: spot`` policies: spot or wait (``decide()`` never buys on-demand for them).
 """
@@ -33,10 +37,12 @@ Strategies (pick one by name with :func:`get_strategy`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import ClassVar
 
 import numpy as np
+
+from provisioner.core.availability import PRIOR_LIFE_H
+from provisioner.core.windows import window_hours_left  # noqa: F401  (re-exported)
 
 NONE = 0
 ON_DEMAND = 1
@@ -75,6 +81,11 @@ class StepState:
     price_spot: float = 0.97
     margin_h: float = 0.0
     keeps_progress: bool = True  # progress made on spot survives a preemption
+    #: learned availability (:mod:`provisioner.core.availability`) of the zone with the most
+    #: expected spot hours among the usable ones: the chance it has capacity now and its mean
+    #: spot lifetime (hours); None where the driver gives no history
+    spot_p_up: Array | None = None
+    spot_life_h: Array | None = None
 
     @classmethod
     def single(cls, **values: float | int | bool) -> StepState:
@@ -132,37 +143,6 @@ def choose_market(strategy: Strategy, s: StepState) -> Array:
     return np.where(done, NONE, want).astype(np.int8)
 
 
-def window_hours_left(
-    windows: list[tuple[str, timedelta]], now: datetime, deadline: datetime, changeover_h: float
-) -> float:
-    """Hours inside time ``windows`` ((cron, duration) pairs) from ``now`` to ``deadline``, less
-    one changeover per window still to open (each starts a new instance): the time a job with
-    windows really has left."""
-    from policies.cron import CronSpec, in_window, next_window_start
-
-    wins = windows
-    t, total, openings = now, 0.0, 0
-    for _ in range(10_000):
-        if t >= deadline:
-            break
-        if in_window(wins, t):
-            end = t
-            for expr, dur in wins:
-                start = CronSpec.parse(expr).previous(t, limit=dur + timedelta(minutes=1))
-                if start is not None and t < start + dur:
-                    end = max(end, start + dur)
-            seg_end = min(end, deadline)
-            total += (seg_end - t).total_seconds() / 3600.0
-            t = max(seg_end, t + timedelta(minutes=1))
-        else:
-            nxt = next_window_start(wins, t)
-            if nxt is None or nxt >= deadline:
-                break
-            openings += 1
-            t = nxt
-    return total - openings * changeover_h
-
-
 # -- zone choice -----------------------------------------------------------------------------
 
 
@@ -194,11 +174,14 @@ class Strategy:
     def want(self, s: StepState) -> Array:
         raise NotImplementedError
 
-    def pick_zone(self, avail: Array, age: Array, current: Array, last: Array) -> Array:
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
         """The spot zone (option index) to use per row: stay on the running one while it is
         up, else the first available in the caller's ranking. ``avail``, ``age``: (rows,
         zones) capacity now and for how long (hours); ``current``: the zone of the running
-        spot instance (-1 none); ``last``: the zone of the latest attempt (-1 none)."""
+        spot instance (-1 none); ``last``: the zone of the latest attempt (-1 none);
+        ``score``: (rows, zones) the expected spot hours a launch buys, where learned."""
         n = avail.shape[0]
         rows = np.arange(n)
         cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
@@ -233,9 +216,15 @@ class SpotOnly(Greedy):
     summary = "spot or wait; never on-demand (the deadline may be missed)"
 
 
-class UniformProgress(Strategy):
-    name = "uniform-progress"
-    summary = "Can't Be Late §5.2: keep progress on the line C0·t/R0, hysteresis 2d"
+class UniformProgressVariant(Strategy):
+    """The project's earlier reading of Uniform Progress (kept for comparison).
+
+    It differs from the paper's code (:class:`UniformProgress`) in one rule, its on-demand
+    exit: once progress is ahead of the line ``2d`` later it leaves on-demand even while spot is
+    gone (and waits), where the paper's keeps on-demand until spot comes back."""
+
+    name = "uniform-progress-variant"
+    summary = "UP variant: leaves on-demand to wait once ahead of the line 2d later"
 
     @staticmethod
     def _behind(s: StepState, at_h: Array | float) -> Array:
@@ -251,11 +240,55 @@ class UniformProgress(Strategy):
         return np.where(hold_od, ON_DEMAND, out).astype(np.int8)
 
 
+class UniformProgress(UniformProgressVariant):
+    """Uniform Progress as the Can't Be Late authors' simulator runs it (NSDI'24 §5.2).
+
+    Step by step, with ``done`` the progress, ``t`` the time since the start, ``C0`` the work
+    and ``R0`` the deadline (both from the start):
+
+    1. spot when spot is available, else nothing;
+    2. behind the line (``done < t·C0/R0``): spot if available, else on-demand;
+    3. on on-demand: stay there while spot is gone, and also while progress is behind the line
+       ``2d`` later (hysteresis): on-demand is left for spot only, never for waiting;
+    4. the paper's own safety net, on whole steps: idle or on on-demand with
+       ``ceil((W + 2d)/step) >= floor(R/step)`` steps: on-demand; with
+       ``ceil((W + d)/step) >= floor(R/step)``: keep a spot instance past its changeover,
+       else on-demand (with ``d = 0`` and spot there: spot).
+
+    :func:`choose_market`'s shared net still applies on top (it never binds before rule 4).
+    """
+
+    name = "uniform-progress"
+    summary = "Can't Be Late §5.2 as the authors' code runs it (on-demand left for spot only)"
+
+    def want(self, s: StepState) -> Array:
+        g, d = s.step_h, s.overhead_h
+        on_od = s.running == ON_DEMAND
+        out = np.where(s.spot_available, SPOT, NONE)
+        behind = self._behind(s, s.elapsed_h)
+        out = np.where(behind, np.where(s.spot_available, SPOT, ON_DEMAND), out)
+        done = s.work_total_h - s.work_left_h
+        later = done <= (s.elapsed_h + 2 * d) * s.work_total_h / s.horizon_h + EPS_H
+        out = np.where(on_od & (~s.spot_available | later), ON_DEMAND, out)
+        steps_left = np.floor(s.time_left_h / g + EPS_H)
+        need_2d = np.ceil((s.work_left_h + 2 * d) / g - EPS_H)
+        need_d = np.ceil((s.work_left_h + d) / g - EPS_H)
+        out = np.where((need_2d >= steps_left) & (s.running != SPOT), ON_DEMAND, out)
+        settled_spot = (s.running == SPOT) & (s.pending_h <= EPS_H)
+        last = np.where(settled_spot, SPOT, ON_DEMAND)
+        if d <= 0:
+            last = np.where(s.spot_available, SPOT, last)
+        out = np.where(need_d >= steps_left, last, out)
+        return out.astype(np.int8)
+
+
 class EagerNextRegion(Greedy):
     name = "eager-next-region"
     summary = "SkyPilot EAGER_NEXT_REGION: greedy, failing over to the next zone in turn"
 
-    def pick_zone(self, avail: Array, age: Array, current: Array, last: Array) -> Array:
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
         n = avail.shape[0]
         rows = np.arange(n)
         cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
@@ -318,7 +351,9 @@ class SlackAware(Strategy):
         take = s.spot_available & (~(on_od & short) | back)
         return np.where(take, SPOT, out).astype(np.int8)
 
-    def pick_zone(self, avail: Array, age: Array, current: Array, last: Array) -> Array:
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
         n = avail.shape[0]
         rows = np.arange(n)
         cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
@@ -326,6 +361,68 @@ class SlackAware(Strategy):
             return np.full(n, -1, dtype=np.int64)
         oldest = np.argmax(np.where(avail, age, -1.0), axis=1)  # ties: the caller's ranking
         return np.where(cur_ok, current, np.where(avail.any(axis=1), oldest, -1))
+
+
+class Learned(SlackAware):
+    """Ours, learning each zone's availability online (``learned``).
+
+    :class:`SlackAware`'s reserve and hold, with the zone's own history
+    (:mod:`provisioner.core.availability`: mean spot lifetime ``U``, mean outage ``D``, and the
+    chance ``p`` that a zone last seen down has capacity again) in place of fixed rules:
+
+    * **reserve**: ``2d + step`` plus what the preemptions still to come are expected to cost,
+      ``PREEMPTION_COST·(W / U)·d``, plus a share of the time left (``RESERVE_SHARE``).
+    * **return** from on-demand to spot: only when the try is worth its risk, i.e. ``p >=
+      P_TRY`` and ``p·(saving over min(U, W) hours - two changeovers) > (1 - p)·one on-demand
+      changeover`` (a refused try costs the on-demand instance just stopped).
+    * **zone**: the usable zone with the most expected spot hours ``p·U``.
+
+    The safety net (:func:`choose_market`) is unchanged: the deadline guarantee holds whatever
+    the estimates say.
+    """
+
+    name = "learned"
+    summary = "ours, learning each zone's spot lifetime and outage length online"
+    # tuned on the 2022-10-26 traces only (docs/simulate.md); the preemption term came out at 0
+    RESERVE_SHARE = 0.07
+    PREEMPTION_COST = 0.0  # changeovers of slack kept per expected preemption
+    P_TRY = 0.6  # least chance of capacity worth leaving on-demand for
+
+    def _life(self, s: StepState) -> Array:
+        if s.spot_life_h is None:
+            return np.full(np.shape(s.work_left_h), PRIOR_LIFE_H)
+        return np.maximum(s.spot_life_h, 1e-6)
+
+    def reserve_h(self, s: StepState) -> Array:
+        expected = self.PREEMPTION_COST * s.overhead_h * s.work_left_h / self._life(s)
+        base = 2 * s.overhead_h + s.step_h + s.margin_h
+        return base + expected + self.RESERVE_SHARE * s.time_left_h
+
+    def want(self, s: StepState) -> Array:
+        slack = s.time_left_h - s.work_left_h - s.pending_h
+        on_od = s.running == ON_DEMAND
+        hold = np.where(on_od, self.HOLD_CHANGEOVERS * s.overhead_h, 0.0)
+        short = slack < self.reserve_h(s) + hold - EPS_H
+        out = np.where(short, ON_DEMAND, NONE)
+        p = np.ones(np.shape(s.work_left_h)) if s.spot_p_up is None else s.spot_p_up
+        d, po, ps = s.overhead_h, s.price_on_demand, s.price_spot
+        gain = (po - ps) * np.minimum(self._life(s), s.work_left_h) - d * (po + ps)
+        back = (p >= self.P_TRY) & (p * gain > (1.0 - p) * d * po + EPS_H)
+        take = s.spot_available & (~(on_od & short) | back)
+        return np.where(take, SPOT, out).astype(np.int8)
+
+    def pick_zone(
+        self, avail: Array, age: Array, current: Array, last: Array, score: Array | None = None
+    ) -> Array:
+        if score is None:
+            return super().pick_zone(avail, age, current, last)
+        n = avail.shape[0]
+        rows = np.arange(n)
+        cur_ok = (current >= 0) & avail[rows, np.maximum(current, 0)]
+        if avail.shape[1] == 0:
+            return np.full(n, -1, dtype=np.int64)
+        best = np.argmax(np.where(avail, score, -1.0), axis=1)
+        return np.where(cur_ok, current, np.where(avail.any(axis=1), best, -1))
 
 
 def unpaced_choice(strategy: Strategy, s: StepState, has_on_demand: bool) -> int:
@@ -349,11 +446,28 @@ def unpaced_choice(strategy: Strategy, s: StepState, has_on_demand: bool) -> int
 
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls
-    for cls in (OnDemandOnly, Greedy, UniformProgress, EagerNextRegion, SlackAware, SpotOnly)
+    for cls in (
+        OnDemandOnly,
+        Greedy,
+        UniformProgress,
+        UniformProgressVariant,
+        EagerNextRegion,
+        SlackAware,
+        Learned,
+        SpotOnly,
+    )
 }
 DEFAULT_STRATEGY = SlackAware.name
 #: the strategies the benchmark compares (spot-only may miss deadlines: not a contender)
-COMPARED = ("on-demand", "greedy", "uniform-progress", "eager-next-region", "provisioner")
+COMPARED = (
+    "on-demand",
+    "greedy",
+    "uniform-progress",
+    "uniform-progress-variant",
+    "eager-next-region",
+    "provisioner",
+    "learned",
+)
 
 
 def get_strategy(name: str) -> Strategy:

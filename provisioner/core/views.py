@@ -29,6 +29,10 @@ Both fill every field below, and take the timings from the same place:
 ``Observations.spot_up_since`` per usable spot location, since when capacity is up: the
                                latest outage seen there (:func:`spot_up_since`), else the
                                driver's start (job submitted / window start)
+``Observations.spot_history``  per spot location, what was seen there so far
+                               (:class:`ZoneHistory`, built by :func:`zone_history` from the
+                               same events in both drivers: the store's attempts, the
+                               simulator's replayed prefix)
 =============================  ===============================================================
 """
 
@@ -90,6 +94,55 @@ def spot_up_since(
         loc: max(start, outages.get(loc, start))
         for loc in dict.fromkeys(locations)
         if loc not in gone
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneHistory:
+    """What one spot location has shown so far: hours spot instances ran there, preemptions,
+    and the outages seen to end (first sign of no capacity to the next spot launch) with
+    their total hours. :mod:`provisioner.core.availability` turns it into estimates."""
+
+    up_h: float = 0.0
+    lost: int = 0
+    down_h: float = 0.0
+    recovered: int = 0
+
+
+#: one observation at a spot location: (when, location, kind), kind one of ``up`` (a spot
+#: instance launched there), ``stop`` (it was stopped), ``lost`` (preempted), ``refused``
+#: (a launch answered "no capacity")
+SpotEvent = tuple[datetime, Location, str]
+
+
+def zone_history(events: Iterable[SpotEvent], now: datetime) -> dict[Location, ZoneHistory]:
+    """Each location's :class:`ZoneHistory` from its events (taken in time order; an
+    instance still running counts up to ``now``)."""
+    up: dict[Location, float] = {}
+    lost: dict[Location, int] = {}
+    down: dict[Location, float] = {}
+    rec: dict[Location, int] = {}
+    running: dict[Location, datetime] = {}
+    opened: dict[Location, datetime] = {}
+    for at, loc, kind in sorted(events, key=lambda e: e[0]):
+        if kind == "up":
+            if loc in opened:
+                down[loc] = down.get(loc, 0.0) + (at - opened.pop(loc)).total_seconds() / 3600
+                rec[loc] = rec.get(loc, 0) + 1
+            running[loc] = at
+            continue
+        if kind in ("stop", "lost") and loc in running:
+            up[loc] = up.get(loc, 0.0) + (at - running.pop(loc)).total_seconds() / 3600
+        if kind == "lost":
+            lost[loc] = lost.get(loc, 0) + 1
+        if kind in ("lost", "refused"):
+            opened.setdefault(loc, at)
+    for loc, since in running.items():
+        up[loc] = up.get(loc, 0.0) + max(0.0, (now - since).total_seconds() / 3600)
+    locs = {*up, *lost, *down, *rec, *opened}
+    return {
+        loc: ZoneHistory(up.get(loc, 0.0), lost.get(loc, 0), down.get(loc, 0.0), rec.get(loc, 0))
+        for loc in locs
     }
 
 
@@ -170,3 +223,4 @@ class Observations:
     candidates: tuple[Placement, ...] = ()  # ranked by the planner, both markets
     capacity_errors: tuple[CapacityError, ...] = ()  # recent ones: treated as no capacity
     spot_up_since: Mapping[Location, datetime] = field(default_factory=dict)
+    spot_history: Mapping[Location, ZoneHistory] = field(default_factory=dict)

@@ -59,7 +59,13 @@ from provisioner.core.models import (
     Placement,
 )
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
-from provisioner.core.views import CAPACITY_ERRORS_WITHIN, spot_up_since, step_h
+from provisioner.core.views import (
+    CAPACITY_ERRORS_WITHIN,
+    SpotEvent,
+    spot_up_since,
+    step_h,
+    zone_history,
+)
 from provisioner.simulate.replay import MAX_PASSES, total_steps
 from provisioner.simulate.scenario import RunStats, Scenario
 
@@ -152,6 +158,7 @@ def run_window(
     drain_until = start
     notice = timedelta(seconds=sc.notice_s)
     refused: list[CapacityError] = []  # observed: launches refused for capacity
+    events: list[SpotEvent] = []  # what each zone has shown so far (views.zone_history)
 
     for k in range(k_max):
         t = k * step
@@ -182,6 +189,7 @@ def run_window(
                     timeline.events.append((t / 3600.0, f"preempted in {inst.zone}"))
                 cur = _ended(cur, InstanceState.PREEMPTED, now)
                 seen_down[(world.provider, inst.zone)] = now
+                events.append((now, (world.provider, inst.zone), "lost"))
                 inst = None
         cands = world.candidates(sc, prices)
         if observed:  # the daemon's memory of refused launches
@@ -224,6 +232,7 @@ def run_window(
                 candidates=cands,
                 capacity_errors=errors,
                 spot_up_since=up_since,
+                spot_history=zone_history(events, now),
             )
             again = False
             for action in decide(job, obs, now, strategy=strategy):
@@ -233,6 +242,8 @@ def run_window(
                     and action.instance_id == inst.id
                 ):
                     ckpt_s = done_s  # the agent checkpoints on a voluntary stop
+                    if inst.market is Market.SPOT:
+                        events.append((now, (world.provider, inst.zone), "stop"))
                     inst, notice_until = None, None
                     cur = _ended(cur, InstanceState.TERMINATED, now)
                 elif isinstance(action, Terminate) and drain is not None:
@@ -251,6 +262,7 @@ def run_window(
                         errors = (*errors, err)
                         refused.append(err)
                         seen_down[(world.provider, p.offer.zone)] = now
+                        events.append((now, (world.provider, p.offer.zone), "refused"))
                         if observed:
                             up_since = spot_up_since(locs, seen_down, start)
                         again = True
@@ -259,6 +271,8 @@ def run_window(
                         drain, drain_until, notice_until = inst, notice_until, None
                     attempt = action.attempt
                     launches += 1
+                    if p.market is Market.SPOT:
+                        events.append((now, (world.provider, p.offer.zone), "up"))
                     if after_preemption:
                         restarts += 1
                         after_preemption = False

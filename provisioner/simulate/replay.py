@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from provisioner.core.availability import best_zone, lifetime_h, outage_h, zone_scores
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
 from provisioner.core.views import CAPACITY_ERRORS_WITHIN
 from provisioner.simulate.scenario import RunStats, Scenario
@@ -76,6 +77,13 @@ def replay(
     seen_down = np.zeros((n, n_zones))  # observed: the latest outage seen (s; 0: the start)
     refused_at = np.full((n, n_zones), -np.inf)  # observed: the latest refused launch (s)
     within_s = CAPACITY_ERRORS_WITHIN.total_seconds()
+    # each zone's history so far (views.zone_history's four numbers, in seconds and counts)
+    up_done = np.zeros((n, n_zones))  # spot seconds run there, instances ended
+    spot_start = np.zeros(n)  # when the running spot instance was launched
+    lost_n = np.zeros((n, n_zones))
+    down_s = np.zeros((n, n_zones))
+    rec_n = np.zeros((n, n_zones))
+    opened = np.full((n, n_zones), np.nan)  # first sign of the outage still open
 
     for k in range(total_steps(sc)):
         if finished.all():
@@ -86,6 +94,12 @@ def replay(
         prev_av = av
         lost = (running == SPOT) & ~av[rows, np.maximum(zone, 0)]
         preempt += lost
+        lz = zone[lost]
+        up_done[rows[lost], lz] += t - spot_start[lost]
+        lost_n[rows[lost], lz] += 1
+        opened[rows[lost], lz] = np.where(
+            np.isnan(opened[rows[lost], lz]), t, opened[rows[lost], lz]
+        )
         if observed:
             seen_down[rows[lost], zone[lost]] = t
         running = np.where(lost, NONE, running).astype(np.int8)
@@ -100,6 +114,13 @@ def replay(
                 ages = np.where(known, t - seen_down, 0.0)
             else:
                 known, ages = av, np.where(av, age, 0.0)
+            up_s = up_done.copy()
+            sp = running == SPOT
+            up_s[rows[sp], zone[sp]] += t - spot_start[sp]
+            life = lifetime_h(up_s / 3600.0, lost_n)
+            outage = outage_h(down_s / 3600.0, rec_n)
+            _, p_best, life_best = best_zone(known, ages / 3600.0, life, outage)
+            _, score = zone_scores(known, ages / 3600.0, life, outage)
             since_h = (t - started) / 3600.0
             pending_h = np.where(running != NONE, np.maximum(0.0, d_h - since_h), 0.0)
             state = StepState(
@@ -117,20 +138,33 @@ def replay(
                 price_on_demand=sc.price_on_demand,
                 price_spot=sc.price_spot,
                 margin_h=sc.margin_s / 3600.0,
+                spot_p_up=p_best,
+                spot_life_h=life_best,
             )
             choice = choose_market(strategy, state)
             choice = np.where(todo, choice, running).astype(np.int8)
             cur = np.where(running == SPOT, zone, -1)
-            pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone)
+            pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone, score=score)
             launch_spot = (choice == SPOT) & ((running != SPOT) | (pick != zone))
             launch_od = (choice == ON_DEMAND) & (running != ON_DEMAND)
+            leaving = (running == SPOT) & (launch_spot | launch_od | (choice == NONE))
+            up_done[rows[leaving], zone[leaving]] += t - spot_start[leaving]
             # a spot launch into a zone without capacity is refused; the instance it replaces
             # is already stopped, and the strategy is asked again (observed only: the oracle
             # never picks such a zone)
             refused = launch_spot & ~av[rows, np.maximum(pick, 0)]
             refused_at[rows[refused], pick[refused]] = t
             seen_down[rows[refused], pick[refused]] = t
+            rz = pick[refused]
+            was = opened[rows[refused], rz]
+            opened[rows[refused], rz] = np.where(np.isnan(was), t, was)
             launch_spot &= ~refused
+            gz = pick[launch_spot]
+            was = opened[rows[launch_spot], gz]
+            down_s[rows[launch_spot], gz] += np.where(np.isnan(was), 0.0, t - was)
+            rec_n[rows[launch_spot], gz] += ~np.isnan(was)
+            opened[rows[launch_spot], gz] = np.nan
+            spot_start = np.where(launch_spot, t, spot_start)
             launch = launch_spot | launch_od
             launches += launch
             started = np.where(launch, t, started)
