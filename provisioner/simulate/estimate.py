@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 #: up period of a zone in that band, and the mean outage. Other bands scale the up period by
 #: the ratio of their interruption rates (a zone in "<5%" is interrupted ten times less often).
 REF_BAND_RISK = BAND_RISK[">20%"]
-REF_UP_H = 5.3
-DOWN_H = 2.4
+REF_UP_H = 2.52
+DOWN_H = 2.76
 #: Runs per placement, and the most decision steps a run is cut into (the step grows with the
 #: horizon beyond it: a coarser step, the same model).
 SAMPLES = 200
