@@ -165,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             m = cat[f"{mode}_mean"]
             mae = float(np.mean(np.abs(m - real) / real))
             bias = float(m.mean() / real.mean() - 1)
-            inside = float(np.mean((cat[f"{mode}_p10"] <= real + 1e-9) & (real <= cat[f"{mode}_p90"] + 1e-9)))
+            inside = float(
+                np.mean((cat[f"{mode}_p10"] <= real + 1e-9) & (real <= cat[f"{mode}_p90"] + 1e-9))
+            )
             print(f"   prior {mode:<5}  mean abs error {mae:6.1%}   bias of the mean {bias:+6.1%}"
                   f"   inside P10-P90 {inside:6.1%}")  # fmt: skip
     print(f"({time.perf_counter() - t0:.1f} s)")

@@ -110,7 +110,7 @@ class CostEstimate:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             v = getattr(self, name)
             out[name] = round(v, 4) if isinstance(v, float) else v
         return out

@@ -215,6 +215,7 @@ def estimate_placements(
         sc,
         per_window=pw,
         protect_s=rep(np.asarray(protect), n),
+        on_demand=policy.market is not MarketChoice.SPOT,
     )
     for k, i in enumerate(spot_i):
         p = placements[i]

@@ -57,6 +57,7 @@ def replay(
     per_window: PerWindow | None = None,
     protect_s: float | np.ndarray = 0.0,
     max_steps: int | None = None,
+    on_demand: bool = True,
 ) -> RunStats:
     """Simulate ``strategy`` on ``avail`` (windows, steps, zones) of booleans.
 
@@ -64,7 +65,9 @@ def replay(
     strategy is told (see the module). ``per_window``: work, deadline and prices per window
     (``sc``'s otherwise). ``protect_s``: a spot instance younger than this is not reclaimed
     (Alibaba's protection period; 0 elsewhere; one value or one per window). ``max_steps``: the steps to simulate (default
-    :func:`total_steps`).
+    :func:`total_steps`). ``on_demand=False``: the policy has no on-demand market (``market:
+    spot``): as in ``decide()``, an on-demand choice becomes spot where some zone is thought to
+    have capacity, else a wait; a window may then not finish (``missed``, finish ``inf``).
     """
     if sc.checkpoint_s:
         raise ValueError("replay() models continuous checkpointing; use the engine for intervals")
@@ -151,6 +154,9 @@ def replay(
                 margin_h=sc.margin_s / 3600.0,
             )
             choice = choose_market(strategy, state)
+            if not on_demand:  # decide(): no on-demand candidates for a spot-only policy
+                od_wish = choice == ON_DEMAND
+                choice = np.where(od_wish, np.where(known.any(axis=1), SPOT, NONE), choice)
             choice = np.where(todo, choice, running).astype(np.int8)
             cur = np.where(running == SPOT, zone, -1)
             pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone)
@@ -194,8 +200,10 @@ def replay(
         finished |= ends
         running = np.where(ends, NONE, running).astype(np.int8)
 
-    if not finished.all():  # cannot happen: the safety net runs on-demand to the end
-        raise RuntimeError("replay: a window did not finish")
+    if not finished.all():
+        if on_demand:  # cannot happen: the safety net runs on-demand to the end
+            raise RuntimeError("replay: a window did not finish")
+        finish_s = np.where(finished, finish_s, np.inf)
     return RunStats(
         cost=cost,
         od_hours=od_s / 3600.0,
