@@ -50,8 +50,8 @@ REF_UP_H = 2.52
 DOWN_H = 2.76
 #: Runs per placement, and the most decision steps a run is cut into (the step grows with the
 #: horizon beyond it: a coarser step, the same model).
-SAMPLES = 200
-MAX_STEPS = 160
+SAMPLES = 128
+MAX_STEPS = 100
 #: The decision step when the horizon allows (one changeover), seconds.
 FINE_STEP_S = CHANGEOVER_H * 3600.0
 #: Without a deadline the strategy is paced against this many times the work (plus a day).
