@@ -21,9 +21,11 @@ def plan(
     context: PlanContext | None = None,
     *,
     top: int | None = 10,
+    estimate: bool = True,
 ) -> Plan:
     """Plan a policy (object or YAML path) against a catalog (default: built-in); without a
-    context, planned as of now."""
+    context, planned as of now. ``estimate``: put the interruption-aware estimate
+    (:mod:`provisioner.simulate.estimate`) on each placement."""
     from policies.loader import load_policy
     from provisioner.catalog_files import builtin_catalog
 
@@ -34,4 +36,10 @@ def plan(
         cat = catalog
     else:
         cat = Catalog.from_offers(catalog)
-    return plan_offers(policy, cat, context or PlanContext(now=datetime.now(UTC)), top=top)
+    ctx = context or PlanContext(now=datetime.now(UTC))
+    result = plan_offers(policy, cat, ctx, top=top)
+    if not estimate:
+        return result
+    from provisioner.simulate.estimate import estimate_plan
+
+    return estimate_plan(result, ctx.now)

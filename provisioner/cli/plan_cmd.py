@@ -73,6 +73,9 @@ def plan(
         result = plan_offers(policy, catalog, context, top=top)
     except PlanError as exc:
         fail(f"{policy_path}: {exc}")
+    from provisioner.simulate.estimate import estimate_plan
+
+    result = estimate_plan(result, context.now)
     if as_json:
         from provisioner.cli.render import billing_by_provider
 

@@ -8,7 +8,7 @@ from provisioner.console import console
 
 if TYPE_CHECKING:
     from provisioner.core.catalog import Catalog
-    from provisioner.core.models import Offer
+    from provisioner.core.models import Offer, Placement
     from provisioner.core.planner import Plan
 
 
@@ -29,8 +29,20 @@ PLAN_COLUMNS = [
     ("RTT ms", "right"),
     ("est h", "right"),
     ("est USD", "right"),
+    ("P10-P90 USD", "right"),
+    ("miss", "right"),
     ("TFLOPS/USD", "right"),
 ]
+
+
+def _est_cells(pl: Placement) -> list[str]:
+    """Expected cost (the interruption-aware estimate, else hours x price), its P10-P90 and
+    the chance of missing the deadline."""
+    e = pl.estimate
+    if e is None:
+        return ["-" if pl.est_job_cost is None else f"{pl.est_job_cost:,.2f}", "-", "-"]
+    miss = "-" if e.p_miss_deadline is None else f"{e.p_miss_deadline:.0%}"
+    return [f"{e.mean_usd:,.2f}", f"{e.p10_usd:,.2f}-{e.p90_usd:,.2f}", miss]
 
 
 def render_plan(plan: Plan, catalog: Catalog) -> None:
@@ -64,7 +76,7 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
                 pl.offer.interruption_band or "-",
                 "-" if pl.est_rtt_ms is None else f"{pl.est_rtt_ms:.0f}",
                 "-" if pl.est_hours is None else f"{pl.est_hours:.1f}",
-                "-" if pl.est_job_cost is None else f"{pl.est_job_cost:,.2f}",
+                *_est_cells(pl),
                 ("-" if pl.tflops_per_dollar is None else f"{pl.tflops_per_dollar:.1f}")
                 + ("*" if any(r.startswith("measured") for r in pl.reasons) else ""),
             ]
@@ -73,6 +85,11 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
         headers = [c for c, _ in PLAN_COLUMNS]
         if not out.table(headers, [j == "right" for _, j in PLAN_COLUMNS], rows):
             _rich_table(PLAN_COLUMNS, rows)
+        if any(pl.estimate is not None for pl in plan.placements):
+            out.line(
+                "est USD: expected cost with interruptions, restarts and on-demand fallback "
+                "(P10-P90 over simulated runs); miss: chance of missing the deadline"
+            )
         for note in billing_notes({pl.offer.provider for pl in plan.placements}):
             out.line(("currency:", ("yellow",)), f" {note}")
         for pl in plan.placements:  # where probes measured the type (plan --measured)

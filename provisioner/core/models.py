@@ -84,6 +84,39 @@ class Offer:
 
 
 @dataclass(frozen=True, slots=True)
+class CostEstimate:
+    """What a placement is expected to cost once interruptions are counted (USD, hours).
+
+    Filled by the faces (``provisioner plan``) from the simulator's model
+    (:mod:`provisioner.simulate.estimate`): expected billed hours on spot and on the on-demand
+    fallback, restarts, the work lost to them, the changeovers (all billed, inside the hours),
+    and the spread of the cost over the simulated runs. ``mean_usd`` is
+    ``spot_usd + on_demand_usd``. ``p_miss_deadline`` is None when the job has no deadline.
+    """
+
+    mean_usd: float
+    p10_usd: float
+    p90_usd: float
+    p_miss_deadline: float | None
+    spot_h: float  # expected billed spot hours (changeovers, lost work and rounding included)
+    on_demand_h: float  # expected billed on-demand hours (the fallback)
+    restarts: float  # expected launches after the first
+    lost_work_h: float  # expected work redone after preemptions (since the last checkpoint)
+    changeover_h: float  # expected hours of changeover (launch, setup, restore), billed
+    spot_usd: float = 0.0
+    on_demand_usd: float = 0.0
+    samples: int = 0  # simulated runs behind the figures (0: computed exactly)
+    prior: str = ""  # where the interruption rates came from (band, default, trace)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            v = getattr(self, name)
+            out[name] = round(v, 4) if isinstance(v, float) else v
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """An offer chosen for a job on a market, with what it costs and why it ranks where it does."""
 
@@ -98,6 +131,8 @@ class Placement:
     est_job_cost: float | None = None
     tflops_per_dollar: float | None = None
     reasons: tuple[str, ...] = ()
+    #: the interruption-aware estimate (None: not estimated, e.g. no work estimate)
+    estimate: CostEstimate | None = None
 
     def as_dict(self) -> dict[str, Any]:
         o = self.offer
@@ -127,6 +162,7 @@ class Placement:
             else round(self.tflops_per_dollar, 3),
             "score": round(self.score, 6),
             "reasons": list(self.reasons),
+            "estimate": None if self.estimate is None else self.estimate.as_dict(),
         }
 
 

@@ -77,8 +77,8 @@ class StepState:
     spot_age_h: Array
     step_h: float
     overhead_h: float
-    price_on_demand: float = 3.06
-    price_spot: float = 0.97
+    price_on_demand: float | Array = 3.06  # one price, or one per window
+    price_spot: float | Array = 0.97
     margin_h: float = 0.0
     keeps_progress: bool = True  # progress made on spot survives a preemption
     #: learned availability (:mod:`provisioner.core.availability`) of the zone with the most
@@ -335,11 +335,16 @@ class SlackAware(Strategy):
         return 2 * s.overhead_h + s.step_h + s.margin_h + self.RESERVE_SHARE * s.time_left_h
 
     @staticmethod
-    def breakeven_h(s: StepState) -> float:
+    def breakeven_h(s: StepState) -> float | Array:
         saving = s.price_on_demand - s.price_spot
-        if saving <= 0:
-            return float("inf")
-        return s.overhead_h * (s.price_on_demand + s.price_spot) / saving
+        if np.ndim(saving) == 0:
+            if saving <= 0:
+                return float("inf")
+            return s.overhead_h * (s.price_on_demand + s.price_spot) / saving
+        # one price pair per window (the estimate replays many placements at once)
+        ok = np.asarray(saving) > 0
+        total = np.asarray(s.price_on_demand + s.price_spot)
+        return np.where(ok, s.overhead_h * total / np.where(ok, saving, 1.0), np.inf)
 
     def want(self, s: StepState) -> Array:
         slack = s.time_left_h - s.work_left_h - s.pending_h

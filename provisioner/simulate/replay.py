@@ -20,6 +20,8 @@ it has lasted), an upper bound no daemon can reach.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from provisioner.core.availability import best_zone, lifetime_h, outage_h, zone_scores
@@ -36,13 +38,37 @@ def total_steps(sc: Scenario) -> int:
     return sc.window_steps + int(np.ceil((sc.work_s + sc.overhead_s) / sc.step_s)) + 2
 
 
+@dataclass(frozen=True)
+class PerWindow:
+    """Per-window values that override the scenario's (one job per window: the estimate
+    replays every placement of a plan in one call). Arrays of one value per window."""
+
+    work_s: np.ndarray
+    deadline_s: np.ndarray
+    price_on_demand: np.ndarray
+    price_spot: np.ndarray
+
+
 def replay(
-    strategy: Strategy, avail: np.ndarray, sc: Scenario, *, observed: bool = True
+    strategy: Strategy,
+    avail: np.ndarray,
+    sc: Scenario,
+    *,
+    observed: bool = True,
+    per_window: PerWindow | None = None,
+    protect_s: float | np.ndarray = 0.0,
+    max_steps: int | None = None,
+    on_demand: bool = True,
 ) -> RunStats:
     """Simulate ``strategy`` on ``avail`` (windows, steps, zones) of booleans.
 
     Steps beyond ``avail``'s second axis count as no spot capacity. ``observed``: what the
-    strategy is told (see the module).
+    strategy is told (see the module). ``per_window``: work, deadline and prices per window
+    (``sc``'s otherwise). ``protect_s``: a spot instance younger than this is not reclaimed
+    (Alibaba's protection period; 0 elsewhere; one value or one per window). ``max_steps``: the steps to simulate (default
+    :func:`total_steps`). ``on_demand=False``: the policy has no on-demand market (``market:
+    spot``): as in ``decide()``, an on-demand choice becomes spot where some zone is thought to
+    have capacity, else a wait; a window may then not finish (``missed``, finish ``inf``).
     """
     if sc.checkpoint_s:
         raise ValueError("replay() models continuous checkpointing; use the engine for intervals")
@@ -53,8 +79,15 @@ def replay(
     step = float(sc.step_s)
     d_s = float(sc.overhead_s)
     d_h = d_s / 3600.0
-    work_total_h = np.full(n, sc.work_s / 3600.0)
-    horizon_h = np.full(n, sc.deadline_s / 3600.0)
+    pw = per_window
+    work_s = np.full(n, float(sc.work_s)) if pw is None else np.asarray(pw.work_s, float)
+    deadline_s = (
+        np.full(n, float(sc.deadline_s)) if pw is None else np.asarray(pw.deadline_s, float)
+    )
+    p_od = sc.price_on_demand if pw is None else np.asarray(pw.price_on_demand, float)
+    p_spot = sc.price_spot if pw is None else np.asarray(pw.price_spot, float)
+    work_total_h = work_s / 3600.0
+    horizon_h = deadline_s / 3600.0
 
     running = np.zeros(n, dtype=np.int8)
     zone = np.full(n, -1, dtype=np.int64)
@@ -85,7 +118,7 @@ def replay(
     rec_n = np.zeros((n, n_zones))
     opened = np.full((n, n_zones), np.nan)  # first sign of the outage still open
 
-    for k in range(total_steps(sc)):
+    for k in range(total_steps(sc) if max_steps is None else max_steps):
         if finished.all():
             break
         t = k * step
@@ -93,6 +126,8 @@ def replay(
         age = np.where(av & prev_av, age + step, 0.0)
         prev_av = av
         lost = (running == SPOT) & ~av[rows, np.maximum(zone, 0)]
+        if np.any(np.asarray(protect_s) > 0):
+            lost &= t - started >= protect_s
         preempt += lost
         lz = zone[lost]
         up_done[rows[lost], lz] += t - spot_start[lost]
@@ -125,7 +160,7 @@ def replay(
             pending_h = np.where(running != NONE, np.maximum(0.0, d_h - since_h), 0.0)
             state = StepState(
                 elapsed_h=np.full(n, t / 3600.0),
-                time_left_h=np.full(n, (sc.deadline_s - t) / 3600.0),
+                time_left_h=(deadline_s - t) / 3600.0,
                 work_left_h=work_total_h - done_s / 3600.0,
                 work_total_h=work_total_h,
                 horizon_h=horizon_h,
@@ -135,13 +170,16 @@ def replay(
                 spot_age_h=ages.max(axis=1) / 3600.0,
                 step_h=step / 3600.0,
                 overhead_h=d_h,
-                price_on_demand=sc.price_on_demand,
-                price_spot=sc.price_spot,
+                price_on_demand=p_od,
+                price_spot=p_spot,
                 margin_h=sc.margin_s / 3600.0,
                 spot_p_up=p_best,
                 spot_life_h=life_best,
             )
             choice = choose_market(strategy, state)
+            if not on_demand:  # decide(): no on-demand candidates for a spot-only policy
+                od_wish = choice == ON_DEMAND
+                choice = np.where(od_wish, np.where(known.any(axis=1), SPOT, NONE), choice)
             choice = np.where(todo, choice, running).astype(np.int8)
             cur = np.where(running == SPOT, zone, -1)
             pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone, score=score)
@@ -179,13 +217,13 @@ def replay(
         active = running != NONE
         pend = np.where(active, np.maximum(0.0, d_s - (t - started)), 0.0)
         progress = np.where(active, np.maximum(0.0, step - pend), 0.0)
-        remaining = sc.work_s - done_s
+        remaining = work_s - done_s
         ends = active & (progress >= remaining - 1e-9)
         billed = np.where(ends, pend + remaining, np.where(active, step, 0.0))
         progress = np.where(ends, remaining, progress)
         on_spot = running == SPOT
         on_od = running == ON_DEMAND
-        price = np.where(on_spot, sc.price_spot, sc.price_on_demand)
+        price = np.where(on_spot, p_spot, p_od)
         cost += price * billed / 3600.0
         spot_s += np.where(on_spot, billed, 0.0)
         od_s += np.where(on_od, billed, 0.0)
@@ -196,8 +234,10 @@ def replay(
         finished |= ends
         running = np.where(ends, NONE, running).astype(np.int8)
 
-    if not finished.all():  # cannot happen: the safety net runs on-demand to the end
-        raise RuntimeError("replay: a window did not finish")
+    if not finished.all():
+        if on_demand:  # cannot happen: the safety net runs on-demand to the end
+            raise RuntimeError("replay: a window did not finish")
+        finish_s = np.where(finished, finish_s, np.inf)
     return RunStats(
         cost=cost,
         od_hours=od_s / 3600.0,
@@ -205,7 +245,7 @@ def replay(
         od_work_hours=od_work / 3600.0,
         spot_work_hours=spot_work / 3600.0,
         finish_h=finish_s / 3600.0,
-        missed=finish_s > sc.deadline_s + 1e-6,
+        missed=finish_s > deadline_s + 1e-6,
         launches=launches,
         preemptions=preempt,
         lost_work_hours=np.zeros(n),

@@ -1,0 +1,267 @@
+"""The interruption-aware estimate of a placement: the simulator's model run forward.
+
+A placement's price times its hours says nothing of interruptions. Here each spot placement
+is replayed ``samples`` times through :func:`provisioner.simulate.replay.replay` (the
+benchmark's vectorised replay, tested equal to the ``decide()`` path) with the strategy
+``decide()`` would use for the policy, on spot availability drawn at random from a two-state
+(up/down) model of the zone: exponential up periods whose mean comes from the zone's
+interruption band (:func:`band_rates`) or from a recorded trace (:func:`fit_rates`), and
+exponential outages. Every run pays the changeover :data:`~provisioner.core.views.CHANGEOVER_H`
+on each launch, falls back to on-demand when the strategy's safety net says so, and is billed
+under the cloud's rule (its increment, and Alibaba's protection period: a spot instance
+younger than it is not reclaimed). The runs give the expected spot and on-demand hours,
+restarts, changeover, the mean cost and its P10-P90, and the share that missed the deadline.
+
+All placements of a plan go through one replay call (one window per placement and sample),
+so a plan with ten placements costs one pass over the steps. Random draws are seeded by the
+placement (its provider, zone, type and market), so the same plan prints the same estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from policies.model import MarketChoice, Policy
+from provisioner.core.billing import Billing
+from provisioner.core.catalog import BAND_RISK
+from provisioner.core.models import CostEstimate, Market, Placement
+from provisioner.core.planner import DEFAULT_SPOT_RISK
+from provisioner.core.strategies import DEFAULT_STRATEGY, get_strategy
+from provisioner.core.views import CHANGEOVER_H
+from provisioner.simulate.replay import PerWindow, replay
+from provisioner.simulate.scenario import Scenario
+
+if TYPE_CHECKING:
+    from provisioner.core.planner import Plan
+
+#: The prior, calibrated on the 2022-10-26 Can't Be Late traces (p3.2xlarge, whose Spot
+#: Advisor band is ">20%"; see benchmarks/estimate_bench.py --calibrate): the mean spot
+#: up period of a zone in that band, and the mean outage. Other bands scale the up period by
+#: the ratio of their interruption rates (a zone in "<5%" is interrupted ten times less often).
+REF_BAND_RISK = BAND_RISK[">20%"]
+REF_UP_H = 2.52
+DOWN_H = 2.76
+#: Runs per placement, and the most decision steps a run is cut into (the step grows with the
+#: horizon beyond it: a coarser step, the same model).
+SAMPLES = 128
+MAX_STEPS = 100
+#: The decision step when the horizon allows (one changeover), seconds.
+FINE_STEP_S = CHANGEOVER_H * 3600.0
+#: Without a deadline the strategy is paced against this many times the work (plus a day).
+NO_DEADLINE_FACTOR = 3.0
+#: The spot discount assumed when an offer has no on-demand price to fall back to.
+FALLBACK_DISCOUNT = 0.35
+
+
+@dataclass(frozen=True)
+class Rates:
+    """A zone's spot capacity as a two-state model: mean up and down periods (hours)."""
+
+    up_h: float
+    down_h: float
+    source: str
+    up_now: bool = True
+
+
+def band_rates(band: str) -> Rates:
+    """The prior for a zone in Spot Advisor ``band`` ("" or unknown: the planner's default
+    risk)."""
+    risk = BAND_RISK.get(band)
+    source = f"band {band}" if risk is not None else "default band"
+    risk = DEFAULT_SPOT_RISK if risk is None else risk
+    return Rates(REF_UP_H * REF_BAND_RISK / risk, DOWN_H, source)
+
+
+def fit_rates(avail: np.ndarray, step_s: float, prior: Rates | None = None) -> Rates:
+    """Mean up and down periods seen in ``avail`` (one boolean per step of ``step_s``), with
+    ``prior`` counted as one more period of each kind (so a short history leans on it)."""
+    a = np.asarray(avail, dtype=bool)
+    h = step_s / 3600.0
+    up, down = float(a.sum()) * h, float((~a).sum()) * h
+    falls = int(np.sum(a[:-1] & ~a[1:])) if len(a) > 1 else 0
+    rises = int(np.sum(~a[:-1] & a[1:])) if len(a) > 1 else 0
+    p = prior or band_rates("")
+    up_h = (up + p.up_h) / (falls + 1)
+    down_h = (down + p.down_h) / (rises + 1)
+    now = bool(a[-1]) if len(a) else True
+    return Rates(up_h, down_h, "trace", now)
+
+
+def sample_availability(
+    rates: Rates, n: int, steps: int, step_s: float, seed: int, protect_s: float = 0.0
+) -> np.ndarray:
+    """``n`` random runs of ``steps`` steps (n, steps) of spot capacity under ``rates``."""
+    rng = np.random.default_rng(seed)
+    u = rng.random((steps, n))  # step-major: the first steps are the same for any ``steps``
+    p_fail = 1.0 - math.exp(-step_s / 3600.0 / max(rates.up_h, 1e-6))
+    p_back = 1.0 - math.exp(-step_s / 3600.0 / max(rates.down_h, 1e-6))
+    out = np.empty((steps, n), dtype=bool)
+    state = np.full(n, rates.up_now)
+    for k in range(steps):
+        out[k] = state
+        state = np.where(state, u[k] >= p_fail, u[k] < p_back)
+    return out.T
+
+
+def strategy_name(policy: Policy) -> str:
+    """The strategy decide() uses for ``policy`` (by its market)."""
+    by_market = {MarketChoice.ON_DEMAND: "on-demand", MarketChoice.SPOT: "spot-only"}
+    return by_market.get(policy.market, DEFAULT_STRATEGY)
+
+
+def _seed(p: Placement, seed: int) -> int:
+    o = p.offer
+    key = f"{o.provider}|{o.location}|{o.instance_type}|{p.market.value}"
+    return zlib.crc32(key.encode()) ^ seed
+
+
+def _extra_h(billing: Billing) -> float:
+    """Hours a launch adds on average through the billing increment (half an increment)."""
+    return (billing.increment_s - 1) / 2.0 / 3600.0
+
+
+@dataclass(frozen=True)
+class CloudRule:
+    """What the estimate needs of a cloud's facts."""
+
+    billing: Billing
+    protect_s: float = 0.0
+    notice_s: float = 120.0
+
+
+def cloud_rule(provider: str) -> CloudRule:
+    """The billing rule, spot protection and notice of ``provider`` (its facts)."""
+    from providers.facts import cloud_facts
+
+    try:
+        f = cloud_facts("aws" if provider == "sim" else provider)
+    except ValueError:
+        return CloudRule(Billing())
+    return CloudRule(f.billing, float(f.spot_protection_s), float(f.notice_s))
+
+
+def estimate_placements(
+    placements: Sequence[Placement],
+    policy: Policy,
+    horizon_h: float | None,
+    *,
+    samples: int = SAMPLES,
+    seed: int = 0,
+    rates: dict[int, Rates] | None = None,
+    rules: dict[str, CloudRule] | None = None,
+) -> list[Placement]:
+    """``placements`` with their :class:`CostEstimate` (None where the work is unknown).
+
+    ``horizon_h``: hours from now to the deadline (None: no deadline). ``rates``: the spot
+    model per placement index (default: :func:`band_rates` of its zone). ``rules``: the
+    clouds' rules by provider (default: their facts).
+    """
+    rules = dict(rules or {})
+    for p in placements:
+        if p.offer.provider not in rules:
+            rules[p.offer.provider] = cloud_rule(p.offer.provider)
+    d_h = CHANGEOVER_H
+    grace_h = policy.checkpoint.grace.total_seconds() / 3600.0
+    ckpt_h = policy.checkpoint.interval.total_seconds() / 3600.0
+    out = list(placements)
+    spot_i = [
+        i for i, p in enumerate(placements) if p.est_hours is not None and p.market is Market.SPOT
+    ]
+    for i, p in enumerate(placements):
+        if p.est_hours is not None and p.market is Market.ON_DEMAND:
+            out[i] = replace(p, estimate=_on_demand(p, rules[p.offer.provider], horizon_h))
+    if not spot_i:
+        return out
+    work = np.asarray([float(placements[i].est_hours or 0.0) for i in spot_i])
+    sim_h = (
+        horizon_h
+        if horizon_h is not None
+        else float(NO_DEADLINE_FACTOR * (work.max() + d_h) + 24.0)
+    )
+    sim_h = max(sim_h, 1e-3)
+    step_s = max(FINE_STEP_S, (sim_h + work.max() + d_h) * 3600.0 / MAX_STEPS)
+    steps = math.ceil((sim_h + float(work.max()) + d_h) * 3600.0 / step_s) + 2
+    avail, protect, p_od, p_sp = [], [], [], []
+    for i in spot_i:
+        p = placements[i]
+        rule = rules[p.offer.provider]
+        r = (rates or {}).get(i) or band_rates(p.offer.interruption_band)
+        avail.append(sample_availability(r, samples, steps, step_s, _seed(p, seed)))
+        protect.append(rule.protect_s)
+        p_sp.append(p.price_per_hour)
+        p_od.append(p.offer.price or p.price_per_hour / FALLBACK_DISCOUNT)
+    n = samples
+    rep = np.repeat
+    pw = PerWindow(
+        work_s=rep(work * 3600.0, n),
+        deadline_s=np.full(len(spot_i) * n, sim_h * 3600.0),
+        price_on_demand=rep(np.asarray(p_od), n),
+        price_spot=rep(np.asarray(p_sp), n),
+    )
+    sc = Scenario(float(work.max()) * 3600.0, sim_h * 3600.0, d_h * 3600.0, step_s)
+    strat = get_strategy(strategy_name(policy))
+    if not strat.uses_spot:
+        strat = get_strategy(DEFAULT_STRATEGY)  # a spot placement: the default's pacing
+    runs = replay(
+        strat,
+        np.concatenate(avail),
+        sc,
+        per_window=pw,
+        protect_s=rep(np.asarray(protect), n),
+        on_demand=policy.market is not MarketChoice.SPOT,
+    )
+    for k, i in enumerate(spot_i):
+        p = placements[i]
+        rule = rules[p.offer.provider]
+        sl = slice(k * n, (k + 1) * n)
+        launches = runs.launches[sl].astype(float)
+        pre = runs.preemptions[sl].astype(float)
+        # a preemption loses the work since the last checkpoint unless the checkpoint taken on
+        # the notice fits in it (the policy's grace within the cloud's notice)
+        lost = pre * (0.0 if grace_h <= rule.notice_s / 3600.0 else ckpt_h / 2.0)
+        spot_h = runs.spot_hours[sl] + lost + launches * _extra_h(rule.billing)
+        od_h = runs.od_hours[sl]
+        cost = p_sp[k] * spot_h + p_od[k] * od_h
+        missed = runs.missed[sl] | (runs.finish_h[sl] + lost > sim_h + 1e-9)
+        est = CostEstimate(
+            mean_usd=float(cost.mean()),
+            p10_usd=float(np.percentile(cost, 10)),
+            p90_usd=float(np.percentile(cost, 90)),
+            p_miss_deadline=None if horizon_h is None else float(missed.mean()),
+            spot_h=float(spot_h.mean()),
+            on_demand_h=float(od_h.mean()),
+            restarts=float(np.maximum(launches - 1, 0).mean()),
+            lost_work_h=float(lost.mean()),
+            changeover_h=float((launches * d_h).mean()),
+            spot_usd=float(p_sp[k] * spot_h.mean()),
+            on_demand_usd=float(p_od[k] * od_h.mean()),
+            samples=n,
+            prior=((rates or {}).get(i) or band_rates(p.offer.interruption_band)).source,
+        )
+        out[i] = replace(p, estimate=est)
+    return out
+
+
+def _on_demand(p: Placement, rule: CloudRule, horizon_h: float | None) -> CostEstimate:
+    """An on-demand placement: one launch, the work, no interruptions (exact)."""
+    hours = float(p.est_hours or 0.0) + CHANGEOVER_H
+    billed = rule.billing.billed_seconds(hours * 3600.0) / 3600.0
+    cost = p.price_per_hour * billed
+    miss = None if horizon_h is None else float(hours > horizon_h + 1e-9)
+    return CostEstimate(
+        cost, cost, cost, miss, 0.0, billed, 0.0, 0.0, CHANGEOVER_H, 0.0, cost, 0, "on-demand"
+    )
+
+
+def estimate_plan(plan: Plan, now: datetime, *, seed: int = 0) -> Plan:
+    """``plan`` with an estimate on each of its placements, the deadline counted from ``now``."""
+    horizon = None if plan.deadline is None else (plan.deadline - now).total_seconds() / 3600.0
+    placements = estimate_placements(plan.placements, plan.policy, horizon, seed=seed)
+    return replace(plan, placements=placements)
