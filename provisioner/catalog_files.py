@@ -11,11 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from provisioner.core import catalog as core
 from provisioner.core.catalog import CatalogError, parse_offers
 from provisioner.core.models import Offer
-from provisioner.core.tco import Commitment
+
+if TYPE_CHECKING:  # tco's model is imported by `tco`, not by every command that reads offers
+    from provisioner.core.tco import Commitment
 
 __all__ = [
     "Catalog",
@@ -89,6 +92,8 @@ COMMITMENT_COLUMNS = (
 def parse_commitments(lines: Iterable[str], source: str) -> list[Commitment]:
     """Commitment offers from CSV text in commitments.csv's layout (see provisioner/data/SOURCES.md)."""
     import csv
+
+    from provisioner.core.tco import Commitment
 
     reader = csv.DictReader(lines)
     missing = [c for c in COMMITMENT_COLUMNS if c not in (reader.fieldnames or [])]

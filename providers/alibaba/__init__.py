@@ -44,11 +44,40 @@ clients), :mod:`.offers` (offers, prices, the bid), :mod:`.adapter` (instances);
 and Tencent share is in :mod:`providers._regional`.
 """
 
-from providers._regional import parse_endpoint
-from providers.alibaba.adapter import RECYCLING, SPOT_STRATEGIES, AlibabaProvider
-from providers.alibaba.client import DEFAULT_REGION, ENV_KEY_ID, ENV_KEY_SECRET, parse_time
-from providers.alibaba.errors import ERRORS, NAME, classify_code, classify_error
-from providers.alibaba.offers import PRICE_DECIMALS, gpu_model
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from providers._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from providers._regional import parse_endpoint
+    from providers.alibaba.adapter import RECYCLING, SPOT_STRATEGIES, AlibabaProvider
+    from providers.alibaba.client import DEFAULT_REGION, ENV_KEY_ID, ENV_KEY_SECRET, parse_time
+    from providers.alibaba.errors import ERRORS, NAME, classify_code, classify_error
+    from providers.alibaba.offers import PRICE_DECIMALS, gpu_model
+
+#: what this package offers, and the module each name lives in: imported when first asked
+#: for (reading the cloud's facts, or listing the providers, imports no adapter or SDK)
+_LAZY = {
+    "parse_endpoint": "providers._regional",
+    "RECYCLING": "providers.alibaba.adapter",
+    "SPOT_STRATEGIES": "providers.alibaba.adapter",
+    "AlibabaProvider": "providers.alibaba.adapter",
+    "DEFAULT_REGION": "providers.alibaba.client",
+    "ENV_KEY_ID": "providers.alibaba.client",
+    "ENV_KEY_SECRET": "providers.alibaba.client",
+    "parse_time": "providers.alibaba.client",
+    "ERRORS": "providers.alibaba.errors",
+    "NAME": "providers.alibaba.errors",
+    "classify_code": "providers.alibaba.errors",
+    "classify_error": "providers.alibaba.errors",
+    "PRICE_DECIMALS": "providers.alibaba.offers",
+    "gpu_model": "providers.alibaba.offers",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_REGION",

@@ -28,9 +28,31 @@ The adapter is split by concern: ``errors`` (the error table and classifier), ``
 describe, terminate, interruptions) and ``adapter`` (:class:`AWSProvider`, composing them).
 """
 
-from providers.aws.adapter import AWSProvider
-from providers.aws.errors import ERRORS, classify
-from providers.aws.instances import DEFAULT_IMAGE, PRICE_DECIMALS, SPOT_REASONS, STATES
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from providers._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from providers.aws.adapter import AWSProvider
+    from providers.aws.errors import ERRORS, classify
+    from providers.aws.instances import DEFAULT_IMAGE, PRICE_DECIMALS, SPOT_REASONS, STATES
+
+#: what this package offers, and the module each name lives in: imported when first asked
+#: for (reading the cloud's facts, or listing the providers, imports no adapter or SDK)
+_LAZY = {
+    "AWSProvider": "providers.aws.adapter",
+    "ERRORS": "providers.aws.errors",
+    "classify": "providers.aws.errors",
+    "DEFAULT_IMAGE": "providers.aws.instances",
+    "PRICE_DECIMALS": "providers.aws.instances",
+    "SPOT_REASONS": "providers.aws.instances",
+    "STATES": "providers.aws.instances",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_IMAGE",

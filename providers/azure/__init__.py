@@ -33,11 +33,35 @@ The adapter is split by concern: ``errors`` (the error table and classifier), ``
 terminate, evictions), ``launch`` (NIC and VM) and ``adapter`` (:class:`AzureProvider`).
 """
 
-from providers.azure.adapter import AzureProvider
-from providers.azure.client import DEFAULT_IMAGE, _as_dict
-from providers.azure.errors import ERRORS, classify
-from providers.azure.instances import POWER_STATES, _private_ip
-from providers.azure.launch import PRICE_DECIMALS, max_price
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from providers._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from providers.azure.adapter import AzureProvider
+    from providers.azure.client import DEFAULT_IMAGE, _as_dict
+    from providers.azure.errors import ERRORS, classify
+    from providers.azure.instances import POWER_STATES, _private_ip
+    from providers.azure.launch import PRICE_DECIMALS, max_price
+
+#: what this package offers, and the module each name lives in: imported when first asked
+#: for (reading the cloud's facts, or listing the providers, imports no adapter or SDK)
+_LAZY = {
+    "AzureProvider": "providers.azure.adapter",
+    "DEFAULT_IMAGE": "providers.azure.client",
+    "_as_dict": "providers.azure.client",
+    "ERRORS": "providers.azure.errors",
+    "classify": "providers.azure.errors",
+    "POWER_STATES": "providers.azure.instances",
+    "_private_ip": "providers.azure.instances",
+    "PRICE_DECIMALS": "providers.azure.launch",
+    "max_price": "providers.azure.launch",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_IMAGE",

@@ -35,13 +35,42 @@ clients), ``offers`` (offers and prices), ``instances`` (describe, terminate, pr
 ``launch`` and ``adapter`` (:class:`GCPProvider`, composing them).
 """
 
-from providers.gcp.adapter import GCPProvider
-from providers.gcp.errors import ERRORS, classify
-from providers.gcp.gpus import SHAPES, accelerator_type, gpu_name, has_builtin_gpus
-from providers.gcp.instances import STATES
-from providers.gcp.labels import label, label_changes, label_key, labels_for
-from providers.gcp.launch import request_id
-from providers.gcp.offers import _parse_sku
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from providers._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from providers.gcp.adapter import GCPProvider
+    from providers.gcp.errors import ERRORS, classify
+    from providers.gcp.gpus import SHAPES, accelerator_type, gpu_name, has_builtin_gpus
+    from providers.gcp.instances import STATES
+    from providers.gcp.labels import label, label_changes, label_key, labels_for
+    from providers.gcp.launch import request_id
+    from providers.gcp.offers import _parse_sku
+
+#: what this package offers, and the module each name lives in: imported when first asked
+#: for (reading the cloud's facts, or listing the providers, imports no adapter or SDK)
+_LAZY = {
+    "GCPProvider": "providers.gcp.adapter",
+    "ERRORS": "providers.gcp.errors",
+    "classify": "providers.gcp.errors",
+    "SHAPES": "providers.gcp.gpus",
+    "accelerator_type": "providers.gcp.gpus",
+    "gpu_name": "providers.gcp.gpus",
+    "has_builtin_gpus": "providers.gcp.gpus",
+    "STATES": "providers.gcp.instances",
+    "label": "providers.gcp.labels",
+    "label_changes": "providers.gcp.labels",
+    "label_key": "providers.gcp.labels",
+    "labels_for": "providers.gcp.labels",
+    "request_id": "providers.gcp.launch",
+    "_parse_sku": "providers.gcp.offers",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "ERRORS",

@@ -56,18 +56,53 @@ credentials, the call), :mod:`.offers` (offers, prices, the bid), :mod:`.adapter
 (instances); what Tencent and Alibaba share is in :mod:`providers._regional`.
 """
 
-from providers._regional import parse_endpoint
-from providers.tencent.adapter import GOING_AWAY, OUR_OPERATIONS, TencentProvider, reclaimed
-from providers.tencent.client import (
-    DEFAULT_REGION,
-    ENV_SECRET_ID,
-    ENV_SECRET_KEY,
-    POSTPAID,
-    SPOTPAID,
-    parse_time,
-)
-from providers.tencent.errors import ERRORS, NAME, classify_code, classify_error, envelope_error
-from providers.tencent.offers import FAMILY_GPU, PRICE_DECIMALS, gpu_for, price_text
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from providers._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from providers._regional import parse_endpoint
+    from providers.tencent.adapter import GOING_AWAY, OUR_OPERATIONS, TencentProvider, reclaimed
+    from providers.tencent.client import (
+        DEFAULT_REGION,
+        ENV_SECRET_ID,
+        ENV_SECRET_KEY,
+        POSTPAID,
+        SPOTPAID,
+        parse_time,
+    )
+    from providers.tencent.errors import ERRORS, NAME, classify_code, classify_error, envelope_error
+    from providers.tencent.offers import FAMILY_GPU, PRICE_DECIMALS, gpu_for, price_text
+
+#: what this package offers, and the module each name lives in: imported when first asked
+#: for (reading the cloud's facts, or listing the providers, imports no adapter or SDK)
+_LAZY = {
+    "parse_endpoint": "providers._regional",
+    "GOING_AWAY": "providers.tencent.adapter",
+    "OUR_OPERATIONS": "providers.tencent.adapter",
+    "TencentProvider": "providers.tencent.adapter",
+    "reclaimed": "providers.tencent.adapter",
+    "DEFAULT_REGION": "providers.tencent.client",
+    "ENV_SECRET_ID": "providers.tencent.client",
+    "ENV_SECRET_KEY": "providers.tencent.client",
+    "POSTPAID": "providers.tencent.client",
+    "SPOTPAID": "providers.tencent.client",
+    "parse_time": "providers.tencent.client",
+    "ERRORS": "providers.tencent.errors",
+    "NAME": "providers.tencent.errors",
+    "classify_code": "providers.tencent.errors",
+    "classify_error": "providers.tencent.errors",
+    "envelope_error": "providers.tencent.errors",
+    "FAMILY_GPU": "providers.tencent.offers",
+    "PRICE_DECIMALS": "providers.tencent.offers",
+    "gpu_for": "providers.tencent.offers",
+    "price_text": "providers.tencent.offers",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_REGION",

@@ -28,7 +28,7 @@ class Launching(JobPassBase):
         guard_launch(self.policy, placement, self.spent())
         self.fence(f"launching attempt {job.attempt + 1}")
         attempt = (self.current.attempt if self.current else 0) + 1
-        row = attempt_row(job, attempt, placement, self.now, reason)
+        row = attempt_row(job, attempt, placement, self.now, reason, self.policy)
         self.store.add_attempt(row)
         self.attempts.append(row)
         job.attempt = attempt

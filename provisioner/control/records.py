@@ -12,15 +12,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from providers.facts import billing_for
 from provisioner.control.store import AttemptRow, InstanceRow, JobRow
-from provisioner.core.models import Instance, Placement, launch_token
+from provisioner.core.models import CostEstimate, Instance, Placement, launch_token
+
+if TYPE_CHECKING:
+    from policies.model import Policy
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,10 +82,47 @@ def billed_cost(
     return billing.cost(price_per_hour, (end - start).total_seconds())
 
 
-def launch_estimate(placement: Placement) -> tuple[float | None, float | None, float | None]:
+def launch_estimate(
+    placement: Placement,
+    policy: Policy | None = None,
+    job: JobRow | None = None,
+    now: datetime | None = None,
+) -> tuple[float | None, float | None, float | None]:
     """The estimate made at launch, kept on the attempt row: (expected USD, P10, P90) for the
-    job on ``placement`` from this launch on. The single place that reads it off a placement."""
+    job on ``placement`` from this launch on. The single place that reads it off a placement.
+
+    A placement that carries its interruption-aware estimate (``plan``, ``up``) gives it; one
+    from the daemon's plan is estimated here, by the same model (``provisioner.simulate.estimate``),
+    for the work the job has left and the time to its deadline. Without a model figure (no
+    work given, or the estimate failed: it must never stop a launch), the planner's hours x
+    price."""
+    est = placement.estimate
+    if est is None and policy is not None and placement.est_hours is not None:
+        try:
+            est = _estimate_now(placement, policy, job, now)
+        except Exception as exc:  # a figure for the report, never a reason not to launch
+            log.warning("no estimate for the launch on %s: %s", placement.offer.location, exc)
+    if est is not None:
+        return (est.mean_usd, est.p10_usd, est.p90_usd)
     return (placement.est_job_cost, None, None)
+
+
+def _estimate_now(
+    placement: Placement, policy: Policy, job: JobRow | None, now: datetime | None
+) -> CostEstimate | None:
+    from provisioner.simulate.estimate import estimate_placements
+
+    left = 1.0
+    if job is not None and job.work_total_h:
+        left = max(0.0, 1.0 - (job.work_done_h or 0.0) / job.work_total_h)
+    hours = (placement.est_hours or 0.0) * left
+    p = replace(placement, est_hours=hours, est_job_cost=hours * placement.price_per_hour)
+    horizon = None
+    if job is not None and job.deadline is not None and now is not None:
+        deadline = job.deadline if job.deadline.tzinfo else job.deadline.replace(tzinfo=UTC)
+        horizon = max(0.0, (deadline - now).total_seconds() / 3600.0)
+    [done] = estimate_placements([p], policy, horizon)
+    return done.estimate
 
 
 def resolve_checkpoint_uri(uri: str, base: str | None = None) -> str:
@@ -92,10 +135,15 @@ def resolve_checkpoint_uri(uri: str, base: str | None = None) -> str:
 
 
 def attempt_row(
-    job: JobRow, attempt: int, placement: Placement, now: datetime, reason: str
+    job: JobRow,
+    attempt: int,
+    placement: Placement,
+    now: datetime,
+    reason: str,
+    policy: Policy | None = None,
 ) -> AttemptRow:
     o = placement.offer
-    est, p10, p90 = launch_estimate(placement)
+    est, p10, p90 = launch_estimate(placement, policy, job, now)
     return AttemptRow(
         job_id=job.id,
         attempt=attempt,
