@@ -15,8 +15,9 @@ needs one asks ``isinstance(provider, LivePrices)`` and says what it does withou
   none does yet.
 - :class:`Commitments`: quotes commitment prices (issue 11: AWS Savings Plans and Reserved
   Instances, GCP committed-use discounts, Azure reservations, Alibaba subscriptions, Tencent
-  monthly prepaid). AWS implements it (the Price List API's Reserved terms,
-  providers/aws/commitments.py); a quote converts to a row of provisioner/data/commitments.csv
+  monthly prepaid). AWS (the Price List API's Reserved terms, providers/aws/commitments.py)
+  and Azure (the Retail Prices API's reservations, providers/azure/commitments.py) implement
+  it; a quote converts to a row of provisioner/data/commitments.csv
   (:meth:`CommitmentQuote.as_commitment`).
 
 A protocol with no members would match every object, so each one names at least one method.
