@@ -3,7 +3,7 @@
 
 A reservation item carries ``reservationTerm`` ("1 Year", "3 Years", "5 Years") and its
 ``retailPrice`` (= ``unitPrice``) is the price of the whole term for one VM, though its
-``unitOfMeasure`` still says "1 Hour": the sample reservation item of the API's overview
+``unitOfMeasure`` still says "1 Hour": a published sample reservation item
 (E64 v4, 1 year, southcentralus) is 25,007 USD, which read as an hourly rate would be absurd
 and as the year's total is 2.85 USD an hour (see provisioner/data/SOURCES.md). Azure sells each reservation paid upfront or monthly for the same
 total, so each item gives two quotes in commitments.csv's terms: option ``reservation``,
