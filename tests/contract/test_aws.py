@@ -421,3 +421,23 @@ def test_commitment_prices_are_the_reserved_terms_of_the_pricing_api(
     }
     # no Pricing endpoint (a custom EC2 endpoint): nothing live, and nothing invented
     assert aws.provider().commitment_prices([REGION]) == []
+
+
+def test_reserved_quotes_round_trip_through_a_commitments_file(
+    aws: AWSHarness, pricing: Any, tmp_path: Any
+) -> None:
+    """What `catalog refresh --commitments-out` writes for AWS, `tco --commitments` reads back."""
+    from provisioner.catalog_files import read_commitments, write_commitments
+
+    provider = aws.provider(pricing_endpoint=pricing.endpoint)
+    provider._gpu_types[REGION] = [{"InstanceType": "p4d.24xlarge"}]
+    rows = [c for q in provider.commitment_prices([REGION]) if (c := q.as_commitment())]
+    path = tmp_path / "live.csv"
+    assert write_commitments(rows, path) == 5
+    back = {(c.option, c.term, c.payment): c for c in read_commitments(path)}
+    assert back.keys() == {(c.option, c.term, c.payment) for c in rows}
+    partial = back[("reserved-instance", "1y", "partial")]
+    assert (partial.upfront, partial.monthly) == (84_000.0, pytest.approx(9.6 * 730))
+    assert partial.hourly == pytest.approx(9.6 + 84_000 / 8760)
+    assert back[("reserved-instance", "3y", "all")].monthly == 0.0
+    assert partial.source == "AWS Price List API (Reserved)" and partial.region == REGION
