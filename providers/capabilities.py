@@ -15,7 +15,10 @@ needs one asks ``isinstance(provider, LivePrices)`` and says what it does withou
   none does yet.
 - :class:`Commitments`: quotes commitment prices (issue 11: AWS Savings Plans and Reserved
   Instances, GCP committed-use discounts, Azure reservations, Alibaba subscriptions, Tencent
-  monthly prepaid). Declared; none implements it yet.
+  monthly prepaid). AWS (the Price List API's Reserved terms, providers/aws/commitments.py)
+  and Azure (the Retail Prices API's reservations, providers/azure/commitments.py) implement
+  it; a quote converts to a row of provisioner/data/commitments.csv
+  (:meth:`CommitmentQuote.as_commitment`).
 
 A protocol with no members would match every object, so each one names at least one method.
 """
@@ -28,8 +31,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from policies.profile import HOURS_PER_MONTH
 from providers.base import PriceQuote
 from provisioner.core.models import Offer
+from provisioner.core.tco import Commitment
 
 
 @runtime_checkable
@@ -80,12 +85,36 @@ class CommitmentQuote:
     provider: str
     region: str
     instance_type: str
-    kind: str  # the cloud's own name: "reserved-instance", "savings-plan", "cud", ...
+    kind: str  # the option, as commitments.csv names it: "reserved-instance", "reservation", ...
     term_months: int  # 12, 36, ...
     upfront: float  # USD paid at the start
     per_hour: float  # USD per instance-hour on top of the upfront payment
     at: datetime  # when it was quoted
     source: str = ""  # where the price comes from (an API, or the catalog's source)
+    payment: str = ""  # upfront: "all", "partial" or "no" (monthly or hourly), as commitments.csv
+
+    def as_commitment(self) -> Commitment | None:
+        """The row of commitments.csv this quote is (its ``hourly`` the effective rate over the
+        term, upfront included); None for a term that file has no column for (not 1 or 3
+        years) or a quote without a price."""
+        term = {12: "1y", 36: "3y"}.get(self.term_months)
+        if term is None or self.payment not in ("all", "partial", "no"):
+            return None
+        if not (self.upfront > 0 or self.per_hour > 0):
+            return None
+        hourly = self.per_hour + self.upfront / (self.term_months * HOURS_PER_MONTH)
+        return Commitment(
+            self.provider,
+            self.region,
+            self.instance_type,
+            term,
+            self.kind,
+            self.payment,
+            hourly,
+            self.upfront,
+            self.source,
+            self.at.date().isoformat(),
+        )
 
 
 @runtime_checkable

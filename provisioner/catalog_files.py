@@ -27,6 +27,7 @@ __all__ = [
     "load_catalog",
     "read_commitments",
     "read_offers",
+    "write_commitments",
 ]
 
 BUILTIN_SOURCE = "builtin:provisioner/data/offers.csv"
@@ -138,3 +139,31 @@ def read_commitments(path: str | os.PathLike[str] | None = None) -> list[Commitm
         raise CatalogError(f"{path}: cannot read commitments: {exc.strerror}") from None
     with fh:
         return parse_commitments(fh, str(path))
+
+
+def write_commitments(commitments: Iterable[Commitment], path: str | os.PathLike[str]) -> int:
+    """Write ``commitments`` to ``path`` in commitments.csv's layout (what
+    :func:`read_commitments` and ``provisioner tco --commitments`` read), sorted; the rows
+    written. Raises OSError where the file cannot be written."""
+    import csv
+
+    rows = sorted(
+        (
+            c.provider,
+            c.region,
+            c.instance_type,
+            c.term,
+            c.option,
+            c.payment,
+            f"{c.hourly:.8g}",
+            f"{c.upfront:.2f}",
+            c.source,
+            c.date,
+        )
+        for c in commitments
+    )
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(COMMITMENT_COLUMNS)
+        writer.writerows(rows)
+    return len(rows)

@@ -454,3 +454,37 @@ def test_vm_and_nic_lists_follow_next_link(server: AzureServer, provider: AzureP
     for kind in ("virtualMachines", "networkInterfaces"):
         pages = [r for r in server.requests if r.method == "GET" and r.path.endswith(kind)]
         assert any("$skiptoken" in r.query for r in pages), f"{kind}: nextLink not followed"
+
+
+def test_commitment_prices_are_the_retail_apis_reservations(
+    server: AzureServer, provider: AzureProvider
+) -> None:
+    from providers.capabilities import Commitments
+
+    assert isinstance(provider, Commitments)
+    quotes = provider.commitment_prices(["eastus"])
+    a100 = {
+        (q.term_months, q.payment): q
+        for q in quotes
+        if q.instance_type == "Standard_NC24ads_A100_v4"
+    }
+    year = round(3.673 * 0.62 * 8760, 2)  # the fake's 1-year term price, whole
+    three = round(3.673 * 0.4 * 26280, 2)  # and its 3-year one
+    assert a100[(12, "all")].upfront == pytest.approx(year)
+    assert a100[(12, "all")].per_hour == 0.0
+    assert a100[(12, "no")].upfront == 0.0
+    assert a100[(12, "no")].per_hour == pytest.approx(year / 8760)
+    assert a100[(36, "all")].upfront == pytest.approx(three)
+    assert a100[(36, "no")].per_hour == pytest.approx(three / 26280)
+    # as rows of commitments.csv, paid upfront or monthly: the same effective rate
+    rows = [a100[(12, p)].as_commitment() for p in ("all", "no")]
+    assert [(r.option, r.term, r.payment) for r in rows if r] == [
+        ("reservation", "1y", "all"),
+        ("reservation", "1y", "no"),
+    ]
+    assert all(r and r.hourly == pytest.approx(3.673 * 0.62) for r in rows)
+    assert {q.term_months for q in quotes} == {12, 36}
+    assert all(q.kind == "reservation" and q.region == "eastus" for q in quotes)
+    assert "Standard_D4s_v5" not in {q.instance_type for q in quotes}  # not a GPU size
+    pages = [r for r in server.requests if r.path == "/api/retail/prices"]
+    assert pages and all("priceType eq 'Reservation'" in p.query["$filter"] for p in pages)

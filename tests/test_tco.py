@@ -292,3 +292,90 @@ def test_a_bad_commitments_file_exits_2_with_its_line(tmp_path: Path) -> None:
     )
     doc = json.loads(out)
     assert code == 0 and {o["option"] for o in doc["options"] if o["term"]} == {"cud"}
+
+
+def test_live_commitments_round_trip_from_refresh_into_tco(tmp_path: Path) -> None:
+    """catalog refresh --commitments-out against the Azure fake writes commitments.csv's
+    layout; tco --commitments reads it and prices the reservation option with those figures."""
+    pytest.importorskip("azure.core")
+    from fakes.azure_server import AzureServer
+
+    from provisioner.catalog_files import COMMITMENT_COLUMNS
+
+    a100 = "Standard_NC24ads_A100_v4"
+    live = tmp_path / "live.csv"
+    with AzureServer(token="eyJ0.tco-roundtrip-token.0123456789") as server:
+        code, out, err = invoke(
+            "catalog",
+            "refresh",
+            "--provider",
+            "azure",
+            "-o",
+            f"subscription_id={server.subscription_id}",
+            "-o",
+            f"resource_group={server.resource_group}",
+            "-o",
+            "location=eastus",
+            "-o",
+            f"endpoint={server.endpoint}",
+            "-o",
+            "credentials=eyJ0.tco-roundtrip-token.0123456789",
+            "--store",
+            f"sqlite:///{tmp_path / 's.db'}",
+            "--commitments-out",
+            str(live),
+            "--json",
+        )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["commitments_file"] == str(live)
+    assert live.read_text().splitlines()[0] == ",".join(COMMITMENT_COLUMNS)
+    written = read_commitments(live)
+    assert doc["commitments_written"] == len(written)
+    assert {c.region for c in written} == {"eastus"}
+    rows = {(c.term, c.payment): c for c in written if c.instance_type == a100}
+    assert len(rows) == 4  # 1 and 3 years, each paid upfront or monthly
+    year, three = round(3.673 * 0.62 * 8760, 2), round(3.673 * 0.4 * 26280, 2)  # the fake's
+    assert rows[("1y", "all")].upfront == pytest.approx(year)
+    assert rows[("1y", "no")].hourly == pytest.approx(year / 8760)
+    assert rows[("3y", "all")].hourly == pytest.approx(three / 26280)
+    assert {c.option for c in rows.values()} == {"reservation"}
+    assert all(c.source == "Azure Retail Prices API (Reservation)" for c in rows.values())
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "name: az\nresources:\n  gpus: [A100-80GB]\nmarket: spot-then-on-demand\n"
+        "residency:\n  providers: [azure]\n  allow_regions: [eastus]\n"
+    )
+    profile = tmp_path / "w.yaml"
+    profile.write_text(
+        "horizon_months: 12\nphases:\n  - {name: serve, gpu: A100-80GB, count: 2, "
+        "hours_per_day: 24}\n"
+    )
+    code, out, err = invoke(
+        "tco", "--policy", str(policy), "--profile", str(profile), "--commitments", str(live),
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    options = {(o["option"], o["term"], o["payment"]): o for o in json.loads(out)["options"]}
+    res = options[("reservation", "1y", "all")]
+    assert res["region"] == "eastus" and res["sources"] == ["Azure Retail Prices API (Reservation)"]
+    assert res["upfront"] == [{"month": 0, "usd": pytest.approx(2 * year, abs=0.01)}]
+    assert res["total"] == pytest.approx(2 * year, abs=0.05)
+    assert res["break_even_utilisation_vs_on_demand"] == [pytest.approx(0.62, abs=1e-4)]
+    monthly = options[("reservation", "1y", "no")]
+    assert monthly["monthly"] == pytest.approx(2 * year / 12, abs=0.01)
+    assert ("reservation", "3y", "all") in options  # a 3-year term, owed past the horizon
+    # the built-in file's offers are not mixed in: no reserved-instance, no cud
+    assert {k[0] for k in options if k[1]} == {"reservation"}
+
+
+def test_refresh_refuses_commitments_from_a_provider_without_them(tmp_path: Path) -> None:
+    out_csv = tmp_path / "c.csv"
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    code, _, err = invoke(
+        "catalog", "refresh", "--provider", "sim", "--store", store,
+        "--commitments-out", str(out_csv),
+    )  # fmt: skip
+    assert code == 2 and "sim quotes no commitment prices live" in err
+    assert not out_csv.exists()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from providers.aws.commitments import AWSCommitments
 from providers.aws.instances import AWSInstances
-from providers.aws.offers import AWSOffers
 from providers.base import Provider
 
 
-class AWSProvider(AWSOffers, AWSInstances, Provider):
+class AWSProvider(AWSCommitments, AWSInstances, Provider):
     """EC2 in one or more regions.
 
     ``credentials``: a dict with ``aws_access_key_id``/``aws_secret_access_key``

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from providers.azure.commitments import AzureCommitments
 from providers.azure.launch import AzureLaunch
-from providers.azure.offers import AzureOffers
 from providers.base import Provider
 
 
-class AzureProvider(AzureOffers, AzureLaunch, Provider):
+class AzureProvider(AzureCommitments, AzureLaunch, Provider):
     """Azure VMs in one subscription and resource group.
 
     ``subscription_id`` (default ``$AZURE_SUBSCRIPTION_ID``), ``resource_group``,

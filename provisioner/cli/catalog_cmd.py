@@ -106,6 +106,14 @@ def show(
     help="Provider option (repeatable).",
 )
 @click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
+@click.option(
+    "--commitments-out",
+    "commitments_out",
+    default=None,
+    metavar="FILE.csv",
+    help="Also fetch the provider's commitment prices live (AWS Reserved Instances, Azure "
+    "reservations) into FILE.csv, in the layout `provisioner tco --commitments` reads.",
+)
 @json_option
 def refresh(
     provider_name: str,
@@ -113,13 +121,17 @@ def refresh(
     options: tuple[str, ...],
     store_url: str | None,
     as_json: bool,
+    commitments_out: str | None = None,
 ) -> None:
     """Fetch live spot and on-demand prices from a provider and store them.
 
-    Exits 4 when the provider refuses (credentials, quota) and 2 on a bad provider name.
+    With --commitments-out, also write the provider's live commitment prices to a CSV in the
+    layout of provisioner/data/commitments.csv, for `provisioner tco --commitments FILE.csv`.
+    Exits 4 when the provider refuses (credentials, quota) and 2 on a bad provider name or a
+    provider that quotes no commitment prices live.
     """
     from providers.base import ProviderError, ProviderUnavailable, get
-    from providers.capabilities import LivePrices
+    from providers.capabilities import Commitments, LivePrices
     from provisioner.cli import EXIT_PROVIDER
     from provisioner.cli.checks import check_provider
     from provisioner.cli.common import fail
@@ -142,19 +154,40 @@ def refresh(
     if not isinstance(prov, LivePrices):
         prov.close()
         fail(f"{provider_name} quotes no live prices; the catalog's prices stand", EXIT_PROVIDER)
+    if commitments_out is not None and not isinstance(prov, Commitments):
+        prov.close()
+        fail(f"--commitments-out: {provider_name} quotes no commitment prices live")
+    rows: list[Any] = []
     try:
         with console(stderr=True).status(f"fetching prices from {provider_name}..."):
             quotes = prov.prices(list(regions) or None)
+            if commitments_out is not None and isinstance(prov, Commitments):
+                live = prov.commitment_prices(list(regions) or None)
+                rows = [c for c in (q.as_commitment() for q in live) if c is not None]
     except ProviderError as exc:
         fail(str(exc), EXIT_PROVIDER)
     finally:
         prov.close()
+    written: int | None = None
+    if commitments_out is not None:
+        from provisioner.catalog_files import write_commitments
+
+        try:
+            written = write_commitments(rows, commitments_out)
+        except OSError as exc:
+            fail(f"--commitments-out {commitments_out}: cannot write: {exc.strerror or exc}")
     n = _store(store_url).save_prices(quotes)
     summary = price_summary(quotes)
     if as_json:
-        print_json({"provider": provider_name, "stored": n, **summary})
+        doc: dict[str, Any] = {"provider": provider_name, "stored": n, **summary}
+        if written is not None:
+            doc["commitments_written"] = written
+            doc["commitments_file"] = commitments_out
+        print_json(doc)
     else:
         console().print(f"stored {n} price quote(s) from {provider_name}")
+        if written is not None:
+            console().print(f"wrote {written} commitment price(s) to {commitments_out}")
         for line in summary["lines"]:
             console().print(f"  {line}")
 

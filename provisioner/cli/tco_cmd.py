@@ -99,7 +99,8 @@ def tco(
     commitment offer (AWS Reserved Instances and Savings Plans, GCP committed-use discounts,
     Azure reservations, Alibaba savings plans, Tencent monthly prepaid; 1 and 3 years), with
     the break-even utilisation of each commitment. Commitment prices come from the offline
-    file provisioner/data/commitments.csv.
+    file provisioner/data/commitments.csv, or from --commitments FILE: for live AWS and Azure
+    prices, write one with `provisioner catalog refresh --provider aws --commitments-out FILE`.
 
     Exits 0 with options, 3 when nothing is eligible, 2 on a bad policy or profile.
     """

@@ -383,3 +383,61 @@ def test_offers_follow_next_token_of_instance_types_and_offerings(aws: AWSHarnes
         ("g5.xlarge", ZONE),
         ("g4dn.xlarge", "us-east-1b"),
     }
+
+
+def test_commitment_prices_are_the_reserved_terms_of_the_pricing_api(
+    aws: AWSHarness, pricing: Any
+) -> None:
+    from providers.capabilities import Commitments
+
+    provider = aws.provider(pricing_endpoint=pricing.endpoint)
+    assert isinstance(provider, Commitments)
+    provider._gpu_types[REGION] = [{"InstanceType": "p4d.24xlarge"}]
+    quotes = provider.commitment_prices([REGION])
+    # only the plain Linux row's terms (the SQL Server row, also matched, is left out)
+    got = {(q.kind, q.term_months, q.payment): (q.upfront, q.per_hour) for q in quotes}
+    assert got == {
+        ("reserved-instance", 12, "all"): (168_000.0, 0.0),
+        ("reserved-instance", 12, "no"): (0.0, pytest.approx(20.5)),
+        ("reserved-instance", 12, "partial"): (84_000.0, pytest.approx(9.6)),
+        ("reserved-instance", 36, "all"): (315_000.0, 0.0),
+        ("reserved-instance-convertible", 36, "no"): (0.0, pytest.approx(17.1)),
+    }
+    # as rows of commitments.csv: hourly is the effective rate, the upfront spread over the term
+    rows = {(c.option, c.term, c.payment): c for q in quotes if (c := q.as_commitment())}
+    assert rows[("reserved-instance", "1y", "all")].hourly == pytest.approx(168_000 / 8760)
+    assert rows[("reserved-instance", "1y", "partial")].hourly == pytest.approx(9.6 + 84_000 / 8760)
+    assert rows[("reserved-instance", "3y", "all")].hourly == pytest.approx(315_000 / 26_280)
+    assert {(q.provider, q.region, q.instance_type) for q in quotes} == {
+        ("aws", REGION, "p4d.24xlarge")
+    }
+    assert all(q.source.startswith("AWS Price List API") for q in quotes)
+    assert {f["Field"] for f in pricing.calls("GetProducts")[0].body["Filters"]} >= {
+        "instanceType",
+        "regionCode",
+        "operatingSystem",
+        "tenancy",
+        "capacitystatus",
+    }
+    # no Pricing endpoint (a custom EC2 endpoint): nothing live, and nothing invented
+    assert aws.provider().commitment_prices([REGION]) == []
+
+
+def test_reserved_quotes_round_trip_through_a_commitments_file(
+    aws: AWSHarness, pricing: Any, tmp_path: Any
+) -> None:
+    """What `catalog refresh --commitments-out` writes for AWS, `tco --commitments` reads back."""
+    from provisioner.catalog_files import read_commitments, write_commitments
+
+    provider = aws.provider(pricing_endpoint=pricing.endpoint)
+    provider._gpu_types[REGION] = [{"InstanceType": "p4d.24xlarge"}]
+    rows = [c for q in provider.commitment_prices([REGION]) if (c := q.as_commitment())]
+    path = tmp_path / "live.csv"
+    assert write_commitments(rows, path) == 5
+    back = {(c.option, c.term, c.payment): c for c in read_commitments(path)}
+    assert back.keys() == {(c.option, c.term, c.payment) for c in rows}
+    partial = back[("reserved-instance", "1y", "partial")]
+    assert (partial.upfront, partial.monthly) == (84_000.0, pytest.approx(9.6 * 730))
+    assert partial.hourly == pytest.approx(9.6 + 84_000 / 8760)
+    assert back[("reserved-instance", "3y", "all")].monthly == 0.0
+    assert partial.source == "AWS Price List API (Reserved)" and partial.region == REGION

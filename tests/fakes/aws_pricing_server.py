@@ -45,6 +45,18 @@ ON_DEMAND: dict[tuple[str, str], float] = {
     ("p4d.24xlarge", "us-west-2"): 32.7726,
 }
 
+#: (instance type, region code) -> Reserved terms of the Linux shared row, as the price list
+#: gives them: (LeaseContractLength, OfferingClass, PurchaseOption, upfront USD, USD per hour)
+RESERVED: dict[tuple[str, str], tuple[tuple[str, str, str, float, float], ...]] = {
+    ("p4d.24xlarge", "us-east-1"): (
+        ("1yr", "standard", "All Upfront", 168_000.0, 0.0),
+        ("1yr", "standard", "No Upfront", 0.0, 20.5),
+        ("1yr", "standard", "Partial Upfront", 84_000.0, 9.6),
+        ("3yr", "standard", "All Upfront", 315_000.0, 0.0),
+        ("3yr", "convertible", "No Upfront", 0.0, 17.1),
+    ),
+}
+
 LOCATIONS = {"us-east-1": "US East (N. Virginia)", "us-west-2": "US West (Oregon)"}
 
 #: the variants of each row: (operatingSystem, tenancy, preInstalledSw, capacitystatus, factor)
@@ -118,12 +130,54 @@ def product(
                     "offerTermCode": "JRTCKXETXF",
                     "termAttributes": {},
                 }
-            }
+            },
+            "Reserved": _reserved(sku, RESERVED.get((itype, region), ()), factor),
         },
         "version": "20261101000000",
         "publicationDate": "2026-11-01T00:00:00Z",
     }
     return json.dumps(doc)
+
+
+def _reserved(
+    sku: str, terms: tuple[tuple[str, str, str, float, float], ...], factor: float
+) -> dict[str, Any]:
+    """The ``terms.Reserved`` of a product: one offer term per lease, class and purchase
+    option, its upfront fee in a ``Quantity`` dimension and its rate in an ``Hrs`` one."""
+    out: dict[str, Any] = {}
+    for lease, klass, option, upfront, hourly in terms:
+        code = uuid.uuid5(uuid.NAMESPACE_URL, f"{sku}/{lease}/{klass}/{option}").hex[:10].upper()
+        term = f"{sku}.{code}"
+        dims = {
+            f"{term}.2TG2D8R56U": {
+                "unit": "Quantity",
+                "description": "Upfront Fee",
+                "rateCode": f"{term}.2TG2D8R56U",
+                "pricePerUnit": {"USD": f"{upfront * factor:.0f}"},
+                "appliesTo": [],
+            },
+            f"{term}.6YS6EN2CT7": {
+                "unit": "Hrs",
+                "endRange": "Inf",
+                "beginRange": "0",
+                "description": f"{option} {klass} reserved hour",
+                "rateCode": f"{term}.6YS6EN2CT7",
+                "pricePerUnit": {"USD": f"{hourly * factor:.10f}"},
+                "appliesTo": [],
+            },
+        }
+        out[term] = {
+            "priceDimensions": dims,
+            "sku": sku,
+            "effectiveDate": "2026-11-01T00:00:00Z",
+            "offerTermCode": code,
+            "termAttributes": {
+                "LeaseContractLength": lease,
+                "OfferingClass": klass,
+                "PurchaseOption": option,
+            },
+        }
+    return out
 
 
 def _holds(attrs: dict[str, str], f: dict[str, Any]) -> bool:

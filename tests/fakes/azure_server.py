@@ -107,7 +107,8 @@ LOCATIONS = {"eastus": "US East", "westus2": "US West 2", "westeurope": "EU West
 
 
 def retail_items() -> list[dict[str, Any]]:
-    """Retail Prices API items: Linux, Windows, Spot, Low Priority and a reservation per size."""
+    """Retail Prices API items: Linux, Windows, Spot, Low Priority and a 1- and a 3-year
+    reservation per size (its ``retailPrice`` is the whole term's, as the API gives it)."""
     items: list[dict[str, Any]] = []
     for (size, region), (od, spot, low) in sorted(RETAIL.items()):
         meter, product = GPU_SIZES[size]
@@ -117,6 +118,7 @@ def retail_items() -> list[dict[str, Any]]:
             product_name: str,
             price: float,
             kind: str = "Consumption",
+            term: str = "1 Year",
             size: str = size,
             region: str = region,
         ) -> dict[str, Any]:
@@ -130,7 +132,9 @@ def retail_items() -> list[dict[str, Any]]:
                 "effectiveStartDate": "2024-06-01T00:00:00Z",
                 "meterId": str(
                     uuid.uuid5(
-                        uuid.NAMESPACE_URL, f"{size}/{region}/{meter_name}/{product_name}/{kind}"
+                        uuid.NAMESPACE_URL,
+                        f"{size}/{region}/{meter_name}/{product_name}/{kind}"
+                        + (f"/{term}" if kind == "Reservation" else ""),
                     )
                 ),
                 "meterName": meter_name,
@@ -146,8 +150,8 @@ def retail_items() -> list[dict[str, Any]]:
                 "isPrimaryMeterRegion": True,
                 "armSkuName": size,
             }
-            if kind == "Reservation":
-                out["reservationTerm"] = "1 Year"
+            if kind == "Reservation":  # the price of the whole term, though "1 Hour"
+                out["reservationTerm"] = term
                 out["unitOfMeasure"] = "1 Hour"
             return out
 
@@ -157,7 +161,8 @@ def retail_items() -> list[dict[str, Any]]:
             item(f"{meter} Low Priority", product, low),
             item(meter, f"{product} Windows", round(od * 1.35, 4)),
             item(f"{meter} Spot", f"{product} Windows", round(spot * 1.8, 6)),
-            item(meter, product, round(od * 0.62, 4), kind="Reservation"),
+            item(meter, product, round(od * 0.62 * 8760, 2), kind="Reservation"),
+            item(meter, product, round(od * 0.4 * 26280, 2), kind="Reservation", term="3 Years"),
         ]
     return items
 
