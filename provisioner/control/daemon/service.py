@@ -63,6 +63,10 @@ class Daemon:
         #: runs again as soon as it ends (APScheduler drops a "run now" while one runs)
         self.run_again = threading.Event()
         self.last_interruption_poll = datetime.now(UTC) - timedelta(minutes=10)
+        #: interruptions already acted on, by (provider, instance, kind): several clouds report
+        #: a notice on every answer while it stands (Alibaba's Recycling lock, a rebalance
+        #: recommendation), and each poll would otherwise start another pass and count it again
+        self.seen_interruptions: dict[tuple[str, str, str], datetime] = {}
         self.store: Any = None
         self.reconciler: Any = None
         self.scheduler: Any = None
@@ -278,9 +282,18 @@ class Daemon:
                 log.warning("interruption poll at %s failed: %s", getattr(prov, "name", "?"), exc)
                 continue
             for it in items:
+                key = (it.provider, it.instance_id, it.kind)
+                if key in self.seen_interruptions:
+                    continue
+                self.seen_interruptions[key] = now
                 found += 1
                 self.metrics.interruptions.labels(provider=it.provider).inc()
         self.last_interruption_poll = now
+        if len(self.seen_interruptions) > 1_000:  # a notice lasts minutes: keep a day's worth
+            old = now - timedelta(days=1)
+            self.seen_interruptions = {
+                k: at for k, at in self.seen_interruptions.items() if at >= old
+            }
         if found:
             self.run_again.set()  # the pass in flight runs again when it ends
             if self.scheduler is not None and not self.pass_lock.locked():
