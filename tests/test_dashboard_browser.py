@@ -255,7 +255,10 @@ def test_a_real_job_preempted_and_restarted_on_the_sim(browser: Any, tmp_path: P
         lanes = [g.get_attribute("class") for g in css(browser, "svg.timeline g.lane")]
         assert "lane-preempted" in (lanes[0] or "") and len(lanes) >= 2
         rows = [r.get_attribute("data-kind") for r in css(browser, "table.marks tr.mark-row")]
-        assert rows.index("notice") < rows.index("preemption") < rows.index("restart")
+        # the notice first; the replacement launched during it (overlap on notice, the sim's
+        # notice is long enough for a boot), so its restart may come before the preemption
+        assert rows.index("notice") < min(rows.index("preemption"), rows.index("restart"))
+        assert rows.index("restart") < rows.index("finished")
         # every launch stored the plan it was chosen from
         plans = css(browser, "details.plan")
         assert plans and all(p.get_attribute("data-source") == "stored" for p in plans)
