@@ -16,13 +16,15 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from policies.model import Policy
 from policies.safeyaml import MAX_BYTES, Refusal, compose
+
+M = TypeVar("M", bound=BaseModel)
 
 MAX_POLICY_BYTES = MAX_BYTES
 
@@ -253,6 +255,13 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
     Bounded whatever the text: see :mod:`policies.safeyaml` for the limits (1 MB, 10,000
     values after aliases, 32 levels, plain-data tags, finite numbers of sane size).
     """
+    return parse_document(text, file, Policy, what="policy", example="policies/*.yaml")
+
+
+def parse_document(text: str, file: str, model: type[M], *, what: str, example: str) -> M:
+    """YAML text validated as ``model`` (a policy, a workload profile), every problem a
+    :class:`PolicyIssue` at its ``file:line:column``; ``what`` and ``example`` name the kind of
+    document and where to find one in the messages."""
     try:
         node, data = compose(text)
     except Refusal as exc:
@@ -273,7 +282,7 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
         raise PolicyError([PolicyIssue(file, 1, 1, "", f"cannot read YAML: {exc}")]) from None
     if node is None or data is None:
         raise PolicyError(
-            [PolicyIssue(file, 1, 1, "", "the policy is empty; see policies/*.yaml for examples")]
+            [PolicyIssue(file, 1, 1, "", f"the {what} is empty; see {example} for examples")]
         )
     if not isinstance(data, dict):
         line, col = node.start_mark.line + 1, node.start_mark.column + 1
@@ -284,7 +293,7 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
                     line,
                     col,
                     "",
-                    f"a policy must be a mapping of keys, got {type(data).__name__}",
+                    f"a {what} must be a mapping of keys, got {type(data).__name__}",
                 )
             ]
         )
@@ -292,17 +301,23 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
     keys: Marks = {}
     _walk(node, values, keys)
     try:
-        return Policy.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
-        issues = list(_issues_from_validation(exc, file, values, keys))
+        issues = list(_issues_from_validation(exc, file, values, keys, model))
         raise PolicyError(issues or [PolicyIssue(file, 1, 1, "", str(exc))]) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         # a validator that raised something pydantic does not wrap: still located at the top
-        raise PolicyError([PolicyIssue(file, 1, 1, "", f"cannot use this policy: {exc}")]) from None
+        raise PolicyError([PolicyIssue(file, 1, 1, "", f"cannot use this {what}: {exc}")]) from None
 
 
 def load_policy(path: str | os.PathLike[str]) -> Policy:
     """Read and validate a policy file (a regular file of at most 1 MB of UTF-8)."""
+    return parse_policy(read_document(path, what="policy", example="policies/*.yaml"), str(path))
+
+
+def read_document(path: str | os.PathLike[str], *, what: str, example: str) -> str:
+    """The text of a small YAML document file: a regular file (a FIFO or a device could block
+    or never end) of at most ``MAX_POLICY_BYTES`` of UTF-8; else :class:`PolicyError`."""
     name = str(path)
 
     def whole_file(message: str) -> PolicyError:
@@ -314,16 +329,15 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
-                raise whole_file("is a directory, not a policy file")
+                raise whole_file(f"is a directory, not a {what} file")
             if not stat.S_ISREG(st.st_mode):
-                # a FIFO, a device (/dev/zero) or a socket could block or never end
-                raise whole_file("is not a regular file; give the path of a policy YAML file")
+                raise whole_file(f"is not a regular file; give the path of a {what} YAML file")
             os.set_blocking(fd, True)
             raw = f.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        raise whole_file("no such file (see policies/*.yaml for examples)") from None
+        raise whole_file(f"no such file (see {example} for examples)") from None
     except IsADirectoryError:
-        raise whole_file("is a directory, not a policy file") from None
+        raise whole_file(f"is a directory, not a {what} file") from None
     except PermissionError:
         raise whole_file("cannot be read: permission denied") from None
     except OSError as exc:
@@ -332,12 +346,12 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         raise PolicyError(
             [
                 PolicyIssue(
-                    name, 1, 1, "", f"is larger than {MAX_POLICY_BYTES:,} bytes; a policy is small"
+                    name, 1, 1, "", f"is larger than {MAX_POLICY_BYTES:,} bytes; a {what} is small"
                 )
             ]
         )
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         before = raw[: exc.start]
         line = before.count(b"\n") + 1
@@ -345,7 +359,6 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         raise PolicyError(
             [PolicyIssue(name, line, col, "", "is not UTF-8 text; save the file as UTF-8")]
         ) from None
-    return parse_policy(text, name)
 
 
 def policy_schema() -> dict[str, Any]:

@@ -10,30 +10,25 @@ number of hours or a daily UTC window such as ``22:00-06:00``), and the horizon 
       - {name: serve, gpu: A100, count: 2, window: "06:00-22:00"}
 
 It is read like a policy (bounded YAML, errors as ``file:line:column``) by
-:func:`parse_profile`; reading the file is the caller's (the CLI's).
+:func:`parse_profile` and :func:`load_profile` (the same bounds on the file).
 """
 
 from __future__ import annotations
 
+import os
 import re
 
-import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from policies.gpus import canonical_gpu
-from policies.loader import (
-    Marks,
-    PolicyError,
-    PolicyIssue,
-    _issues_from_validation,
-    _walk,
-)
+from policies.loader import parse_document, read_document
 from policies.model import _Model
-from policies.safeyaml import Refusal, compose
 
 _WINDOW = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-4]):([0-5]\d)\s*$")
 #: hours in an average month (8,760 h / 12), the unit every monthly figure is counted in
 HOURS_PER_MONTH = 730.0
+#: where a profile to copy is
+EXAMPLE = "examples/tco-night-train-day-serve.yaml"
 
 
 def window_hours(text: str) -> float:
@@ -132,33 +127,9 @@ class Profile(_Model):
 
 def parse_profile(text: str, file: str = "<profile>") -> Profile:
     """Parse and validate profile YAML; raise :class:`PolicyError` naming each location."""
+    return parse_document(text, file, Profile, what="profile", example=EXAMPLE)
 
-    def issue(line: int, col: int, message: str, where: str = "") -> PolicyError:
-        return PolicyError([PolicyIssue(file, line, col, where, message)])
 
-    try:
-        node, data = compose(text)
-    except Refusal as exc:
-        raise issue(exc.line, exc.column, exc.message) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise issue(line, col, f"YAML syntax error: {exc.problem or 'invalid YAML'}") from None
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise issue(1, 1, f"cannot read YAML: {exc}") from None
-    if node is None or data is None:
-        raise issue(1, 1, "the profile is empty; see examples/tco-night-train-day-serve.yaml")
-    if not isinstance(data, dict):
-        raise issue(
-            node.start_mark.line + 1,
-            node.start_mark.column + 1,
-            f"a profile must be a mapping of keys, got {type(data).__name__}",
-        )
-    values: Marks = {}
-    keys: Marks = {}
-    _walk(node, values, keys)
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as exc:
-        found: list[PolicyIssue] = list(_issues_from_validation(exc, file, values, keys, Profile))
-        raise PolicyError(found or [PolicyIssue(file, 1, 1, "", str(exc))]) from None
+def load_profile(path: str | os.PathLike[str]) -> Profile:
+    """Read and validate a profile file, with the policy loader's bounds on the file."""
+    return parse_profile(read_document(path, what="profile", example=EXAMPLE), str(path))

@@ -17,33 +17,16 @@ if TYPE_CHECKING:
     from provisioner.core.tco import Option
     from provisioner.core.tco_plan import TcoResult
 
-MAX_PROFILE_BYTES = 1_000_000
-
 
 def load_profile_or_exit(path: str) -> Profile:
     """The profile at ``path``, or exit 2 with every problem as ``file:line:column``."""
     import sys
 
     from policies.loader import PolicyError
-    from policies.profile import parse_profile
+    from policies.profile import load_profile
 
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_PROFILE_BYTES + 1)
-    except FileNotFoundError:
-        fail(f"{path}: no such file (see examples/tco-night-train-day-serve.yaml)")
-    except IsADirectoryError:
-        fail(f"{path}: is a directory, not a profile file")
-    except OSError as exc:
-        fail(f"{path}: cannot be read: {exc.strerror or exc}")
-    if len(raw) > MAX_PROFILE_BYTES:
-        fail(f"{path}:1:1: is larger than {MAX_PROFILE_BYTES:,} bytes; a profile is small")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        fail(f"{path}: is not UTF-8 text; save the file as UTF-8")
-    try:
-        return parse_profile(text, path)
+        return load_profile(path)
     except PolicyError as exc:
         for issue in exc.issues:
             error(str(issue))
