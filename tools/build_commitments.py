@@ -25,20 +25,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout, installed or not
+
+from provisioner.catalog_files import COMMITMENT_COLUMNS  # noqa: E402
+
 OFFERS = ROOT / "provisioner" / "data" / "offers.csv"
 OUT = ROOT / "provisioner" / "data" / "commitments.csv"
-COLUMNS = [
-    "provider",
-    "region",
-    "instance_type",
-    "term",
-    "option",
-    "payment",
-    "hourly",
-    "upfront",
-    "source",
-    "date",
-]
+COLUMNS = list(COMMITMENT_COLUMNS)  # the layout provisioner reads (one definition)
 HOURS = {"1y": 8760, "3y": 26280}
 
 AWS_FILE = "catalog/aws_ec2instances_gpu_raw_2025-11-30.json"

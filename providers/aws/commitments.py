@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import builtins
 import functools
-import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from providers._common import now_utc
 from providers.aws.errors import classify
-from providers.aws.offers import PRICING_FILTERS, AWSOffers
+from providers.aws.offers import AWSOffers, price_list_products
 from providers.base import call_with_retries
 from providers.capabilities import CommitmentQuote
 
@@ -50,7 +49,7 @@ class AWSCommitments(AWSOffers):
             for t in self._types_with_gpus(region):
                 itype = t["InstanceType"]
                 docs = call_with_retries(
-                    functools.partial(_products, client, region, itype),
+                    functools.partial(price_list_products, client, region, itype),
                     classify,
                     policy=self.retry,
                     what=f"aws GetProducts reserved ({itype}, {region})",
@@ -58,23 +57,6 @@ class AWSCommitments(AWSOffers):
                 for doc in docs:
                     out.extend(reserved_of(doc, region, itype, at))
         return out
-
-
-def _products(client: Any, region: str, itype: str) -> list[Mapping[str, Any]]:
-    filters = [{"Type": "TERM_MATCH", "Field": "instanceType", "Value": itype}]
-    filters.append({"Type": "TERM_MATCH", "Field": "regionCode", "Value": region})
-    filters += [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in PRICING_FILTERS]
-    pages = client.get_paginator("get_products").paginate(
-        ServiceCode="AmazonEC2",
-        Filters=filters,
-        FormatVersion="aws_v1",
-        PaginationConfig={"PageSize": 100},
-    )
-    return [
-        json.loads(text) if isinstance(text, str) else text
-        for page in pages
-        for text in page.get("PriceList") or ()
-    ]
 
 
 def reserved_of(

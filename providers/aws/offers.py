@@ -205,8 +205,9 @@ class AWSOffers(AWSClient):
         return out
 
 
-def _get_on_demand(client: Any, region: str, itype: str) -> float | None:
-    """The Linux shared-tenancy on-demand USD/hour of ``itype`` in ``region`` (every page)."""
+def price_list_products(client: Any, region: str, itype: str) -> list[Mapping[str, Any]]:
+    """The Price List API's products for Linux shared-tenancy ``itype`` in ``region``, every
+    page (on-demand and Reserved terms both come in them)."""
     filters = [{"Type": "TERM_MATCH", "Field": "instanceType", "Value": itype}]
     filters.append({"Type": "TERM_MATCH", "Field": "regionCode", "Value": region})
     filters += [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in PRICING_FILTERS]
@@ -216,12 +217,21 @@ def _get_on_demand(client: Any, region: str, itype: str) -> float | None:
         FormatVersion="aws_v1",
         PaginationConfig={"PageSize": 100},
     )
-    found: list[float] = []
-    for page in pages:  # every page: the plain row may come after the others
-        for text in page.get("PriceList") or ():
-            price = _on_demand_of(json.loads(text) if isinstance(text, str) else text)
-            if price is not None:
-                found.append(price)
+    return [
+        json.loads(text) if isinstance(text, str) else text
+        for page in pages
+        for text in page.get("PriceList") or ()
+    ]
+
+
+def _get_on_demand(client: Any, region: str, itype: str) -> float | None:
+    """The Linux shared-tenancy on-demand USD/hour of ``itype`` in ``region`` (every page:
+    the plain row may come after the others)."""
+    found = [
+        price
+        for doc in price_list_products(client, region, itype)
+        if (price := _on_demand_of(doc)) is not None
+    ]
     return min(found) if found else None
 
 
