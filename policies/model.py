@@ -17,12 +17,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
 )
+
+from policies.resources import (
+    GPUName,
+    Interconnect,
+    Method,
+    Precision,
+    Resources,
+    Workload,
+)
+from policies.strict import StrictModel as _Model
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|w)?\s*$", re.I)
 _UNIT_SECONDS = {
@@ -80,110 +88,17 @@ def _positive_duration(v: Any) -> timedelta:
     return d
 
 
-class _Model(BaseModel):
-    # allow_inf_nan=False: "inf", ".nan" or "1e999" (as text) is never a price or a limit
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
-    )
-
-
-class Precision(str, enum.Enum):
-    FP32 = "fp32"
-    TF32 = "tf32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-    INT8 = "int8"
-    INT4 = "int4"
-
-
-class Method(str, enum.Enum):
-    FULL = "full"
-    LORA = "lora"
-    QLORA = "qlora"
-    INFERENCE = "inference"
-
-
-class Workload(_Model):
-    """A model to fit on the GPUs; VRAM per GPU and duration are estimated from it."""
-
-    parameters_b: float = Field(
-        gt=0, le=100_000, description="Model size in billions of parameters."
-    )
-    method: Method = Field(Method.LORA, description="full, lora, qlora or inference.")
-    precision: Precision = Field(Precision.BF16, description="Precision of weights and compute.")
-    sequence_length: int = Field(2048, ge=1, le=10_000_000)
-    batch_size: int = Field(1, ge=1, le=1_000_000, description="Micro-batch per GPU.")
-    gradient_checkpointing: bool = Field(True, description="Recompute activations (training).")
-    lora_fraction: float = Field(
-        0.01, gt=0, le=1, description="Trainable adapter parameters as a share of the model."
-    )
-    layers: int | None = Field(
-        None, ge=1, le=10_000, description="Transformer layers (estimated if absent)."
-    )
-    hidden_size: int | None = Field(
-        None, ge=1, le=1_000_000, description="Model width (estimated if absent)."
-    )
-    tokens_b: float | None = Field(
-        None, gt=0, description="Tokens to process, in billions (sizes the job's duration)."
-    )
-    mfu: float = Field(
-        0.35, gt=0, le=1, description="Model FLOPs utilisation assumed for duration."
-    )
-    headroom: float = Field(
-        0.2, ge=0, le=4, description="Safety margin on estimated VRAM (0.2 = 20%)."
-    )
-
-
-def _known_gpu(name: str) -> str:
-    """The canonical GPU model for ``name``, or a ValueError that lists close known names."""
-    from policies.gpus import canonical_gpu, gpu_specs
-
-    if len(name) > 64:
-        raise ValueError(f"unknown GPU {name[:20]!r}... (a GPU model is a short name like A100)")
-    model = canonical_gpu(name)
-    if model is not None:
-        return model
-    import difflib
-
-    known = sorted(gpu_specs())
-    close = difflib.get_close_matches(name.upper(), known, n=3, cutoff=0.5)
-    hint = f" (did you mean {', '.join(close)}?)" if close else f" (known: {', '.join(known)})"
-    raise ValueError(f"unknown GPU {name!r}{hint}")
-
-
-GPUName = Annotated[str, AfterValidator(_known_gpu)]
-
-
-class Resources(_Model):
-    """Which GPUs, how many, and how much memory the job needs."""
-
-    gpus: list[GPUName] | None = Field(
-        None, description="Acceptable GPU models (e.g. [A100, H100, L40S]); any if absent."
-    )
-    gpu_count: int = Field(1, ge=1, le=64, description="GPUs per instance.")
-    min_vram_gb: float | None = Field(
-        None, gt=0, le=4096, description="Minimum memory per GPU, GB."
-    )
-    min_vcpus: float | None = Field(None, gt=0)
-    min_memory_gib: float | None = Field(None, gt=0)
-    workload: Workload | None = None
-    exclude_gpus: list[GPUName] = Field(
-        default_factory=list, description="GPU models never to use."
-    )
-    min_measured_fraction: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description="Least share of its datasheet matmul throughput a node's probe must "
-        "measure (0.8 = 80%); below it the instance is terminated and its zone cooled down.",
-    )
-
-    @field_validator("gpus")
-    @classmethod
-    def _non_empty(cls, v: list[str] | None) -> list[str] | None:
-        if v is not None and not v:
-            raise ValueError("list at least one GPU model, or leave `gpus` out to accept any")
-        return v
+__all__ = [
+    "GPUName",
+    "Interconnect",
+    "MarketChoice",
+    "Method",
+    "Policy",
+    "Precision",
+    "Resources",
+    "Workload",
+    "parse_duration",
+]
 
 
 class MarketChoice(str, enum.Enum):
@@ -204,7 +119,10 @@ class BidCap(_Model):
 
 class Budget(_Model):
     max_price_per_hour: float | None = Field(
-        None, gt=0, description="USD per instance-hour, any market."
+        None,
+        gt=0,
+        description="USD per hour for the whole job (all its nodes; one instance unless "
+        "resources.nodes says more), any market.",
     )
     max_total: float | None = Field(None, gt=0, description="USD for the whole job.")
     on_exhausted: Literal["stop", "pause"] = Field(

@@ -11,8 +11,9 @@ needs one asks ``isinstance(provider, LivePrices)`` and says what it does withou
   cloud the catalog is what the planner reads, and an adapter's list is a cross-check).
 - :class:`PlacementGroups`: places a gang of instances close together (issue 10: AWS cluster
   placement groups, GCP compact placement policies, Azure proximity placement groups, Alibaba
-  deployment sets, Tencent placement groups). Declared for the adapters that will implement it;
-  none does yet.
+  deployment sets, Tencent placement groups; the sim keeps a record of its own). A gang's
+  launches name the group (``LaunchRequest.placement_group``); the reconciler deletes it with
+  the gang and sweeps groups whose gang is gone (found by tag).
 - :class:`Commitments`: quotes commitment prices (issue 11: AWS Savings Plans and Reserved
   Instances, GCP committed-use discounts, Azure reservations, Alibaba subscriptions, Tencent
   monthly prepaid). AWS (the Price List API's Reserved terms, providers/aws/commitments.py)
@@ -57,24 +58,47 @@ class ListsOffers(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class PlacementGroup:
+    """A placement construct as the cloud reports it. ``id`` is what the adapter's
+    ``ensure_placement_group`` returned: opaque to the core, enough for the adapter to find
+    and delete it (adapters whose ids are per region encode the region in it)."""
+
+    id: str
+    name: str
+    region: str
+    tags: dict[str, str]
+
+
 @runtime_checkable
 class PlacementGroups(Protocol):
     """An adapter that can place a gang of instances close together (issue 10).
 
     ``ensure_placement_group`` creates the cloud's construct idempotently (same ``name``, same
-    group), tagged with ``tags`` so that the reconciler finds it again; launches of the gang
-    name the group it returned; ``delete_placement_group`` removes it with the gang (an
-    unknown or already-gone group is not an error).
+    group: a crash and a second call never make two), tagged with ``tags`` (the job and
+    attempt tags of the gang, :data:`provisioner.core.models.TAG_JOB` ...) so that the
+    reconciler finds it again; the gang's launches carry the id it returned
+    (``LaunchRequest.placement_group``); ``delete_placement_group`` removes it once the gang's
+    instances are gone (an unknown or already-gone group is not an error; a group still in use
+    raises ProviderError, and the caller tries again at a later pass);
+    ``list_placement_groups`` finds the groups carrying all of ``tags``.
     """
 
     def ensure_placement_group(
         self, name: str, region: str, zone: str, tags: Mapping[str, str]
     ) -> str:
-        """The id of the group ``name`` in ``region``/``zone``, created if it is not there."""
+        """The id of the group ``name`` in ``region`` (``zone`` where the cloud ties a group to
+        one: GCP, Azure, Tencent take it as a hint), created if it is not there."""
         ...
 
     def delete_placement_group(self, group_id: str) -> None:
         """Delete the group; unknown or already-gone ids are not an error."""
+        ...
+
+    def list_placement_groups(
+        self, tags: Mapping[str, str] | None = None
+    ) -> builtins.list[PlacementGroup]:
+        """The groups this tool made (``provisioner-managed``) carrying all of ``tags``."""
         ...
 
 
@@ -133,5 +157,6 @@ __all__ = [
     "Commitments",
     "ListsOffers",
     "LivePrices",
+    "PlacementGroup",
     "PlacementGroups",
 ]

@@ -18,6 +18,7 @@ from provisioner.core.catalog import CatalogError, parse_offers
 from provisioner.core.models import Offer
 
 if TYPE_CHECKING:  # tco's model is imported by `tco`, not by every command that reads offers
+    from provisioner.core.network import NetworkFacts
     from provisioner.core.tco import Commitment
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "builtin_catalog",
     "load_catalog",
     "read_commitments",
+    "read_network",
     "read_offers",
     "write_commitments",
 ]
@@ -167,3 +169,28 @@ def write_commitments(commitments: Iterable[Commitment], path: str | os.PathLike
         writer.writerow(COMMITMENT_COLUMNS)
         writer.writerows(rows)
     return len(rows)
+
+
+NETWORK_SOURCE = "builtin:provisioner/data/network.csv"
+_NETWORK: dict[tuple[str, str], NetworkFacts] | None = None
+
+
+def read_network(path: str | os.PathLike[str] | None = None) -> dict[tuple[str, str], NetworkFacts]:
+    """Network and GPU-link facts by (provider, instance type): ``path``, or the built-in
+    ``provisioner/data/network.csv`` (read once). Read only for policies that ask for an
+    interconnect or run more than one node."""
+    global _NETWORK
+    from provisioner.core.network import NetworkFileError, parse_network
+
+    if path is None and _NETWORK is not None:
+        return _NETWORK
+    try:
+        if path is None:
+            ref = resources.files("provisioner.data").joinpath("network.csv")
+            with ref.open("r", encoding="utf-8") as fh:
+                _NETWORK = parse_network(fh, NETWORK_SOURCE)
+            return _NETWORK
+        with open(path, newline="", encoding="utf-8") as fh:
+            return parse_network(fh, str(path))
+    except OSError as exc:
+        raise NetworkFileError(f"{path or NETWORK_SOURCE}: cannot read: {exc.strerror}") from None

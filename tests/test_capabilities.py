@@ -22,6 +22,7 @@ from providers.capabilities import (
     Commitments,
     ListsOffers,
     LivePrices,
+    PlacementGroup,
     PlacementGroups,
 )
 from provisioner.core.models import Instance, Interruption, LaunchRequest
@@ -94,6 +95,11 @@ def test_each_protocol_is_matched_by_its_methods_and_by_nothing_less() -> None:
 
         def delete_placement_group(self, group_id: str) -> None:
             pass
+
+        def list_placement_groups(
+            self, tags: Mapping[str, str] | None = None
+        ) -> builtins.list[PlacementGroup]:
+            return []
 
     class HalfGangs:
         def ensure_placement_group(

@@ -133,11 +133,21 @@ class Placement:
     reasons: tuple[str, ...] = ()
     #: the interruption-aware estimate (None: not estimated, e.g. no work estimate)
     estimate: CostEstimate | None = None
+    #: instances launched together (a gang, issue 10): ``price_per_hour`` and the bid cap are
+    #: per node (each node's launch carries the cap); ``est_job_cost`` is the whole gang's
+    nodes: int = 1
+
+    @property
+    def gang_price_per_hour(self) -> float:
+        """What one hour of the whole placement costs (every node)."""
+        return self.price_per_hour * self.nodes
 
     def as_dict(self) -> dict[str, Any]:
         o = self.offer
         return {
             "rank": self.rank,
+            "nodes": self.nodes,
+            "gang_price_per_hour": round(self.gang_price_per_hour, 6),
             "provider": o.provider,
             "region": o.region,
             "zone": o.zone,
@@ -185,16 +195,19 @@ class Instance:
     public_ip: str | None = None
     private_ip: str | None = None
     #: the job and attempt the instance was launched for (from its tags), read once: every
-    #: pass groups thousands of instances by them
+    #: pass groups thousands of instances by them; ``node`` its rank in a gang (0 alone)
     job_id: str | None = field(init=False, repr=False, compare=False)
     attempt: int | None = field(init=False, repr=False, compare=False)
+    node: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         value = self.tags.get(TAG_ATTEMPT)
+        node = self.tags.get(TAG_NODE)
         object.__setattr__(self, "job_id", self.tags.get(TAG_JOB))
         object.__setattr__(
             self, "attempt", int(value) if value is not None and value.isdigit() else None
         )
+        object.__setattr__(self, "node", int(node) if node is not None and node.isdigit() else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,11 +240,21 @@ class LaunchRequest:
     #: What the node agent runs (see provisioner.agent.spec): adapters render it into the
     #: bootstrap script (providers.bootstrap) when ``user_data`` is empty; sim starts it.
     job_spec: dict[str, Any] | None = None
+    #: A gang (issue 10): this launch is node ``node`` of ``nodes``, all with one attempt.
+    node: int = 0
+    nodes: int = 1
+    #: The id :meth:`providers.capabilities.PlacementGroups.ensure_placement_group` returned:
+    #: the node goes into that group (None: no placement construct)
+    placement_group: str | None = None
+    #: An RDMA network asked for: "efa" (AWS: the node gets an EFA interface), "infiniband"
+    #: or "rdma" (the instance type carries it; nothing more to ask), "" none
+    fabric: str = ""
 
     @property
     def token(self) -> str:
-        """Idempotency token derived from (job, attempt): the same launch always carries it."""
-        return launch_token(self.job_id, self.attempt)
+        """Idempotency token derived from (job, attempt) and, in a gang, the node: the same
+        launch always carries it."""
+        return launch_token(self.job_id, self.attempt, self.node if self.nodes > 1 else None)
 
     @property
     def name(self) -> str:
@@ -241,6 +264,9 @@ class LaunchRequest:
     @property
     def tags(self) -> dict[str, str]:
         tags = {TAG_MANAGED: "true", TAG_JOB: self.job_id, TAG_ATTEMPT: str(self.attempt)}
+        if self.nodes > 1:
+            tags[TAG_NODE] = str(self.node)
+            tags[TAG_NODES] = str(self.nodes)
         tags.update(self.extra_tags)
         return tags
 
@@ -248,9 +274,19 @@ class LaunchRequest:
 TAG_MANAGED = "provisioner-managed"
 TAG_JOB = "provisioner-job"
 TAG_ATTEMPT = "provisioner-attempt"
+TAG_NODE = "provisioner-node"  # a gang node's rank (0 is the one that checkpoints)
+TAG_NODES = "provisioner-nodes"  # how many nodes its gang has
 
 
-def launch_token(job_id: str, attempt: int) -> str:
-    """``prov-<job>-<attempt>``: lowercase, at most 63 characters, stable for (job, attempt)."""
+def launch_token(job_id: str, attempt: int, node: int | None = None) -> str:
+    """``prov-<job>-a<attempt>`` (``-n<node>`` for a gang's node): lowercase, at most 63
+    characters, stable for (job, attempt, node)."""
     safe = "".join(c if c.isalnum() else "-" for c in job_id.lower()).strip("-")
-    return f"prov-{safe[:48]}-a{attempt}"
+    base = f"prov-{safe[:48]}-a{attempt}"
+    return base if node is None else f"{base}-n{node}"
+
+
+def placement_group_name(job_id: str, attempt: int) -> str:
+    """The name of a gang attempt's placement group: its (job, attempt) token, so that a
+    crash and a second ``ensure_placement_group`` find the same group."""
+    return launch_token(job_id, attempt)
