@@ -53,7 +53,7 @@ def load_catalog(*paths: str | os.PathLike[str], provider: str | None = None) ->
     offers: list[Offer] = []
     for p in paths:
         offers.extend(read_offers(p, provider))
-    return core.Catalog(offers, [str(p) for p in paths])
+    return core.Catalog(offers, [str(p) for p in paths], read_network())
 
 
 _BUILTIN: core.Catalog | None = None
@@ -65,7 +65,7 @@ def builtin_catalog() -> core.Catalog:
     if _BUILTIN is None:
         ref = resources.files("provisioner.data").joinpath("offers.csv")
         with resources.as_file(ref) as path:
-            _BUILTIN = core.Catalog(read_offers(path), [BUILTIN_SOURCE])
+            _BUILTIN = core.Catalog(read_offers(path), [BUILTIN_SOURCE], read_network())
     return _BUILTIN
 
 

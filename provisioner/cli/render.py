@@ -60,6 +60,17 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
     if plan.deadline is not None:
         head += f"; deadline {plan.deadline:%Y-%m-%d %H:%M} UTC"
     out.line((p.name, ("bold",)), head)
+    nodes = p.resources.nodes
+    if nodes > 1:
+        inter = {"any": "one region", "same-zone": "one zone"}.get(
+            p.resources.interconnect.inter_node, "one placement group"
+        )
+        out.line(
+            ("gang:", ("cyan",)),
+            f" {nodes} nodes per placement, in {inter}; USD/h and cap are per node (each node's "
+            f"launch carries the cap), est h and est USD are the whole gang's "
+            f"({nodes} x USD/h per gang-hour)",
+        )
     for note in plan.notes:
         out.line(("note:", ("yellow",)), f" {note}")
     if plan.placements:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,8 @@ from provisioner.core.models import Offer
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from provisioner.core.network import NetworkFacts
 
 OWN_COLUMNS = [
     "provider",
@@ -209,6 +211,9 @@ class Catalog:
 
     offers: list[Offer]
     sources: list[str] = field(default_factory=list)
+    #: network and GPU-link facts by (provider, instance type) (:mod:`provisioner.core.network`;
+    #: None: not known, and a policy asking for an interconnect finds nothing that meets it)
+    network: Mapping[tuple[str, str], NetworkFacts] | None = None
 
     # -- construction ---------------------------------------------------------------------
 
@@ -242,10 +247,15 @@ class Catalog:
                     price_date=q.at.date().isoformat() if getattr(q, "at", None) else o.price_date,
                 )
             out.append(o)
-        return Catalog(out, [*self.sources, "live prices"])
+        return Catalog(out, [*self.sources, "live prices"], self.network)
 
     def merged(self, other: Catalog) -> Catalog:
-        return Catalog(self.offers + other.offers, self.sources + other.sources)
+        network = {**(self.network or {}), **(other.network or {})}
+        return Catalog(
+            self.offers + other.offers,
+            self.sources + other.sources,
+            network if (self.network is not None or other.network is not None) else None,
+        )
 
     def __len__(self) -> int:
         return len(self.offers)

@@ -33,6 +33,8 @@ from policies.model import Policy
 from provisioner.core.catalog import Catalog, CatalogColumns
 from provisioner.core.measured import Measured
 from provisioner.core.models import Market, Offer, Placement
+from provisioner.core.network import wants_interconnect
+from provisioner.core.planrows import inter_node_text, interconnect_mask, measured_speed
 from provisioner.core.regions import estimate_rtt_ms, great_circle_km, regions
 from provisioner.core.rules import residency_violation
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
@@ -47,6 +49,7 @@ REASONS = (
     "vram",  # GPU memory below the need
     "gpu_count",  # fewer/more GPUs than resources.gpu_count
     "cpu_memory",  # below min_vcpus / min_memory_gib
+    "interconnect",  # GPU links, network bandwidth or RDMA fabric below resources.interconnect
     "measured",  # probes measured it below resources.min_measured_fraction of its datasheet
     "residency",  # region outside the allowed jurisdictions/countries, or denied ones
     "denied_region",  # region listed in deny_regions / not in allow_regions
@@ -58,6 +61,7 @@ REASONS = (
     "budget_total",  # estimated job cost above budget.max_total
     "cooldown",  # zone recently preempted (restart.zone_cooldown)
     "unavailable",  # reported without capacity by the caller's context
+    "gang_capacity",  # fewer nodes known to be there than resources.nodes (a gang)
 )
 _CODE = {r: i + 1 for i, r in enumerate(REASONS)}
 DEFAULT_SPOT_RISK = 0.10
@@ -82,6 +86,9 @@ class PlanContext:
     hours_done: float = 0.0  # work already done (shortens the remaining duration)
     #: (provider, instance_type, gpu) -> provisioner.core.measured.Measured (probe results)
     measured: Mapping[tuple[str, str, str], Measured] = field(default_factory=dict)
+    #: (provider, location, type) -> how many instances are known to be there now (a gang
+    #: launch that got only some of its nodes says so); a gang larger than that is rejected
+    node_capacity: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
     #: whole-job estimates reject offers ("deadline", "budget_total"); False for a running
     #: job's candidates: decide() paces the job against what is left and fails it, saying
     #: why, when nothing can pay for it (a planner that dropped them left it waiting forever)
@@ -296,7 +303,12 @@ def plan_offers(
         if res.min_memory_gib is not None:
             low |= cols.memory_gib[rows] < res.min_memory_gib
         base[(base == 0) & low] = _CODE["cpu_memory"]
-    speed, measured_at = _measured_speed(catalog, rows, ctx.measured)
+    nodes = res.nodes
+    why_row: dict[tuple[str, int], str] = {}  # (reason, row position) -> why, for the examples
+    if wants_interconnect(res.interconnect, nodes):
+        bad = interconnect_mask(policy, catalog, rows, why_row)
+        base[(base == 0) & bad] = _CODE["interconnect"]
+    speed, measured_at = measured_speed(catalog, rows, ctx.measured)
     if measured_at and res.min_measured_fraction is not None:
         base[(base == 0) & (speed < res.min_measured_fraction)] = _CODE["measured"]
     sel = (base == 0) & (rv != 0)
@@ -315,13 +327,13 @@ def plan_offers(
             m = gpu_codes == code
             per = estimate_hours(w, float(tflops_by_code[code]), 1)
             if per is not None:
-                hours[m] = per / gpu_count[m]
+                hours[m] = per / (gpu_count[m] * nodes)
     elif policy.job.compute_hours is not None:
         ref = specs.get(canonical_gpu(policy.job.reference_gpu) or "")
         ref_tflops = ref.tensor_tflops if ref else 0.0
         if ref_tflops > 0:
             with np.errstate(divide="ignore", invalid="ignore"):
-                hours = policy.job.compute_hours * ref_tflops / tflops
+                hours = policy.job.compute_hours * ref_tflops / (tflops * nodes)
     if measured_at:  # probes say how fast these rows really are
         tflops = tflops * speed
         hours = hours / speed
@@ -329,7 +341,9 @@ def plan_offers(
 
     cooldown_mask = np.zeros(len(rows), dtype=bool)
     unavailable_mask = np.zeros(len(rows), dtype=bool)
-    if ctx.cooldown or ctx.unavailable:
+    short_mask = np.zeros(len(rows), dtype=bool)
+    short = nodes > 1 and bool(ctx.node_capacity)
+    if ctx.cooldown or ctx.unavailable or short:
         for j, i in enumerate(rows):
             o = catalog.offers[int(i)]
             if ctx.cooldown and (
@@ -338,6 +352,14 @@ def plan_offers(
                 cooldown_mask[j] = True
             if ctx.unavailable and (o.provider, o.location, o.instance_type) in ctx.unavailable:
                 unavailable_mask[j] = True
+            there = (
+                ctx.node_capacity.get((o.provider, o.location, o.instance_type)) if short else None
+            )
+            if there is not None and there < nodes:
+                short_mask[j] = True
+                why_row[("gang_capacity", j)] = (
+                    f"only {there} of {nodes} nodes of {o.instance_type} in {o.location}"
+                )
 
     bid = policy.bid_cap
     budget = policy.budget
@@ -361,8 +383,9 @@ def plan_offers(
                 frac = np.where(np.isnan(on_demand), 0.0, on_demand * bid.max_fraction_of_on_demand)
                 cap = np.minimum(cap, frac)
             cand[(cand == 0) & ~(price <= cap)] = _CODE["bid_cap"]
-        if budget.max_price_per_hour is not None:
-            cand[(cand == 0) & ~(price <= budget.max_price_per_hour)] = _CODE["budget_hourly"]
+        if budget.max_price_per_hour is not None:  # the whole gang's hour
+            over_h = ~(price * nodes <= budget.max_price_per_hour)
+            cand[(cand == 0) & over_h] = _CODE["budget_hourly"]
         cand[(cand == 0) & latency_bad] = _CODE["latency"]
         if deadline is not None and ctx.pacing:
             remaining_h = (deadline - ctx.now).total_seconds() / 3600.0
@@ -371,10 +394,11 @@ def plan_offers(
             if remaining_h <= 0:
                 cand[cand == 0] = _CODE["deadline"]
         if budget.max_total is not None and ctx.pacing:
-            over = price * hours > budget.max_total
+            over = price * hours * nodes > budget.max_total
             cand[(cand == 0) & over] = _CODE["budget_total"]
         cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]
         cand[(cand == 0) & unavailable_mask] = _CODE["unavailable"]
+        cand[(cand == 0) & short_mask] = _CODE["gang_capacity"]
         cand_rows.append(rows)
         cand_market.append(mi)
         cand_price.append(price)
@@ -393,9 +417,9 @@ def plan_offers(
                 idx = np.flatnonzero(codes == code)[: EXAMPLES_PER_REASON - len(examples[r])]
                 for j in idx:
                     o = catalog.offers[int(rows[j])]
-                    examples[r].append(
-                        _example(o, markets[mi], r, cand_cap[mi][j], worst_rtt[j], hours[j])
-                    )
+                    text = _example(o, markets[mi], r, cand_cap[mi][j], worst_rtt[j], hours[j])
+                    why = why_row.get((r, int(j)))
+                    examples[r].append(f"{text}: {why}" if why else text)
 
     # Score eligible candidates.
     elig_j: list[np.ndarray] = [np.flatnonzero(r == 0) for r in cand_reason]
@@ -407,7 +431,7 @@ def plan_offers(
         price_all = np.concatenate([cand_price[mi][e] for mi, e in enumerate(elig_j)])
         cap_all = np.concatenate([cand_cap[mi][e] for mi, e in enumerate(elig_j)])
         hours_all = hours[j_all]
-        cost = np.where(np.isnan(hours_all), price_all, price_all * hours_all)
+        cost = np.where(np.isnan(hours_all), price_all, price_all * hours_all) * nodes
         sized = not np.isnan(hours_all).all()
         if sized:  # compare jobs where sized; unsized rows fall back to price per hour
             cost = np.where(np.isnan(hours_all), np.nan, cost)
@@ -447,6 +471,11 @@ def plan_offers(
             reasons_txt = [f"{market.value} ${price_q:.4g}/h"]
             if market is Market.SPOT and math.isfinite(cap_q):
                 reasons_txt.append(f"under bid cap ${cap_q:.4g}/h")
+            if nodes > 1:
+                reasons_txt.append(
+                    f"gang of {nodes} ({inter_node_text(res.interconnect.inter_node)}): "
+                    f"${price_q * nodes:.4g}/h"
+                )
             m = measured_at.get(j)
             if m is not None and price_q > 0:
                 sheet = float(tflops[j] / speed[j]) / price_q
@@ -464,11 +493,12 @@ def plan_offers(
                     rank=rank,
                     est_rtt_ms=None if math.isnan(rtt_all[q]) else float(rtt_all[q]),
                     est_hours=None if math.isnan(h) else h,
-                    est_job_cost=None if math.isnan(h) else h * price_q,
+                    est_job_cost=None if math.isnan(h) else h * price_q * nodes,
                     tflops_per_dollar=float(tpd[q])
                     if math.isfinite(tpd[q]) and tpd[q] > 0
                     else None,
                     reasons=tuple(reasons_txt),
+                    nodes=nodes,
                 )
             )
 
@@ -494,30 +524,6 @@ def plan_offers(
         deadline=deadline,
         notes=tuple(notes),
     )
-
-
-def _measured_speed(
-    catalog: Catalog, rows: np.ndarray, measured: Mapping[tuple[str, str, str], Measured]
-) -> tuple[np.ndarray, dict[int, Measured]]:
-    """Per row: the measured fraction of the datasheet (1.0 where nothing was measured), and
-    the measurements by row position."""
-    import numpy as np
-
-    speed = np.ones(len(rows))
-    found: dict[int, Measured] = {}
-    if not measured:
-        return speed, found
-    types = {k[1] for k in measured}
-    offers = catalog.offers
-    for j, i in enumerate(rows):
-        o = offers[int(i)]
-        if o.instance_type not in types:
-            continue
-        m = measured.get((o.provider, o.instance_type, o.gpu))
-        if m is not None and m.fraction > 0:
-            speed[j] = m.fraction
-            found[j] = m
-    return speed, found
 
 
 def _example(o: Offer, market: Market, reason: str, cap: float, rtt: float, hours: float) -> str:

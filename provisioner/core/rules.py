@@ -15,6 +15,9 @@ Checks:
 * :func:`over_hourly_budget` — a price above ``budget.max_price_per_hour``;
 * :func:`budget_spent` — ``budget.max_total`` already spent;
 * :func:`fits_budget` — the remaining work at this price still fits ``budget.max_total``.
+
+Bid caps are per instance (each node of a gang sends the cap with its launch); budgets are per
+job (a gang's hour is :func:`hourly_cost`, every node).
 """
 
 from __future__ import annotations
@@ -123,6 +126,11 @@ def launch_price(placement: Placement) -> float:
     return max(placement.price_per_hour, now_price if now_price is not None else 0.0)
 
 
+def hourly_cost(placement: Placement) -> float:
+    """What one hour of the placement costs at :func:`launch_price`: every node of a gang."""
+    return launch_price(placement) * placement.nodes
+
+
 def launchable(policy: Policy, placement: Placement) -> str | None:
     """Why ``placement`` may not be launched for ``policy`` (None: it may)."""
     o = placement.offer
@@ -135,8 +143,9 @@ def launchable(policy: Policy, placement: Placement) -> str | None:
         return f"{o.provider}:{o.region} is outside the policy's residency"
     if placement.market is Market.SPOT and price > spot_cap(policy, placement) + EPS_USD:
         return f"spot ${price:.4g}/h is above the bid cap"
-    if over_hourly_budget(policy, price):
-        return f"${price:.4g}/h is above budget.max_price_per_hour"
+    if over_hourly_budget(policy, price * placement.nodes):
+        gang = f" for {placement.nodes} nodes" if placement.nodes > 1 else ""
+        return f"${price * placement.nodes:.4g}/h{gang} is above budget.max_price_per_hour"
     return None
 
 
