@@ -66,6 +66,7 @@ import numpy as np
 
 from policies.model import MarketChoice, Policy
 from provisioner.core import availability as av
+from provisioner.core import gang
 from provisioner.core import overlap as ov
 from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
@@ -74,6 +75,7 @@ from provisioner.core.rules import (
     budget_spent,
     capped,
     fits_budget,
+    hourly_cost,
     launch_price,
     launchable,
     launchable_candidates,
@@ -333,8 +335,21 @@ def decide(
     job: JobView, obs: Observations, now: datetime, *, strategy: str | None = None
 ) -> list[Action]:
     """What to do for ``job`` now. See the module docstring for the contract."""
+    nodes = job.policy.resources.nodes
+    if nodes > 1:  # a gang: its instances as one unit (provisioner.core.gang)
+        cur = job.current
+        leaders = {cur.attempt: cur.instance_id} if cur and cur.instance_id else {}
+        young = gang.young_attempts(
+            cur.attempt if cur else None, cur.launched_at if cur else None, now
+        )
+        g = gang.fold(obs.instances, obs.interruptions, nodes, now, leaders, young)
+        obs = replace(obs, instances=g.units, interruptions=g.interruptions)
     t = _triage(job, obs, now)
-    if t.keep is not None and ov.worth_overlapping(job, t.keep, t.notice_until, now):
+    if (
+        nodes == 1  # a gang is replaced after its notice, never beside it (one gang at a time)
+        and t.keep is not None
+        and ov.worth_overlapping(job, t.keep, t.notice_until, now)
+    ):
         went = _hand_over(job, t, now)
         out = _decide_on(job, obs, now, went, strategy)
         new = [a for a in out if isinstance(a, Launch)]
@@ -420,7 +435,7 @@ def _decide_on(
     total = job.work_total_h
     left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
     for p in ordered:
-        if not fits_budget(policy, job.spent_usd, launch_price(p), left_h):
+        if not fits_budget(policy, job.spent_usd, hourly_cost(p), left_h):
             continue
         stop = _stop_all(alive, f"switching to {p.market.value}: {why}")
         return [
