@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from providers.base import Provider
-from provisioner.control.records import billed_cost
+from provisioner.control.records import attempt_cost
 from provisioner.control.store import FINAL_STATES, Store
 from provisioner.core.models import TAG_JOB
 
@@ -47,7 +47,7 @@ def cancel_job(
                     state="ended",
                     ended_at=now,
                     end_reason="cancelled",
-                    cost_usd=billed_cost(a.provider, a.price_per_hour, a.launched_at, now),
+                    cost_usd=attempt_cost(a, now),
                 )
         spent = sum(a.cost_usd for a in store.attempts(job.id))
         if job.state not in FINAL_STATES:

@@ -82,6 +82,7 @@ def placement_of(a: AttemptRow) -> Placement:
         price_per_hour=a.price_per_hour,
         bid_cap_per_hour=a.bid_cap_per_hour,
         score=0.0,
+        nodes=a.nodes or 1,
     )
 
 

@@ -18,8 +18,14 @@ from typing import TYPE_CHECKING, Any
 from policies.model import Policy
 from providers.base import Provider
 from provisioner.control.failpoints import Failpoints
-from provisioner.control.records import PassBatch, billed_cost, instance_row, resolve_checkpoint_uri
+from provisioner.control.records import (
+    PassBatch,
+    attempt_cost,
+    instance_row,
+    resolve_checkpoint_uri,
+)
 from provisioner.control.store import AttemptRow, JobRow, Store
+from provisioner.core import gang
 from provisioner.core.models import Instance
 from provisioner.core.views import cooldowns_in_force
 
@@ -145,6 +151,7 @@ class JobPassBase:
         self._cooldowns = None if cooldowns is None else dict(cooldowns)
         self.memo = memo or JobMemo()
         self._sent: list[Instance] = []  # instances launched by this step
+        self.members: dict[str, tuple[str, ...]] = {}  # a gang's unit id -> its nodes' ids
         self.plan: Plan | None = None  # the plan decide() chose from this step
         self._log: JobLog | None = None
 
@@ -156,6 +163,30 @@ class JobPassBase:
         return self._log
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def fold(self, seen: list[Instance]) -> list[Instance]:
+        """A gang job's instances as decide() sees them: one unit per attempt
+        (:mod:`provisioner.core.gang`), its members kept for :meth:`expand`; the
+        interruptions of any node become the unit's. Other jobs' instances pass unchanged."""
+        nodes = self.policy.resources.nodes
+        if nodes <= 1:
+            return seen
+        leaders = {a.attempt: a.instance_id for a in self.attempts if a.instance_id}
+        cur = self.current
+        young = gang.young_attempts(
+            cur.attempt if cur else None, utc(cur.launched_at) if cur else None, self.now
+        )
+        g = gang.fold(seen, self.interruptions, nodes, self.now, leaders, young)
+        self.members.update(g.members)
+        self.interruptions = list(g.interruptions)
+        return list(g.units)
+
+    def expand(self, instance_ids: list[str]) -> list[str]:
+        """The instances to stop for ``instance_ids``: every node of a gang's unit."""
+        out: list[str] = []
+        for iid in instance_ids:
+            out.extend(self.members.get(iid, (iid,)))
+        return out
 
     @property
     def current(self) -> AttemptRow | None:
@@ -239,14 +270,14 @@ class JobPassBase:
         for a in self.attempts:
             at = a.launched_at
             if at is not None and a.state == "running":
-                total += billed_cost(a.provider, a.price_per_hour, at, self.now)
+                total += attempt_cost(a, self.now)
             else:
                 total += a.cost_usd
         return total
 
     def end_attempt(self, a: AttemptRow, state: str, reason: str) -> None:
         """End an attempt (its bill stops now)."""
-        cost = billed_cost(a.provider, a.price_per_hour, a.launched_at, self.now)
+        cost = attempt_cost(a, self.now)
         self.store.update_attempt(
             self.job.id, a.attempt, state=state, ended_at=self.now, end_reason=reason, cost_usd=cost
         )

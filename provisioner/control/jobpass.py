@@ -52,6 +52,7 @@ class JobRunner(Launching, ProgressReading):
         job, memo = self.job, self.memo
         steady, memo.steady = memo.steady, None
         self.record_instances(seen)
+        seen = self.fold(seen)  # a gang: one unit per attempt, as decide() sees it
         live = [i for i in seen if i.state.alive]
         reads = self.memo.progress_at
         progress = self.progress_for(live)
@@ -130,6 +131,8 @@ class JobRunner(Launching, ProgressReading):
         # where there is none, the launch may never have left: send it again (same token).
         if cur is not None and cur.state == "launching" and not job.cancel_requested:
             mine = [i for i in live if i.attempt == cur.attempt]
+            if self.policy.resources.nodes > 1:
+                mine = []  # a gang: every node's launch again (same tokens), never part of one
             if mine:
                 found = mine[0]
                 at = found.launched_at or self.now
@@ -361,8 +364,10 @@ class JobRunner(Launching, ProgressReading):
         """Stop an instance and end its attempt: its bill stops here, whatever comes next.
         Recorded first: an instance gone later is ours, not a preemption, even when this
         process dies right after the call."""
-        self.event("terminate", f"terminated {action.instance_id}: {action.reason}")
-        self.provider.terminate([action.instance_id])
+        ids = self.expand([action.instance_id])
+        for iid in ids:  # a gang's unit: every node (each recorded, so none reads as preempted)
+            self.event("terminate", f"terminated {iid}: {action.reason}")
+        self.provider.terminate(ids)
         report.provider_calls += 1
         report.terminations += 1
         self.env.failpoints.hit("after-finish-terminate" if finishing else "after-terminate")
@@ -386,7 +391,7 @@ class JobRunner(Launching, ProgressReading):
     ) -> str:
         """A final action: the job's open attempts end, and its state and reason are set."""
         live = [a for a in self.attempts if a.state in ("launching", "running")]
-        ids = [a.instance_id for a in live if a.instance_id]
+        ids = self.expand([a.instance_id for a in live if a.instance_id])
         if ids and not isinstance(action, d.Finish):  # decide() stops what it sees; the rest
             for iid in ids:  # recorded first (see terminate)
                 self.event("terminate", f"terminated {iid}: {action.reason}")

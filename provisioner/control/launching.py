@@ -9,13 +9,24 @@ import time
 from dataclasses import replace
 from datetime import datetime
 
+from policies.model import Policy
 from providers.base import ErrorKind, ProviderError
+from providers.capabilities import PlacementGroups
 from provisioner.control.guard import guard_launch
 from provisioner.control.inputs import placement_of, plan_digest
 from provisioner.control.jobbase import JobPassBase, LeaseLost
 from provisioner.control.records import PassReport, attempt_row, instance_row
 from provisioner.control.store import AttemptRow
-from provisioner.core.models import LaunchRequest, Market, Placement
+from provisioner.core.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    TAG_MANAGED,
+    Instance,
+    LaunchRequest,
+    Market,
+    Placement,
+    placement_group_name,
+)
 from provisioner.core.overlap import notice_deadline
 
 
@@ -60,10 +71,13 @@ class Launching(JobPassBase):
         )
         return self._send(row, placement, row.reason, report)
 
-    def _request(self, row: AttemptRow, placement: Placement) -> LaunchRequest:
+    def _request(
+        self, row: AttemptRow, placement: Placement, node: int = 0, group: str | None = None
+    ) -> LaunchRequest:
         from provisioner.agent.spec import CLOUDS, AgentSpec
 
         o = placement.offer
+        nodes = placement.nodes
         spec = AgentSpec.from_policy(
             self.policy,
             job_id=self.job.id,
@@ -71,6 +85,8 @@ class Launching(JobPassBase):
             cloud=o.provider if o.provider in CLOUDS else "aws",
             checkpoint_uri=self.checkpoint_uri(),
         )
+        if nodes > 1:  # the agent finds its peers through the checkpoint store (agent/gang.py)
+            spec = replace(spec, node=node, nodes=nodes)
         prev = self._replaces(row)
         if prev is not None:  # overlap on notice: the agent waits for that one's checkpoint
             spec = replace(spec, handover_from=prev[0], handover_until=prev[1].isoformat())
@@ -86,7 +102,87 @@ class Launching(JobPassBase):
             disk_gb=self.policy.job.disk_gb,
             extra_tags=dict(self.policy.tags),
             job_spec=spec.to_dict(),
+            node=node,
+            nodes=nodes,
+            placement_group=group,
+            fabric=_fabric(self.policy) if nodes > 1 else "",
         )
+
+    def _launch_gang(
+        self, row: AttemptRow, placement: Placement, report: PassReport
+    ) -> list[Instance]:
+        """Every node of a gang attempt, in one placement group where the policy asks for one:
+        all or nothing. A node refused (capacity, price, quota, anything) tears down the
+        nodes already up and their group, and its error goes on as the attempt's. A crash
+        part-way leaves the row ``launching``: the next pass sends the same launches again
+        (one token per node), so the cloud returns the nodes it started and starts the rest."""
+        o, nodes = placement.offer, placement.nodes
+        group = row.placement_group
+        if group is None and self.policy.resources.interconnect.inter_node == "placement-group":
+            if not isinstance(self.provider, PlacementGroups):
+                raise ProviderError(
+                    ErrorKind.INVALID,
+                    "NoPlacementGroups",
+                    f"{o.provider} cannot place a gang in a placement group; set "
+                    "resources.interconnect.inter_node to same-zone",
+                    provider=o.provider,
+                )
+            tags = {TAG_MANAGED: "true", TAG_JOB: self.job.id, TAG_ATTEMPT: str(row.attempt)}
+            name = placement_group_name(self.job.id, row.attempt)
+            group = self.provider.ensure_placement_group(name, o.region, o.zone, tags)
+            report.provider_calls += 1
+            self.store.update_attempt(self.job.id, row.attempt, placement_group=group)
+            row.placement_group = group
+            self.env.failpoints.hit("after-placement-group")
+        launched: list[Instance] = []
+        try:
+            for node in range(nodes):
+                launched.append(self.provider.launch(self._request(row, placement, node, group)))
+                report.provider_calls += 1
+                if node == 0:
+                    self.env.failpoints.hit("after-gang-node")  # a crash with part of it up
+        except ProviderError as exc:
+            self._tear_down(row, placement, launched, exc, report)
+            raise
+        return launched
+
+    def _tear_down(
+        self,
+        row: AttemptRow,
+        placement: Placement,
+        launched: list[Instance],
+        exc: ProviderError,
+        report: PassReport,
+    ) -> None:
+        """A gang that could not be launched whole: the nodes that came up go (recorded
+        first, as every terminate), and its group with them when the cloud lets it now
+        (else the group sweep deletes it once they are gone)."""
+        o, nodes = placement.offer, placement.nodes
+        where = o.zone or o.region
+        self.event(
+            "gang-incomplete",
+            f"attempt {row.attempt}: only {len(launched)} of {nodes} nodes of {o.instance_type} "
+            f"in {where} ({exc.kind.value}: {exc.code}); the gang is not started part-way",
+            zone=o.zone,
+            nodes_launched=len(launched),
+            nodes=nodes,
+            instance_type=o.instance_type,
+        )
+        ids = [i.id for i in launched]
+        for iid in ids:
+            self.event("terminate", f"terminated {iid}: gang incomplete")
+        if ids:
+            self.provider.terminate(ids)
+            report.provider_calls += 1
+        if row.placement_group and isinstance(self.provider, PlacementGroups):
+            try:
+                self.provider.delete_placement_group(row.placement_group)
+                self.store.update_attempt(self.job.id, row.attempt, placement_group=None)
+                row.placement_group = None
+            except ProviderError as err:  # still in use while the nodes shut down
+                self.log.info(
+                    "job %s: group %s kept for now: %s", self.job.id, row.placement_group, err
+                )
 
     def _replaces(self, row: AttemptRow) -> tuple[int, datetime] | None:
         """The earlier attempt this one overlaps (its number, when its capacity goes): one
@@ -99,13 +195,18 @@ class Launching(JobPassBase):
         return None
 
     def _send(self, row: AttemptRow, placement: Placement, reason: str, report: PassReport) -> bool:
-        """The cloud call of an attempt whose row is written; records what came back."""
+        """The cloud call of an attempt whose row is written; records what came back. A gang
+        is launched whole or not at all (:meth:`_launch_gang`)."""
         job, attempt, o = self.job, row.attempt, placement.offer
-        req = self._request(row, placement)
         where = f"{o.provider}:{o.zone or o.region}"
         t0 = time.perf_counter()
         try:
-            inst = self.provider.launch(req)
+            if placement.nodes > 1:
+                members = self._launch_gang(row, placement, report)
+                inst = members[0]
+            else:
+                members = [self.provider.launch(self._request(row, placement))]
+                inst = members[0]
             report.provider_calls += 1
         except ProviderError as exc:
             report.provider_calls += 1
@@ -131,20 +232,23 @@ class Launching(JobPassBase):
             job.id, attempt, instance_id=inst.id, state="running", launched_at=launched
         )
         row.instance_id, row.state, row.launched_at = inst.id, "running", launched
-        self.store.upsert_instance(instance_row(inst, self.now))
-        self.memo.instances[inst.id] = (
-            inst.state,
-            inst.raw_state,
-            inst.state_reason,
-            inst.price_per_hour,
-        )
+        for m in members:
+            self.store.upsert_instance(instance_row(m, self.now))
+            self.memo.instances[m.id] = (m.state, m.raw_state, m.state_reason, m.price_per_hour)
+        if len(members) > 1:  # the pass goes on with the gang as one unit, as decide() sees it
+            inst = self.fold(members)[0]
         self._sent = [*self._sent, inst]
         self.env.failpoints.hit("after-instance-record")
         report.launches += 1
         cap = f", bid cap ${placement.bid_cap_per_hour:.4f}/h" if placement.bid_cap_per_hour else ""
+        gang = ""
+        if len(members) > 1:
+            group = f" in {row.placement_group}" if row.placement_group else ""
+            cap += f" per node; {len(members)} nodes{group}: {', '.join(m.id for m in members)}"
+            gang = f"gang of {len(members)} x "
         self.event(
             "launch",
-            f"attempt {attempt}: {where} {o.instance_type} ({o.gpu_count}x {o.gpu}) "
+            f"attempt {attempt}: {where} {gang}{o.instance_type} ({o.gpu_count}x {o.gpu}) "
             f"{placement.market.value} ${placement.price_per_hour:.4f}/h{cap} -> {inst.id}; why: {reason}",
             zone=o.zone,
             instance=inst.id,
@@ -155,6 +259,12 @@ class Launching(JobPassBase):
             plan=None if self.plan is None else plan_digest(self.plan, placement),
         )
         return True
+
+
+def _fabric(policy: Policy) -> str:
+    """The RDMA network a gang's launches ask for ("efa" makes AWS attach an EFA interface)."""
+    fabric = policy.resources.interconnect.fabric
+    return "" if fabric == "any" else fabric
 
 
 def _billing(provider: object) -> dict[str, object]:

@@ -82,6 +82,13 @@ def billed_cost(
     return billing.cost(price_per_hour, (end - start).total_seconds())
 
 
+def attempt_cost(a: AttemptRow, end: datetime) -> float:
+    """What attempt ``a`` is billed from its launch to ``end``: every node of a gang, each
+    under its cloud's billing rule."""
+    nodes = a.nodes or 1
+    return billed_cost(a.provider, a.price_per_hour, a.launched_at, end) * nodes
+
+
 def launch_estimate(
     placement: Placement,
     policy: Policy | None = None,
@@ -116,7 +123,7 @@ def _estimate_now(
     if job is not None and job.work_total_h:
         left = max(0.0, 1.0 - (job.work_done_h or 0.0) / job.work_total_h)
     hours = (placement.est_hours or 0.0) * left
-    p = replace(placement, est_hours=hours, est_job_cost=hours * placement.price_per_hour)
+    p = replace(placement, est_hours=hours, est_job_cost=hours * placement.gang_price_per_hour)
     horizon = None
     if job is not None and job.deadline is not None and now is not None:
         deadline = job.deadline if job.deadline.tzinfo else job.deadline.replace(tzinfo=UTC)
@@ -168,6 +175,8 @@ def attempt_row(
         estimate_usd=est,
         estimate_p10_usd=p10,
         estimate_p90_usd=p90,
+        nodes=placement.nodes,
+        placement_group=None,
     )
 
 

@@ -1,7 +1,7 @@
 """What ran and what it cost, from the store: the rows ``provisioner cost`` prints.
 
 An attempt's cost is what the reconciler billed it (``attempts.cost_usd``, by
-:func:`provisioner.control.records.billed_cost`); a running attempt is billed the same way up to
+:func:`provisioner.control.records.attempt_cost`: every node of a gang); a running attempt is billed the same way up to
 ``now``. Per day and per window the cost is split by :func:`provisioner.core.spend.split`, so
 every grouping adds up to the same attempts.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from provisioner.control.records import billed_cost
+from provisioner.control.records import attempt_cost
 from provisioner.control.store import AttemptRow, JobRow
 from provisioner.core.spend import Piece, clip, split
 
@@ -53,11 +53,7 @@ def attempt_costs(
                 billed, pieces = a.cost_usd, []
             else:
                 end = a.ended_at or now
-                billed = (
-                    a.cost_usd
-                    if a.ended_at is not None
-                    else billed_cost(a.provider, a.price_per_hour, a.launched_at, now)
-                )
+                billed = a.cost_usd if a.ended_at is not None else attempt_cost(a, now)
                 pieces = clip(split(billed, a.launched_at, end, cuts), since, until)
             out.append(AttemptCost(job, a, billed, pieces))
     return out

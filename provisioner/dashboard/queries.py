@@ -261,7 +261,7 @@ def _attempt(a: AttemptRow, now: datetime) -> dict[str, Any]:
     launched, ended = utc(a.launched_at), utc(a.ended_at)
     cost = a.cost_usd
     if a.state == "running" and launched is not None:
-        cost = billed_cost(a.provider, a.price_per_hour, launched, now)
+        cost = billed_cost(a.provider, a.price_per_hour, launched, now) * (a.nodes or 1)
     return {
         **(_placement(a) or {}),
         "reason": _redact(a.reason or ""),

@@ -89,6 +89,11 @@ class AttemptRow(Base):
     estimate_usd: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
     estimate_p10_usd: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
     estimate_p90_usd: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+    # a gang (migration 0004): the nodes launched under this attempt (price_per_hour is per
+    # node; the attempt bills every node) and the placement group they went into, cleared
+    # once the group is deleted
+    nodes: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    placement_group: Mapped[str | None] = mapped_column(String(256), nullable=True, default=None)
 
 
 class InstanceRow(Base):
