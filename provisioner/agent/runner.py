@@ -33,18 +33,18 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from provisioner.agent import protocol
+from provisioner.agent.gang import EXIT_PEER_LOST, Gang, RendezvousError
 from provisioner.agent.handover import await_handover
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import CheckpointStore, step_of, write_text_uri
+from provisioner.agent.syncer import Syncer
 from provisioner.probe.idle import ENV_GPU_FILE, IdleTracker, UtilisationSource
 
 log = logging.getLogger("provisioner.agent")
@@ -87,57 +87,6 @@ def _job_preexec(checkpoint_signal: int) -> Callable[[], None]:
     return preexec
 
 
-class Syncer(threading.Thread):
-    """Uploads each checkpoint the job commits, newest first; runs beside the polling loop."""
-
-    def __init__(self, store: CheckpointStore, local_dir: Path, uploaded: str | None) -> None:
-        super().__init__(name="checkpoint-sync", daemon=True)
-        self.store = store
-        self.local_dir = local_dir
-        self.uploaded = uploaded  # name of the newest checkpoint known to be in the store
-        self.uploaded_at: datetime | None = None
-        self.error: str | None = None
-        self.frozen = False  # the notice's checkpoint is in: its replacement resumes from it
-        self._wake = threading.Event()
-        self._halt = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
-
-    def request(self) -> None:
-        self._idle.clear()
-        self._wake.set()
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            self._wake.wait(0.5)
-            self._wake.clear()
-            self.sync_once()
-            if not self._wake.is_set():
-                self._idle.set()
-
-    def sync_once(self) -> None:
-        name = protocol.read_latest(self.local_dir)
-        if not name or name == self.uploaded or self.frozen:
-            return
-        started = time.monotonic()
-        try:
-            self.store.upload(self.local_dir / name, name)
-        except Exception as exc:  # keep going: the next checkpoint may get through
-            self.error = f"{type(exc).__name__}: {exc}"
-            log.error("upload of checkpoint %s failed: %s", name, self.error)
-            return
-        self.error = None
-        self.uploaded, self.uploaded_at = name, _now()
-        log.info("checkpoint %s uploaded in %.2fs", name, time.monotonic() - started)
-
-    def wait_idle(self, timeout: float) -> bool:
-        return self._idle.wait(timeout)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self._wake.set()
-
-
 class Agent:
     """Runs one attempt of one job as its spec says; :meth:`run` returns the exit code."""
 
@@ -170,6 +119,12 @@ class Agent:
         self._terminated_at: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.syncer: Syncer | None = None
+        #: a gang's node (provisioner.agent.gang): its peers, its notices, its rank's duties
+        self.gang = (
+            Gang(self.store, spec.attempt, spec.node, spec.nodes) if spec.nodes > 1 else None
+        )
+        self.gang_env: dict[str, str] = {}
+        self._latest_at_notice: str | None = None
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -210,6 +165,7 @@ class Agent:
         )
         if self.gpu_source.path is not None:  # the sim: the job reports its "GPU" here
             env[ENV_GPU_FILE] = str(self.gpu_source.path)
+        env.update(self.gang_env)
         return env
 
     def _sample_gpus(self) -> None:
@@ -261,6 +217,19 @@ class Agent:
             self.state, self.exit_code = "interrupted", 0
             self.write_progress()
             return 0
+        if self.gang is not None:  # node 0 announces where its job listens; the others wait
+            try:
+                self.gang_env = self.gang.meet(
+                    self.spec.advertise_addr, lambda: bool(self._stop_reason)
+                )
+            except RendezvousError as exc:
+                self.note = f"gang rendezvous: {exc}"
+                log.error("%s", self.note)
+                self.state, self.exit_code = (
+                    ("interrupted", 0) if self._stop_reason else ("failed", 1)
+                )
+                self.write_progress()
+                return self.exit_code
         log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
         try:  # started before any thread of ours, so that preexec_fn is safe
             self.proc = subprocess.Popen(
@@ -307,6 +276,8 @@ class Agent:
             if now >= next_poll and self.notice is None:
                 next_poll = now + spec.poll_s
                 notice = self.reader.poll()
+                if notice is None and self.gang is not None:  # a peer's notice is the gang's
+                    notice = self.gang.notice(spec.cloud)
                 if notice is not None:
                     self._begin_notice(notice)
             marker = protocol.read_latest(self.ckpt_dir)
@@ -353,6 +324,10 @@ class Agent:
                 self.spec.cloud, now, now + timedelta(seconds=self.spec.grace_s), reason
             )
         self.notice = notice
+        if self.gang is not None:  # the whole gang checkpoints (rank 0 writes) and goes
+            self._latest_at_notice = self.store.latest()
+            if not notice.raw.startswith("gang: "):
+                self.gang.raise_notice(notice)
         left = notice.seconds_left()
         log.warning(
             "interruption notice (%s): %.1fs left; asking the job for a checkpoint",
@@ -375,6 +350,11 @@ class Agent:
             return
         fresh = marker is not None and marker != self.marker_at_request
         timed_out = time.monotonic() >= self.notice_wait_until
+        if self.gang is not None and self.gang.node > 0:  # rank 0 writes the gang's checkpoint
+            fresh = False
+            if self.store.latest() != self._latest_at_notice:
+                timed_out = True  # it is in the store: this node is done too
+                self.note = ""
         if fresh:
             self.syncer.request()
             left = max(0.1, self.notice.seconds_left() if self.notice else 1.0)
@@ -407,8 +387,11 @@ class Agent:
         self.syncer.wait_idle(timeout=max(self.spec.grace_s, 5.0))
         self.syncer.sync_once()
         self.syncer.stop()
-        if self._stop_reason and (rc != 0 or self._terminated_at is not None):
-            self.state = "interrupted"  # we stopped it (the VM is going): not finished
+        peer_lost = self.gang is not None and code == EXIT_PEER_LOST
+        if (self._stop_reason and (rc != 0 or self._terminated_at is not None)) or peer_lost:
+            self.state = "interrupted"  # we stopped it (the VM is going), or a peer went
+        elif rc == 0 and self.gang is not None and self.gang.node > 0:
+            self.state = "done"  # node 0 uploads the gang's output
         elif rc == 0:
             try:
                 self.store.upload_output(self.output_dir)
@@ -478,7 +461,9 @@ class Agent:
         doc = self.progress()
         self._reported_ckpt = doc["last_checkpoint"]
         try:
-            if not self.spec.progress_uri:
+            if self.gang is not None and self.gang.node > 0:  # node 0 speaks for the gang
+                self.gang.write_node_progress(doc)
+            elif not self.spec.progress_uri:
                 current = self.store.read_json("progress.json")
                 if current and int(current.get("attempt") or 0) > self.spec.attempt:
                     if not self._skip_progress:

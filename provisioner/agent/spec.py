@@ -66,6 +66,12 @@ class AgentSpec:
     #: (0: none); the job starts once that one's checkpoint is in, or ``handover_until``
     handover_from: int = 0
     handover_until: str = ""  # ISO time its capacity goes
+    #: a gang (issue 10): this node's rank and the gang's size; the agents meet through the
+    #: checkpoint store (provisioner.agent.gang) and give the job torchrun's environment
+    node: int = 0
+    nodes: int = 1
+    #: the address node 0 announces to its peers ("" = the address of its default route)
+    advertise_addr: str = ""
     version: int = SPEC_VERSION
 
     def __post_init__(self) -> None:
@@ -93,6 +99,10 @@ class AgentSpec:
             self.gpu_source in ("nvml", "none") or self.gpu_source.startswith("file:")
         ):
             raise SpecError(f"gpu_source: {self.gpu_source!r} (nvml, none or file:PATH)")
+        if not (1 <= self.nodes <= 64 and 0 <= self.node < self.nodes):
+            raise SpecError(
+                f"node {self.node} of nodes {self.nodes}: expected 0 <= node < nodes <= 64"
+            )
         if self.version != SPEC_VERSION:
             raise SpecError(f"version: {self.version} (this agent reads version {SPEC_VERSION})")
 
@@ -141,6 +151,8 @@ class AgentSpec:
         values = dict(data)
         values["attempt"] = int(values["attempt"])
         values["handover_from"] = int(values.get("handover_from") or 0)
+        values["node"] = int(values.get("node") or 0)
+        values["nodes"] = int(values.get("nodes") or 1)
         values["command"] = list(values["command"])
         values["env"] = {str(k): str(v) for k, v in (values.get("env") or {}).items()}
         if values.get("idle_threshold_pct") is not None:
