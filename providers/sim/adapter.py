@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from providers._common import utc, wanted_tags
 from providers.base import (
@@ -29,6 +29,7 @@ from providers.base import (
     RetryPolicy,
     call_with_retries,
 )
+from providers.capabilities import PlacementGroup
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
 from provisioner.core.models import (
@@ -318,8 +319,34 @@ class SimProvider(Provider):
             "spot_price": o.spot_price,
             "spec": spec,
             "pythonpath": [os.getcwd()],
+            "placement_group": request.placement_group,
         }
+        if spec is not None and request.nodes > 1:  # every node of a sim gang is this host
+            spec.setdefault("advertise_addr", "127.0.0.1")
+            spec["advertise_addr"] = spec["advertise_addr"] or "127.0.0.1"
         return _instance(self._call("launch", "POST", "/v1/instances", body))
+
+    # -- placement groups (providers.capabilities.PlacementGroups) -----------------------------
+
+    def ensure_placement_group(
+        self, name: str, region: str, zone: str, tags: Mapping[str, str]
+    ) -> str:
+        doc = {"name": name, "region": region, "zone": zone, "tags": dict(tags)}
+        return str(self._call("placement-group", "POST", "/v1/placement-groups", doc)["id"])
+
+    def delete_placement_group(self, group_id: str) -> None:
+        self._call("placement-group", "DELETE", f"/v1/placement-groups/{quote(group_id)}")
+
+    def list_placement_groups(
+        self, tags: Mapping[str, str] | None = None
+    ) -> builtins.list[PlacementGroup]:
+        wanted = wanted_tags(tags)
+        query = urlencode({f"tag:{k}": v for k, v in sorted(wanted.items())})
+        found = self._call("placement-group", "GET", f"/v1/placement-groups?{query}")["groups"]
+        return [
+            PlacementGroup(str(g["id"]), str(g["name"]), str(g["region"]), dict(g["tags"]))
+            for g in found
+        ]
 
     def get(self, instance_id: str) -> Instance:
         return _instance(self._call("get", "GET", f"/v1/instances/{instance_id}"))

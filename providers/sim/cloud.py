@@ -35,6 +35,7 @@ from typing import Any
 
 from providers.sim import sandbox as sandbox_
 from providers.sim.config import SimConfig, SimError
+from providers.sim.groups import PlacementGroupBook, demo_first
 from providers.sim.market import Market
 from providers.sim.metadata import MetadataService
 from providers.sim.records import (
@@ -45,7 +46,6 @@ from providers.sim.records import (
     instance_view,
 )
 from providers.sim.rules import RULES, rules_for
-from provisioner.core.models import TAG_JOB
 
 log = logging.getLogger("provisioner.sim")
 
@@ -78,6 +78,7 @@ class SimCloud:
         self.last_activity = time.time()
         self._last_reap = 0.0
         self.metadata_service = MetadataService(self.approve)
+        self.groups = PlacementGroupBook(self.dir, self.instances)
         sandbox_.set_subreaper()
 
     def _market(self) -> Market:
@@ -207,6 +208,9 @@ class SimCloud:
                         rules.price_code,
                         f"bid cap {cap} is under the spot price {price} in {zone}",
                     )
+            group = str(body.get("placement_group") or "") or None
+            if group is not None and group not in self.groups.groups:
+                raise SimError(400, "invalid", "InvalidPlacementGroup.Unknown", f"no group {group}")
             iid = f"sim-{secrets.token_hex(6)}"
             sandbox = self.dir / "instances" / iid
             (sandbox / "work").mkdir(parents=True)
@@ -239,14 +243,10 @@ class SimCloud:
                 "kill_at_real": None,
                 "killed": False,
                 "has_agent": body.get("spec") is not None,
+                "placement_group": group,
             }
             if market == "spot" and self.config.preempt_first_after_s is not None:
-                job = tags.get(TAG_JOB) or inst["token"]
-                if not any(
-                    i["tags"].get(TAG_JOB, i["token"]) == job and i["demo_at_real"]
-                    for i in self.instances.values()
-                ):
-                    inst["demo_at_real"] = now + float(self.config.preempt_first_after_s)
+                demo_first(inst, self.instances.values(), now + self.config.preempt_first_after_s)
             if self.config.run_agent:
                 self.procs[iid] = sandbox_.start(
                     inst,

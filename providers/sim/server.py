@@ -47,6 +47,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from providers.sim.cloud import SimCloud
 from providers.sim.config import SimError
+from providers.sim.groups import groups_api
 from providers.sim.metadata import MetadataView
 
 log = logging.getLogger("provisioner.sim.server")
@@ -187,6 +188,13 @@ class Handler(BaseHTTPRequestHandler):
             return 200, {"terminated": cloud.terminate([str(i) for i in doc.get("ids") or []])}
         if route == ("GET", "interruptions"):
             return 200, {"interruptions": cloud.interruptions(float(query.get("since") or 0.0))}
+        if route == ("POST", "placement-groups"):
+            return 200, groups_api(cloud, "ensure", doc)
+        if route == ("GET", "placement-groups"):
+            tags = {k[4:]: v for k, v in query.items() if k.startswith("tag:")}
+            return 200, groups_api(cloud, "list", {"tags": tags})
+        if method == "DELETE" and len(parts) == 2 and parts[0] == "placement-groups":
+            return 200, groups_api(cloud, "delete", {"id": parts[1]})
         if route == ("POST", "inject"):
             cloud.inject(doc)
             return 200, {"ok": True}
