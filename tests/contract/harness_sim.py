@@ -83,6 +83,10 @@ class SimHarness:
         cap = request.get("bid_cap")
         return Market(request["market"]), None if cap is None else float(cap)
 
+    def wire_placement(self, request: dict[str, Any]) -> str | None:
+        group = request.get("placement_group")
+        return None if group is None else str(group)
+
     def close(self) -> None:
         self._control.shutdown_server(terminate_all=True)
 
