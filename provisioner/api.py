@@ -11,6 +11,7 @@ and ``wait`` only watches the store; otherwise ``wait`` runs the reconciler itse
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from typing import Any
 from policies.loader import load_policy, parse_policy
 from policies.model import Policy
 from provisioner.control.store import FINAL_STATES, Store, live_replicas
+
+log = logging.getLogger("provisioner")
 
 DEFAULT_PROVIDER = "sim"
 
@@ -125,6 +128,15 @@ class Job:
             while True:
                 row = self.refresh()
                 if row.state in FINAL_STATES:
+                    if rec is not None and any(a.nodes > 1 for a in self.store.attempts(self.id)):
+                        left = rec.sweep_job_groups(self.id)  # a gang's group goes with it
+                        if left:
+                            log.warning(
+                                "job %s: placement group(s) %s still in use; the daemon's "
+                                "sweep deletes them",
+                                self.id,
+                                ", ".join(left),
+                            )
                     break
                 if not self.supervised_by_daemon():
                     if rec is None:

@@ -47,6 +47,7 @@ from provisioner.control.cancel import (
     utcnow,
 )
 from provisioner.control.failpoints import Failpoints, installed
+from provisioner.control.groups import SWEEP_EVERY_S, sweep_groups, sweep_job_groups
 from provisioner.control.guard import GuardViolation, guard_launch
 from provisioner.control.jobbase import JobMemo, PassEnv, job_log
 from provisioner.control.jobpass import JobRunner
@@ -115,6 +116,7 @@ class Reconciler:
         self._policies: dict[str, Policy] = {}
         self._catalogs: dict[str, Catalog] = {}
         self._feed = InterruptionFeed(store)
+        self._swept: dict[str, datetime] = {}  # provider -> last placement-group sweep
         self._plans: dict[tuple[str, frozenset[tuple[str, str]], int], Plan] = {}
         #: how soon the next pass comes (the driver's loop: the daemon's reconcile_interval,
         #: ``up``'s one second): the step decide() is told
@@ -428,6 +430,17 @@ class Reconciler:
         self._reap(prov, seen, set(), self.clock(), report)
         return report.reaped
 
+    def sweep_job_groups(self, job_id: str, within_s: float = 120.0) -> list[str]:
+        """Delete a finished job's placement groups once its nodes are gone (in-process
+        supervision's last step); the ids still there after ``within_s`` are returned."""
+        job = self.store.job(job_id)
+        if job is None:
+            return []
+        prov = self.provider_for(job)
+        return sweep_job_groups(
+            self.store, prov, job_id, self.clock, self.failpoints, within_s=within_s
+        )
+
     def _interruptions(
         self,
         key: str,
@@ -447,6 +460,16 @@ class Reconciler:
         report: PassReport,
     ) -> None:
         reap(self.store, prov, seen, owned, now, report, self.failpoints)
+        key = type(prov).__name__ + ":" + str(id(prov))
+        last = self._swept.get(key)
+        if last is not None and (now - last).total_seconds() < SWEEP_EVERY_S:
+            return
+        self._swept[key] = now
+        try:
+            sweep_groups(self.store, prov, seen, now, report, self.failpoints)
+        except ProviderError as exc:  # listing groups failed: the next sweep
+            report.errors += 1
+            log.warning("sweeping placement groups failed: %s", exc)
 
 
 __all__ = [
