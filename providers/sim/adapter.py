@@ -416,8 +416,10 @@ class SimProvider(Provider):
         operation: str = "launch",
         times: int = 1,
         status: int = 400,
+        skip: int = 0,
     ) -> None:
-        """Make the next ``times`` calls of ``operation`` fail with ``code`` (for tests)."""
+        """Make the next ``times`` calls of ``operation`` fail with ``code`` (for tests), after
+        letting ``skip`` calls through (a gang whose second node finds no capacity)."""
         self._call(
             "inject",
             "POST",
@@ -428,6 +430,7 @@ class SimProvider(Provider):
                 "code": code,
                 "times": times,
                 "status": status,
+                "skip": skip,
             },
         )
 

@@ -157,18 +157,19 @@ class SimCloud:
 
     def inject(self, doc: dict[str, Any]) -> None:
         with self.lock:
-            self.injected.append({**doc, "times": int(doc.get("times", 1))})
+            self.injected.append(
+                {**doc, "times": int(doc.get("times", 1)), "skip": int(doc.get("skip", 0))}
+            )
 
     def _injected(self, operation: str) -> None:
-        for entry in self.injected:
-            if entry.get("operation", "launch") == operation and entry["times"] > 0:
-                entry["times"] -= 1
-                raise SimError(
-                    int(entry.get("status", 400)),
-                    entry["kind"],
-                    entry["code"],
-                    entry.get("message", "injected error"),
-                )
+        for e in self.injected:
+            if e.get("operation", "launch") != operation or e["times"] <= 0:
+                continue
+            if e["skip"] > 0:  # calls let through first
+                e["skip"] -= 1
+                continue
+            e["times"] -= 1
+            raise SimError(int(e.get("status", 400)), e["kind"], e["code"], "injected error")
 
     # -- launch --------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ simulator records as it replays a trace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -259,17 +260,46 @@ def _candidates(plan: Plan) -> tuple[Placement, ...]:
     return got[1]
 
 
+_SHORT = re.compile(r"\((\d+) of (\d+) nodes\)$")
+
+#: (provider, zone or region, instance type) -> how many nodes of a gang came up there
+Shortfalls = frozenset[tuple[tuple[str, str, str], int]]
+
+
+def gang_shortfalls(attempts: Sequence[AttemptRow], now: datetime) -> Shortfalls:
+    """Where a gang of this job could not be launched whole lately (within
+    :data:`CAPACITY_ERRORS_WITHIN`): how many of its nodes came up there, the fewest seen.
+    The planner rejects those offers as ``gang_capacity`` ("only 2 of 4 nodes of ...")."""
+    recent = now - CAPACITY_ERRORS_WITHIN
+    fewest: dict[tuple[str, str, str], int] = {}
+    for a in attempts:
+        if a.state != "failed" or (a.ended_at or a.created_at) < recent:
+            continue
+        m = _SHORT.search(a.end_reason or "")
+        if m is None:
+            continue
+        key = (a.provider, a.zone, a.instance_type)
+        fewest[key] = min(int(m.group(1)), fewest.get(key, 1 << 30))
+    return frozenset(fewest.items())
+
+
 def candidate_plan(
     policy: Any,
     catalog: Any,
     cooled: frozenset[tuple[str, str]],
     now: Any,
     measured: Any = None,
+    short: Shortfalls = frozenset(),
 ) -> Plan:
     # pacing=False: a running job is paced by decide() against what is left, not filtered by
     # whole-job estimates here (which left a job no budget could pay for waiting forever)
     ctx = PlanContext(
-        now=now, submitted_at=now, cooldown=cooled, measured=measured or {}, pacing=False
+        now=now,
+        submitted_at=now,
+        cooldown=cooled,
+        measured=measured or {},
+        pacing=False,
+        node_capacity=dict(short),
     )
     return plan_offers(policy, catalog, ctx, top=CANDIDATES)
 

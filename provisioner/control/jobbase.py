@@ -53,7 +53,7 @@ class PassEnv:
     owner: str  # this replica (leases are renewed in its name)
     lease: timedelta
     clock: Clock  # the real time, read only to renew a lease right before a launch
-    plan_for: Callable[[JobRow, Policy, frozenset[Location], datetime], Plan]
+    plan_for: Callable[..., Plan]  # (job, policy, cooled locations, now[, gang shortfalls])
     batch: PassBatch  # rows written at the end of the pass
     measured: Any  # provisioner.probe.watch.MeasuredFigures (probe figures for the planner)
     failpoints: Failpoints = field(default_factory=Failpoints)

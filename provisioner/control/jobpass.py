@@ -310,7 +310,12 @@ class JobRunner(Launching, ProgressReading):
             boot_s=float(getattr(self.provider, "boot_seconds", BOOT_S)),
         )
         # kept: a launch stores the plan it was chosen from (see inputs.plan_digest)
-        plan = self.plan = self.env.plan_for(job, policy, frozenset(cooldowns), now)
+        cooled = frozenset(cooldowns)
+        if policy.resources.nodes > 1:  # where a gang lately came up short (gang_capacity)
+            short = inputs.gang_shortfalls(self.attempts, now)
+            plan = self.plan = self.env.plan_for(job, policy, cooled, now, short)
+        else:
+            plan = self.plan = self.env.plan_for(job, policy, cooled, now)
         obs = inputs.observations(job, self.attempts, seen, self.interruptions, plan, now)
         return d.decide(view, obs, now)
 

@@ -33,6 +33,8 @@ from provisioner.core.overlap import notice_deadline
 class Launching(JobPassBase):
     """The launch part of a job's pass."""
 
+    _nodes_up = 0  # how many nodes of the last gang torn down had come up
+
     def launch(self, placement: Placement, reason: str, report: PassReport) -> bool:
         """Launch one attempt on ``placement``: intent first, then the cloud call."""
         job = self.job
@@ -159,6 +161,7 @@ class Launching(JobPassBase):
         (else the group sweep deletes it once they are gone)."""
         o, nodes = placement.offer, placement.nodes
         where = o.zone or o.region
+        self._nodes_up = len(launched)
         self.event(
             "gang-incomplete",
             f"attempt {row.attempt}: only {len(launched)} of {nodes} nodes of {o.instance_type} "
@@ -212,7 +215,10 @@ class Launching(JobPassBase):
             report.provider_calls += 1
             if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:  # raised ones: the pass
                 report.provider_errors[(exc.provider or self.job.provider, exc.kind.value)] += 1
-            self.end_attempt(row, "failed", f"{exc.kind.value}: {exc.code}")
+            why = f"{exc.kind.value}: {exc.code}"
+            if placement.nodes > 1:  # read back by inputs.gang_shortfalls for the next plan
+                why += f" ({self._nodes_up} of {placement.nodes} nodes)"
+            self.end_attempt(row, "failed", why)
             if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:
                 # the failed attempt is the observation: decide() reads it as no capacity
                 # there for a while (provisioner.core.views.CAPACITY_ERRORS_WITHIN)

@@ -117,7 +117,7 @@ class Reconciler:
         self._catalogs: dict[str, Catalog] = {}
         self._feed = InterruptionFeed(store)
         self._swept: dict[str, datetime] = {}  # provider -> last placement-group sweep
-        self._plans: dict[tuple[str, frozenset[tuple[str, str]], int], Plan] = {}
+        self._plans: dict[tuple[str, frozenset[tuple[str, str]], frozenset[Any], int], Plan] = {}
         #: how soon the next pass comes (the driver's loop: the daemon's reconcile_interval,
         #: ``up``'s one second): the step decide() is told
         self.pass_interval_s = pass_interval_s
@@ -184,7 +184,12 @@ class Reconciler:
         return self.plan_for(job, policy, cooled, now).placements
 
     def plan_for(
-        self, job: JobRow, policy: Policy, cooled: frozenset[tuple[str, str]], now: datetime
+        self,
+        job: JobRow,
+        policy: Policy,
+        cooled: frozenset[tuple[str, str]],
+        now: datetime,
+        short: frozenset[tuple[tuple[str, str, str], int]] = frozenset(),
     ) -> Plan:
         """The plan behind a job's candidates (with its rejections, stored with a launch),
         shared by jobs with the same policy, provider and cooldowns within a minute (planning
@@ -195,13 +200,14 @@ class Reconciler:
         key = (
             self._provider_key(job) + "\0" + job.policy_yaml,
             cooled,
+            short,
             int(now.timestamp() // 60) * 1_000_000 + self.measured.version,
         )
         got = self._plans.get(key)
         if got is None:
             if len(self._plans) > 10_000:
                 self._plans.clear()
-            got = candidate_plan(policy, self.catalog_for(job), cooled, now, measured)
+            got = candidate_plan(policy, self.catalog_for(job), cooled, now, measured, short)
             self._plans[key] = got
         return got
 

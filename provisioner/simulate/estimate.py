@@ -79,6 +79,15 @@ def band_rates(band: str) -> Rates:
     return Rates(REF_UP_H * REF_BAND_RISK / risk, DOWN_H, source)
 
 
+def gang_rates(r: Rates, nodes: int) -> Rates:
+    """A gang's spot capacity: up only while every one of its ``nodes`` is (issue 10). With
+    nodes taken back independently, each at ``1 / up_h``, the first of N goes N times as soon;
+    an outage is as long as one node's (the gang relaunches whole once there is room)."""
+    if nodes <= 1:
+        return r
+    return replace(r, up_h=r.up_h / nodes, source=f"{r.source}, gang of {nodes}")
+
+
 def fit_rates(avail: np.ndarray, step_s: float, prior: Rates | None = None) -> Rates:
     """Mean up and down periods seen in ``avail`` (one boolean per step of ``step_s``), with
     ``prior`` counted as one more period of each kind (so a short history leans on it)."""
@@ -192,11 +201,11 @@ def estimate_placements(
     for i in spot_i:
         p = placements[i]
         rule = rules[p.offer.provider]
-        r = (rates or {}).get(i) or band_rates(p.offer.interruption_band)
+        r = gang_rates((rates or {}).get(i) or band_rates(p.offer.interruption_band), p.nodes)
         avail.append(sample_availability(r, samples, steps, step_s, _seed(p, seed)))
         protect.append(rule.protect_s)
-        p_sp.append(p.price_per_hour)
-        p_od.append(p.offer.price or p.price_per_hour / FALLBACK_DISCOUNT)
+        p_sp.append(p.price_per_hour * p.nodes)  # a gang's hour: every node's
+        p_od.append((p.offer.price or p.price_per_hour / FALLBACK_DISCOUNT) * p.nodes)
     n = samples
     rep = np.repeat
     pw = PerWindow(
@@ -243,17 +252,20 @@ def estimate_placements(
             spot_usd=float(p_sp[k] * spot_h.mean()),
             on_demand_usd=float(p_od[k] * od_h.mean()),
             samples=n,
-            prior=((rates or {}).get(i) or band_rates(p.offer.interruption_band)).source,
+            prior=gang_rates(
+                (rates or {}).get(i) or band_rates(p.offer.interruption_band), p.nodes
+            ).source,
         )
         out[i] = replace(p, estimate=est)
     return out
 
 
 def _on_demand(p: Placement, rule: CloudRule, horizon_h: float | None) -> CostEstimate:
-    """An on-demand placement: one launch, the work, no interruptions (exact)."""
+    """An on-demand placement: one launch, the work, no interruptions (exact); every node
+    of a gang billed."""
     hours = float(p.est_hours or 0.0) + CHANGEOVER_H
     billed = rule.billing.billed_seconds(hours * 3600.0) / 3600.0
-    cost = p.price_per_hour * billed
+    cost = p.price_per_hour * billed * p.nodes
     miss = None if horizon_h is None else float(hours > horizon_h + 1e-9)
     return CostEstimate(
         cost, cost, cost, miss, 0.0, billed, 0.0, 0.0, CHANGEOVER_H, 0.0, cost, 0, "on-demand"
