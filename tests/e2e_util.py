@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from functools import cache
@@ -13,7 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @cache
 def reference_result(steps: int, seed: int = 0) -> dict[str, object]:
-    """The example job run straight through, no signal, no kill."""
+    """The example job run straight through, no signal, no kill, in this process's
+    environment."""
     import tempfile
 
     d = Path(tempfile.mkdtemp(prefix="ref-run-"))
@@ -35,7 +37,9 @@ def reference_result(steps: int, seed: int = 0) -> dict[str, object]:
         check=True,
         capture_output=True,
         timeout=300,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        # the environment a job gets (the sim's sandbox and the agent pass theirs on): BLAS
+        # kernel choices such as OPENBLAS_CORETYPE change the last bits of a matrix product
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     doc: dict[str, object] = json.loads((d / "out" / "result.json").read_text())
     return doc

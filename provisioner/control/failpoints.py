@@ -19,6 +19,9 @@ CRASH_POINTS = (
     "after-finish-terminate",  # a finished job's instance terminated, job not marked
     "after-reap",  # orphans terminated, events not written
     "after-probe-row",  # a probe under the policy's floor recorded, its instance not terminated
+    "after-placement-group",  # a gang's group made and recorded, no node launched
+    "after-gang-node",  # node 0 of a gang launched, the other nodes not
+    "after-group-delete",  # a gone gang's group deleted, its attempt row not cleared
 )
 
 

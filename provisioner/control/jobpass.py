@@ -24,12 +24,13 @@ from typing import Any
 
 from providers.base import ErrorKind, ProviderError
 from provisioner.control import inputs
+from provisioner.control.groups import sweep_groups
 from provisioner.control.jobbase import JobMemo, LeaseLost, PassEnv
 from provisioner.control.launching import Launching
 from provisioner.control.progress import ProgressReading
 from provisioner.control.records import PassReport
 from provisioner.core import decide as d
-from provisioner.core.models import Instance, InstanceState
+from provisioner.core.models import TAG_JOB, TAG_MANAGED, Instance, InstanceState
 from provisioner.core.views import BOOT_S
 
 #: decide() calls per pass (a launch refused for capacity, or a new cooldown, asks again).
@@ -407,6 +408,8 @@ class JobRunner(Launching, ProgressReading):
             self.end_attempt(a, "ended", why or "job failed: " + action.reason)
         updates["reason"] = action.reason
         report.finished += 1
+        if any(a.nodes > 1 for a in self.attempts):
+            self._sweep_groups(report)
         spent = self.spent()
         if isinstance(action, d.Finish):
             updates["result"] = self.read_result(self.memo.progress or {})
@@ -421,3 +424,15 @@ class JobRunner(Launching, ProgressReading):
             return "cancelled"
         self.event("failed", action.reason)
         return "failed"
+
+    def _sweep_groups(self, report: PassReport) -> None:
+        """A gang job's end: its placement groups go now where the cloud lets (its nodes
+        already gone); those still in use go at a later sweep (provisioner.control.groups)."""
+        try:
+            seen = self.provider.list({TAG_MANAGED: "true", TAG_JOB: self.job.id})
+            report.provider_calls += 1
+            sweep_groups(
+                self.store, self.provider, seen, self.now, report, self.env.failpoints, self.job.id
+            )
+        except ProviderError as exc:
+            self.log.info("job %s: placement groups left to the sweep: %s", self.job.id, exc)
