@@ -30,13 +30,18 @@ from typing import TYPE_CHECKING, Any
 
 from policies.gpus import canonical_gpu, gpu_specs
 from policies.model import Policy
-from provisioner.core.catalog import Catalog, CatalogColumns
+from provisioner.core.catalog import Catalog
 from provisioner.core.measured import Measured
 from provisioner.core.models import Market, Offer, Placement
 from provisioner.core.network import wants_interconnect
-from provisioner.core.planrows import inter_node_text, interconnect_mask, measured_speed
-from provisioner.core.regions import estimate_rtt_ms, great_circle_km, regions
-from provisioner.core.rules import residency_violation
+from provisioner.core.planrows import (
+    PlanError,
+    interconnect_mask,
+    measured_speed,
+    placement_reasons,
+    region_verdicts,
+    score_rows,
+)
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
 
 if TYPE_CHECKING:
@@ -64,13 +69,7 @@ REASONS = (
     "gang_capacity",  # fewer nodes known to be there than resources.nodes (a gang)
 )
 _CODE = {r: i + 1 for i, r in enumerate(REASONS)}
-DEFAULT_SPOT_RISK = 0.10
-RISK_SCALE = 0.10
 EXAMPLES_PER_REASON = 3
-
-
-class PlanError(ValueError):
-    """The policy cannot be planned as written (e.g. an unknown GPU name)."""
 
 
 @dataclass(frozen=True)
@@ -164,54 +163,6 @@ def _gpu_models(policy: Policy) -> tuple[set[str] | None, set[str]]:
     return allowed, excluded
 
 
-def _region_verdicts(
-    policy: Policy, cols: CatalogColumns
-) -> tuple[list[int], list[float], list[float]]:
-    """Per region code: (reason code or 0, worst RTT ms, weighted mean RTT ms)."""
-    table = regions()
-    lat = policy.latency
-    targets: list[tuple[float, float, float, str | None]] = []
-    for t in lat.targets:
-        if t.lat is not None and t.lon is not None:
-            targets.append((t.lat, t.lon, t.weight, t.name))
-        elif t.region:
-            p, _, r = t.region.partition(":")
-            reg = table.get((p, r)) if r else None
-            if reg is None:
-                raise PlanError(
-                    f"latency.targets: unknown region {t.region!r} (use provider:region)"
-                )
-            targets.append((reg.lat, reg.lon, t.weight, t.name))
-    verdicts: list[int] = []
-    worst: list[float] = []
-    mean: list[float] = []
-    for provider, code in cols.region_keys:
-        reg = table.get((provider, code))
-        why = residency_violation(policy, provider, code)  # the scalar rule, per region
-        verdict = 0 if why is None else _CODE[why]
-        verdicts.append(verdict)
-        if targets:
-            key = f"{provider}:{code}"
-            rtts = []
-            for t_lat, t_lon, w, _name in targets:
-                measured = lat.measured.get(key)
-                if measured is not None:
-                    rtts.append((measured, w))
-                elif reg is not None:
-                    rtts.append(
-                        (estimate_rtt_ms(great_circle_km(t_lat, t_lon, reg.lat, reg.lon)), w)
-                    )
-                else:
-                    rtts.append((math.nan, w))
-            worst.append(max(r for r, _ in rtts))
-            total_w = sum(w for _, w in rtts)
-            mean.append(sum(r * w for r, w in rtts) / total_w)
-        else:
-            worst.append(math.nan)
-            mean.append(math.nan)
-    return verdicts, worst, mean
-
-
 def _describe(o: Offer, market: Market) -> str:
     price = o.price_for(market)
     where = o.zone or o.region
@@ -274,7 +225,7 @@ def plan_offers(
 
     # Per-row facts (columns gathered once for the surviving rows).
     res = policy.resources
-    region_verdict, region_worst_rtt, region_mean_rtt = _region_verdicts(policy, cols)
+    region_verdict, region_worst_rtt, region_mean_rtt = region_verdicts(policy, cols, _CODE)
     rv = (
         np.asarray(region_verdict, dtype=np.int16)[cols.region[rows]]
         if len(rows)
@@ -438,26 +389,11 @@ def plan_offers(
             cost = np.where(
                 np.isnan(cost), np.nanmax(cost) * 2 if np.isfinite(np.nanmax(cost)) else 1.0, cost
             )
-        prefs = policy.preferences
-        wsum = prefs.price + prefs.latency + prefs.interruption_risk + prefs.tflops_per_dollar
-        score = np.zeros(len(j_all))
-        min_cost = float(np.min(cost)) if len(cost) else 1.0
-        score += prefs.price * (cost / min_cost if min_cost > 0 else cost)
         rtt_all = mean_rtt[j_all]
-        if prefs.latency and policy.latency.targets:
-            score += prefs.latency * np.nan_to_num(rtt_all, nan=300.0) / 100.0
         is_spot = np.asarray([markets[m] is Market.SPOT for m in m_all], dtype=bool)
-        risk = np.where(
-            np.isnan(cols.band_risk[rows][j_all]), DEFAULT_SPOT_RISK, cols.band_risk[rows][j_all]
+        score, tpd = score_rows(
+            policy, cost, price_all, rtt_all, cols.band_risk[rows][j_all], is_spot, tflops[j_all]
         )
-        risk = np.where(is_spot, risk, 0.0)
-        score += prefs.interruption_risk * risk / RISK_SCALE
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tpd = tflops[j_all] / price_all
-        if prefs.tflops_per_dollar:
-            best_tpd = float(np.nanmax(tpd)) if np.isfinite(np.nanmax(tpd)) else 0.0
-            score += prefs.tflops_per_dollar * np.where(tpd > 0, best_tpd / tpd, 10.0)
-        score = score / wsum if wsum > 0 else price_all
         k = len(score) if top is None else min(top, len(score))
         part = np.argpartition(score, k - 1)[:k] if k < len(score) else np.arange(len(score))
         order = part[np.lexsort((price_all[part], score[part]))]
@@ -468,21 +404,16 @@ def plan_offers(
             cap_q = float(cap_all[q])
             h = float(hours_all[q])
             price_q = float(price_all[q])
-            reasons_txt = [f"{market.value} ${price_q:.4g}/h"]
-            if market is Market.SPOT and math.isfinite(cap_q):
-                reasons_txt.append(f"under bid cap ${cap_q:.4g}/h")
-            if nodes > 1:
-                reasons_txt.append(
-                    f"gang of {nodes} ({inter_node_text(res.interconnect.inter_node)}): "
-                    f"${price_q * nodes:.4g}/h"
-                )
-            m = measured_at.get(j)
-            if m is not None and price_q > 0:
-                sheet = float(tflops[j] / speed[j]) / price_q
-                reasons_txt.append(
-                    f"measured {sheet * m.fraction:.0f} TFLOPS/$ over {m.runs} run(s) "
-                    f"({m.fraction:.0%} of datasheet, {sheet:.0f})"
-                )
+            reasons_txt = placement_reasons(
+                market,
+                price_q,
+                cap_q,
+                nodes,
+                res.interconnect.inter_node,
+                measured_at.get(j),
+                float(tflops[j]),
+                float(speed[j]),
+            )
             placements.append(
                 Placement(
                     offer=o,

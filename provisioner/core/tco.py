@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.profile import HOURS_PER_MONTH, Phase
-from provisioner.core.planner import DEFAULT_SPOT_RISK
+from provisioner.core.planrows import DEFAULT_SPOT_RISK
 
 TERM_MONTHS = {"1y": 12, "3y": 36}
 PAYMENTS = ("all", "partial", "no")

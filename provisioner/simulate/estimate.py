@@ -32,7 +32,7 @@ from policies.model import MarketChoice, Policy
 from provisioner.core.billing import Billing
 from provisioner.core.catalog import BAND_RISK
 from provisioner.core.models import CostEstimate, Market, Placement
-from provisioner.core.planner import DEFAULT_SPOT_RISK
+from provisioner.core.planrows import DEFAULT_SPOT_RISK
 from provisioner.core.strategies import DEFAULT_STRATEGY, get_strategy
 from provisioner.core.views import CHANGEOVER_H
 from provisioner.simulate.replay import PerWindow, replay
