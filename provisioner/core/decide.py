@@ -50,6 +50,13 @@ policy's residency, never on a market the policy excludes, never spot in a coole
 an offer that just reported no capacity, never when ``restarts >= restart.max_restarts``,
 and never one that the remaining budget could not pay for.
 
+A gang (``resources.nodes`` > 1, docs/gangs.md) is decided as one instance: its nodes are
+folded first into one unit per attempt (:func:`provisioner.core.gang.fold`: any node lost is
+the unit preempted in that node's zone), a Terminate of the unit is carried out on every node
+by the caller, a Launch is a whole gang (``Placement.nodes``), the budgets are held against the
+gang's hour (``rules.hourly_cost``), and a gang is never overlapped on a notice (that would be
+a second gang). The guarantees above hold per gang (``tests/test_gang_core.py``).
+
 Spot, on-demand or wait is a strategy's choice (:mod:`provisioner.core.strategies`), selected by
 the policy's market (``on-demand``; ``spot``: spot only; ``spot-then-on-demand``: ours,
 ``provisioner``) or by name (``strategy=``, ``JobView.strategy``). Without a deadline or a work
