@@ -7,6 +7,7 @@ multi-node sets of ../shared/data (and is skipped without them)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,7 @@ def test_a_gang_is_up_while_at_least_n_of_its_zone_s_nodes_are() -> None:
     with pytest.raises(TraceError, match="0 or 1"):
         nodes_trace([[1, 2]], 300.0)
     with pytest.raises(TraceError, match=r"\(ticks, nodes\)"):
-        nodes_trace([1, 0, 1], 300.0)
+        nodes_trace(np.asarray([1, 0, 1]), 300.0)
 
 
 @pytest.mark.parametrize("nodes", [2, 4, 8])
@@ -144,24 +145,23 @@ def test_losing_one_node_restarts_the_whole_gang() -> None:
     per_node[15, 2] = 0
     tr = nodes_trace(per_node, STEP, "us-west-2a_v100_4")
     one_col = nodes_trace(per_node[:, 2:3], STEP, "us-west-2a_v100_1")
-    kw = {"work_s": 2 * 3600, "deadline_s": 4 * 3600, "overhead_s": 720, "step_s": STEP}
-    kw["checkpoint_s"] = 1800
+    single = Scenario(2 * 3600, 4 * 3600, 720, STEP, checkpoint_s=1800)
     world = World(["us-west-2a"])
-    four = Scenario(**kw, nodes=4)  # type: ignore[arg-type]
+    four = replace(single, nodes=4)
     r4 = run_window(BENCH, tr.available_on(STEP, 4), four, world, strategy="greedy")
     assert r4["preemptions"] == 1 and r4["restarts"] == 1 and r4["launches"] == 2
     # launched at 0, 2 steps of changeover, 13 steps of work to step 15: 1.3 h done, the
     # checkpoint at 1 h: 0.3 h lost, once for the whole gang
     assert r4["lost_work_hours"] == pytest.approx(0.3)
     assert not r4["deadline_missed"]
-    single = Scenario(**kw)  # type: ignore[arg-type]
     r1 = run_window(BENCH, one_col.available_on(STEP), single, world, strategy="greedy")
     assert r4["cost"] == pytest.approx(4 * r1["cost"])
     assert r4["spot_hours"] == pytest.approx(r1["spot_hours"])  # gang-hours: one changeover
     assert r4["finish_hours"] == pytest.approx(r1["finish_hours"])
-    spot_h = r4["spot_hours"]
-    assert r4["cost"] == pytest.approx(4 * single.price_spot * spot_h)
-    three = Scenario(**kw, nodes=3)  # type: ignore[arg-type]
+    # billed: steps 0-14 (1.5 h), then from step 16 one changeover and the 1 h left (1.2 h)
+    assert r4["spot_hours"] == pytest.approx(2.7)
+    assert r4["cost"] == pytest.approx(4 * single.price_spot * 2.7)
+    three = replace(single, nodes=3)
     r3 = run_window(BENCH, tr.available_on(STEP, 3), three, world, strategy="greedy")
     assert r3["preemptions"] == 0 and r3["restarts"] == 0 and r3["lost_work_hours"] == 0
     assert r3["cost"] == pytest.approx(3 * single.price_spot * (2 * 3600 + 720) / 3600)
