@@ -6,6 +6,8 @@ p3.2xlarge prices), then runs the grid C in {24, 48} h x C/D in {0.5, 0.7, 0.8, 
 {6, 12} min x {one zone, three zones} on the 2023-02-15 nine-zone set. Every window is
 checked: the optimum <= every policy, the lower bound <= the optimum, no policy with the
 safety net misses its deadline, and (Table 3 setting, d = 0) Greedy equals the optimum.
+Then gangs (issue 10, ``cost_gang.py``): 4-, 8- and 16-node jobs on the multi-node sets, next
+to one node on the same traces (``--gang-only``: those cells alone).
 
     .venv/bin/python benchmarks/cost_bench.py [--out out/cost_bench] [--windows 300] [--quick]
 
@@ -34,6 +36,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from cost_chart import draw  # noqa: E402
+from cost_gang import gang_specs, print_gang  # noqa: E402
 
 from provisioner.core.strategies import COMPARED, get_strategy  # noqa: E402
 from provisioner.simulate.optimum import lower_bound_cost, optimum  # noqa: E402
@@ -79,8 +85,9 @@ def traces_of(data: Path, name: str) -> list[Trace]:
 
 
 def windows(group: list[Trace], sc: Scenario, n: int, seed: int) -> np.ndarray:
-    """(n, steps, zones): random windows over the group's common span (unavailable past it)."""
-    av = [t.available_on(sc.step_s) for t in group]
+    """(n, steps, zones): random windows over the group's common span (unavailable past it);
+    a gang's availability (at least ``sc.nodes`` instances) for a gang."""
+    av = [t.available_on(sc.step_s, sc.nodes) for t in group]
     length = min(len(a) for a in av)
     k = total_steps(sc)
     full = np.zeros((length + k, len(group)), dtype=bool)
@@ -118,24 +125,29 @@ def load_group(group: list[str]) -> list[Trace]:
 
 
 def scenario(
-    work_h: float, frac: float, d_min: float, gap_s: float, step_s: float | None = None
+    work_h: float,
+    frac: float,
+    d_min: float,
+    gap_s: float,
+    step_s: float | None = None,
+    nodes: int = 1,
 ) -> Scenario:
     step = step_s or step_for(d_min * 60, gap_s)
     deadline = np.floor(work_h * 3600 / frac / step + 1e-9) * step
-    return Scenario(
-        work_s=work_h * 3600, deadline_s=float(deadline), overhead_s=d_min * 60, step_s=step
-    )
+    return Scenario(work_h * 3600, float(deadline), d_min * 60, step, nodes=nodes)
 
 
 def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     """One setting: every policy, the optimum and the lower bound on its windows."""
     t0 = time.perf_counter()
     groups = [load_group(g) for g in spec["groups"]]
+    gap = groups[0][0].gap_s
     sc = scenario(
-        spec["work_h"], spec["frac"], spec["d_min"], groups[0][0].gap_s, spec.get("step_s")
+        spec["work_h"], spec["frac"], spec["d_min"], gap, spec.get("step_s"), spec.get("nodes", 1)
     )
     opts: list[np.ndarray] = []
     lbs: list[np.ndarray] = []
+    ups: list[np.ndarray] = []  # share of the steps with spot (for the job, a gang's) somewhere
     runs: dict[str, list[RunStats]] = {name: [] for name in COMPARED}
     sched: list[Any] = []
     t_opt = t_pol = 0.0
@@ -147,6 +159,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         opts.append(res.cost)
         sched.append(res)
         lbs.append(lower_bound_cost(av, sc))
+        ups.append(av[:, : sc.window_steps].any(axis=2).mean(axis=1))
         t1 = time.perf_counter()
         for name in COMPARED:
             runs[name].append(replay(get_strategy(name), av, sc, observed=not spec.get("oracle")))
@@ -164,7 +177,8 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "set": spec["set"], "zones": len(spec["groups"][0]), "work_h": spec["work_h"],
         "frac": spec["frac"], "d_min": spec["d_min"], "deadline_h": sc.deadline_s / 3600,
-        "step_s": sc.step_s, "windows": len(opt), "policies": {},
+        "step_s": sc.step_s, "windows": len(opt), "policies": {}, "nodes": sc.nodes,
+        "gang_up": float(np.concatenate(ups).mean()),
         "checks": {"optimum_above_a_policy": 0, "lower_bound_above_optimum": int(np.sum(lb > opt + 1e-9)), "misses": 0},
     }  # fmt: skip
     for name in COMPARED:
@@ -262,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="grid: only C = 48 h, d = 12 min")
+    ap.add_argument("--gang-only", action="store_true", help="only the gang cells (issue 10)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument(
         "--oracle",
@@ -275,15 +290,22 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.from_json:
         saved = json.loads(args.from_json.read_text())
-        chart(saved, args.from_json.with_suffix(".png"))
+        draw(saved, args.from_json.with_suffix(".png"), LABEL, PUBLISHED, AIM)
         print_report(saved, args.from_json.with_suffix(""))
         return 0
     t_all = time.perf_counter()
     table3, speed, grid = specs(args.data, args.windows, args.seed, args.quick)
+    gang = gang_specs(args.data, args.grid_windows or args.windows, args.seed)
     for cell in grid:
         cell["windows"] = args.grid_windows or args.windows
-    for cell in [*table3, speed, *grid]:
+    for cell in [*table3, speed, *grid, *gang]:
         cell["oracle"] = args.oracle
+    if args.gang_only:
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            cells = list(pool.map(run_cell, gang))
+        print_gang(cells, COMPARED, LABEL)
+        print(f"   checks: {total_checks(cells)}; {time.perf_counter() - t_all:.0f} s")
+        return 0 if not any(total_checks(cells).values()) else 1
 
     t0 = time.perf_counter()
     speed_cell = run_cell(speed)  # alone, for a clean timing
@@ -291,18 +313,21 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         t3 = list(pool.map(run_cell, table3))
         cells = list(pool.map(run_cell, grid))
+        t_gang = time.perf_counter()
+        gang_cells = list(pool.map(run_cell, gang))
+        t_gang = time.perf_counter() - t_gang
     report: dict[str, Any] = {
         "meta": {"windows_per_trace": args.windows, "seed": args.seed, "knowledge": "oracle" if args.oracle else "daemon", "data": str(args.data), "prices": {"on_demand": 3.06, "spot": 0.97}},
         "table3": t3,
         "speed": {"cell": f"{SET_2023} x1, C=48 h, C/D=0.8, d=12 min", "windows": speed_cell["windows"], "policies": len(COMPARED) + 1, "seconds": speed_s, "detail": speed_cell["seconds"]},
-        "grid": cells,
+        "grid": cells, "gang": gang_cells, "gang_seconds": t_gang,
     }  # fmt: skip
-    report["checks"] = total_checks(t3 + cells + [speed_cell])
+    report["checks"] = total_checks(t3 + cells + gang_cells + [speed_cell])
     report["aim"] = aim(t3, cells)
     report["seconds_total"] = time.perf_counter() - t_all
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2))
-    chart(report, args.out.with_suffix(".png"))
+    draw(report, args.out.with_suffix(".png"), LABEL, PUBLISHED, AIM)
     print_report(report, args.out)
     return 0 if not any(report["checks"].values()) else 1
 
@@ -407,6 +432,7 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
         "\n   (cost - optimum) / on-demand cost, mean over the grid:",
         ", ".join(f"{LABEL[n]} {g:.3f}" for n, g in gaps.items()),
     )
+    print_gang(rep.get("gang", []), COMPARED, LABEL)
     chk = rep["checks"]
     print("\n== Checks in every window ==")
     print(
@@ -425,73 +451,9 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
     s = rep["speed"]
     print(
         f"\n== Speed: {s['windows']} windows x {s['policies']} policies ({s['cell']}): {s['seconds']:.1f} s "
-        f"(optimum {s['detail']['optimum']:.1f} s, policies {s['detail']['policies']:.1f} s); whole benchmark {rep['seconds_total']:.0f} s =="
+        f"(optimum {s['detail']['optimum']:.1f} s, policies {s['detail']['policies']:.1f} s); gang cells {rep.get('gang_seconds', 0):.0f} s; whole benchmark {rep['seconds_total']:.0f} s =="
     )
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
-
-
-def chart(rep: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
-    ax = axes[0]
-    c = next(x for x in rep["table3"] if x["d_min"] == 12.0)
-    names = [*COMPARED, "optimum"]
-    od = [
-        c["policies"][n]["on_demand_work_hours"]
-        if n in c["policies"]
-        else c["optimum"].get("od_work_hours", 0)
-        for n in names
-    ]
-    sp = [
-        c["policies"][n]["spot_work_hours"]
-        if n in c["policies"]
-        else c["optimum"].get("spot_work_hours", 0)
-        for n in names
-    ]
-    x = np.arange(len(names))
-    ax.bar(x - 0.2, od, 0.4, label="on-demand h", color="#c05621")
-    ax.bar(x + 0.2, sp, 0.4, label="spot h", color="#2b6cb0")
-    for i, n in enumerate(names):
-        if n in PUBLISHED:
-            ax.plot([i - 0.4, i], [PUBLISHED[n][0]] * 2, "k--", linewidth=1)
-            ax.plot([i, i + 0.4], [PUBLISHED[n][1]] * 2, "k--", linewidth=1)
-    ax.set_xticks(
-        x,
-        [LABEL[n].replace(" (provisioner)", "") for n in names],
-        rotation=25,
-        ha="right",
-        fontsize=8,
-    )
-    ax.set_title("Table 3 setting (d = 0.2 h): hours; dashed = published", fontsize=9)
-    ax.legend(fontsize=8)
-    for ax, zones in zip(axes[1:], (1, 3), strict=True):
-        for n in COMPARED:
-            if n == "on-demand":
-                continue
-            pts = sorted(
-                (cc["frac"], cc["policies"][n]["cost_over_optimum_mean"])
-                for cc in rep["grid"]
-                if cc["zones"] == zones
-                and not cc["set"].startswith("held-out")
-                and cc["work_h"] == 48.0
-                and cc["d_min"] == 12.0
-                and not cc["set"].startswith("held-out")
-            )
-            if pts:
-                style = "--" if n == "eager-next-region" else "-"
-                ax.plot(*zip(*pts, strict=True), style, marker="o", label=LABEL[n])
-        ax.axhline(AIM, color="grey", linestyle=":", linewidth=1)
-        ax.set_xlabel("job fraction C/D")
-        ax.set_ylabel("mean cost / optimum")
-        ax.set_title(f"2023-02-15, {zones} zone(s), C = 48 h, d = 12 min", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

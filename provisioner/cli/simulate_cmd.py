@@ -72,10 +72,11 @@ def _hours(value: str | None, option: str) -> float | None:
 )
 @click.option(
     "--nodes",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Instances a multi-node trace must show for capacity.",
+    default=None,
+    type=click.IntRange(1, 64),
+    help="Gang size, 1-64 (default: the policy's resources.nodes): spot is up in a zone while "
+    "its multi-node trace shows at least this many instances; losing one restarts the gang; "
+    "billed per node.",
 )
 @click.option(
     "--checkpoint-loss/--no-checkpoint-loss",
@@ -111,7 +112,7 @@ def simulate(
     step: str | None,
     on_demand_price: float,
     spot_price: float | None,
-    nodes: int,
+    nodes: int | None,
     checkpoint_loss: bool,
     oracle: bool,
     plot_path: str | None,
@@ -142,6 +143,7 @@ def simulate(
             policy, traces, work_h=_hours(work, "--work"), deadline_h=_hours(deadline, "--deadline"),
             changeover_h=changeover_h, step_s=None if step_h is None else step_h * 3600.0,
             on_demand_price=on_demand_price, spot_price=spot_price, checkpoint_loss=checkpoint_loss,
+            nodes=nodes,
         )  # fmt: skip
         tl = Timeline() if plot_path else None
         report = run(
@@ -151,7 +153,6 @@ def simulate(
             windows=windows,
             seed=seed,
             strategy=strategy,
-            nodes=nodes,
             timeline=tl,
             oracle=oracle,
         )
@@ -189,7 +190,9 @@ def _render(report: dict[str, Any], plot_path: str | None) -> None:
     s = report["summary"]
     out = console()
     out.print(
-        f"[bold]{report['policy']}[/] ({report['strategy']}) on {', '.join(report['zones'])}: "
+        f"[bold]{report['policy']}[/] ({report['strategy']}) on {', '.join(report['zones'])}"
+        + (f", a gang of {report['nodes']} nodes (billed per node)" if report["nodes"] > 1 else "")
+        + ": "
         f"{report['work_hours']:g} h of work, deadline {report['deadline_hours']:g} h, "
         f"changeover {report['changeover_hours'] * 60:g} min, step {report['step_seconds']:g} s, "
         f"{s['windows']} window(s)"

@@ -24,6 +24,13 @@ the instance runs and is billed until it runs out) and decide() sees it; one lon
 (``Scenario.boot_s``) is overlapped: the replacement's changeover runs during the notice,
 both billed, the old one's work kept until its capacity goes (an upper bound on its bill: the
 daemon terminates it as soon as its checkpoint is in).
+
+A gang (``Scenario.nodes`` > 1) is what decide() sees after :func:`provisioner.core.gang.fold`:
+one unit per attempt, so the engine hands decide() units directly (the fold leaves them be).
+The candidates carry ``nodes`` (per-node prices, as the planner's do, so budget rules see the
+gang's hourly cost), the policy simulated is given ``resources.nodes = nodes`` (decide() then
+never overlaps a notice: one gang at a time), the caller's ``avail`` is the gang's (at least
+``nodes`` instances in the zone) and every hour is billed ``nodes`` times.
 """
 
 from __future__ import annotations
@@ -92,13 +99,17 @@ class World:
                 self.provider, self.region(zone), zone, self.instance_type, self.gpu, 1, 8, 61,
                 sc.price_on_demand, price,
             )  # fmt: skip
-            out.append(Placement(offer, Market.SPOT, price, None, score=float(z), rank=z + 1))
-        first = out[0].offer
-        out.append(
-            Placement(
-                first, Market.ON_DEMAND, sc.price_on_demand, None, score=99.0, rank=len(out) + 1
+            out.append(
+                Placement(
+                    offer, Market.SPOT, price, None, score=float(z), rank=z + 1, nodes=sc.nodes
+                )
             )
-        )
+        first = out[0].offer
+        od = Placement(
+            first, Market.ON_DEMAND, sc.price_on_demand, None, score=99.0, rank=len(out) + 1,
+            nodes=sc.nodes,
+        )  # fmt: skip
+        out.append(od)
         return tuple(out)
 
 
@@ -136,6 +147,7 @@ def run_window(
     the oracle (see the module)."""
     if avail.ndim == 1:
         avail = avail[:, None]
+    policy = gang_policy(policy, sc.nodes)
     n_avail, n_z = avail.shape
     step = float(sc.step_s)
     job_id = "sim"
@@ -301,7 +313,7 @@ def run_window(
             price = drain.price_per_hour or 0.0
             if prices is not None:
                 price = float(prices[world.zones.index(drain.zone)])
-            cost += price * busy / 3600.0
+            cost += price * sc.nodes * busy / 3600.0
             spot_s += busy
             spot_work += work
             done_s += work
@@ -319,7 +331,7 @@ def run_window(
             price = cur.placement.price_per_hour
             if inst.market is Market.SPOT and prices is not None:
                 price = float(prices[world.zones.index(inst.zone)])
-            cost += price * billed / 3600.0
+            cost += price * sc.nodes * billed / 3600.0  # every node of a gang
             if market == SPOT:
                 spot_s += billed
                 spot_work += progress
@@ -356,6 +368,14 @@ def run_window(
         "lost_work_hours": lost_s / 3600.0,
         "failed": failed,
     }
+
+
+def gang_policy(policy: Policy, nodes: int) -> Policy:
+    """``policy`` with ``resources.nodes = nodes`` (itself when it says so already)."""
+    if policy.resources.nodes == nodes:
+        return policy
+    res = policy.resources.model_copy(update={"nodes": nodes})
+    return policy.model_copy(update={"resources": res})
 
 
 def _ended(cur: AttemptView | None, state: InstanceState, at: datetime) -> AttemptView | None:

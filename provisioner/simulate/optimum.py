@@ -4,6 +4,9 @@ The optimum knows the whole window in advance and picks, step by step, nothing, 
 spot in some zone, paying the changeover for every new instance, exactly as the policies are
 simulated (:mod:`provisioner.simulate.scenario`). It needs work, deadline and changeover to be
 whole numbers of steps (:func:`provisioner.simulate.traces.step_for` picks such a step).
+For a gang (``Scenario.nodes``) it is given the gang's availability (at least ``nodes``
+instances in the zone) and pays every node, as the policies do, so cost / optimum compares
+like with like.
 
 State: the step ``t``, what is running (nothing, on-demand, spot in zone ``z``), and the
 *lost time* ``l`` so far (steps spent waiting or in changeovers). Progress is ``t - l``, so
@@ -111,8 +114,8 @@ def _solve(
     can_start = np.moveaxis(runs >= max(k, 1), 2, 0)  # (steps, windows, zones)
 
     h = sc.step_s / 3600.0
-    a = sc.price_on_demand * h  # one on-demand step
-    b = sc.price_spot * h  # one spot step
+    a = sc.price_on_demand * sc.nodes * h  # one on-demand step (every node of a gang)
+    b = sc.price_spot * sc.nodes * h  # one spot step
     inf = np.inf
     n_modes = 2 + n_z  # 0: nothing, 1: on-demand, 2+z: spot in zone z
     pad = max(k, 1)
@@ -239,4 +242,5 @@ def lower_bound_cost(avail: np.ndarray, sc: Scenario) -> np.ndarray:
     last_len = sc.deadline_s - (n - 1) * sc.step_s
     tail = up[:, n - 1] * last_len if up.shape[1] >= n else 0.0
     spot_h = np.minimum(full + tail, sc.work_s) / 3600.0
-    return sc.price_spot * spot_h + sc.price_on_demand * (sc.work_s / 3600.0 - spot_h)
+    per_node = sc.price_spot * spot_h + sc.price_on_demand * (sc.work_s / 3600.0 - spot_h)
+    return per_node * sc.nodes

@@ -7,7 +7,10 @@ one job. ``tests/test_simulate.py`` checks on real and synthetic windows that th
 the ``decide()``-driven simulator (:mod:`provisioner.simulate.engine`) give identical runs.
 
 It assumes progress is saved continuously (no checkpoint interval) and constant prices; the
-``decide()``-driven simulator handles checkpoint loss and per-step spot prices.
+``decide()``-driven simulator handles checkpoint loss and per-step spot prices. A gang
+(``Scenario.nodes``) is one unit on its gang availability (the caller's ``avail``: at least
+``nodes`` instances in the zone), billed ``nodes`` times; the strategy sees per-node prices, as
+in ``decide()``.
 
 Like the engine, it tells the strategy what a daemon can know (``observed=True``, the
 default): a zone counts as without capacity only for
@@ -223,8 +226,8 @@ def replay(
         progress = np.where(ends, remaining, progress)
         on_spot = running == SPOT
         on_od = running == ON_DEMAND
-        price = np.where(on_spot, p_spot, p_od)
-        cost += price * billed / 3600.0
+        price = np.where(on_spot, p_spot, p_od)  # per node: a gang pays every node
+        cost += price * sc.nodes * billed / 3600.0
         spot_s += np.where(on_spot, billed, 0.0)
         od_s += np.where(on_od, billed, 0.0)
         spot_work += np.where(on_spot, progress, 0.0)

@@ -5,6 +5,10 @@ The policy's own path is simulated: :func:`provisioner.simulate.engine.run_windo
 zone cooldown, checkpoint interval). Beside it, for reference, on the same windows: the cost
 on on-demand only, the simple lower bound and (where the optimum applies: whole-step
 changeover, no time windows) the offline optimum.
+
+A gang (``nodes``: the policy's ``resources.nodes`` unless given, 1..64) replays the traces'
+gang availability (at least ``nodes`` instances in the zone, so multi-node traces), billed
+``nodes`` times, the optimum and the lower bound alike (:mod:`provisioner.simulate.engine`).
 """
 
 from __future__ import annotations
@@ -17,10 +21,15 @@ import numpy as np
 
 from policies.model import Policy
 from provisioner.core.views import CHANGEOVER_H
-from provisioner.simulate.engine import Timeline, World, run_window
+from provisioner.simulate.engine import Timeline, World, gang_policy, run_window
 from provisioner.simulate.optimum import lower_bound_cost, optimum_cost
 from provisioner.simulate.replay import total_steps
-from provisioner.simulate.scenario import P3_2XLARGE_ON_DEMAND, P3_2XLARGE_SPOT, Scenario
+from provisioner.simulate.scenario import (
+    P3_2XLARGE_ON_DEMAND,
+    P3_2XLARGE_SPOT,
+    Scenario,
+    check_nodes,
+)
 from provisioner.simulate.traces import Trace, step_for, window_starts
 
 DEFAULT_CHANGEOVER_H = CHANGEOVER_H  # the daemon's too (provisioner.core.views)
@@ -41,10 +50,13 @@ def scenario_for(
     on_demand_price: float = P3_2XLARGE_ON_DEMAND,
     spot_price: float | None = None,
     checkpoint_loss: bool = True,
+    nodes: int | None = None,
 ) -> Scenario:
-    """The job to simulate: work and deadline from the policy unless given."""
+    """The job to simulate: work, deadline and gang size (``nodes``) from the policy unless
+    given."""
     if not traces:
         raise SimulateError("give at least one trace")
+    gang = _gang_size(policy, traces, nodes)
     gaps = {t.gap_s for t in traces}
     if len(gaps) > 1:
         raise SimulateError(
@@ -73,7 +85,25 @@ def scenario_for(
         price_on_demand=on_demand_price,
         price_spot=spot_price,
         checkpoint_s=ckpt,
+        nodes=gang,
     )
+
+
+def _gang_size(policy: Policy, traces: list[Trace], nodes: int | None) -> int:
+    """The gang size, checked: 1..64, and some trace must show that many instances (a gang
+    never up on spot anywhere is a wrong trace set, not a simulation)."""
+    n = policy.resources.nodes if nodes is None else nodes
+    try:
+        check_nodes(n)
+    except ValueError as exc:
+        raise SimulateError(str(exc)) from None
+    if n > 1 and all(t.peak < n for t in traces):
+        peak = max(t.peak for t in traces)
+        raise SimulateError(
+            f"a gang of {n} nodes needs a multi-node trace: these show at most {peak} "
+            f"instance(s) available (the 4- and 16-node sets count instances up)"
+        )
+    return n
 
 
 def simulate(
@@ -84,20 +114,21 @@ def simulate(
     windows: int = 1,
     seed: int = 0,
     strategy: str | None = None,
-    nodes: int = 1,
     timeline: Timeline | None = None,
     oracle: bool = False,
 ) -> dict[str, Any]:
     """Simulate ``policy`` on ``windows`` windows of the traces (one zone per trace).
 
-    One window starts at the traces' start; more are drawn at random (``seed``).
+    One window starts at the traces' start; more are drawn at random (``seed``). A gang
+    (``sc.nodes``, :func:`scenario_for`) has spot in a zone while its trace shows at least
+    ``sc.nodes`` instances, and pays every node.
     decide() is told what a daemon can know (its own refused launches and preemptions);
     ``oracle``: every zone's spot capacity now and how long it has lasted instead, an upper
     bound no daemon can reach (see :mod:`provisioner.simulate.engine`).
     ``timeline``, when given, receives the first window's steps (for the plot).
     """
     n = min(t.steps(sc.step_s) for t in traces)
-    avail = np.stack([t.available_on(sc.step_s, nodes)[:n] for t in traces], axis=1)
+    avail = np.stack([t.available_on(sc.step_s, sc.nodes)[:n] for t in traces], axis=1)
     priced = all(t.prices is not None for t in traces)
     prices = np.stack([t.prices_on(sc.step_s)[:n] for t in traces], axis=1) if priced else None  # type: ignore[index]
     if sc.window_steps > n:
@@ -134,6 +165,7 @@ def simulate(
         "knowledge": "oracle" if oracle else "daemon",
         "traces": [t.source or t.name for t in traces],
         "zones": world.zones,
+        "nodes": sc.nodes,
         "work_hours": sc.work_s / 3600.0,
         "deadline_hours": sc.deadline_s / 3600.0,
         "changeover_hours": sc.overhead_s / 3600.0,
@@ -151,8 +183,9 @@ def _check_eligible(policy: Policy, world: World, sc: Scenario) -> None:
     from provisioner.core.decide import launchable
 
     reasons = []
+    gang = gang_policy(policy, sc.nodes)
     for p in world.candidates(sc, None):
-        why = launchable(policy, p)
+        why = launchable(gang, p)
         if why is None:
             return
         reasons.append(f"{p.offer.zone} {p.market.value}: {why}")

@@ -8,6 +8,13 @@ Every new instance (first launch, restart after a preemption, a switch of market
 first spends the changeover ``overhead_s`` (launch, setup, restore) making no progress, but
 billed. The job is done when ``work_s`` of progress is made; billing stops then. With a
 checkpoint interval, a preemption also loses the progress made since the last checkpoint.
+
+A gang (``nodes`` > 1, issue 10) is simulated as the one unit ``decide()`` sees after
+:func:`provisioner.core.gang.fold`: its zone has spot capacity while the trace shows at least
+``nodes`` instances there (:meth:`provisioner.simulate.traces.Trace.available_on`), losing any
+node preempts the whole gang (one loss of the work since the checkpoint, one changeover), and
+every hour is billed ``nodes`` times, spot and on-demand alike (the prices stay per node, as
+a :class:`~provisioner.core.models.Placement`'s do).
 """
 
 from __future__ import annotations
@@ -19,11 +26,20 @@ import numpy as np
 
 P3_2XLARGE_ON_DEMAND = 3.06  # USD/h, us-east-1/us-west-2 (SkyPilot catalog, shared/data)
 P3_2XLARGE_SPOT = 0.97  # USD/h, the spot price used for the Can't Be Late figures
+MAX_NODES = 64  # the policy's resources.nodes allows 1..64
+
+
+def check_nodes(nodes: object) -> int:
+    """``nodes`` as a gang size (1..:data:`MAX_NODES`), or a ValueError that says so."""
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        raise ValueError(f"nodes must be a whole number from 1 to {MAX_NODES}, not {nodes!r}")
+    return nodes
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A job: work, deadline (from the window start), changeover, step, prices."""
+    """A job: work, deadline (from the window start), changeover, step, prices (per node),
+    and its gang size ``nodes`` (billed ``nodes`` times)."""
 
     work_s: float
     deadline_s: float
@@ -37,8 +53,10 @@ class Scenario:
     #: instance goes ``notice_s`` later (0: at once, at the step boundary)
     notice_s: float = 0.0
     boot_s: float = 60.0  # launch to a running agent (decide()'s JobView.boot_s)
+    nodes: int = 1  # a gang of this many instances, launched, lost and billed together
 
     def __post_init__(self) -> None:
+        check_nodes(self.nodes)
         if self.step_s <= 0:
             raise ValueError("step must be positive")
         if self.work_s <= 0 or self.deadline_s <= 0:
@@ -61,8 +79,8 @@ class Scenario:
 
     @property
     def on_demand_cost(self) -> float:
-        """Cost of the job on on-demand only: one changeover plus the work."""
-        return self.price_on_demand * (self.work_s + self.overhead_s) / 3600.0
+        """Cost of the job on on-demand only: one changeover plus the work, every node."""
+        return self.price_on_demand * self.nodes * (self.work_s + self.overhead_s) / 3600.0
 
 
 @dataclass

@@ -5,13 +5,18 @@ Two formats are read:
 * the JSON of the Can't Be Late trace release (``{"metadata": {"gap_seconds": G}, "data":
   [v0, v1, ...]}``, optionally ``"prices": [...]``): tick ``i`` covers ``[i·G, (i+1)·G)``
   seconds from the start and ``v`` is the number of spot instances available (``1`` =
-  available in a single-node trace);
+  available in a single-node trace; ``0..N`` in the multi-node sets, of ``N`` instances
+  asked for);
 * CSV ``timestamp,available[,price]`` (header optional; the timestamp is ISO 8601 or epoch
   seconds; a row holds until the next one). The gap is the median spacing of the rows.
 
 A trace knows nothing of policies: :meth:`Trace.available_on` turns it into one boolean per
 simulation step (``True`` only when capacity was there for the *whole* step, so a blip that a
 coarser step straddles still preempts), and :func:`window_starts` draws random windows.
+
+A gang of ``nodes`` instances (issue 10) has spot capacity in a zone while at least ``nodes``
+instances are there: ``available_on(step_s, nodes)``. Per-node availability (one column per
+node: is that node up) becomes such a count with :func:`nodes_trace`.
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ class Trace:
         """The region the zone belongs to (``us-west-2a`` -> ``us-west-2``)."""
         z = self.zone
         return z[:-1] if len(z) > 1 and z[-1].isalpha() and z[-2].isdigit() else z
+
+    @property
+    def peak(self) -> int:
+        """The most instances the trace ever shows available (1 for a single-node trace)."""
+        return int(self.values.max()) if len(self.values) else 0
 
     def available(self, nodes: int = 1) -> np.ndarray:
         """One boolean per tick: at least ``nodes`` instances available."""
@@ -192,6 +202,21 @@ def synthetic_trace(
     """A trace from a list of 0/1 (or counts), for tests and examples."""
     values = np.asarray(available, dtype=np.float64)
     return Trace(name, _zone_of(name), float(gap_s), values)
+
+
+def nodes_trace(
+    per_node: list[list[int]] | np.ndarray, gap_s: float = 600.0, name: str = "synthetic"
+) -> Trace:
+    """A multi-node trace from per-node availability, ``(ticks, nodes)`` of 0/1 (node ``j`` up
+    at tick ``i``): the count of nodes up per tick, as the multi-node sets record it. A gang of
+    ``N`` is then up where at least ``N`` are (:meth:`Trace.available`), whichever they are."""
+    arr = np.asarray(per_node, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise TraceError(f"{name}: per-node availability must be (ticks, nodes), not {arr.shape}")
+    if not np.isin(arr, (0.0, 1.0)).all():
+        raise TraceError(f"{name}: per-node availability must be 0 or 1")
+    meta = {"gap_seconds": float(gap_s), "nodes": int(arr.shape[1])}
+    return Trace(name, _zone_of(name), float(gap_s), arr.sum(axis=1), meta=meta)
 
 
 def window_starts(n_steps: int, window_steps: int, count: int, seed: int) -> np.ndarray:
