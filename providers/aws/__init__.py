@@ -23,9 +23,14 @@ cannot be reached the catalog's on-demand price is used, and the quote says so
 (``on_demand_at`` None). A spot interruption
 shows as ``StateReason.Code`` ``Server.SpotInstanceTermination`` on the terminated instance.
 
+A gang (issue 10) goes into one cluster placement group (``placement``: the group's id is
+``<region>/<name>``); its nodes name it in ``Placement.GroupName``, and ``fabric="efa"`` gives
+each node an EFA network interface.
+
 The adapter is split by concern: ``errors`` (the error table and classifier), ``client``
 (options, session and clients), ``offers`` (offers and prices), ``instances`` (launch,
-describe, terminate, interruptions) and ``adapter`` (:class:`AWSProvider`, composing them).
+describe, terminate, interruptions), ``placement`` (cluster placement groups) and ``adapter``
+(:class:`AWSProvider`, composing them).
 """
 
 from __future__ import annotations

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from providers.aws.commitments import AWSCommitments
 from providers.aws.instances import AWSInstances
+from providers.aws.placement import AWSPlacement
 from providers.base import Provider
 
 
-class AWSProvider(AWSCommitments, AWSInstances, Provider):
+class AWSProvider(AWSCommitments, AWSPlacement, AWSInstances, Provider):
     """EC2 in one or more regions.
 
     ``credentials``: a dict with ``aws_access_key_id``/``aws_secret_access_key``
@@ -21,6 +22,9 @@ class AWSProvider(AWSCommitments, AWSInstances, Provider):
     custom EC2 ``endpoint`` and none given, on-demand prices come from the catalog.
     ``on_demand_ttl_s``: how long fetched on-demand prices are kept.
     ``page_size``: ``MaxResults`` of the list calls (5 or more; None: the service's default).
+
+    A gang's nodes go into one cluster placement group (:mod:`providers.aws.placement`); a
+    launch with ``fabric="efa"`` asks for an EFA network interface.
     """
 
     name = "aws"

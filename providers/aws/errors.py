@@ -31,8 +31,12 @@ ERRORS = ErrorTable(
             "ExpiredToken",
             "OptInRequired",
         ),
-        ErrorKind.NOT_FOUND: ("InvalidInstanceID.NotFound",),
+        # a placement group that is not there (deleted, or never made): delete treats it as gone
+        ErrorKind.NOT_FOUND: ("InvalidInstanceID.NotFound", "InvalidPlacementGroup.Unknown"),
         ErrorKind.THROTTLED: ("RequestLimitExceeded", "Throttling", "ThrottlingException"),
+        # a group still holding an instance that is not terminated yet (not retried in the call:
+        # the group sweep tries again at its next pass); a name already taken in the region
+        ErrorKind.INVALID: ("InvalidPlacementGroup.InUse", "InvalidPlacementGroup.Duplicate"),
         ErrorKind.TRANSIENT: (
             "InternalError",
             "InternalFailure",

@@ -6,6 +6,11 @@ instance and its volumes, ``ClientToken`` from (job, attempt), and IMDSv2 requir
 launching, the adapter looks for its own instance by the job/attempt tags: EC2 honours
 ``ClientToken`` but moto does not, and the tag lookup is what the reconciler relies on anyway.
 A spot interruption shows as ``StateReason.Code`` ``Server.SpotInstanceTermination``.
+
+A gang's node (issue 10) is found by its node tag as well, goes into the gang's placement group
+(``Placement.GroupName`` beside the zone), and with ``fabric="efa"`` gets an EFA interface
+(``NetworkInterfaces`` with ``InterfaceType=efa`` at device index 0, carrying the subnet and
+security groups, which may then not be given beside it).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from providers.base import ErrorKind, ProviderError
 from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
+    TAG_NODE,
     Instance,
     InstanceState,
     Interruption,
@@ -77,8 +83,7 @@ class AWSInstances(AWSClient):
         mine = self._describe(
             region,
             [
-                _tag_filter(TAG_JOB, request.job_id),
-                _tag_filter(TAG_ATTEMPT, str(request.attempt)),
+                *(_tag_filter(k, v) for k, v in _own_tags(request).items()),
                 {"Name": "instance-state-name", "Values": NOT_TERMINATED},
             ],
         )
@@ -121,13 +126,32 @@ class AWSInstances(AWSClient):
         )
         if user_data:
             params["UserData"] = user_data  # boto3 base64-encodes it
+        placement: dict[str, str] = {}
         if offer.zone:
-            params["Placement"] = {"AvailabilityZone": offer.zone}
+            placement["AvailabilityZone"] = offer.zone
+        if request.placement_group:
+            placement["GroupName"] = _group_in(request.placement_group, region)
+        if placement:
+            params["Placement"] = placement
         subnet = self.subnets.get(offer.zone) or self.subnet
-        if subnet:
-            params["SubnetId"] = subnet
-        if self.security_groups:
-            params["SecurityGroupIds"] = self.security_groups
+        if request.fabric == "efa":
+            # EC2 takes the subnet and security groups inside the interface when one is given
+            # (with SubnetId or SecurityGroupIds beside it: InvalidParameterCombination)
+            nic: dict[str, Any] = {
+                "DeviceIndex": 0,
+                "InterfaceType": "efa",
+                "DeleteOnTermination": True,
+            }
+            if subnet:
+                nic["SubnetId"] = subnet
+            if self.security_groups:
+                nic["Groups"] = list(self.security_groups)
+            params["NetworkInterfaces"] = [nic]
+        else:
+            if subnet:
+                params["SubnetId"] = subnet
+            if self.security_groups:
+                params["SecurityGroupIds"] = self.security_groups
         key_name = request.ssh_key_name or self.key_name
         if key_name:
             params["KeyName"] = key_name
@@ -318,6 +342,26 @@ class AWSInstances(AWSClient):
                     )
                 )
         return out
+
+
+def _own_tags(request: LaunchRequest) -> dict[str, str]:
+    """The tags that find this launch's own instance: job and attempt, and a gang's node."""
+    keys = (TAG_JOB, TAG_ATTEMPT, TAG_NODE) if request.nodes > 1 else (TAG_JOB, TAG_ATTEMPT)
+    return {k: request.tags[k] for k in keys}
+
+
+def _group_in(gid: str, region: str) -> str:
+    """The name of placement group ``gid`` (``<region>/<name>``), refused where it is in
+    another region than the launch (EC2 names groups per region)."""
+    where, _, name = gid.rpartition("/")
+    if where and where != region:
+        raise ProviderError(
+            ErrorKind.INVALID,
+            "PlacementGroupRegion",
+            f"placement group {name} is in {where}, the launch in {region}",
+            provider="aws",
+        )
+    return name
 
 
 def _tag_filter(key: str, value: str) -> dict[str, Any]:

@@ -28,11 +28,16 @@ What this adapter does, and the GCP facts behind it (see shared/reference/clouds
   ``get`` of a VM deleted by preemption answers a PREEMPTED instance built from the operation.
 - Instance ids are ``<zone>/<name>``; ``get``/``terminate`` also take a bare name (found with
   an aggregated list).
+- **Gangs** (issue 10) go under one compact placement policy (a regional resource policy,
+  ``groupPlacementPolicy.collocation = COLLOCATED``, its tags as JSON in its description; its
+  id is its path ``projects/P/regions/R/resourcePolicies/N``); each node's insert names it in
+  ``resourcePolicies``.
 
 The adapter is split by concern: ``errors`` (the error table and classifier), ``gpus``
 (accelerator types and shapes), ``labels`` (tags as labels), ``client`` (options, credentials,
 clients), ``offers`` (offers and prices), ``instances`` (describe, terminate, preemptions),
-``launch`` and ``adapter`` (:class:`GCPProvider`, composing them).
+``placement`` (compact placement policies), ``launch`` and ``adapter`` (:class:`GCPProvider`,
+composing them).
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ class GCPProvider(GCPOffers, GCPLaunch, Provider):
     in tests); ``billing_endpoint``: the Cloud Billing API root; ``billing_api_key``: an API key
     for it (else the credentials are used). ``termination_action``: what GCP does to a Spot VM
     it preempts, ``DELETE`` (default) or ``STOP``.
+
+    A gang's nodes go under one compact placement policy (:mod:`providers.gcp.placement`,
+    through :class:`~providers.gcp.launch.GCPLaunch`).
     """
 
     name = "gcp"

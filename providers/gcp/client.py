@@ -43,6 +43,8 @@ class _Clients:
     global_operations: Any
     machine_types: Any
     accelerator_types: Any
+    resource_policies: Any
+    region_operations: Any
 
 
 class GCPClient:
@@ -145,6 +147,8 @@ class GCPClient:
                     global_operations=compute_v1.GlobalOperationsClient(**kw),
                     machine_types=compute_v1.MachineTypesClient(**kw),
                     accelerator_types=compute_v1.AcceleratorTypesClient(**kw),
+                    resource_policies=compute_v1.ResourcePoliciesClient(**kw),
+                    region_operations=compute_v1.RegionOperationsClient(**kw),
                 )
             return self._clients
 

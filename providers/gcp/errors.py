@@ -45,6 +45,12 @@ ERRORS = ErrorTable(
             "SERVICE_UNAVAILABLE",
         ),
         ErrorKind.PRICE_TOO_LOW: ("PriceAboveCap",),
+        # a placement policy an instance still holds (400 at delete; not retried in the call:
+        # the group sweep tries again at its next pass)
+        ErrorKind.INVALID: (
+            "resourceInUseByAnotherResource",
+            "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE",
+        ),
     },
 )
 

@@ -16,7 +16,7 @@ import functools
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -57,21 +57,26 @@ class GCPInstances(GCPClient):
 
     def _wait(self, zone: str, operation: str) -> None:
         """Poll ``operation`` with our own ZoneOperationsClient until DONE; raise its error."""
+        c = self.clients()
+        self._wait_on(
+            operation,
+            lambda: c.zone_operations.wait(
+                project=self.project,
+                zone=zone,
+                operation=operation,
+                retry=None,
+                timeout=self.request_timeout,
+            ),
+        )
+
+    def _wait_on(self, operation: str, poll: Callable[[], Any]) -> None:
+        """Call ``poll`` (an operations client's ``wait``) until the operation is DONE; raise
+        the operation's error (``error.errors[0].code``) if it failed."""
         from google.cloud import compute_v1
 
-        c = self.clients()
         deadline = time.monotonic() + self.operation_timeout
         while True:
-            op = self._call(
-                "wait",
-                lambda: c.zone_operations.wait(
-                    project=self.project,
-                    zone=zone,
-                    operation=operation,
-                    retry=None,
-                    timeout=self.request_timeout,
-                ),
-            )
+            op = self._call("wait", poll)
             if op.status == compute_v1.Operation.Status.DONE:
                 break
             if time.monotonic() > deadline:

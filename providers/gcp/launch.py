@@ -5,7 +5,9 @@ price (the live quote, else the offer's) is above ``request.bid_cap_per_hour`` i
 ``ProviderError(PRICE_TOO_LOW, "PriceAboveCap")`` and nothing is sent; where no price is known
 the launch goes ahead and a warning says the cap could not be checked. The instance name is
 ``request.name`` and the insert carries ``requestId = uuid5(token)``; before inserting, the
-adapter looks for the instance by name in the zone and by its job/attempt labels.
+adapter looks for the instance by name in the zone and by its job/attempt labels (and, for a
+gang's node, its node label). A gang's node names the gang's compact placement policy in its
+``resourcePolicies`` (:mod:`providers.gcp.placement`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,16 @@ from providers._common import offer_for, user_data_for
 from providers.base import ErrorKind, ProviderError
 from providers.gcp.client import REQUEST_ID_NAMESPACE, TAGS_METADATA_KEY
 from providers.gcp.gpus import accelerator_type, has_builtin_gpus
-from providers.gcp.instances import GCPInstances
 from providers.gcp.labels import labels_for
-from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, Instance, LaunchRequest, Market
+from providers.gcp.placement import GCPPlacement
+from provisioner.core.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    TAG_NODE,
+    Instance,
+    LaunchRequest,
+    Market,
+)
 
 log = logging.getLogger("provisioner.providers.gcp")
 
@@ -31,8 +40,9 @@ def request_id(token: str) -> str:
     return str(uuid.uuid5(REQUEST_ID_NAMESPACE, token))
 
 
-class GCPLaunch(GCPInstances):
-    """Launch, on top of the instance operations it looks its own instances up with."""
+class GCPLaunch(GCPPlacement):
+    """Launch, on top of the instance operations it looks its own instances up with (and the
+    placement policies a gang's nodes join)."""
 
     def launch(self, request: LaunchRequest) -> Instance:
         offer = offer_for(request, "gcp")
@@ -85,17 +95,15 @@ class GCPLaunch(GCPInstances):
         return instance
 
     def _existing(self, request: LaunchRequest, zone: str) -> Instance | None:
-        """The live instance of this (job, attempt): by name in the zone, else by labels."""
+        """The live instance of this (job, attempt[, node]): by name in the zone, else by
+        labels."""
         raw = self._get_raw(zone, request.name)
         if raw is not None:
             found = self._instance(raw)
             if found.state.alive:
                 return found
-        mine = [
-            i
-            for i in self.list({TAG_JOB: request.job_id, TAG_ATTEMPT: str(request.attempt)})
-            if i.state.alive
-        ]
+        keys = (TAG_JOB, TAG_ATTEMPT, TAG_NODE) if request.nodes > 1 else (TAG_JOB, TAG_ATTEMPT)
+        mine = [i for i in self.list({k: request.tags[k] for k in keys}) if i.state.alive]
         return mine[0] if mine else None
 
     def _enforce_cap(self, request: LaunchRequest) -> None:
@@ -176,6 +184,8 @@ class GCPLaunch(GCPInstances):
                     "accelerator_count": offer.gpu_count,
                 }
             ]
+        if request.placement_group:
+            body["resource_policies"] = [self._policy_for(request.placement_group, zone)]
         if self.service_account:
             body["service_accounts"] = [
                 {

@@ -8,6 +8,9 @@
   HTTP status, so botocore parses it and the adapter classifies it as it would in the cloud.
 - A preemption is made in moto's backend, in-process: the instance is terminated and its state
   reason set to ``Server.SpotInstanceTermination`` (moto internals; moto is pinned < 5.3).
+- moto has no placement groups: tests/fakes/aws_placement.py adds EC2's three actions (and
+  ``Placement.GroupName`` at RunInstances) to moto's server before it starts; a launch's group
+  is read off the wire as its ``Placement.GroupName`` (``wire_placement``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
+from fakes.aws_placement import install as install_placement_groups
 from harness import CONTRACT_RETRY
 
 from providers.aws import AWSProvider
@@ -43,6 +47,9 @@ OPERATIONS = {
     "terminate": "TerminateInstances",
     "offers": "DescribeInstanceTypes",
     "prices": "DescribeSpotPriceHistory",
+    "ensure-group": "CreatePlacementGroup",
+    "list-groups": "DescribePlacementGroups",
+    "delete-group": "DeletePlacementGroup",
 }
 #: HTTP status EC2 sends with each error code (client errors are 400 unless listed)
 STATUS = {
@@ -66,6 +73,7 @@ def _endpoint() -> str:
         if _server is None:
             from moto.server import ThreadedMotoServer
 
+            install_placement_groups()
             server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
             server.start()
             atexit.register(server.stop)
@@ -194,6 +202,10 @@ class AWSHarness:
             return Market.ON_DEMAND, None
         cap = request.get("InstanceMarketOptions.SpotOptions.MaxPrice")
         return Market.SPOT, float(cap) if cap is not None else None
+
+    def wire_placement(self, request: dict[str, Any]) -> str | None:
+        """The placement group a RunInstances request names (``Placement.GroupName``)."""
+        return request.get("Placement.GroupName") or None
 
     # -- the cloud's own doings ---------------------------------------------------------------
 

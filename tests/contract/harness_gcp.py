@@ -8,6 +8,7 @@ injected the way GCP reports them: the insert is accepted and its operation fail
 ``error.errors[0].code``; auth and throttling are HTTP errors (403 ``forbidden``, 429
 ``rateLimitExceeded``). A 401 is not used here: google-auth answers it by refreshing the token
 and retrying, and a token that cannot be refreshed ends in ``RefreshError`` (also AUTH).
+A gang's placement is its compact placement policy, read off the insert's ``resourcePolicies``.
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ class GCPHarness:
         scheduling = (request.get("body") or {}).get("scheduling") or {}
         spot = scheduling.get("provisioningModel") == "SPOT" or scheduling.get("preemptible")
         return (Market.SPOT if spot else Market.ON_DEMAND), None  # GCP takes no bid
+
+    def wire_placement(self, request: dict[str, Any]) -> str | None:
+        """The placement policy an instance insert names (its ``resourcePolicies``), as the
+        path after ``/compute/v1/`` where a full URL was sent."""
+        policies = (request.get("body") or {}).get("resourcePolicies") or []
+        if not policies:
+            return None
+        return str(policies[0]).split("/compute/v1/", 1)[-1]
 
     def close(self) -> None:
         self.server.close()

@@ -11,6 +11,9 @@ It speaks the REST wire format ``google-cloud-compute`` (``transport="rest"``) e
 - ``GET    .../aggregated/machineTypes`` and ``.../aggregated/acceleratorTypes``.
 - ``GET    /v1/services/6F81-5844-456A/skus`` (Cloud Billing Catalog, paged by
   ``nextPageToken``) with a few real-shaped GPU, core and RAM SKUs.
+- Resource policies (``.../regions/R/resourcePolicies``: insert, get, delete, list,
+  aggregatedList) and region operations, and an instance's ``resourcePolicies``: see
+  :mod:`fakes.gcp_policies`.
 
 Errors use GCP's envelope ``{"error": {"code": <status>, "message", "errors": [{"reason",
 "domain", "message"}], "status"}}``. Capacity and quota errors are not HTTP errors on GCP: the
@@ -40,6 +43,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from .gcp_policies import ResourcePolicies
 
 BILLING_SERVICE = "6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
 
@@ -377,6 +382,10 @@ class _State:
     operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
     pending_error: dict[tuple[str, str], str] = field(default_factory=dict)
+    policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    region_operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    policy_request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -442,7 +451,7 @@ def matches_filter(resource: dict[str, Any], expr: str) -> bool:
     return True
 
 
-class GCPServer:
+class GCPServer(ResourcePolicies):
     """The fake, started on 127.0.0.1 on a free port; use as a context manager or call close()."""
 
     def __init__(
@@ -510,7 +519,8 @@ class GCPServer:
         """Make the next ``times`` calls of ``operation`` fail with ``code``.
 
         ``operation``: insert, get, list, aggregatedList, delete, wait, operations, billing
-        (or ``launch``/``terminate``). Codes in :data:`OPERATION_ERRORS` make an insert's
+        (or ``launch``/``terminate``), policy-insert, policy-get, policy-delete, policy-list,
+        region-wait. Codes in :data:`OPERATION_ERRORS` make an insert's
         operation fail (as GCP does); any other code is an HTTP error with that ``reason`` (a
         bare number such as ``"503"`` is that status).
         """
@@ -683,6 +693,7 @@ class GCPServer:
         yield p + r"/aggregated/machineTypes", "GET", self._machine_types
         yield p + r"/aggregated/acceleratorTypes", "GET", self._accelerator_types
         yield rf"/v1/services/{BILLING_SERVICE}/skus", "GET", self._skus
+        yield from self._policy_routes()
 
     def _injected(self, operation: str) -> tuple[int, Any] | None:
         item = self._take_injected(operation)
@@ -757,7 +768,12 @@ class GCPServer:
                 f"Invalid value for field 'resource.machineType': '{body.get('machineType')}'. "
                 f"Machine type with name '{mt}' does not exist in zone '{zone}'.",
             )
+        policies, bad = self._instance_policies(body, zone)
+        if bad:
+            return bad
         inst = json.loads(json.dumps(body))
+        if policies:
+            inst["resourcePolicies"] = policies
         inst.update(
             {
                 "kind": "compute#instance",
