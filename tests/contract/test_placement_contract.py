@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from harness import Harness
 
-from providers.base import Provider
+from providers.base import ErrorKind, Provider, ProviderError
 from providers.capabilities import PlacementGroups
 from provisioner.core.models import (
     TAG_ATTEMPT,
@@ -75,15 +75,25 @@ def _node(harness: Harness, group: str, node: int, nodes: int = 2) -> LaunchRequ
 
 
 def _until_gone(provider: Provider, ids: list[str], *, within: float = 20.0) -> None:
-    """Wait until the cloud reports each instance terminated: a cloud refuses to delete a group
-    while a member is still shutting down (EC2's InvalidPlacementGroup.InUse)."""
+    """Wait until the cloud reports each instance terminated, or gone altogether (an Azure VM
+    deleted is NOT_FOUND): a cloud refuses to delete a group while a member is still shutting
+    down (EC2's InvalidPlacementGroup.InUse)."""
     deadline = time.monotonic() + within
     while True:
-        states = {provider.get(i).state for i in ids}
+        states = {_state(provider, i) for i in ids}
         if states <= {InstanceState.TERMINATED}:
             return
         assert time.monotonic() < deadline, f"instances not terminated after {within}s: {states}"
         time.sleep(0.1)
+
+
+def _state(provider: Provider, instance_id: str) -> InstanceState:
+    try:
+        return provider.get(instance_id).state
+    except ProviderError as err:
+        if err.kind is ErrorKind.NOT_FOUND:
+            return InstanceState.TERMINATED
+        raise
 
 
 def test_ensure_is_idempotent_and_found_by_tags(harness: Harness, provider: Provider) -> None:
