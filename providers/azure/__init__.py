@@ -30,7 +30,8 @@ What this adapter does, and the Azure facts behind it (see shared/reference/clou
 
 The adapter is split by concern: ``errors`` (the error table and classifier), ``client``
 (options, credential, clients), ``offers`` (offers and prices), ``instances`` (describe,
-terminate, evictions), ``launch`` (NIC and VM) and ``adapter`` (:class:`AzureProvider`).
+terminate, evictions), ``launch`` (NIC and VM), ``placement`` (proximity placement groups for
+gangs) and ``adapter`` (:class:`AzureProvider`).
 """
 
 from __future__ import annotations

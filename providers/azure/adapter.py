@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from providers.azure.commitments import AzureCommitments
 from providers.azure.launch import AzureLaunch
+from providers.azure.placement import AzurePlacement
 from providers.base import Provider
 
 
-class AzureProvider(AzureCommitments, AzureLaunch, Provider):
+class AzureProvider(AzureCommitments, AzurePlacement, AzureLaunch, Provider):
     """Azure VMs in one subscription and resource group.
 
     ``subscription_id`` (default ``$AZURE_SUBSCRIPTION_ID``), ``resource_group``,
@@ -17,6 +18,9 @@ class AzureProvider(AzureCommitments, AzureLaunch, Provider):
     ``DefaultAzureCredential``. ``endpoint``: the ARM root (``http://127.0.0.1:P`` in tests);
     ``prices_endpoint``: the Retail Prices API root. ``image``: ``publisher:offer:sku:version``
     or an image resource id. ``eviction_policy``: ``Delete`` (default) or ``Deallocate``.
+
+    Gangs (issue 10): proximity placement groups in the same resource group
+    (:mod:`providers.azure.placement`), named by each node's VM.
     """
 
     name = "azure"

@@ -196,6 +196,19 @@ class AzureClient:
             f"/providers/Microsoft.Network/networkInterfaces/{vm_name}-nic"
         )
 
+    def ppg_id(self, name: str) -> str:
+        """The ARM id of proximity placement group ``name`` in the adapter's resource group."""
+        return (
+            f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
+            f"/providers/Microsoft.Compute/proximityPlacementGroups/{name}"
+        )
+
+
+def _zone_number(zone: str) -> str:
+    """An Azure zone (``1``/``2``/``3``) from ``eastus-1``, ``1`` or ``""``."""
+    tail = zone.rsplit("-", 1)[-1] if zone else ""
+    return tail if tail.isdigit() else ""
+
 
 def _as_dict(model: Any) -> dict[str, Any]:
     """An SDK model as its wire JSON (camelCase, ``properties`` nested), whatever its generation.

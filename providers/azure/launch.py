@@ -8,6 +8,11 @@ base64 of the request's user data (else of the bootstrap script rendered from it
 PUT is idempotent; the adapter still looks the VM up first and returns it if it exists.
 Allocation failures arrive as a failed long-running operation; the VM is then left ``Failed``
 and the adapter deletes it and its NIC before raising.
+
+A gang's node (``request.placement_group`` set) carries ``properties.proximityPlacementGroup``
+= ``{"id": <the group's ARM id>}`` (:mod:`providers.azure.placement`). An RDMA fabric
+(``request.fabric`` "infiniband"/"rdma") needs nothing more on the wire: the size carries it
+(the ND-series sizes with an ``r``, e.g. ``Standard_ND96asr_v4``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from providers._common import cap_decimal, offer_for, user_data_for
-from providers.azure.client import _as_dict
+from providers.azure.client import _as_dict, _zone_number
 from providers.azure.instances import AzureInstances
 from providers.base import ErrorKind, ProviderError, redact
 from provisioner.core.models import Instance, LaunchRequest, Market
@@ -165,6 +170,9 @@ class AzureLaunch(AzureInstances):
             )
         else:
             props["priority"] = "Regular"
+        if request.placement_group:  # a gang's node: into the gang's proximity placement group
+            group = request.placement_group
+            props["proximityPlacementGroup"] = {"id": group if "/" in group else self.ppg_id(group)}
         body: dict[str, Any] = {"location": region, "tags": dict(request.tags), "properties": props}
         zone = _zone_number(offer.zone)
         if zone:
@@ -200,12 +208,6 @@ class AzureLaunch(AzureInstances):
             self._delete(name)
         except ProviderError as cleanup:
             log.warning("azure: could not clean up after %s: %s", name, cleanup)
-
-
-def _zone_number(zone: str) -> str:
-    """An Azure zone (``1``/``2``/``3``) from ``eastus-1``, ``1`` or ``""``."""
-    tail = zone.rsplit("-", 1)[-1] if zone else ""
-    return tail if tail.isdigit() else ""
 
 
 def _image_reference(image: str) -> dict[str, str]:

@@ -5,7 +5,8 @@ Capacity is injected as ``AllocationFailed``, which Azure reports as a *failed l
 operation* after an accepted PUT (the VM is left ``Failed``; the adapter removes it and its
 NIC). Quota is ``OperationNotAllowed`` (409, quota message), price-too-low
 ``SpotPriceGreaterThanProvidedMaxPrice`` (409), auth ``AuthorizationFailed`` (403), throttling
-``TooManyRequests`` (429 with Retry-After).
+``TooManyRequests`` (429 with Retry-After). A gang's node names its proximity placement group
+as the VM's ``properties.proximityPlacementGroup.id`` (``wire_placement``).
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ class AzureHarness:
             price = (props.get("billingProfile") or {}).get("maxPrice")
             return Market.SPOT, None if price in (None, -1) else float(price)
         return Market.ON_DEMAND, None
+
+    def wire_placement(self, request: dict[str, Any]) -> str | None:
+        """The VM's ``properties.proximityPlacementGroup.id`` (None: in no group)."""
+        props = (request.get("body") or {}).get("properties") or {}
+        ref = props.get("proximityPlacementGroup") or {}
+        return str(ref["id"]) if ref.get("id") else None
 
     def close(self) -> None:
         self.server.close()

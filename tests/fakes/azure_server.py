@@ -10,6 +10,12 @@ It speaks the wire format ``azure-mgmt-compute`` and ``azure-mgmt-network`` expe
   ``provisioningState: Creating`` and an ``Azure-AsyncOperation`` header; polling that URL
   answers ``InProgress`` (``polls`` times), then ``Succeeded`` or ``Failed`` with
   ``{"error": {"code", "message"}}``; a DELETE answers 202 the same way.
+- ``PUT/GET/DELETE .../Microsoft.Compute/proximityPlacementGroups/N`` and the list by resource
+  group (the REST reference's ProximityPlacementGroups operations: synchronous, PUT answers 201
+  or 200, DELETE 200). A VM's ``properties.proximityPlacementGroup.id`` must name an existing
+  group; the group's read-only ``properties.virtualMachines`` lists the VMs that reference it,
+  and a DELETE while that list is not empty is refused (409 ``OperationNotAllowed``); a DELETE
+  of an absent group answers 204, as ARM's resource-provider contract has it.
 - ``GET /api/retail/prices?$filter=...`` (unauthenticated) with an OData subset (``eq``,
   ``and``, ``or``, ``contains``, parentheses), paged by ``NextPageLink``.
 
@@ -303,6 +309,7 @@ class _Op:
 class _State:
     vms: dict[str, dict[str, Any]] = field(default_factory=dict)
     nics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ppgs: dict[str, dict[str, Any]] = field(default_factory=dict)
     ops: dict[str, _Op] = field(default_factory=dict)
     custom_data: dict[str, str] = field(default_factory=dict)
 
@@ -386,7 +393,7 @@ class AzureServer:
         """Make the next ``times`` calls of ``operation`` fail with ARM error ``code``.
 
         ``operation``: vm.put, vm.get, vm.list, vm.delete, nic.put, nic.get, nic.list,
-        nic.delete, poll, prices (``launch`` = vm.put, ``terminate`` = vm.delete). Codes marked
+        nic.delete, ppg.put, ppg.get, ppg.list, ppg.delete, poll, prices (``launch`` = vm.put, ``terminate`` = vm.delete). Codes marked
         ``async`` in :data:`ERRORS` fail the PUT's operation instead of the PUT.
         """
         operation = {
@@ -418,6 +425,12 @@ class AzureServer:
         with self._lock:
             return self._state.nics.get(name.lower())
 
+    def ppg(self, name: str) -> dict[str, Any] | None:
+        """Proximity placement group ``name`` as a GET returns it (None: there is none)."""
+        with self._lock:
+            found = self._state.ppgs.get(name.lower())
+            return self._public_ppg(found) if found else None
+
     def custom_data(self, name: str) -> str | None:
         """The customData a VM was created with (Azure never returns it on GET)."""
         return self._state.custom_data.get(name.lower())
@@ -447,6 +460,9 @@ class AzureServer:
 
     def _nic_id(self, name: str) -> str:
         return f"{self._rg_prefix()}/Microsoft.Network/networkInterfaces/{name}"
+
+    def _ppg_id(self, name: str) -> str:
+        return f"{self._rg_prefix()}/Microsoft.Compute/proximityPlacementGroups/{name}"
 
     def _new_op(self, provider: str, location: str, **kw: Any) -> tuple[_Op, dict[str, str]]:
         op = _Op(
@@ -590,6 +606,11 @@ class AzureServer:
             self._vm_evict,
         )
         yield rg + r"/Microsoft\.Compute/virtualMachines", "GET", self._vm_list
+        ppg = rg + r"/Microsoft\.Compute/proximityPlacementGroups"
+        yield ppg + r"/(?P<name>[^/]+)", "PUT", self._ppg_put
+        yield ppg + r"/(?P<name>[^/]+)", "GET", self._ppg_get
+        yield ppg + r"/(?P<name>[^/]+)", "DELETE", self._ppg_delete
+        yield ppg, "GET", self._ppg_list
         yield (
             (
                 r"/subscriptions/(?P<sub>[^/]+)/providers/(?P<provider>Microsoft\.(?:Compute|Network))/"
@@ -785,6 +806,15 @@ class AzureServer:
                 return self._error(
                     "NicInUse", 400, f"Network interface {nic['id']} is in use by {attached['id']}."
                 )
+        group_ref = (props.get("proximityPlacementGroup") or {}).get("id")
+        if group_ref is not None and self._ppg_of(str(group_ref)) is None:
+            return self._error(
+                "InvalidResourceReference",
+                400,
+                f"Resource {group_ref} referenced by resource {self._vm_id(name)} was not found. "
+                "Please make sure that the referenced resource exists, and that both resources "
+                "are in the same region.",
+            )
         existing = self._state.vms.get(name.lower())
         custom = (props.get("osProfile") or {}).get("customData")
         if custom is not None:
@@ -941,6 +971,133 @@ class AzureServer:
         if found.status == "Failed" and found.error:
             payload["error"] = {"code": found.error[0], "message": found.error[1]}
         return 200, payload, {"Retry-After": "0"} if found.status == "InProgress" else {}
+
+    # proximity placement groups
+
+    def _ppg_of(self, ref: str) -> dict[str, Any] | None:
+        """The group a resource id names (this subscription and resource group only)."""
+        head, _, name = ref.rstrip("/").rpartition("/")
+        if head.lower() != self._ppg_id("").rstrip("/").lower():
+            return None
+        return self._state.ppgs.get(name.lower())
+
+    def _ppg_users(self, ppg: dict[str, Any]) -> list[str]:
+        """The ids of the VMs whose ``proximityPlacementGroup`` names ``ppg``."""
+        return [
+            vm["id"]
+            for vm in self._state.vms.values()
+            if str(
+                ((vm["properties"].get("proximityPlacementGroup") or {}).get("id")) or ""
+            ).lower()
+            == ppg["id"].lower()
+        ]
+
+    def _public_ppg(self, ppg: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(json.dumps(ppg))
+        props = out.setdefault("properties", {})
+        props["virtualMachines"] = [{"id": i} for i in self._ppg_users(ppg)]
+        props.setdefault("virtualMachineScaleSets", [])
+        props.setdefault("availabilitySets", [])
+        return out
+
+    def _ppg_put(
+        self, query: dict[str, str], body: Any, sub: str, rg: str, name: str
+    ) -> tuple[int, Any, dict[str, str]]:
+        bad = self._scope_ok(sub, rg, "ppg", name) or self._injected("ppg.put")
+        if isinstance(bad, tuple):
+            return bad
+        if not isinstance(body, dict) or not body.get("location"):
+            return self._error(
+                "LocationRequired", 400, "The location property is required for this definition."
+            )
+        props = body.get("properties") or {}
+        kind = props.get("proximityPlacementGroupType", "Standard")
+        if kind not in ("Standard", "Ultra"):
+            return self._error(
+                "InvalidParameter",
+                400,
+                f"The value '{kind}' of parameter 'proximityPlacementGroupType' is not allowed.",
+            )
+        zones = body.get("zones") or []
+        if (
+            not isinstance(zones, list)
+            or len(zones) > 1
+            or any(z not in ("1", "2", "3") for z in zones)
+        ):
+            return self._error(
+                "InvalidParameter",
+                400,
+                f"The zones {zones!r} are not valid for a proximity placement group.",
+            )
+        existing = self._state.ppgs.get(name.lower())
+        if existing is not None and existing["location"].lower() != str(body["location"]).lower():
+            return self._error(
+                "InvalidResourceLocation",
+                409,
+                f"The resource '{name}' already exists in location '{existing['location']}' in "
+                f"resource group '{rg}'. A resource with the same name cannot be created in "
+                f"location '{body['location']}'. Please select a new resource name.",
+            )
+        ppg: dict[str, Any] = {
+            "id": existing["id"] if existing else self._ppg_id(name),
+            "name": existing["name"] if existing else name,
+            "type": "Microsoft.Compute/proximityPlacementGroups",
+            "location": body["location"],
+            "tags": dict(body.get("tags") or {}),
+            "properties": {"proximityPlacementGroupType": kind},
+        }
+        if zones:
+            ppg["zones"] = list(zones)
+        if props.get("intent"):
+            ppg["properties"]["intent"] = props["intent"]
+        self._state.ppgs[name.lower()] = ppg
+        return (200 if existing else 201), self._public_ppg(ppg), {}
+
+    def _ppg_get(
+        self, query: dict[str, str], body: Any, sub: str, rg: str, name: str
+    ) -> tuple[int, Any, dict[str, str]]:
+        bad = self._scope_ok(sub, rg, "ppg", name) or self._injected("ppg.get")
+        if isinstance(bad, tuple):
+            return bad
+        ppg = self._state.ppgs.get(name.lower())
+        if ppg is None:
+            return self._error(
+                "ResourceNotFound",
+                404,
+                f"The Resource 'Microsoft.Compute/proximityPlacementGroups/{name}' under resource "
+                f"group '{rg}' was not found. For more details please go to https://aka.ms/ARMResourceNotFoundFix",
+            )
+        return 200, self._public_ppg(ppg), {}
+
+    def _ppg_list(
+        self, query: dict[str, str], body: Any, sub: str, rg: str
+    ) -> tuple[int, Any, dict[str, str]]:
+        bad = self._scope_ok(sub, rg, "ppg", "") or self._injected("ppg.list")
+        if isinstance(bad, tuple):
+            return bad
+        rows = [self._public_ppg(p) for p in self._state.ppgs.values()]
+        path = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/proximityPlacementGroups"
+        return 200, self._arm_page(rows, query, path), {}
+
+    def _ppg_delete(
+        self, query: dict[str, str], body: Any, sub: str, rg: str, name: str
+    ) -> tuple[int, Any, dict[str, str]]:
+        bad = self._scope_ok(sub, rg, "ppg", name) or self._injected("ppg.delete")
+        if isinstance(bad, tuple):
+            return bad
+        ppg = self._state.ppgs.get(name.lower())
+        if ppg is None:
+            return 204, None, {}
+        users = self._ppg_users(ppg)
+        if users:
+            return self._error(
+                "OperationNotAllowed",
+                409,
+                f"Proximity placement group '{ppg['id']}' cannot be deleted: virtual machines "
+                f"{', '.join(users)} still reference it. Remove them from the group first.",
+            )
+        del self._state.ppgs[name.lower()]
+        return 200, None, {}
 
     # retail prices
 
