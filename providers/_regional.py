@@ -48,6 +48,7 @@ from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_MANAGED,
+    TAG_NODE,
     Instance,
     InstanceState,
     Interruption,
@@ -268,7 +269,7 @@ class RegionalProvider(Provider):
         region = request.offer.region or self.default_region
         tags = {k: request.tags[k] for k in sorted(request.tags)}
         # ClientToken alone protects for a while only: look for this attempt's instance first
-        identity = {k: tags[k] for k in (TAG_MANAGED, TAG_JOB, TAG_ATTEMPT)}
+        identity = {k: tags[k] for k in (TAG_MANAGED, TAG_JOB, TAG_ATTEMPT, TAG_NODE) if k in tags}
         for inst in self._describe(region, tags=identity):
             if inst.state is not InstanceState.TERMINATED:
                 logging.getLogger(f"provisioner.providers.{self.name}").info(

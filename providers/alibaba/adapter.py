@@ -8,6 +8,7 @@
   ``SpotPriceLimit`` (``SpotAsPriceGo`` without a cap), ``SpotInterruptionBehavior=Terminate``;
   ``NoSpot`` for on-demand; ``ClientToken``, ``Tag.N``, ``Amount=1``.
 - ``DeleteInstances`` with ``Force=true``, up to 100 ids a call.
+- A gang's node goes into its deployment set (``DeploymentSetId``; :mod:`.placement`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from providers._placement import group_in
 from providers.alibaba.client import nested, parse_time
 from providers.alibaba.errors import NAME
 from providers.alibaba.offers import AlibabaPricing
+from providers.alibaba.placement import AlibabaPlacement
 from provisioner.core.models import (
     TAG_MANAGED,
     Instance,
@@ -40,7 +43,7 @@ STATES: dict[str, InstanceState] = {
 }  # Deleted, Released, anything unknown: TERMINATED
 
 
-class AlibabaProvider(AlibabaPricing):
+class AlibabaProvider(AlibabaPlacement, AlibabaPricing):
     """Alibaba Cloud ECS spot and pay-as-you-go instances."""
 
     def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:
@@ -152,6 +155,9 @@ class AlibabaProvider(AlibabaPricing):
         user_data = self._user_data_b64(request)
         if user_data:
             req.user_data = user_data
+        group = group_in(request.placement_group, region, NAME)
+        if group:  # a gang's node: into its deployment set
+            req.deployment_set_id = group
         if request.market is Market.SPOT:
             req.spot_interruption_behavior = "Terminate"
             if request.bid_cap_per_hour is not None:

@@ -48,7 +48,7 @@ ERRORS = ErrorTable(
             "InvalidCredentials",
             "NoPermission",
         ),
-        ErrorKind.NOT_FOUND: ("InvalidInstanceId.NotFound",),
+        ErrorKind.NOT_FOUND: ("InvalidInstanceId.NotFound", "InvalidDeploymentSetId.NotFound"),
         ErrorKind.TRANSIENT: (
             "ServiceUnavailable",
             "InternalError",

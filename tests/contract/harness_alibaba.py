@@ -88,6 +88,9 @@ class AlibabaHarness:
             return Market.SPOT, cap
         return Market.ON_DEMAND, None
 
+    def wire_placement(self, request: dict[str, Any]) -> str | None:
+        return request.get("DeploymentSetId") or None
+
     def close(self) -> None:
         self.server.stop()
 

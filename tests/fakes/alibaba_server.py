@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.fakes.alibaba_sets import DeploymentSets
+
 DEFAULT_REGION = "cn-hangzhou"
 DEFAULT_ZONES = ("cn-hangzhou-h", "cn-hangzhou-i", "cn-hangzhou-j")
 
@@ -41,6 +43,7 @@ STATUS: dict[str, int] = {
     "IncompleteSignature": 400,
     "Forbidden.RAM": 403,
     "InvalidInstanceId.NotFound": 404,
+    "InvalidDeploymentSetId.NotFound": 404,
     "IncorrectInstanceStatus": 403,
     "Throttling": 400,
     "Throttling.User": 400,
@@ -136,8 +139,10 @@ def _tags(params: dict[str, str]) -> dict[str, str]:
     return out
 
 
-class AlibabaFakeServer:
+class AlibabaFakeServer(DeploymentSets):
     """ECS on 127.0.0.1:<port>; ``endpoint`` is what the SDK's ``Config(endpoint=...)`` takes."""
+
+    _api_error = ApiError
 
     def __init__(
         self,
@@ -159,6 +164,7 @@ class AlibabaFakeServer:
         self.requests: list[Recorded] = []
         self._failures: dict[str, list[_Failure]] = {}
         self._state = _State()
+        self._sets: dict[str, dict[str, Any]] = {}  # deployment sets (alibaba_sets.py)
         self._lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -213,6 +219,7 @@ class AlibabaFakeServer:
     def reset(self) -> None:
         with self._lock:
             self._state = _State()
+            self._sets = {}
             self._failures.clear()
             self.requests.clear()
 
@@ -404,6 +411,7 @@ class AlibabaFakeServer:
         else:
             zone = zone or self.zones[0]
             price = itype.price
+        deployment_set = self._check_set(params)
         amount = int(params.get("Amount") or 1)
         ids = []
         for _ in range(amount):
@@ -437,6 +445,7 @@ class AlibabaFakeServer:
                 "PublicIpAddress": {"IpAddress": []},
                 "SecurityGroupIds": {"SecurityGroupId": [params.get("SecurityGroupId", "")]},
                 "KeyPairName": params.get("KeyPairName", ""),
+                "DeploymentSetId": deployment_set or "",
             }
             self._state.fresh.add(iid)
             ids.append(iid)
