@@ -10,7 +10,8 @@
 - ``RunInstances``: ``SPOTPAID`` with ``InstanceMarketOptions {MarketType: spot, SpotOptions:
   {MaxPrice, SpotInstanceType: one-time}}`` (the on-demand price is the cap when none is
   given: Tencent requires one), or ``POSTPAID_BY_HOUR``; ``ClientToken``,
-  ``TagSpecification``, ``Placement.Zone``, ``UserData`` (base64).
+  ``TagSpecification``, ``Placement.Zone``, ``UserData`` (base64); a gang's node names its
+  placement group (``DisasterRecoverGroupIds``, :mod:`.placement`).
 - ``TerminateInstances``: the first call may move an instance to the recycle bin
   (``SHUTDOWN``), a second releases it; "already terminating/gone" is not an error.
 """
@@ -22,10 +23,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from providers._common import cap_decimal, has_tags
+from providers._placement import group_in
 from providers.base import ErrorKind, ProviderError
 from providers.tencent.client import POSTPAID, SPOTPAID, parse_time
 from providers.tencent.errors import ALREADY_GONE, NAME
 from providers.tencent.offers import PRICE_DECIMALS, TencentPricing, price_text
+from providers.tencent.placement import TencentPlacement
 from provisioner.core.models import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Market
 
 MAX_FILTERS = 10
@@ -51,7 +54,7 @@ def reclaimed(raw: Mapping[str, Any]) -> bool:
     )
 
 
-class TencentProvider(TencentPricing):
+class TencentProvider(TencentPlacement, TencentPricing):
     """Tencent Cloud CVM spot and pay-as-you-go instances."""
 
     def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:
@@ -158,6 +161,9 @@ class TencentProvider(TencentPricing):
         user_data = self._user_data_b64(request)
         if user_data:
             params["UserData"] = user_data
+        group = group_in(request.placement_group, region, NAME)
+        if group:  # a gang's node: into its placement group (placement.py)
+            params["DisasterRecoverGroupIds"] = [group]
         if request.market is Market.SPOT:
             params["InstanceChargeType"] = SPOTPAID
             params["InstanceMarketOptions"] = self._spot_options(request)

@@ -32,7 +32,10 @@ ERRORS = ErrorTable(
             "InvalidParameterValue.InsufficientOffering",  # spot stock too small
         ),
         ErrorKind.PRICE_TOO_LOW: ("InvalidParameterValue.InsufficientPrice",),
-        ErrorKind.NOT_FOUND: ("InvalidInstanceId.NotFound",),
+        ErrorKind.NOT_FOUND: (
+            "InvalidInstanceId.NotFound",
+            "ResourceNotFound.InvalidPlacementSet",  # an unknown placement group
+        ),
         ErrorKind.QUOTA: (
             "InvalidAccount.InsufficientBalance",
             "FailedOperation.InsufficientBalance",

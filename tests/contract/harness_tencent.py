@@ -92,6 +92,10 @@ class TencentHarness:
             return Market.SPOT, float(price) if price else None
         return Market.ON_DEMAND, None
 
+    def wire_placement(self, request: dict[str, Any]) -> str | None:
+        ids = request.get("DisasterRecoverGroupIds") or []
+        return str(ids[0]) if ids else None
+
     def close(self) -> None:
         self.server.stop()
 

@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.tencent_groups import PlacementGroups
+
 DEFAULT_REGION = "ap-guangzhou"
 DEFAULT_ZONES = ("ap-guangzhou-3", "ap-guangzhou-4", "ap-guangzhou-6")
 JSON = "application/json"
@@ -108,8 +110,10 @@ def _new_id() -> str:
     return "ins-" + "".join(random.choices(string.ascii_lowercase + string.digits, k=8))
 
 
-class TencentFakeServer:
+class TencentFakeServer(PlacementGroups):
     """CVM on 127.0.0.1:<port>; ``endpoint`` is what ``HttpProfile(endpoint=...)`` takes."""
+
+    _api_error = ApiError
 
     def __init__(
         self,
@@ -134,6 +138,7 @@ class TencentFakeServer:
         self.requests: list[Recorded] = []
         self._failures: dict[str, list[_Failure]] = {}
         self._state = _State()
+        self._groups: dict[str, dict[str, Any]] = {}  # placement groups (tencent_groups.py)
         self._lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -186,6 +191,7 @@ class TencentFakeServer:
     def reset(self) -> None:
         with self._lock:
             self._state = _State()
+            self._groups = {}
             self._failures.clear()
             self.requests.clear()
             self.content_type = JSON
@@ -377,6 +383,7 @@ class TencentFakeServer:
             if spec.get("ResourceType") == "instance"
             for t in spec.get("Tags") or ()
         ]
+        group = self._check_group(params)
         ids = []
         for _ in range(int(params.get("InstanceCount") or 1)):
             iid = _new_id()
@@ -404,6 +411,7 @@ class TencentFakeServer:
                 "GPUInfo": {"GPUCount": itype.gpu_count, "GPUType": [itype.gpu]},
                 "VirtualPrivateCloud": params.get("VirtualPrivateCloud") or {},
                 "_UserData": params.get("UserData", ""),
+                "_Group": group,
             }
             self._state.fresh.add(iid)
             ids.append(iid)
