@@ -5,7 +5,8 @@ command pulls in and the command's work. Prints the median and p90 wall time ove
 runs of each, and the median CPU time (user + system of the child: less sensitive to other
 load on the machine than the wall time). The target for
 `provisioner plan --policy policies/spot-finetune.yaml` is a median of 0.3 s or less on the
-project's two-core machine.
+project's two-core machine. The children run with bytecode caching on
+(``PYTHONDONTWRITEBYTECODE`` is dropped from their environment), as an installed tool runs.
 
 ``--baseline DIR`` measures another checkout (a ``git worktree`` of an older commit) in the
 same run, interleaved run by run, so that both see the same load: before and after in one run.
@@ -46,6 +47,10 @@ def console_script() -> list[str]:
 def run_once(argv: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one run; exits if the command fails."""
     env = dict(os.environ, NO_COLOR="1", COLUMNS="160")
+    # Bytecode is written and read as on an installed machine (pip compiles a wheel's modules;
+    # Python caches the rest on first import). With PYTHONDONTWRITEBYTECODE set, as some
+    # sandboxes do, every run would compile the project's modules from source again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)

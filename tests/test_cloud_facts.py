@@ -16,7 +16,7 @@ import time
 import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 import pytest
@@ -72,6 +72,26 @@ def test_every_cloud_has_complete_facts(name: str) -> None:
     assert any(req.startswith(facts.sdk) for req in extras[name]), (facts.sdk, extras[name])
     assert facts.sdk_module.split(".")[0].replace("_", "").isalnum()
     assert facts.zone_suffixes and len(set(facts.zone_suffixes)) == len(facts.zone_suffixes)
+
+
+def test_a_cloud_from_another_package_is_found_by_its_entry_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The built-in five are imported directly; any other name is looked up in the group."""
+    import providers.facts as mod
+
+    sixth = EntryPoint(name="sixth", value="providers.gcp.facts:FACTS", group=GROUP)
+    monkeypatch.setattr(mod, "_registered", lambda: {"sixth": sixth})
+    mod.cloud_facts.cache_clear()
+    try:
+        assert mod.cloud_facts("sixth") is mod.cloud_facts("gcp")
+        assert "sixth" in mod.known_clouds()
+        wrong = EntryPoint(name="odd", value="providers.facts:GROUP", group=GROUP)
+        monkeypatch.setattr(mod, "_registered", lambda: {"odd": wrong})
+        with pytest.raises(TypeError, match="'odd' are not a CloudFacts"):
+            mod.cloud_facts("odd")
+    finally:
+        mod.cloud_facts.cache_clear()
 
 
 def test_an_unknown_cloud_is_a_clear_value_error() -> None:

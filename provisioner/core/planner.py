@@ -274,7 +274,7 @@ def plan_offers(
     hours = np.full(len(rows), np.nan)
     w = res.workload
     if w is not None and w.tokens_b is not None:
-        for code in np.unique(gpu_codes):
+        for code in sorted(set(gpu_codes.tolist())):  # not np.unique: it imports numpy.ma
             m = gpu_codes == code
             per = estimate_hours(w, float(tflops_by_code[code]), 1)
             if per is not None:
