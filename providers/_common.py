@@ -377,3 +377,8 @@ def parse_time(text: object) -> datetime | None:
         return utc(datetime.fromisoformat(value))
     except ValueError:
         return None
+
+
+def first_address(addresses: Sequence[object]) -> str | None:
+    """The first of a cloud's list of IP addresses, as text; None where it lists none."""
+    return str(addresses[0]) if addresses else None

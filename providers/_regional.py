@@ -31,9 +31,16 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypedDict, TypeVar
 
-from providers._common import AccountCurrency, now_utc, user_data_for, utc, wanted_tags
+from providers._common import (
+    DEFAULT_CNY_TO_USD,
+    AccountCurrency,
+    now_utc,
+    user_data_for,
+    utc,
+    wanted_tags,
+)
 from providers.base import (
     ErrorKind,
     Provider,
@@ -150,6 +157,21 @@ def transport_error(exc: BaseException, provider: str) -> ProviderError | None:
     return None
 
 
+class RegionalOptions(TypedDict, total=False):
+    """The keyword options Alibaba's and Tencent's adapters share (each adds its own)."""
+
+    region: str | None  # the default region (else the first of ``regions``)
+    regions: Iterable[str] | None  # the regions listed and launched in
+    endpoint: str | None  # an API endpoint (``http://127.0.0.1:8080`` for a local server)
+    image_id: str | None
+    currency: str | None  # the account's billing currency, where known
+    cny_to_usd: float  # USD per CNY for prices billed in CNY
+    fx_rates: Mapping[str, float] | None  # USD per unit of other currencies
+    retry: RetryPolicy | None
+    package_spec: str  # what the instance's bootstrap installs
+    pip_args: Iterable[str]
+
+
 class RegionalProvider(Provider):
     """A cloud with one API endpoint per region, behind :class:`Provider` (see the module)."""
 
@@ -166,28 +188,31 @@ class RegionalProvider(Provider):
 
     def _setup(
         self,
+        options: RegionalOptions,
         *,
-        region: str | None,
-        regions: Iterable[str] | None,
         default_region: str,
-        endpoint: str | None,
-        image_id: str | None,
-        account: AccountCurrency,
-        retry: RetryPolicy | None,
-        package_spec: str,
-        pip_args: Iterable[str],
         secrets: Iterable[str | None],
         loggers: Iterable[str],
     ) -> None:
-        listed = builtins.list(regions or ())
+        """Take the options every regional cloud has (:class:`RegionalOptions`); an option
+        of another name is refused as a misspelt keyword argument is."""
+        unknown = sorted(set(options) - set(RegionalOptions.__annotations__))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}"
+            )
+        region = options.get("region")
+        listed = builtins.list(options.get("regions") or ())
         self.regions = listed or [region or default_region]
         self.default_region = region or self.regions[0]
-        self.endpoint, self.protocol = parse_endpoint(endpoint)
-        self.image_id = image_id
-        self.account = account
-        self.retry = retry or RetryPolicy()
-        self.package_spec = package_spec
-        self.pip_args = builtins.list(pip_args)
+        self.endpoint, self.protocol = parse_endpoint(options.get("endpoint"))
+        self.image_id = options.get("image_id")
+        rates = {"CNY": options.get("cny_to_usd", DEFAULT_CNY_TO_USD)}
+        rates.update(options.get("fx_rates") or {})
+        self.account = AccountCurrency(self.name, options.get("currency"), rates)
+        self.retry = options.get("retry") or RetryPolicy()
+        self.package_spec = options.get("package_spec", "provisioner")
+        self.pip_args = builtins.list(options.get("pip_args", ()))
         for secret in secrets:
             register_secret(secret)
         install_log_filters(f"provisioner.providers.{self.name}", *loggers)

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from providers._common import first_address
 from providers._placement import group_in
 from providers.alibaba.client import nested, parse_time
 from providers.alibaba.errors import NAME
@@ -86,8 +87,8 @@ class AlibabaProvider(AlibabaPlacement, AlibabaPricing):
             price_per_hour=self.account.to_usd(float(limit))
             if market is Market.SPOT and limit
             else None,
-            public_ip=str(public[0]) if public else None,
-            private_ip=str(private[0]) if private else None,
+            public_ip=first_address(public),
+            private_ip=first_address(private),
         )
 
     def _describe(

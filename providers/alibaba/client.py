@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
-from providers._common import DEFAULT_CNY_TO_USD, AccountCurrency
-from providers._regional import RegionalProvider, pair_credentials
+from providers._regional import RegionalOptions, RegionalProvider, pair_credentials
 from providers.alibaba.errors import NAME, classify_error
-from providers.base import ProviderUnavailable, RetryPolicy
+from providers.base import ProviderUnavailable
 
 DEFAULT_REGION = "cn-hangzhou"
 ENV_KEY_ID = "ALIBABA_CLOUD_ACCESS_KEY_ID"
@@ -54,39 +53,23 @@ class AlibabaClient(RegionalProvider):
     def __init__(
         self,
         *,
-        region: str | None = None,
-        regions: Iterable[str] | None = None,
-        endpoint: str | None = None,
         credentials: Mapping[str, str] | tuple[str, str] | None = None,
-        image_id: str | None = None,
         vswitch_id: str | None = None,
         vswitch_ids: Mapping[str, str] | None = None,
         security_group_id: str | None = None,
         key_pair_name: str | None = None,
         instance_types: Iterable[str] | None = None,
         system_disk_category: str | None = None,
-        currency: str | None = None,
-        cny_to_usd: float = DEFAULT_CNY_TO_USD,
-        fx_rates: Mapping[str, float] | None = None,
-        retry: RetryPolicy | None = None,
-        package_spec: str = "provisioner",
-        pip_args: Iterable[str] = (),
         connect_timeout_ms: int = 5000,
         read_timeout_ms: int = 30000,
+        **options: Unpack[RegionalOptions],
     ) -> None:
         self._key_id, self._key_secret = pair_credentials(
             credentials, ("access_key_id", "access_key_secret"), (ENV_KEY_ID, ENV_KEY_SECRET)
         )
         self._setup(
-            region=region,
-            regions=regions,
+            options,
             default_region=DEFAULT_REGION,
-            endpoint=endpoint,
-            image_id=image_id,
-            account=AccountCurrency(NAME, currency, {"CNY": cny_to_usd, **(fx_rates or {})}),
-            retry=retry,
-            package_spec=package_spec,
-            pip_args=pip_args,
             secrets=(self._key_id, self._key_secret),
             loggers=("alibabacloud", "darabonba", "Tea"),
         )

@@ -22,7 +22,7 @@ import builtins
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers._common import cap_decimal, has_tags
+from providers._common import cap_decimal, first_address, has_tags
 from providers._placement import group_in
 from providers.base import ErrorKind, ProviderError
 from providers.tencent.client import POSTPAID, SPOTPAID, parse_time
@@ -91,8 +91,8 @@ class TencentProvider(TencentPlacement, TencentPricing):
                 if t.get("Key") is not None
             },
             launched_at=parse_time(raw.get("CreatedTime")),
-            public_ip=str(public[0]) if public else None,
-            private_ip=str(private[0]) if private else None,
+            public_ip=first_address(public),
+            private_ip=first_address(private),
         )
 
     def _describe(

@@ -11,15 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from providers._common import DEFAULT_CNY_TO_USD, AccountCurrency, utc
-from providers._regional import RegionalProvider, pair_credentials
+from providers._common import utc
+from providers._regional import RegionalOptions, RegionalProvider, pair_credentials
 from providers.base import (
     ErrorKind,
     ProviderError,
     ProviderUnavailable,
-    RetryPolicy,
     register_secret,
 )
 from providers.tencent.errors import NAME, classify_error, envelope_error
@@ -54,11 +53,7 @@ class TencentClient(RegionalProvider):
     def __init__(
         self,
         *,
-        region: str | None = None,
-        regions: Iterable[str] | None = None,
-        endpoint: str | None = None,
         credentials: Mapping[str, str] | tuple[str, str] | None = None,
-        image_id: str | None = None,
         vpc_id: str | None = None,
         subnet_id: str | None = None,
         subnet_ids: Mapping[str, str] | None = None,
@@ -66,27 +61,15 @@ class TencentClient(RegionalProvider):
         key_ids: Sequence[str] | None = None,
         instance_types: Iterable[str] | None = None,
         system_disk_type: str | None = None,
-        currency: str | None = None,
-        cny_to_usd: float = DEFAULT_CNY_TO_USD,
-        fx_rates: Mapping[str, float] | None = None,
-        retry: RetryPolicy | None = None,
-        package_spec: str = "provisioner",
-        pip_args: Iterable[str] = (),
         timeout_s: int = 30,
+        **options: Unpack[RegionalOptions],
     ) -> None:
         self._secret_id, self._secret_key = pair_credentials(
             credentials, ("secret_id", "secret_key"), (ENV_SECRET_ID, ENV_SECRET_KEY)
         )
         self._setup(
-            region=region,
-            regions=regions,
+            options,
             default_region=DEFAULT_REGION,
-            endpoint=endpoint,
-            image_id=image_id,
-            account=AccountCurrency(NAME, currency, {"CNY": cny_to_usd, **(fx_rates or {})}),
-            retry=retry,
-            package_spec=package_spec,
-            pip_args=pip_args,
             secrets=(self._secret_id, self._secret_key),
             loggers=("tencentcloud_sdk_common",),
         )

@@ -63,15 +63,34 @@ def check_provider(name: str, options: dict[str, Any]) -> None:
         params = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):
         return
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return
     accepted = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    rest = [p.name for p in params if p.kind is p.VAR_KEYWORD]
+    if rest:
+        shared = _typed_kwargs(cls, rest[0])
+        if shared is None:
+            return  # takes any keyword: its constructor will judge
+        accepted.extend(shared)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         fail(
             f"-o {unknown[0]}: not an option of the {name} provider "
             f"(its options: {', '.join(accepted) or 'none'})"
         )
+
+
+def _typed_kwargs(cls: Any, name: str) -> list[str] | None:
+    """The keys of a constructor's ``**options: Unpack[SomeTypedDict]`` (the options the
+    regional clouds share), or None where its ``**kwargs`` are not typed so."""
+    import typing
+
+    try:
+        hint = typing.get_type_hints(cls.__init__).get(name)
+    except Exception:  # an annotation that does not resolve: let the constructor judge
+        return None
+    if typing.get_origin(hint) is not typing.Unpack:
+        return None
+    (spec,) = typing.get_args(hint)
+    return list(getattr(spec, "__annotations__", {})) or None
 
 
 def _provider_class(name: str, builtin: dict[str, str]) -> Any:
