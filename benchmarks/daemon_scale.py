@@ -32,6 +32,9 @@ in the same run, before this tree at each size, with that checkout's own copy of
 (its code alone on the path: printed once), and ends with both warm-pass medians side by side.
 
 ``DAEMON_SCALE_PROFILE=FILE`` dumps a cProfile of the warm passes to FILE (``pstats``).
+``DAEMON_SCALE_SAMPLE=FILE`` samples the warm passes' CPU time instead (a stack every
+millisecond of CPU, ``ITIMER_PROF``: no per-call overhead, so numpy and pure Python are seen
+in proportion) and writes the stacks to FILE in the collapsed format flame graphs read.
 
 Before and after the lean warm pass (issue 17), one run with ``--baseline`` (b2cbc13), 12
 warm passes, 2 cores shared with two test suites (load 5-7; CPU is the steadier figure):
@@ -230,6 +233,37 @@ class Agents(threading.Thread):
             self.halt.wait(max(0.0, t0 + self.every - time.monotonic()))
 
 
+class CpuSampler:
+    """The stacks the process is in, one per millisecond of its CPU time (SIGPROF), while
+    enabled; ``dump_stats`` writes them collapsed (``frame;frame;frame count`` per line)."""
+
+    def __init__(self, every_s: float = 0.001) -> None:
+        from collections import Counter
+
+        self.every_s = every_s
+        self.stacks: Counter[str] = Counter()
+        signal.signal(signal.SIGPROF, self._tick)
+
+    def _tick(self, signum: int, frame: Any) -> None:
+        names = []
+        while frame is not None:
+            code = frame.f_code
+            names.append(f"{code.co_name} ({Path(code.co_filename).name}:{code.co_firstlineno})")
+            frame = frame.f_back
+        self.stacks[";".join(reversed(names))] += 1
+
+    def enable(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, self.every_s, self.every_s)
+
+    def disable(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+
+    def dump_stats(self, path: str) -> None:
+        with open(path, "w") as out:
+            for stack, n in self.stacks.most_common():
+                out.write(f"{stack} {n}\n")
+
+
 def measure(
     store_url: str, passes: int, interval: float, knobs: dict[str, float]
 ) -> dict[str, Any]:
@@ -264,11 +298,13 @@ def measure(
     )
     rec = reconciler_for(store, config, "bench")  # the daemon's reconciler, its defaults
     rows: list[dict[str, Any]] = []
-    prof = None
+    prof: Any = None
     if os.environ.get("DAEMON_SCALE_PROFILE"):
         import cProfile
 
         prof = cProfile.Profile()
+    elif os.environ.get("DAEMON_SCALE_SAMPLE"):
+        prof = CpuSampler()
     for i in range(passes + 1):
         if i > 1:
             time.sleep(max(0.0, interval - rows[-1]["seconds"]))  # the daemon's cadence
@@ -297,7 +333,7 @@ def measure(
     rec.close()
     store.close()
     if prof is not None:
-        prof.dump_stats(os.environ["DAEMON_SCALE_PROFILE"])
+        prof.dump_stats(os.environ.get("DAEMON_SCALE_PROFILE") or os.environ["DAEMON_SCALE_SAMPLE"])
     return {
         "passes": rows,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,

@@ -38,8 +38,9 @@ Clock = Callable[[], datetime]
 Location = tuple[str, str]
 #: A running job's spend is written to its row when it moved by this much (batched per pass),
 SPEND_STEP_USD = 0.001
-#: ...and, where the reconciler reads progress on a beat (the daemon), at most this often: at
-#: 10,000 jobs a write per job per pass was most of the pass's store time. A job's first spend,
+#: ...and, where the reconciler reads progress on a beat (the daemon), weighed at most this
+#: often: at 10,000 jobs a write per job per pass was most of the pass's store time, and
+#: billing every attempt every pass a good part of its CPU. A job's first spend,
 #: and every spend written with another change (launch, preemption, end), goes at once; the
 #: bill itself is the attempts' (their cost is written when each ends), never this column.
 SPEND_ROW_EVERY = timedelta(seconds=30)
@@ -108,8 +109,9 @@ class JobMemo:
     version: int | None = None  # its version when read (another writer moves it)
     attempts: list[AttemptRow] = field(default_factory=list)
     provider_key: str = ""  # which configured provider the job runs on
+    policy: Policy | None = None  # the job's policy, parsed from the row as read
     progress_written_at: datetime | None = None  # when the job row's progress was last queued
-    spend_written_at: datetime | None = None  # when the job row's running spend was last queued
+    spend_checked_at: datetime | None = None  # when the running spend was last weighed
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
     watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
@@ -120,7 +122,7 @@ class JobMemo:
     def forget(self) -> None:
         """Read the job, decide and read progress afresh next pass (after an error)."""
         self.fingerprint = self.decided_at = self.progress_at = None
-        self.job = self.version = self.steady = None
+        self.job = self.version = self.steady = self.policy = None
 
 
 class JobPassBase:
@@ -224,16 +226,16 @@ class JobPassBase:
         daemon's beat: once per ``SPEND_ROW_EVERY`` at most, see there)."""
         memo = self.memo
         if (
-            memo.spend_written_at is not None
+            memo.spend_checked_at is not None
             and self.env.progress_every > timedelta(0)
-            and not self.due(memo.spend_written_at, SPEND_ROW_EVERY)
+            and not self.due(memo.spend_checked_at, SPEND_ROW_EVERY)
         ):
             return
+        memo.spend_checked_at = self.now  # weighed once per beat, written where it moved
         spent = self.spent()
         if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
             self.env.batch.job(self.job.id, spent_usd=spent)
             self.job.spent_usd = spent
-            memo.spend_written_at = self.now
 
     def settle(self, updates: dict[str, Any]) -> None:
         """Write what changed of the job: its progress and spend with the pass's batch (they

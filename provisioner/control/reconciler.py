@@ -293,22 +293,24 @@ class Reconciler:
             for j in fresh:
                 memo = self._memos.setdefault(j.id, JobMemo())
                 memo.job, memo.version, memo.attempts = j, j.version, fresh_attempts[j.id]
-                memo.provider_key = self._provider_key(j)
+                memo.provider_key, memo.policy = self._provider_key(j), None
             for jid in set(stale) - {j.id for j in fresh}:
                 self._memos.pop(jid, None)
-        jobs: list[JobRow] = [
-            m.job
+        # (id, memo) pairs: ids are read from here, not the rows (an ORM read costs 20 plain)
+        held = [
+            (jid, m)
             for jid in claimed
             if (m := self._memos.get(jid)) is not None and m.job is not None
         ]
-        ids = [j.id for j in jobs]
-        report.jobs = len(jobs)
+        ids = [jid for jid, _ in held]
+        report.jobs = len(held)
         # Observe: one list() per provider (configured once) per pass.
-        by_provider: dict[str, list[JobRow]] = {}
-        for j in jobs:
-            by_provider.setdefault(self._memos[j.id].provider_key, []).append(j)
+        by_provider: dict[str, list[tuple[str, JobMemo]]] = {}
+        for jid, m in held:
+            by_provider.setdefault(m.provider_key, []).append((jid, m))
         cooldowns = self.store.cooldowns_for(ids, now)
-        for key, group in by_provider.items():
+        for key, pairs in by_provider.items():
+            group: list[JobRow] = [m.job for _, m in pairs if m.job is not None]
             try:
                 prov = self.provider_for(group[0])
             except Exception as exc:  # unknown provider, SDK missing, bad options, credentials
@@ -334,10 +336,12 @@ class Reconciler:
                 if inst.job_id:
                     by_job.setdefault(inst.job_id, []).append(inst)
             notices = self._interruptions(key, prov, by_job, now, report)
-            for job in group:
-                memo = self._memos[job.id]
-                try:
-                    policy = self.policy_of(job)
+            for jid, memo in pairs:
+                job = memo.job
+                if job is None:
+                    continue
+                try:  # parsed once per row read (the memo's copy goes when the row moves)
+                    policy = memo.policy = memo.policy or self.policy_of(job)
                 except PolicyError as exc:  # this job's alone: the others go on
                     report.errors += 1
                     memo.forget()
@@ -353,10 +357,10 @@ class Reconciler:
                     now,
                     cooldowns=cooldowns.get(job.id, {}),
                     memo=memo,
-                    interruptions=notices.get(job.id, []),
+                    interruptions=notices.get(jid, []),
                 )
                 try:
-                    runner.step(by_job.get(job.id, []), report)
+                    runner.step(by_job.get(jid, []), report)
                 except GuardViolation as exc:
                     report.errors += 1
                     job_log(job).error(

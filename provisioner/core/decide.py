@@ -85,10 +85,10 @@ from provisioner.core.rules import (
     hourly_cost,
     launch_price,
     launchable,
-    launchable_candidates,
     placement_key,
     region_allowed,
     spot_cap,
+    spot_split,
 )
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, Strategy
 from provisioner.core.views import (
@@ -102,6 +102,8 @@ from provisioner.core.views import (
     cooldown_over,
 )
 
+#: a spot location with nothing seen yet (one shared, immutable record)
+NO_HISTORY = ZoneHistory()
 #: Hold-off after a launch failure that the next offer would not cure (doubling, capped).
 BACKOFF_FIRST, BACKOFF_MAX = timedelta(seconds=5), timedelta(minutes=5)
 #: An agent whose report is older than this is taken for gone (it writes every 5 s).
@@ -389,7 +391,7 @@ def _decide_on(
         return gated
     policy, keep, cur = job.policy, t.keep, job.current
     alive = [keep] if keep is not None else []
-    spot, avail, od = _options(job, obs, now, t.cooled)
+    spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
     running, cur_i = NONE, -1
     if keep is not None:
         running = SPOT if keep.market is Market.SPOT else ON_DEMAND
@@ -400,12 +402,16 @@ def _decide_on(
             )
             if cur_i < 0 and launchable(policy, cur.placement) is None:
                 spot.append(capped(policy, cur.placement))
+                locs.append(_loc(spot[-1]))
+                prices.append(launch_price(spot[-1]))
                 cur_i, avail = len(spot) - 1, np.append(avail, True)
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
-    ages = sv.ages(obs, now, spot, avail)
-    hist = [obs.spot_history.get(_loc(p)) or ZoneHistory() for p in spot]
-    saving = [max(0.0, (od[0].price_per_hour if od else 0.0) - launch_price(p)) for p in spot]
+    ages = sv.ages(obs, now, locs, avail)
+    known = obs.spot_history
+    hist = [known.get(loc) or NO_HISTORY for loc in locs] if known else [NO_HISTORY] * len(locs)
+    base = od[0].price_per_hour if od else 0.0
+    saving = [max(0.0, base - price) for price in prices]
     p_up, life, score = av.for_options(hist, avail, ages, np.asarray(saving) if od else None)
     strat = _strategy_for(job, strategy)
     state = sv.state(job, now, running, spot, avail, od, ages, (p_up, life))
@@ -457,21 +463,22 @@ def _decide_on(
 
 def _options(
     job: JobView, obs: Observations, now: datetime, cooled: Mapping[Location, datetime]
-) -> tuple[list[Placement], np.ndarray, list[Placement]]:
+) -> tuple[list[Placement], np.ndarray, list[Placement], list[Location], list[float]]:
     """Re-checked candidates in the planner's order: spot (with whether each may launch now:
-    no recent capacity error, zone not cooled down) and on-demand (no recent capacity error)."""
+    no recent capacity error, zone not cooled down; and each one's location and launch
+    price) and on-demand (no recent capacity error)."""
+    split = spot_split(job.policy, obs.candidates)
+    spot, locs, prices = list(split.spot), list(split.locs), list(split.prices)
+    if not obs.capacity_errors and not cooled:  # the usual case: every candidate may launch
+        return spot, np.ones(len(spot), dtype=bool), [p for _, p in split.od], locs, prices
     busy = {(e.provider, e.location, e.instance_type, e.market) for e in obs.capacity_errors}
-    spot: list[Placement] = []
     avail: list[bool] = []
-    od: list[Placement] = []
-    for key, p in launchable_candidates(job.policy, obs.candidates):
-        if p.market is Market.SPOT:  # a cooldown keeps spot away; on-demand is not preempted
-            until = cooled.get(_loc(p)) or cooled.get((p.offer.provider, p.offer.region))
-            spot.append(p)  # capped already (_launchable)
-            avail.append(key not in busy and (until is None or cooldown_over(until, now)))
-        elif key not in busy:
-            od.append(p)
-    return spot, np.asarray(avail, dtype=bool), od
+    for key, p, loc in zip(split.spot_keys, split.spot, split.locs, strict=True):
+        # a cooldown keeps spot away; on-demand is not preempted
+        until = cooled.get(loc) or cooled.get((p.offer.provider, p.offer.region))
+        avail.append(key not in busy and (until is None or cooldown_over(until, now)))
+    od = [p for key, p in split.od if key not in busy]
+    return spot, np.asarray(avail, dtype=bool), od, locs, prices
 
 
 def _budget_out(policy: Policy, alive: Sequence[Instance], what: str) -> list[Action]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from policies.model import Policy
 from provisioner.core.models import Market, Placement
@@ -209,3 +209,39 @@ def launchable_candidates(policy: Policy, candidates: Sequence[Placement]) -> _C
         _CHECKED.clear()
     _CHECKED[(id(policy), id(candidates))] = (policy, candidates, out)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SpotSplit:
+    """The launchable candidates parted by market, in the planner's order, with what decide()
+    reads of each spot one: its (provider, location), launch price and (job-independent)
+    identity key. Built once per launchable list (see :func:`spot_split`)."""
+
+    spot: tuple[Placement, ...]
+    spot_keys: tuple[tuple[str, str, str, Market], ...]
+    locs: tuple[tuple[str, str], ...]
+    prices: tuple[float, ...]
+    od: tuple[tuple[tuple[str, str, str, Market], Placement], ...]
+
+
+_SPLIT: dict[int, tuple[_Checked, SpotSplit]] = {}
+
+
+def spot_split(policy: Policy, candidates: Sequence[Placement]) -> SpotSplit:
+    """:func:`launchable_candidates` parted by market (memoised like it, by identity)."""
+    checked = launchable_candidates(policy, candidates)
+    got = _SPLIT.get(id(checked))
+    if got is not None and got[0] is checked:
+        return got[1]
+    spot = [(k, p) for k, p in checked if p.market is Market.SPOT]
+    split = SpotSplit(
+        spot=tuple(p for _, p in spot),
+        spot_keys=tuple(k for k, _ in spot),
+        locs=tuple((p.offer.provider, p.offer.location) for _, p in spot),
+        prices=tuple(launch_price(p) for _, p in spot),
+        od=tuple((k, p) for k, p in checked if p.market is not Market.SPOT),
+    )
+    if len(_SPLIT) > 1_000:
+        _SPLIT.clear()
+    _SPLIT[id(checked)] = (checked, split)
+    return split

@@ -24,14 +24,24 @@ def _loc(p: Placement) -> Location:
     return (p.offer.provider, p.offer.location)
 
 
-def ages(obs: Observations, now: datetime, spot: list[Placement], avail: np.ndarray) -> np.ndarray:
-    """Hours each spot option's capacity has been up (0: unknown or not up)."""
-    ages = np.zeros(len(spot))
-    for i, p in enumerate(spot):
-        since = obs.spot_up_since.get(_loc(p))
-        if since is not None and avail[i]:
-            ages[i] = max(0.0, _hours(now - since))
-    return ages
+def ages(obs: Observations, now: datetime, locs: list[Location], avail: np.ndarray) -> np.ndarray:
+    """Hours each spot option's capacity has been up (0: unknown or not up), by the
+    options' (provider, location)."""
+    up = obs.spot_up_since
+    if not up:
+        return np.zeros(len(locs))
+    out: list[float] = []
+    hours: dict[datetime, float] = {}  # most locations share a start (the job's submission)
+    for loc, ok in zip(locs, avail.tolist(), strict=True):
+        since = up.get(loc)
+        if since is None or not ok:
+            out.append(0.0)
+            continue
+        h = hours.get(since)
+        if h is None:
+            h = hours[since] = max(0.0, _hours(now - since))
+        out.append(h)
+    return np.asarray(out, dtype=float)
 
 
 def state(
