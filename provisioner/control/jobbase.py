@@ -231,8 +231,9 @@ class JobPassBase:
             and not self.due(memo.spend_checked_at, SPEND_ROW_EVERY)
         ):
             return
-        memo.spend_checked_at = self.now  # weighed once per beat, written where it moved
         spent = self.spent()
+        if spent > 0.0:  # weighed once per beat from the first spend on, which goes at once
+            memo.spend_checked_at = self.now
         if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
             self.env.batch.job(self.job.id, spent_usd=spent)
             self.job.spent_usd = spent

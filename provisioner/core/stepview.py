@@ -20,28 +20,16 @@ def _hours(delta: timedelta) -> float:
     return delta.total_seconds() / 3600.0
 
 
-def _loc(p: Placement) -> Location:
-    return (p.offer.provider, p.offer.location)
-
-
 def ages(obs: Observations, now: datetime, locs: list[Location], avail: np.ndarray) -> np.ndarray:
     """Hours each spot option's capacity has been up (0: unknown or not up), by the
     options' (provider, location)."""
+    ages = np.zeros(len(locs))
     up = obs.spot_up_since
-    if not up:
-        return np.zeros(len(locs))
-    out: list[float] = []
-    hours: dict[datetime, float] = {}  # most locations share a start (the job's submission)
-    for loc, ok in zip(locs, avail.tolist(), strict=True):
+    for i, loc in enumerate(locs):
         since = up.get(loc)
-        if since is None or not ok:
-            out.append(0.0)
-            continue
-        h = hours.get(since)
-        if h is None:
-            h = hours[since] = max(0.0, _hours(now - since))
-        out.append(h)
-    return np.asarray(out, dtype=float)
+        if since is not None and avail[i]:
+            ages[i] = max(0.0, _hours(now - since))
+    return ages
 
 
 def state(
