@@ -19,7 +19,8 @@ Nothing here imports a cloud SDK.
   cloud's price answers say, else what the user configured) and the USD rate used to convert
   it, which the user sees and sets (``cny_to_usd``, ``fx_rates``); a launch with a cap is
   refused while the currency is unknown or has no rate.
-- :func:`utc` makes a datetime timezone-aware (UTC) so ``since`` comparisons never raise.
+- :func:`utc` and :func:`parse_time` (from :mod:`provisioner.core.timefmt`, re-exported for the
+  adapters) read a cloud's timestamps as aware UTC datetimes, so ``since`` comparisons never raise.
 - :func:`user_data_for` is what a VM gets at boot: the request's ``user_data``, else the
   bootstrap script rendered from its ``job_spec`` (:mod:`providers.bootstrap`); a spec that
   cannot be rendered (a secret in it, over the cloud's size limit) is ProviderError(INVALID).
@@ -35,6 +36,8 @@ from typing import Any, TypeVar
 
 from providers.base import ErrorKind, ProviderError
 from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest, Offer
+from provisioner.core.timefmt import parse_time as parse_time
+from provisioner.core.timefmt import utc as utc
 
 
 @dataclass(frozen=True)
@@ -303,13 +306,6 @@ def billing_from_options(provider: str, options: Mapping[str, Any]) -> dict[str,
     return info
 
 
-def utc(value: datetime) -> datetime:
-    """``value`` as an aware UTC datetime (naive values are taken to be UTC)."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
 def now_utc() -> datetime:
     return datetime.now(UTC)
 
@@ -359,24 +355,6 @@ def unless_gone(fn: Callable[[], _T]) -> _T | None:
         if err.kind is ErrorKind.NOT_FOUND:
             return None
         raise
-
-
-def parse_time(text: object) -> datetime | None:
-    """A timestamp as the clouds send it (ISO 8601, ``Z`` or an offset, up to 9 fraction digits,
-    or a datetime already) as an aware UTC datetime; None where empty or unreadable."""
-    if not text:
-        return None
-    if isinstance(text, datetime):
-        return utc(text)
-    value = str(text).replace("Z", "+00:00")
-    head, dot, rest = value.partition(".")
-    if dot:  # Python wants at most 6 fraction digits; ARM sends 7. The offset stays.
-        n = len(rest) - len(rest.lstrip("0123456789"))
-        value = f"{head}.{rest[: min(n, 6)]}{rest[n:]}"
-    try:
-        return utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
 
 
 def first_address(addresses: Sequence[object]) -> str | None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from provisioner.core.timefmt import parse_time
+
 
 @dataclass(frozen=True, slots=True)
 class Reading:
@@ -65,17 +67,6 @@ class NoticePoll:
     formats: str = ""  # what "no notice" and "notice" look like (for docs and errors)
 
 
-def parse_iso(text: object) -> datetime | None:
-    """``2017-09-18T08:22:00Z`` or ``2018-08-18 12:05:33`` (no zone: taken as UTC)."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def parse_rfc1123(text: object) -> datetime | None:
     """``Mon, 19 Sep 2016 18:29:47 GMT``."""
     if not isinstance(text, str) or not text.strip():
@@ -93,4 +84,4 @@ def parse_termination_time(status: int, body: str) -> Reading | None:
     text = body.strip()
     if status != 200 or not text:
         return None
-    return Reading(text, parse_iso(text))
+    return Reading(text, parse_time(text))

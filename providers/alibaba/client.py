@@ -7,9 +7,9 @@ The SDK (alibabacloud-ecs20140526 with alibabacloud-tea-openapi) is imported ins
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Unpack
 
+from providers._common import parse_time as parse_time
 from providers._regional import RegionalOptions, RegionalProvider, pair_credentials
 from providers.alibaba.errors import NAME, classify_error
 from providers.base import ProviderUnavailable
@@ -17,22 +17,6 @@ from providers.base import ProviderUnavailable
 DEFAULT_REGION = "cn-hangzhou"
 ENV_KEY_ID = "ALIBABA_CLOUD_ACCESS_KEY_ID"
 ENV_KEY_SECRET = "ALIBABA_CLOUD_ACCESS_KEY_SECRET"
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """Alibaba writes ``2017-12-10T04:04Z`` (minutes) or ``2017-12-10T04:04:05Z``."""
-    if not text:
-        return None
-    for fmt in ("%Y-%m-%dT%H:%MZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"):
-        try:
-            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def nested(node: Any, *keys: str) -> list[Any]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 
-from providers.notice import NoticePoll, Reading, TokenStep, parse_iso
+from providers.notice import NoticePoll, Reading, TokenStep
+from provisioner.core.timefmt import parse_time
 
 NOTICE_PATH = "/latest/meta-data/spot/instance-action"
 ACTIONS = ("terminate", "stop", "hibernate")
@@ -22,7 +23,7 @@ def parse(status: int, body: str) -> Reading | None:
     doc = json.loads(body)
     if not isinstance(doc, dict) or doc.get("action") not in ACTIONS:
         return None
-    return Reading(body, parse_iso(doc.get("time")))
+    return Reading(body, parse_time(doc.get("time")))
 
 
 POLL = NoticePoll(

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any, Unpack
 
-from providers._common import utc
+from providers._common import parse_time as parse_time
 from providers._regional import RegionalOptions, RegionalProvider, pair_credentials
 from providers.base import (
     ErrorKind,
@@ -30,17 +29,6 @@ ENV_SECRET_ID = "TENCENTCLOUD_SECRET_ID"
 ENV_SECRET_KEY = "TENCENTCLOUD_SECRET_KEY"
 SPOTPAID = "SPOTPAID"
 POSTPAID = "POSTPAID_BY_HOUR"
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """``2020-03-10T02:43:51Z`` (Tencent's usual form) or any ISO 8601 time."""
-    if not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return utc(parsed)
 
 
 class TencentClient(RegionalProvider):

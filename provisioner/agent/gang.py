@@ -28,6 +28,7 @@ from typing import Any
 
 from provisioner.agent.notices import Notice
 from provisioner.agent.store import CheckpointStore
+from provisioner.core.timefmt import parse_time
 
 #: The exit code a gang's job uses when a peer went (the agent: interrupted, not failed).
 EXIT_PEER_LOST = 75
@@ -130,20 +131,10 @@ class Gang:
         doc = self.store.read_json(f"{self.prefix}/notice.json")
         if not doc or doc.get("node") == self.node:
             return None
-        seen = _time(doc.get("seen_at")) or datetime.now(UTC)
-        deadline = _time(doc.get("deadline")) or seen + timedelta(seconds=30)
+        seen = parse_time(doc.get("seen_at")) or datetime.now(UTC)
+        deadline = parse_time(doc.get("deadline")) or seen + timedelta(seconds=30)
         raw = f"gang: node {doc.get('node')}: {doc.get('raw', '')}"
         return Notice(cloud, seen, deadline, raw)
 
     def write_node_progress(self, doc: dict[str, Any]) -> None:
         self.store.write_progress(doc, f"{self.prefix}/node-{self.node}.json")
-
-
-def _time(text: Any) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)

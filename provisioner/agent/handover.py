@@ -18,6 +18,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from provisioner.core.timefmt import parse_time
+
 log = logging.getLogger("provisioner.agent")
 
 #: How often the old attempt's progress record is read while waiting.
@@ -26,14 +28,6 @@ POLL_S = 0.2
 MARGIN_S = 1.0
 #: Agent states that say the checkpoint taken on the notice is in the checkpoint store.
 LANDED = ("interrupted", "done", "failed")
-
-
-def _until(text: str) -> datetime | None:
-    try:
-        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def handed_over(doc: dict[str, Any], old: int) -> bool:
@@ -48,7 +42,7 @@ def await_handover(
 ) -> bool:
     """Wait until attempt ``old``'s checkpoint is in (:func:`handed_over`; ``store``: the
     job's checkpoint store) or its notice, ending at ``until``, is over. True: handed over."""
-    end = _until(until) if until else None
+    end = parse_time(until) if until else None
     logged = False
     while not stopping():
         try:

@@ -12,7 +12,7 @@ import logging
 import zlib
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from policies.model import Policy
@@ -27,6 +27,7 @@ from provisioner.control.records import (
 from provisioner.control.store import AttemptRow, JobRow, Store
 from provisioner.core import gang
 from provisioner.core.models import Instance
+from provisioner.core.timefmt import utc
 from provisioner.core.views import cooldowns_in_force
 
 if TYPE_CHECKING:
@@ -285,7 +286,3 @@ class JobPassBase:
             self.job.id, a.attempt, state=state, ended_at=self.now, end_reason=reason, cost_usd=cost
         )
         a.state, a.ended_at, a.end_reason, a.cost_usd = state, self.now, reason, cost
-
-
-def utc(dt: datetime | None) -> datetime | None:
-    return None if dt is None else (dt if dt.tzinfo else dt.replace(tzinfo=UTC))

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from provisioner.control.jobbase import JobPassBase, utc
+from provisioner.control.jobbase import JobPassBase
 from provisioner.core.models import Instance
+from provisioner.core.timefmt import parse_time
 
 #: A running job's row gets its progress (step counts) at least this often.
 PROGRESS_ROW_EVERY = timedelta(seconds=60)
@@ -97,10 +98,7 @@ class ProgressReading(JobPassBase):
         self.memo.checkpoint = ck
         if ck == (self.job.progress or {}).get("last_checkpoint"):
             return  # recorded before (this process or the one before it)
-        try:
-            at = utc(datetime.fromisoformat(str(progress.get("last_checkpoint_at"))))
-        except ValueError:
-            at = None
+        at = parse_time(progress.get("last_checkpoint_at"))
         step = progress.get("last_checkpoint_step")
         self.store.add_event(
             self.job.id,

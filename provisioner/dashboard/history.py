@@ -11,7 +11,7 @@ NULL), written by :mod:`provisioner.control.history` (re-exported here):
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -24,6 +24,7 @@ from provisioner.control.history import (
     record_price_refresh,
 )
 from provisioner.control.store import EventRow, Store
+from provisioner.core.timefmt import utc
 
 __all__ = [
     "KIND_ADDRESS",
@@ -77,8 +78,3 @@ def price_history(store: Store, limit: int = 2000) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def utc(dt: datetime | None) -> datetime | None:
-    """SQLite hands datetimes back naive; the store writes them in UTC."""
-    return None if dt is None else (dt if dt.tzinfo else dt.replace(tzinfo=UTC))

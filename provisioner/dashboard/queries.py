@@ -5,9 +5,8 @@ templates and the JSON API use. Nothing here writes. Lists are paginated in SQL 
 ``OFFSET`` over an indexed order) and summaries are ``GROUP BY`` aggregates, so a store with
 10,000 jobs costs a page's worth of rows, not the whole table.
 
-Credentials never leave: provider options and the policy's ``job.env`` are not returned, and
-every message from the store goes through :func:`providers.base.redact`.
-"""
+Credentials never leave: provider options and the policy's ``job.env`` are not returned;
+messages from the store go through :func:`providers.base.redact`."""
 
 from __future__ import annotations
 
@@ -21,7 +20,8 @@ from typing import Any
 from sqlalchemy import func, select
 
 from provisioner.control.store import AttemptRow, EventRow, InstanceRow, JobRow, Store
-from provisioner.dashboard.history import price_history, utc
+from provisioner.core.timefmt import utc
+from provisioner.dashboard.history import price_history
 
 #: Job states in the order the page lists their counts.
 STATES = (

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from provisioner.control.store import AttemptRow, EventRow, JobRow
-from provisioner.dashboard.history import utc
+from provisioner.core.timefmt import parse_time, utc
 
 #: Event kinds that become marks on the timeline (the attempts give launch, restart,
 #: launch-failed and preemption themselves).
@@ -138,7 +138,7 @@ def timeline(
             }
         )
     prog = job.get("progress") or {}
-    ck, ck_at = prog.get("last_checkpoint"), _parse(prog.get("last_checkpoint_at"))
+    ck, ck_at = prog.get("last_checkpoint"), parse_time(prog.get("last_checkpoint_at"))
     if ck and ck not in ck_seen and ck_at is not None:  # stores written before checkpoint events
         marks.append(
             {
@@ -166,15 +166,6 @@ def timeline(
         "marks": marks,
         "hidden_attempts": hidden,
     }
-
-
-def _parse(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return utc(datetime.fromisoformat(str(value)))
-    except ValueError:
-        return None
 
 
 def spend_series(job: dict[str, Any], atts: list[dict[str, Any]], end: datetime) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from provisioner.control.store import Store
 from provisioner.control.store.schema import ProbeRow
+from provisioner.core.timefmt import utc
 from provisioner.probe.measured import Key, Measured, ProbeFact, summarise
 
 
@@ -101,17 +102,8 @@ def measured(store: Store, *, last: int = 20) -> dict[Key, Measured]:
                 ProbeRow.at,
             ).where(ProbeRow.fraction.is_not(None))
         ).all()
-    facts = [
-        ProbeFact(p, t, g, f, tf, pr, at if at is None or at.tzinfo else _utc(at))
-        for p, t, g, f, tf, pr, at in rows
-    ]
+    facts = [ProbeFact(p, t, g, f, tf, pr, utc(at)) for p, t, g, f, tf, pr, at in rows]
     return summarise(facts, last=last)
-
-
-def _utc(dt: datetime) -> datetime:
-    from datetime import UTC
-
-    return dt.replace(tzinfo=UTC)
 
 
 def verdict(store: Store, job_id: str, attempt: int | None) -> str | None:

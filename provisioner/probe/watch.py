@@ -18,9 +18,10 @@ between the two is finished by the next pass.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from provisioner.core.timefmt import parse_time
 from provisioner.probe import records
 from provisioner.probe.measured import Key, Measured
 
@@ -59,16 +60,6 @@ class MeasuredFigures:
 
     def invalidate(self) -> None:
         self._at = None
-
-
-def _parse(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _span(td: timedelta) -> str:
@@ -242,7 +233,7 @@ def _idle(
     if idle is None:
         return False
     doc = progress.get("gpu_idle")
-    since = _parse(doc.get("since")) if isinstance(doc, dict) else None
+    since = parse_time(doc.get("since")) if isinstance(doc, dict) else None
     if since is None or runner.now - since < idle.duration:
         return False
     assert isinstance(doc, dict)
