@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from provisioner.control.store import Store, heartbeat, live_replicas
+from provisioner.control.store import InstanceRow, Store, heartbeat, live_replicas
 from provisioner.control.store.schema import Base
 from tests.pg import fresh_database
 
@@ -123,3 +123,43 @@ def test_events_never_carry_a_registered_secret(store: Store) -> None:
     jid = submit(store)
     store.add_event(jid, "x", "failed with key AKIASECRETVALUE123 in message")
     assert "AKIASECRETVALUE123" not in store.events(jid)[-1].message
+
+
+def _instance_row(i: int, state: str, seen: datetime) -> InstanceRow:
+    return InstanceRow(
+        provider="sim",
+        instance_id=f"i-{i:05d}",
+        job_id=f"job-{i}",
+        attempt=1,
+        region="sim-eu-1",
+        zone="sim-eu-1a",
+        instance_type="g5.xlarge",
+        market="spot",
+        state=state,
+        raw_state=state,
+        state_reason="",
+        price_per_hour=0.5 + i / 10_000,
+        launched_at=NOW,
+        ended_at=None,
+        last_seen_at=seen,
+    )
+
+
+def test_upsert_instances_inserts_then_updates_in_place_across_chunks(store: Store) -> None:
+    """2,500 rows: three chunks of the one compiled upsert. A second upsert of the same keys
+    updates every column but the keys and adds no row."""
+    store.upsert_instances([_instance_row(i, "running", NOW) for i in range(2500)])
+    first = {r.instance_id: r for r in store.instances()}
+    assert len(first) == 2500
+    assert first["i-01234"].state == "running" and first["i-01234"].job_id == "job-1234"
+    later = NOW + timedelta(minutes=5)
+    changed = [_instance_row(i, "preempted", later) for i in range(0, 2500, 2)]
+    store.upsert_instances(changed)
+    after = {r.instance_id: r for r in store.instances()}
+    assert len(after) == 2500
+    assert {r.state for k, r in after.items() if int(k[2:]) % 2 == 0} == {"preempted"}
+    assert {r.state for k, r in after.items() if int(k[2:]) % 2 == 1} == {"running"}
+    assert after["i-00002"].last_seen_at == later and after["i-00003"].last_seen_at == NOW
+    assert after["i-02498"].price_per_hour == pytest.approx(0.5 + 2498 / 10_000)
+    store.upsert_instances([])  # nothing to write is no statement, not an error
+    assert len(store.instances()) == 2500

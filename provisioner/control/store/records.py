@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Table, delete, func, select, update
 
 from provisioner.control.store.engine import StoreBase, _aware, _chunks
 from provisioner.control.store.schema import (
@@ -70,24 +70,30 @@ class RecordQueries(StoreBase):
             s.merge(row)
 
     def upsert_instances(self, rows: Sequence[InstanceRow]) -> None:
-        """Insert or update many instance rows in one statement per chunk."""
+        """Insert or update many instance rows: one upsert statement, compiled once and run
+        with the rows as its parameter sets (the driver's executemany; SQLAlchemy batches it
+        into multi-row statements where the dialect can). A statement with the rows written
+        into it as VALUES was compiled again for every chunk: half the CPU of a cold pass
+        over 10,000 jobs."""
         if not rows:
             return
         if self.is_postgres:
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-        cols = [c.name for c in InstanceRow.__table__.columns]
+        table = cast(Table, InstanceRow.__table__)
+        cols = [c.name for c in table.columns]
         keys = ("provider", "instance_id")
         docs = [{c: getattr(r, c) for c in cols} for r in rows]
+        stmt = insert(table)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=list(keys),
+            set_={c: stmt.excluded[c] for c in cols if c not in keys},
+        )
         with self.session() as s:
+            conn = s.connection()
             for chunk in _chunks(docs, 1000):
-                stmt = insert(InstanceRow).values(chunk)
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=list(keys),
-                    set_={c: stmt.excluded[c] for c in cols if c not in keys},
-                )
-                s.execute(stmt)
+                conn.execute(stmt, chunk)
 
     def instances(self, job_id: str | None = None) -> list[InstanceRow]:
         with self.session() as s:
