@@ -21,9 +21,6 @@ Nothing here imports a cloud SDK.
   refused while the currency is unknown or has no rate.
 - :func:`utc` and :func:`parse_time` (from :mod:`provisioner.core.timefmt`, re-exported for the
   adapters) read a cloud's timestamps as aware UTC datetimes, so ``since`` comparisons never raise.
-- :func:`user_data_for` is what a VM gets at boot: the request's ``user_data``, else the
-  bootstrap script rendered from its ``job_spec`` (:mod:`providers.bootstrap`); a spec that
-  cannot be rendered (a secret in it, over the cloud's size limit) is ProviderError(INVALID).
 """
 
 from __future__ import annotations
@@ -308,26 +305,6 @@ def billing_from_options(provider: str, options: Mapping[str, Any]) -> dict[str,
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
-
-
-def user_data_for(
-    request: LaunchRequest,
-    cloud: str,
-    *,
-    package_spec: str = "provisioner",
-    pip_args: Sequence[str] = (),
-) -> str:
-    """The script the VM runs at boot (``""`` when the request has neither script nor spec)."""
-    if request.user_data or not request.job_spec:
-        return request.user_data
-    from providers.bootstrap import BootstrapError, render_bootstrap
-
-    try:
-        return render_bootstrap(
-            request.job_spec, cloud=cloud, package_spec=package_spec, pip_args=pip_args
-        )
-    except BootstrapError as exc:
-        raise ProviderError(ErrorKind.INVALID, "Bootstrap", str(exc), provider=cloud) from None
 
 
 # -- shared by the adapters' instance operations ------------------------------------------------

@@ -37,7 +37,6 @@ from providers._common import (
     DEFAULT_CNY_TO_USD,
     AccountCurrency,
     now_utc,
-    user_data_for,
     utc,
     wanted_tags,
 )
@@ -51,6 +50,7 @@ from providers.base import (
     redact,
     register_secret,
 )
+from providers.bootstrap import user_data_for
 from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,

@@ -15,6 +15,10 @@ credential: the agent uses the VM's own identity (instance role, service account
 identity) for the checkpoint store; spec keys or values that look like secrets are refused.
 ``PROVISIONER_BOOTSTRAP_ROOT`` (unset on a VM) moves every path under a directory and implies
 ``nohup``; the tests use it to run the script for real.
+
+:func:`user_data_for` is what an adapter sends at launch: the request's ``user_data``, else this
+script rendered from its ``job_spec``; a spec that cannot be rendered (a secret in it, over the
+cloud's size limit) is ProviderError(INVALID).
 """
 
 from __future__ import annotations
@@ -25,9 +29,13 @@ import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from providers.base import ErrorKind, ProviderError
 from providers.facts import cloud_facts
+
+if TYPE_CHECKING:
+    from provisioner.core.models import LaunchRequest
 
 SPEC_PATH = "/etc/provisioner/job.json"
 VENV = "/opt/provisioner/venv"
@@ -114,6 +122,24 @@ def render_bootstrap(
     )
     check_size(script, cloud)
     return script
+
+
+def user_data_for(
+    request: LaunchRequest,
+    cloud: str,
+    *,
+    package_spec: str = "provisioner",
+    pip_args: Sequence[str] = (),
+) -> str:
+    """The script the VM runs at boot (``""`` when the request has neither script nor spec)."""
+    if request.user_data or not request.job_spec:
+        return request.user_data
+    try:
+        return render_bootstrap(
+            request.job_spec, cloud=cloud, package_spec=package_spec, pip_args=pip_args
+        )
+    except BootstrapError as exc:
+        raise ProviderError(ErrorKind.INVALID, "Bootstrap", str(exc), provider=cloud) from None
 
 
 def user_data_limit(cloud: str) -> tuple[int, bool]:

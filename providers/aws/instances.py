@@ -30,12 +30,12 @@ from providers._common import (
     now_utc,
     offer_for,
     unless_gone,
-    user_data_for,
     utc,
     wanted_tags,
 )
 from providers.aws.client import AWSClient, EC2Client
 from providers.base import ErrorKind, ProviderError
+from providers.bootstrap import user_data_for
 from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,

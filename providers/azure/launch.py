@@ -22,10 +22,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from providers._common import cap_decimal, offer_for, user_data_for
+from providers._common import cap_decimal, offer_for
 from providers.azure.client import _as_dict, _zone_number
 from providers.azure.instances import AzureInstances
 from providers.base import ErrorKind, ProviderError, redact
+from providers.bootstrap import user_data_for
 from provisioner.core.models import Instance, LaunchRequest, Market
 
 log = logging.getLogger("provisioner.providers.azure")

@@ -17,8 +17,9 @@ import logging
 import uuid
 from typing import Any
 
-from providers._common import offer_for, user_data_for
+from providers._common import offer_for
 from providers.base import ErrorKind, ProviderError
+from providers.bootstrap import user_data_for
 from providers.gcp.client import REQUEST_ID_NAMESPACE, TAGS_METADATA_KEY
 from providers.gcp.gpus import accelerator_type, has_builtin_gpus
 from providers.gcp.labels import labels_for

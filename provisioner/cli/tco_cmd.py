@@ -14,7 +14,6 @@ from provisioner.console import error
 
 if TYPE_CHECKING:
     from policies.profile import Profile
-    from provisioner.core.tco import Option
     from provisioner.core.tco_plan import TcoResult
 
 
@@ -229,18 +228,3 @@ def _rejections(result: TcoResult, out: Any) -> None:
 
 def _usd(v: float) -> str:
     return "-" if v == 0 else f"{v:,.0f}"
-
-
-def best_per_kind(options: list[Option], limit: int = 8) -> list[Option]:
-    """The cheapest option of each kind and term (options come cheapest first)."""
-    seen: set[tuple[str, str | None]] = set()
-    out = []
-    for o in options:
-        key = (o.kind, o.term)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(o)
-        if len(out) >= limit:
-            break
-    return out

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from provisioner.core.tco import Option
     from provisioner.core.tco_plan import TcoResult
 
 
@@ -16,8 +17,6 @@ def plot_tco(result: TcoResult, path: str | Path, limit: int = 8) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from provisioner.cli.tco_cmd import best_per_kind
 
     fig, ax = plt.subplots(figsize=(10, 5.5))
     months = list(range(result.profile.horizon_months + 1))
@@ -48,3 +47,18 @@ def _with_steps(
         xs.append(m)
         ys.append(v)
     return xs, ys
+
+
+def best_per_kind(options: list[Option], limit: int = 8) -> list[Option]:
+    """The cheapest option of each kind and term (options come cheapest first)."""
+    seen: set[tuple[str, str | None]] = set()
+    out = []
+    for o in options:
+        key = (o.kind, o.term)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(o)
+        if len(out) >= limit:
+            break
+    return out
