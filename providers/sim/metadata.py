@@ -36,6 +36,17 @@ from typing import Any
 Reply = tuple[int, dict[str, str], bytes]
 
 
+@dataclass(frozen=True)
+class MetadataRequest:
+    """One request to an instance's metadata endpoint (header names lower-cased)."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    headers: Mapping[str, str]
+    body: bytes
+
+
 @dataclass
 class MetadataView:
     """What the metadata service knows of one instance."""
@@ -77,21 +88,6 @@ class MetadataService:
         self._tokens: dict[str, tuple[str, float]] = {}  # token -> (instance id, expiry)
         self._approve = approve
 
-    def _new_token(self, instance_id: str, ttl: str | None) -> Reply:
-        try:
-            seconds = int(ttl or "")
-        except ValueError:
-            return _text(400, "Bad Request")
-        if not 1 <= seconds <= 21600:
-            return _text(400, "Bad Request")
-        token = secrets.token_urlsafe(32)
-        self._tokens[token] = (instance_id, time.time() + seconds)
-        return _text(200, token, {"X-aws-ec2-metadata-token-ttl-seconds": str(seconds)})
-
-    def _token_ok(self, instance_id: str, token: str | None) -> bool:
-        entry = self._tokens.get(token or "")
-        return entry is not None and entry[0] == instance_id and entry[1] > time.time()
-
     def handle(
         self,
         inst: MetadataView,
@@ -101,30 +97,42 @@ class MetadataService:
         headers: Mapping[str, str],
         body: bytes,
     ) -> Reply:
-        handler = getattr(self, f"_{inst.cloud}")
-        reply: Reply = handler(
-            inst, method, path, query, {k.lower(): v for k, v in headers.items()}, body
-        )
-        return reply
+        req = MetadataRequest(method, path, query, {k.lower(): v for k, v in headers.items()}, body)
+        handler: Callable[[MetadataView, MetadataRequest], Reply] = getattr(self, f"_{inst.cloud}")
+        return handler(inst, req)
+
+    def _token_gate(
+        self, inst: MetadataView, req: MetadataRequest, prefix: str, denied: Reply
+    ) -> Reply | None:
+        """The hardened mode AWS (IMDSv2) and Alibaba share: ``PUT /latest/api/token`` with
+        ``<prefix>-ttl-seconds`` (1-21600) hands out a token, echoing the TTL header; any other
+        request without a live ``<prefix>`` header of this instance gets ``denied``. ``None``:
+        the request may go on."""
+        ttl_header = f"{prefix}-ttl-seconds"
+        if req.path == "/latest/api/token":
+            if req.method != "PUT":
+                return _text(405, "Method Not Allowed")
+            try:
+                seconds = int(req.headers.get(ttl_header.lower()) or "")
+            except ValueError:
+                return _text(400, "Bad Request")
+            if not 1 <= seconds <= 21600:
+                return _text(400, "Bad Request")
+            token = secrets.token_urlsafe(32)
+            self._tokens[token] = (inst.id, time.time() + seconds)
+            return _text(200, token, {ttl_header: str(seconds)})
+        entry = self._tokens.get(req.headers.get(prefix.lower()) or "")
+        if entry is None or entry[0] != inst.id or entry[1] <= time.time():
+            return denied
+        return None
 
     # -- the five formats ------------------------------------------------------------------
 
-    def _aws(
-        self,
-        inst: MetadataView,
-        method: str,
-        path: str,
-        query: Mapping[str, str],
-        headers: Mapping[str, str],
-        body: bytes,
-    ) -> Reply:
-        if path == "/latest/api/token":
-            if method != "PUT":
-                return _text(405, "Method Not Allowed")
-            return self._new_token(inst.id, headers.get("x-aws-ec2-metadata-token-ttl-seconds"))
-        if not self._token_ok(inst.id, headers.get("x-aws-ec2-metadata-token")):
-            return _text(401, "Unauthorized")
-        if path == "/latest/meta-data/spot/instance-action":
+    def _aws(self, inst: MetadataView, req: MetadataRequest) -> Reply:
+        gate = self._token_gate(inst, req, "X-aws-ec2-metadata-token", _text(401, "Unauthorized"))
+        if gate is not None:
+            return gate
+        if req.path == "/latest/meta-data/spot/instance-action":
             if inst.deadline is None:
                 return _text(404, NOT_FOUND_HTML, {"Content-Type": "text/html"})
             return _json(200, {"action": "terminate", "time": _iso_z(inst.deadline)})
@@ -135,21 +143,13 @@ class MetadataService:
             if inst.market == "spot"
             else "on-demand",
         }
-        if path in simple:
-            return _text(200, simple[path])
+        if req.path in simple:
+            return _text(200, simple[req.path])
         return _text(404, NOT_FOUND_HTML, {"Content-Type": "text/html"})
 
-    def _gcp(
-        self,
-        inst: MetadataView,
-        method: str,
-        path: str,
-        query: Mapping[str, str],
-        headers: Mapping[str, str],
-        body: bytes,
-    ) -> Reply:
+    def _gcp(self, inst: MetadataView, req: MetadataRequest) -> Reply:
         flavor = {"Metadata-Flavor": "Google"}
-        if headers.get("metadata-flavor") != "Google":
+        if req.headers.get("metadata-flavor") != "Google":
             return _text(403, "Missing Metadata-Flavor:Google header.", flavor)
         values = {
             "/computeMetadata/v1/instance/preempted": "TRUE" if inst.deadline else "FALSE",
@@ -159,27 +159,19 @@ class MetadataService:
             if inst.market == "spot"
             else "STANDARD",
         }
-        if path in values:
-            return _text(200, values[path], flavor)
+        if req.path in values:
+            return _text(200, values[req.path], flavor)
         return _text(404, "Not Found", flavor)
 
-    def _azure(
-        self,
-        inst: MetadataView,
-        method: str,
-        path: str,
-        query: Mapping[str, str],
-        headers: Mapping[str, str],
-        body: bytes,
-    ) -> Reply:
-        if headers.get("metadata", "").lower() != "true":
+    def _azure(self, inst: MetadataView, req: MetadataRequest) -> Reply:
+        if req.headers.get("metadata", "").lower() != "true":
             return _json(400, {"error": "Bad request. Required metadata header not specified"})
-        if not query.get("api-version"):
+        if not req.query.get("api-version"):
             return _json(400, {"error": "Bad request. api-version was not specified"})
-        if path == "/metadata/scheduledevents":
-            if method == "POST":
+        if req.path == "/metadata/scheduledevents":
+            if req.method == "POST":
                 try:
-                    doc = json.loads(body or b"{}")
+                    doc = json.loads(req.body or b"{}")
                     ids = [r.get("EventId") for r in doc.get("StartRequests", [])]
                 except (ValueError, AttributeError):
                     return _json(400, {"error": "Bad request. Malformed body"})
@@ -204,26 +196,15 @@ class MetadataService:
                     }
                 )
             return _json(200, {"DocumentIncarnation": 1 if events else 0, "Events": events})
-        if path == "/metadata/instance/compute/vmId":
+        if req.path == "/metadata/instance/compute/vmId":
             return _text(200, inst.id)
         return _json(404, {"error": "Not found"})
 
-    def _alibaba(
-        self,
-        inst: MetadataView,
-        method: str,
-        path: str,
-        query: Mapping[str, str],
-        headers: Mapping[str, str],
-        body: bytes,
-    ) -> Reply:
-        if path == "/latest/api/token":
-            if method != "PUT":
-                return _text(405, "Method Not Allowed")
-            return self._new_token(inst.id, headers.get("x-aliyun-ecs-metadata-token-ttl-seconds"))
-        if not self._token_ok(inst.id, headers.get("x-aliyun-ecs-metadata-token")):
-            return _text(403, "Forbidden")
-        if path == "/latest/meta-data/instance/spot/termination-time":
+    def _alibaba(self, inst: MetadataView, req: MetadataRequest) -> Reply:
+        gate = self._token_gate(inst, req, "X-aliyun-ecs-metadata-token", _text(403, "Forbidden"))
+        if gate is not None:
+            return gate
+        if req.path == "/latest/meta-data/instance/spot/termination-time":
             if inst.deadline is None:
                 return _text(404, "Not Found")
             return _text(200, _iso_z(inst.deadline))
@@ -231,20 +212,12 @@ class MetadataService:
             "/latest/meta-data/instance-id": inst.id,
             "/latest/meta-data/zone-id": inst.zone,
         }
-        if path in simple:
-            return _text(200, simple[path])
+        if req.path in simple:
+            return _text(200, simple[req.path])
         return _text(404, "Not Found")
 
-    def _tencent(
-        self,
-        inst: MetadataView,
-        method: str,
-        path: str,
-        query: Mapping[str, str],
-        headers: Mapping[str, str],
-        body: bytes,
-    ) -> Reply:
-        if path == "/latest/meta-data/spot/termination-time":
+    def _tencent(self, inst: MetadataView, req: MetadataRequest) -> Reply:
+        if req.path == "/latest/meta-data/spot/termination-time":
             if inst.deadline is None:
                 return _text(404, "Not Found")
             text = datetime.fromtimestamp(inst.deadline, UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -253,6 +226,6 @@ class MetadataService:
             "/latest/meta-data/instance-id": inst.id,
             "/latest/meta-data/placement/zone": inst.zone,
         }
-        if path in simple:
-            return _text(200, simple[path])
+        if req.path in simple:
+            return _text(200, simple[req.path])
         return _text(404, "Not Found")
