@@ -21,10 +21,11 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.fakes import LocalHTTPServer
 from tests.fakes.alibaba_sets import DeploymentSets
 
 DEFAULT_REGION = "cn-hangzhou"
@@ -139,7 +140,7 @@ def _tags(params: dict[str, str]) -> dict[str, str]:
     return out
 
 
-class AlibabaFakeServer(DeploymentSets):
+class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
     """ECS on 127.0.0.1:<port>; ``endpoint`` is what the SDK's ``Config(endpoint=...)`` takes."""
 
     _api_error = ApiError
@@ -166,49 +167,8 @@ class AlibabaFakeServer(DeploymentSets):
         self._state = _State()
         self._sets: dict[str, dict[str, Any]] = {}  # deployment sets (alibaba_sets.py)
         self._lock = threading.RLock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
-
-    def start(self) -> AlibabaFakeServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out as two writes
-
-            def do_POST(self) -> None:
-                server._handle(self)
-
-            def do_GET(self) -> None:
-                server._handle(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> AlibabaFakeServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
 
     @property
     def endpoint(self) -> str:

@@ -27,8 +27,10 @@ import json
 import threading
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes import LocalHTTPServer
 
 AMZ_JSON = "application/x-amz-json-1.1"
 TARGET_PREFIX = "AWSPriceListService."
@@ -193,9 +195,11 @@ def _holds(attrs: dict[str, str], f: dict[str, Any]) -> bool:
     raise PricingError("InvalidParameterException", f"Invalid filter type {kind!r}")
 
 
-class PricingServer:
+class PricingServer(LocalHTTPServer):
     """GetProducts on 127.0.0.1; ``endpoint`` is what ``boto3.client("pricing", endpoint_url=)``
     takes. ``max_page`` caps a page below ``MaxResults`` (the service may return fewer)."""
+
+    verbs = ("POST",)
 
     def __init__(self, *, max_page: int = 100) -> None:
         self.max_page = max_page
@@ -206,43 +210,11 @@ class PricingServer:
             for (itype, region), price in sorted(ON_DEMAND.items())
             for v in VARIANTS
         ]
-        self._httpd: ThreadingHTTPServer | None = None
         self._lock = threading.Lock()
-
-    def start(self) -> PricingServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def do_POST(self) -> None:
-                server._handle(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> PricingServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def endpoint(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def calls(self, operation: str = "GetProducts") -> list[Recorded]:
         with self._lock:

@@ -43,9 +43,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
+
+from tests.fakes import LocalHTTPServer
 
 COMPUTE_API = "2026-04-01"
 
@@ -318,7 +320,7 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
 
 
-class AzureServer:
+class AzureServer(LocalHTTPServer):
     """The fake, on 127.0.0.1 on a free port; a context manager (or call close())."""
 
     def __init__(
@@ -343,17 +345,16 @@ class AzureServer:
         self._state = _State()
         self._inject: dict[str, list[_Injected]] = {}
         self._lock = threading.RLock()
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+        self.start()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (_Handler,), {"fake": self})
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def subnet_id(self) -> str:
@@ -361,17 +362,6 @@ class AzureServer:
             f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}/providers/"
             "Microsoft.Network/virtualNetworks/vnet-test/subnets/default"
         )
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> AzureServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def reset(self) -> None:
         with self._lock:

@@ -40,9 +40,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes import LocalHTTPServer
 
 from .gcp_policies import ResourcePolicies
 
@@ -451,7 +453,7 @@ def matches_filter(resource: dict[str, Any], expr: str) -> bool:
     return True
 
 
-class GCPServer(ResourcePolicies):
+class GCPServer(ResourcePolicies, LocalHTTPServer):
     """The fake, started on 127.0.0.1 on a free port; use as a context manager or call close()."""
 
     def __init__(
@@ -472,32 +474,16 @@ class GCPServer(ResourcePolicies):
         self._inject: dict[str, list[_Injected]] = {}
         self._lock = threading.RLock()
         self._seq = 0
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+        self.start()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (_Handler,), {"fake": self})
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> GCPServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def reset(self) -> None:
         with self._lock:

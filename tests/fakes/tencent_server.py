@@ -28,9 +28,10 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.fakes import LocalHTTPServer
 from tests.fakes.tencent_groups import PlacementGroups
 
 DEFAULT_REGION = "ap-guangzhou"
@@ -110,7 +111,7 @@ def _new_id() -> str:
     return "ins-" + "".join(random.choices(string.ascii_lowercase + string.digits, k=8))
 
 
-class TencentFakeServer(PlacementGroups):
+class TencentFakeServer(PlacementGroups, LocalHTTPServer):
     """CVM on 127.0.0.1:<port>; ``endpoint`` is what ``HttpProfile(endpoint=...)`` takes."""
 
     _api_error = ApiError
@@ -140,47 +141,8 @@ class TencentFakeServer(PlacementGroups):
         self._state = _State()
         self._groups: dict[str, dict[str, Any]] = {}  # placement groups (tencent_groups.py)
         self._lock = threading.RLock()
-        self._httpd: ThreadingHTTPServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
-
-    def start(self) -> TencentFakeServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out as two writes
-
-            def do_POST(self) -> None:
-                server._handle(self)
-
-            def do_GET(self) -> None:
-                server._handle(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> TencentFakeServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
 
     @property
     def endpoint(self) -> str:
