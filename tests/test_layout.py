@@ -95,6 +95,7 @@ LAYERS = {
     "provisioner.core": 1,
     "providers": 2,
     "provisioner.catalog_files": 2,  # the first I/O layer: catalog files, beside the clouds
+    "provisioner.trace_files": 2,  # and trace files, for the simulator and the sim's market
     "provisioner.control": 3,
     "provisioner.simulate": 3,
     "provisioner.agent": 3,

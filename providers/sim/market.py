@@ -1,13 +1,14 @@
 """Spot availability and price per zone over simulated time: a recorded trace or a seeded model.
 
-Traces (one file per zone):
+Traces (one file per zone) are read by the core's parser (:mod:`provisioner.core.traces`),
+the one the simulator uses, so a zone's capacity here is what ``provisioner simulate`` sees:
 
 - JSON, the layout of ``../shared/data/traces``: ``{"metadata": {"gap_seconds": G}, "data":
   [1, 1, 0, ...], "prices": [...]}`` where point ``i`` covers ``[i·G, (i+1)·G)`` seconds and a
   value >= 1 means available (``prices`` is optional);
-- CSV ``timestamp,available[,price]`` (a header row is optional): ``timestamp`` in seconds from
-  the start of the trace or an ISO time (taken relative to the first row); each row holds until
-  the next one.
+- CSV ``timestamp,available[,price]`` (a header row is optional): ``timestamp`` in seconds or
+  an ISO time; each row holds until the next one, on a grid of the rows' median spacing
+  starting at the first row.
 
 A trace loops when simulated time runs past its end. Without a trace, :class:`StochasticZone`
 alternates available and unavailable spells with exponential lengths (means ``mtbp_hours``
@@ -17,16 +18,9 @@ and ``outage_hours``), seeded by ``(seed, zone)``: the same seed gives the same 
 from __future__ import annotations
 
 import bisect
-import csv
-import json
 import random
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-
-
-class TraceError(ValueError):
-    pass
 
 
 @dataclass
@@ -51,73 +45,22 @@ class Trace:
 
 
 def load_trace(path: str | Path) -> Trace:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"{p}: cannot read trace: {exc.strerror}") from None
-    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
-        return _json_trace(p, text)
-    return _csv_trace(p, text)
+    """The zone's trace as change points, read as the simulator reads it (a bad file is
+    :class:`provisioner.core.traces.TraceError`, naming the file)."""
+    from provisioner import trace_files  # numpy: only for a market with traces
 
-
-def _json_trace(p: Path, text: str) -> Trace:
-    try:
-        doc = json.loads(text)
-        gap = float(doc["metadata"]["gap_seconds"])
-        data = [float(v) for v in doc["data"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise TraceError(
-            f"{p}: not a trace ({{metadata: {{gap_seconds}}, data: [...]}}): {exc}"
-        ) from None
-    if gap <= 0 or not data:
-        raise TraceError(f"{p}: empty trace or gap_seconds <= 0")
-    raw_prices = doc.get("prices") or []
-    prices = [
-        float(raw_prices[i]) if i < len(raw_prices) and raw_prices[i] is not None else None
-        for i in range(len(data))
-    ]
-    times = [i * gap for i in range(len(data))]
-    return Trace(times, [v >= 1 for v in data], prices, period=len(data) * gap)
-
-
-def _csv_trace(p: Path, text: str) -> Trace:
-    rows = [r for r in csv.reader(text.splitlines()) if r and r[0].strip()]
-    if rows and not _is_time(rows[0][0]):
-        rows = rows[1:]  # header
-    if not rows:
-        raise TraceError(f"{p}: empty trace")
-    points: list[tuple[float, bool, float | None]] = []
-    start: float | None = None
-    for n, row in enumerate(rows, 1):
-        try:
-            t = _seconds(row[0])
-            avail = float(row[1]) >= 1
-            price = float(row[2]) if len(row) > 2 and row[2].strip() else None
-        except (ValueError, IndexError) as exc:
-            raise TraceError(f"{p}: row {n}: expected timestamp,available[,price]: {exc}") from None
-        start = t if start is None else start
-        points.append((t - start, avail, price))
-    points.sort(key=lambda x: x[0])
-    times = [x[0] for x in points]
-    gap = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 3600.0
-    return Trace(times, [x[1] for x in points], [x[2] for x in points], period=times[-1] + gap)
-
-
-def _is_time(text: str) -> bool:
-    try:
-        _seconds(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _seconds(text: str) -> float:
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    grid = trace_files.load_trace(path)
+    gap = grid.gap_s
+    n = len(grid)
+    prices: list[float | None] = (
+        [float(v) for v in grid.prices] if grid.prices is not None else [None] * n
+    )
+    return Trace(
+        [i * gap for i in range(n)],
+        [bool(v >= 1) for v in grid.values],
+        prices,
+        period=n * gap,
+    )
 
 
 @dataclass
