@@ -420,3 +420,89 @@ def test_recorded_traces_load() -> None:
         for i in (0, len(doc["data"]) // 2, len(doc["data"]) - 1):
             assert trace.available_at(i * gap + gap / 2) == (doc["data"][i] >= 1)
         assert trace.available_at(trace.period + 1) == trace.available_at(1)  # loops
+
+
+def test_the_market_reads_a_trace_as_the_simulator_does(tmp_path: Path) -> None:
+    """One parser for both: an irregular CSV (ISO times, a header, a gap of 20 min among
+    10-min rows, a count above 1, prices) and a JSON trace give the sim's market, at every
+    moment, the availability and price the simulator's trace has at that tick."""
+    from provisioner.simulate.traces import load_trace as simulator_trace
+
+    csv_path = tmp_path / "eu-west-1a.csv"
+    csv_path.write_text(
+        "timestamp,available,price\n"
+        "2023-02-15T00:00:00Z,1,0.91\n"
+        "2023-02-15T00:10:00Z,0,0.95\n"
+        "2023-02-15T00:20:00Z,2,0.97\n"
+        "2023-02-15T00:40:00Z,1,0.90\n"
+        "2023-02-15T00:50:00Z,0,1.20\n",
+        encoding="utf-8",
+    )
+    json_path = tmp_path / "us-east-1b_v100_1.json"
+    json_path.write_text(
+        json.dumps({"metadata": {"gap_seconds": 600}, "data": [1, 1, 0, 3, 0, 1]}),
+        encoding="utf-8",
+    )
+    market = SimMarket(traces={"a": str(csv_path), "b": str(json_path)})
+    for zone, path in (("a", csv_path), ("b", json_path)):
+        grid = simulator_trace(path)
+        ticks = len(grid)
+        assert ticks == 6  # the CSV's 20-minute row holds for two 10-minute ticks
+        for k in range(ticks * 10):  # every minute, twice round the loop
+            t = k * 60.0 + 30.0
+            i = int(t // grid.gap_s) % ticks
+            assert market.available(zone, t) == bool(grid.values[i] >= 1), (zone, t)
+            want = None if grid.prices is None else float(grid.prices[i])
+            assert market.price(zone, t) == want, (zone, t)
+    assert [market.available("a", m * 600.0 + 1) for m in range(6)] == [
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
+
+
+def test_a_bad_trace_stops_the_market_with_the_file_named(tmp_path: Path) -> None:
+    from provisioner.core.traces import TraceError
+
+    bad = tmp_path / "z.csv"
+    bad.write_text("0,1\n60,1\n30,0\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=r"z\.csv: timestamps must increase"):
+        SimMarket(traces={"z": str(bad)})
+    with pytest.raises(TraceError, match=r"nope\.json: cannot read trace"):
+        SimMarket(traces={"z": str(tmp_path / "nope.json")})
+
+
+@pytest.mark.parametrize(
+    ("cloud", "prefix", "denied"),
+    [("aws", "X-aws-ec2-metadata-token", 401), ("alibaba", "X-aliyun-ecs-metadata-token", 403)],
+)
+def test_the_hardened_metadata_modes_hand_out_and_check_tokens(
+    cloud: str, prefix: str, denied: int
+) -> None:
+    """AWS's IMDSv2 and Alibaba's hardened mode, as the sim serves them: a token only by PUT
+    with a TTL of 1-21600 s, echoed under the cloud's own header; a read without a live token
+    of this instance is refused with the cloud's status."""
+    from providers.sim.metadata import MetadataService, MetadataView
+
+    meta = MetadataService(approve=lambda _id: None)
+    one = MetadataView("i-1", "z-1", "spot", cloud, None, "e-1")
+    other = MetadataView("i-2", "z-1", "spot", cloud, None, "e-2")
+    ttl = f"{prefix}-ttl-seconds"
+    read = "/latest/meta-data/instance-id"
+
+    def call(inst: MetadataView, method: str, path: str, headers: dict[str, str]) -> Any:
+        return meta.handle(inst, method, path, {}, headers, b"")
+
+    assert call(one, "GET", "/latest/api/token", {ttl: "60"})[0] == 405
+    assert call(one, "PUT", "/latest/api/token", {})[0] == 400
+    assert call(one, "PUT", "/latest/api/token", {ttl: "21601"})[0] == 400
+    assert call(one, "PUT", "/latest/api/token", {ttl: "soon"})[0] == 400
+    status, headers, token = call(one, "PUT", "/latest/api/token", {ttl: "60"})
+    assert status == 200 and headers[ttl] == "60" and len(token) > 20
+    assert call(one, "GET", read, {})[0] == denied
+    assert call(one, "GET", read, {prefix: "not-a-token"})[0] == denied
+    assert call(other, "GET", read, {prefix: token.decode()})[0] == denied  # another VM's
+    assert call(one, "GET", read, {prefix.upper(): token.decode()})[:3:2] == (200, b"i-1")
