@@ -31,11 +31,12 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import PurePath
 from typing import Any
 
 import numpy as np
+
+from provisioner.core.timefmt import parse_time
 
 
 class TraceError(ValueError):
@@ -145,12 +146,15 @@ def _load_json(p: PurePath, text: str) -> Trace:
 
 
 def _timestamp(text: str) -> float:
-    text = text.strip()
+    """Epoch seconds, or an ISO time read as every other time in the project is (a time
+    without a zone is UTC, not the machine's zone); ValueError where it is neither."""
     try:
         return float(text)
     except ValueError:
         pass
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    dt = parse_time(text)
+    if dt is None:
+        raise ValueError(f"not a time: {text!r}")
     return dt.timestamp()
 
 
