@@ -310,6 +310,24 @@ def parse_document(text: str, file: str, model: type[M], *, what: str, example: 
         raise PolicyError([PolicyIssue(file, 1, 1, "", f"cannot use this {what}: {exc}")]) from None
 
 
+def issue_at(text: str | None, file: str, loc: tuple[Any, ...], message: str) -> PolicyIssue:
+    """A problem found after validation (a workdir too large, a git ref that is not there, a
+    secret that cannot be read) at the line and column of ``loc`` in the policy's text (the
+    nearest enclosing key there; the file as a whole when there is no text)."""
+    line: int | None = None
+    col: int | None = None
+    if text is not None:
+        try:
+            node, _ = compose(text)
+        except (Refusal, yaml.YAMLError, ValueError, TypeError, RecursionError):
+            node = None
+        if node is not None:
+            values: Marks = {}
+            _walk(node, values, {})
+            line, col = values.get(loc) or _nearest(loc, values)
+    return PolicyIssue(file, line, col, _dotted(loc), message)
+
+
 def load_policy(path: str | os.PathLike[str]) -> Policy:
     """Read and validate a policy file (a regular file of at most 1 MB of UTF-8)."""
     return parse_policy(read_document(path, what="policy", example="policies/*.yaml"), str(path))

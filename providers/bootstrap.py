@@ -24,13 +24,12 @@ cloud's size limit) is ProviderError(INVALID).
 from __future__ import annotations
 
 import base64
-import itertools
 import json
-import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from policies.credentials import looks_like_credential, names_credential
 from providers.base import ErrorKind, ProviderError
 from providers.facts import cloud_facts
 
@@ -41,47 +40,13 @@ SPEC_PATH = "/etc/provisioner/job.json"
 VENV = "/opt/provisioner/venv"
 UNIT = "provisioner-agent.service"
 HEREDOC = "PROVISIONER_JOB_SPEC"
+#: the spec's key for the job's secret references (variable -> reference, never a value)
+REFS_KEY = "secret_refs"
 
 #: The sim has no user-data limit of its own (its sandboxes read the spec from a file); a script
 #: rendered for it (tests, demos) may be this large. Every cloud's limit is its fact:
 #: ``cloud_facts(cloud).user_data_limit`` (``providers/<cloud>/facts.py``).
 SIM_USER_DATA_LIMIT = 1024 * 1024
-
-#: words (in a key split at ``_``, ``-``, ``.`` and case changes) that name a credential
-_SECRET_WORDS = frozenset(
-    {
-        "secret",
-        "secrets",
-        "password",
-        "passwd",
-        "passphrase",
-        "pwd",
-        "token",
-        "tokens",
-        "credential",
-        "credentials",
-        "auth",
-        "apikey",
-        "accesskey",
-        "privatekey",
-        "sessionkey",
-    }
-)
-_SECRET_PAIRS = frozenset(
-    {
-        ("private", "key"),
-        ("access", "key"),
-        ("api", "key"),
-        ("session", "key"),
-        ("account", "key"),
-        ("secret", "key"),
-    }
-)
-_SECRET_VALUE = re.compile(
-    r"(?:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"  # AWS access key ids
-    r"|(?:-----BEGIN [A-Z ]*PRIVATE KEY-----)"
-    r"|(?:[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)"  # user:password@ in a URL
-)
 
 
 class BootstrapError(ValueError):
@@ -102,12 +67,16 @@ def render_bootstrap(
     for where in _secrets_in(spec, "spec"):
         raise BootstrapError(f"{where} looks like a credential; bootstrap scripts carry none")
     for i, arg in enumerate([package_spec, *pip_args]):
-        if _SECRET_VALUE.search(arg):
+        if looks_like_credential(arg):
             raise BootstrapError(f"pip argument {i} carries a credential")
 
+    if package_spec.strip() == "provisioner" and cloud != "sim":
+        # the agent reads the cloud's bucket and secret store with the cloud's SDK
+        package_spec = f"provisioner[{cloud}]"
     doc = {**spec, "cloud": cloud}
     spec_json = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True, default=str)
     script = _TEMPLATE.format(
+        tools=_tools(doc),
         cloud=cloud,
         job=_comment(str(doc.get("job_id", "?"))),
         attempt=_comment(str(doc.get("attempt", "?"))),
@@ -122,6 +91,19 @@ def render_bootstrap(
     )
     check_size(script, cloud)
     return script
+
+
+def _tools(spec: Mapping[str, Any]) -> str:
+    """The shell that makes sure the VM has what the job's road needs: git for a job whose
+    code is a git commit; a container engine and, where the VM has NVIDIA GPUs, the NVIDIA
+    Container Toolkit (NVIDIA's own package repositories) for a job in an image."""
+    out = []
+    code = spec.get("code")
+    if isinstance(code, Mapping) and code.get("kind") == "git":
+        out.append('have git || {{ say "installing git"; pkg_install git; }}')
+    if spec.get("container"):
+        out.append(_CONTAINER_TOOLS)
+    return "\n".join(out).replace("{{", "{").replace("}}", "}")
 
 
 def user_data_for(
@@ -179,23 +161,21 @@ def _secrets_in(value: Any, path: str) -> Iterator[str]:
     if isinstance(value, Mapping):
         for key, item in value.items():
             where = f"{path}.{key}"
-            if _names_secret(str(key)) and item not in (None, "", False):
+            if key == REFS_KEY and isinstance(item, Mapping) and path == "spec":
+                # references to secrets (``aws-sm:NAME``), named by the variable they fill:
+                # the names may say "token"; the references must not carry one
+                for name, ref in item.items():
+                    if looks_like_credential(str(ref)):
+                        yield f"{where}.{name}"
+            elif names_credential(str(key)) and item not in (None, "", False):
                 yield where
             else:
                 yield from _secrets_in(item, where)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             yield from _secrets_in(item, f"{path}[{i}]")
-    elif isinstance(value, str) and _SECRET_VALUE.search(value):
+    elif isinstance(value, str) and looks_like_credential(value):
         yield path
-
-
-def _names_secret(key: str) -> bool:
-    """True for keys such as ``HF_TOKEN``, ``aws_secret_access_key``, ``apiKey``, ``password``
-    (not ``TOKENIZERS_PARALLELISM`` or ``author``)."""
-    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+", key)]
-    pairs = set(itertools.pairwise(words))
-    return bool(_SECRET_WORDS.intersection(words) or _SECRET_PAIRS & pairs)
 
 
 def _comment(text: str) -> str:
@@ -273,6 +253,11 @@ if [ ! -x "$VENV/bin/python3" ] || [ "$(cat "$VENV/.provisioner-package" 2>/dev/
   echo "$MARKER" > "$VENV/.provisioner-package"
 fi
 
+WORK="$ROOT/var/lib/provisioner"
+CACHE="$ROOT/var/cache/provisioner"
+mkdir -p "$WORK" "$CACHE"
+{tools}
+
 agent_alive() {{  # a live agent process (not a zombie, not a reused pid)
   if [ -r "/proc/$1/cmdline" ]; then
     tr '\000' ' ' < "/proc/$1/cmdline" | grep -q "provisioner.agent"
@@ -291,7 +276,9 @@ After=network-online.target
 [Service]
 Type=simple
 ExecStart=$VENV/bin/python3 -m provisioner.agent --spec $SPEC
+WorkingDirectory=$WORK
 Environment=PYTHONUNBUFFERED=1
+Environment=PROVISIONER_CACHE_DIR=$CACHE
 Restart=on-failure
 RestartSec=5
 KillMode=mixed
@@ -309,9 +296,52 @@ else
   if [ -f "$PIDFILE" ] && agent_alive "$(cat "$PIDFILE")"; then
     say "agent already running (pid $(cat "$PIDFILE"))"
   else
-    nohup "$VENV/bin/python3" -m provisioner.agent --spec "$SPEC" >>"$LOG" 2>&1 </dev/null &
-    echo $! > "$PIDFILE"
-    say "agent started with nohup (pid $!)"
+    (cd "$WORK" && PROVISIONER_CACHE_DIR="$CACHE" \
+      nohup "$VENV/bin/python3" -m provisioner.agent --spec "$SPEC" >>"$LOG" 2>&1 </dev/null &
+      echo $! > "$PIDFILE")
+    say "agent started with nohup (pid $(cat "$PIDFILE"))"
+  fi
+fi
+"""
+
+#: A job in an image: an engine (Docker from the distribution, else Podman) and, on a VM with
+#: NVIDIA GPUs, the NVIDIA Container Toolkit from NVIDIA's repositories, set up for the engine
+#: (``nvidia-ctk runtime configure`` for Docker, a CDI spec for Podman). The GPU images listed
+#: in docs/clouds.md already carry both; this step then does nothing.
+_CONTAINER_TOOLS = r"""
+if ! have docker && ! have podman; then
+  say "installing a container engine"
+  pkg_install docker.io || pkg_install docker || pkg_install moby-engine || pkg_install podman
+fi
+if have systemctl && [ -d /run/systemd/system ] && have docker && [ -z "$ROOT" ]; then
+  systemctl enable --now docker >/dev/null 2>&1 || true
+fi
+if have nvidia-smi && ! have nvidia-ctk; then
+  say "installing the NVIDIA Container Toolkit"
+  if have apt-get; then
+    have curl || pkg_install curl
+    have gpg || pkg_install gnupg
+    curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey |
+      gpg --dearmor --yes -o /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
+    curl -fsSL https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list |
+      sed 's#deb https://#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://#' \
+      > /etc/apt/sources.list.d/nvidia-container-toolkit.list
+    pkg_install nvidia-container-toolkit
+  elif have dnf || have yum; then
+    curl -fsSL https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo \
+      > /etc/yum.repos.d/nvidia-container-toolkit.repo
+    pkg_install nvidia-container-toolkit
+  elif have zypper; then
+    zypper --non-interactive ar https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo || true
+    pkg_install nvidia-container-toolkit
+  fi
+fi
+if have nvidia-ctk && have nvidia-smi; then
+  if have docker && [ -z "$ROOT" ]; then
+    nvidia-ctk runtime configure --runtime=docker >/dev/null 2>&1 && systemctl restart docker || true
+  fi
+  if have podman && [ ! -f /etc/cdi/nvidia.yaml ]; then
+    mkdir -p /etc/cdi && nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml >/dev/null 2>&1 || true
   fi
 fi
 """
