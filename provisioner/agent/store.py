@@ -43,11 +43,11 @@ class CheckpointStore:
     """One job's directory in the checkpoint store."""
 
     def __init__(self, uri: str, job_id: str) -> None:
-        import fsspec
+        from provisioner.agent.objstore import filesystem
 
         self.uri = uri.rstrip("/")
         self.job_id = job_id
-        fs, root = fsspec.core.url_to_fs(self.uri)
+        fs, root = filesystem(self.uri)
         self.fs = fs
         self.root = root.rstrip("/") + "/" + job_id
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
@@ -168,9 +168,9 @@ def _write_atomic(fs: Any, local: bool, target: str, data: bytes) -> None:
 
 def write_text_uri(uri: str, text: str) -> None:
     """Write ``text`` to an fsspec URI, atomically on a local filesystem."""
-    import fsspec
+    from provisioner.agent.objstore import filesystem
 
-    fs, path = fsspec.core.url_to_fs(uri)
+    fs, path = filesystem(uri)
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     _write_atomic(fs, protocol in ("file", "local"), path, text.encode("utf-8"))
 
