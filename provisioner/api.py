@@ -40,8 +40,15 @@ def submit(
     store: Store | str | None = None,
     now: datetime | None = None,
     job_id: str | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Store, str]:
-    """Validate the policy and record the job in the store; returns (store, job id)."""
+    """Validate the policy, prepare what its VMs will need (the checkpoint store, the secrets'
+    references, the code packed into the store or its git commit pinned:
+    :mod:`provisioner.submission`) and record the job in the store; returns (store, job id).
+    A policy that cannot run raises :class:`~policies.loader.PolicyError` with each problem's
+    place, and nothing is written."""
+    from provisioner.submission import prepare
+
     if isinstance(policy, Policy):
         import yaml
 
@@ -52,10 +59,11 @@ def submit(
         load_policy(path)  # a PolicyError (file:line:column) for a missing or bad file
         text = Path(path).read_text(encoding="utf-8")
         pol = parse_policy(text, path)  # what the store keeps is what was validated
+    prov = provider or DEFAULT_PROVIDER
+    ready = prepare(pol, provider=prov, policy_path=path, policy_text=text, say=say)
     st = store if isinstance(store, Store) else Store(store)
     now = now or datetime.now(UTC)
     work_total = pol.job.compute_hours
-    prov = provider or DEFAULT_PROVIDER
     job = st.submit(
         name=pol.name,
         policy_yaml=text,
@@ -67,7 +75,11 @@ def submit(
         work_total_h=work_total,
         job_id=job_id,
         workdir=os.getcwd(),
+        checkpoint_uri=ready.checkpoint_uri,
+        code=ready.code,
     )
+    for note in ready.notes:
+        st.add_event(job.id, "submitted", note, at=now)
     return st, job.id
 
 

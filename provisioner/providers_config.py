@@ -17,9 +17,13 @@ def config_path() -> Path:
     return Path(base) / "provisioner" / "providers.yaml"
 
 
-def provider_defaults(name: str) -> dict[str, Any]:
-    """Options for ``name`` from ``$XDG_CONFIG_HOME/provisioner/providers.yaml`` (no secrets
-    there: credentials come from each SDK's usual chain), else built-in defaults."""
+#: A provider's section may name the checkpoint store its jobs use when their policy names
+#: none (``checkpoint_uri: s3://my-bucket/provisioner``); it is the controller's, not an
+#: option of the provider's constructor.
+CHECKPOINT_KEY = "checkpoint_uri"
+
+
+def _section(name: str) -> dict[str, Any] | None:
     path = config_path()
     if path.exists():
         import yaml
@@ -27,4 +31,25 @@ def provider_defaults(name: str) -> dict[str, Any]:
         doc = yaml.safe_load(path.read_text()) or {}
         if isinstance(doc, dict) and isinstance(doc.get(name), dict):
             return dict(doc[name])
+    return None
+
+
+def provider_defaults(name: str) -> dict[str, Any]:
+    """Options for ``name`` from ``$XDG_CONFIG_HOME/provisioner/providers.yaml`` (no secrets
+    there: credentials come from each SDK's usual chain), else built-in defaults."""
+    section = _section(name)
+    if section is not None:
+        section.pop(CHECKPOINT_KEY, None)
+        return section
     return dict(SIM_DEFAULTS) if name == "sim" else {}
+
+
+def default_checkpoint_uri(name: str) -> str | None:
+    """The checkpoint store ``name``'s jobs use when their policy names none (the config
+    file's ``checkpoint_uri``, or ``$PROVISIONER_<NAME>_CHECKPOINT_URI``), or None."""
+    env = os.environ.get(f"PROVISIONER_{name.upper()}_CHECKPOINT_URI")
+    if env:
+        return env
+    section = _section(name) or {}
+    value = section.get(CHECKPOINT_KEY)
+    return str(value) if value else None

@@ -65,11 +65,18 @@ def test_upgrade_from_0002_keeps_rows_and_adds_nullable_estimates(url: str) -> N
     old = Store(url, migrate=False)
     old.migrate("0002")
     assert "estimate_usd" not in {c["name"] for c in inspect(old.engine).get_columns("attempts")}
-    jid = old.submit(  # the jobs table is as in 0002; attempts is written as 0002 had it
-        name="old", policy_yaml="name: x\n", policy_path=None, provider="aws",
-        provider_options={}, now=T0, deadline=None, work_total_h=None,
-    ).id  # fmt: skip
+    jid = "old-0002"  # both rows written as 0002 had them
     with old.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, name, policy_yaml, workdir, provider, provider_options, "
+                "state, submitted_at, updated_at, attempt, restarts, spent_usd, work_done_h, "
+                "progress, result, reason, cancel_requested, version) VALUES (:j, 'old', "
+                "'name: x', NULL, 'aws', '{}', 'succeeded', :t, :t, 1, 0, 1.5, 0, '{}', '{}', "
+                "'', false, 0)"
+            ),
+            {"j": jid, "t": T0},
+        )
         conn.execute(
             text(
                 "INSERT INTO attempts (job_id, attempt, token, provider, region, zone, "

@@ -102,6 +102,8 @@ LAYERS = {
     "provisioner.probe": 3,
     "provisioner.logs": 3,  # logging set-up for the daemon and the CLI
     "provisioner.providers_config": 3,  # provider defaults read by the CLI
+    "provisioner.jobcode": 3,  # the job's code: packed at `up`, fetched by the agent
+    "provisioner.submission": 3,  # what `up` checks and prepares before a job is written
     "provisioner.data": 0,  # package data (CSV files), no code
     "provisioner.cli": 4,
     "provisioner.api": 4,

@@ -114,7 +114,10 @@ def provider_info(
 @json_option
 def providers(as_json: bool) -> None:
     """List the providers, whether each SDK is installed and whether credentials are found."""
+    from provisioner.providers_config import default_checkpoint_uri
+
     infos = [provider_info(name) for name in provider_names()]
+    stores = {i.name: default_checkpoint_uri(i.name) for i in infos}
     if as_json:
         print_json(
             [
@@ -123,12 +126,14 @@ def providers(as_json: bool) -> None:
                     "sdk": i.sdk or None,
                     "sdk_installed": i.sdk_installed,
                     "credentials_found": i.credentials_found,
+                    "checkpoint_uri": stores[i.name],
                     "detail": i.detail,
                 }
                 for i in infos
             ]
         )
         return
+    from rich.markup import escape
     from rich.table import Table
 
     from provisioner.console import console
@@ -136,17 +141,22 @@ def providers(as_json: bool) -> None:
     table = Table(
         title="Providers",
         title_justify="left",
-        caption="A VM's own identity (role, service account) is not probed.",
+        caption="A VM's own identity (role, service account) is not probed. A job on a cloud "
+        "needs a checkpoint store its VMs can reach: the policy's checkpoint.uri, else the "
+        "default set with `checkpoint_uri:` per provider in ~/.config/provisioner/providers.yaml.",
         caption_justify="left",
     )
-    for column in ("provider", "SDK", "installed", "credentials", "detail"):
+    for column in ("provider", "SDK", "installed", "credentials", "default checkpoint store"):
         table.add_column(column)
+    table.add_column("detail")
     for i in infos:
+        store = stores[i.name] or ("the policy's" if i.name == "sim" else "none set")
         table.add_row(
-            i.name,
-            i.sdk or "-",
+            escape(i.name),
+            escape(i.sdk or "-"),
             "yes" if i.sdk_installed else "no",
             "yes" if i.credentials_found else "no",
-            i.detail,
+            escape(store),
+            escape(i.detail),
         )
     console().print(table)

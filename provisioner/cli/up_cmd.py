@@ -10,7 +10,13 @@ from typing import Any
 
 import click
 
-from provisioner.cli import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_NOTHING_ELIGIBLE, EXIT_OK
+from provisioner.cli import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_JOB_FAILED,
+    EXIT_NOTHING_ELIGIBLE,
+    EXIT_OK,
+)
 from provisioner.cli.common import fail, json_option, load_policy_or_exit, print_json
 from provisioner.cli.jobs_cmd import _store, job_summary, store_option
 
@@ -82,7 +88,7 @@ def up(
         render_plan(plan, _catalog())
         raise SystemExit(EXIT_NOTHING_ELIGIBLE)
     store = _store(store_url)
-    _, job_id = submit(policy_path, provider=provider, provider_options=opts, store=store)
+    job_id = _submit(submit, policy_path, provider, opts, store, as_json)
     job = Job(store, job_id)
     daemon = bool(live_replicas(store, datetime.now(UTC)))
     if detach or daemon:
@@ -106,6 +112,36 @@ def up(
         raise SystemExit(EXIT_OK)
     code = _supervise(job, as_json)
     raise SystemExit(code)
+
+
+def _submit(
+    submit: Any, policy_path: str, provider: str, opts: dict[str, Any], store: Any, as_json: bool
+) -> str:
+    """Submit, with what the job's road needs (code packed, secrets' references checked:
+    provisioner.submission) shown as it goes; a policy that cannot run exits 2, unwritten."""
+    from policies.loader import PolicyError
+    from provisioner.console import console, error
+
+    out = console(stderr=True)
+    with out.status("preparing the job", spinner="dots") as status:
+
+        def say(message: str) -> None:
+            status.update(message)
+
+        try:
+            _, job_id = submit(
+                policy_path, provider=provider, provider_options=opts, store=store, say=say
+            )
+        except PolicyError as exc:
+            status.stop()
+            for issue in exc.issues:
+                error(str(issue))
+            raise SystemExit(EXIT_BAD_INPUT) from None
+    if not as_json:
+        for ev in store.events(job_id):
+            if ev.kind == "submitted":
+                out.print(ev.message, markup=False, highlight=False)
+    return str(job_id)
 
 
 def _dashboard_page(store: Any, job_id: str) -> str | None:

@@ -22,7 +22,7 @@ from provisioner.control.records import (
     PassBatch,
     attempt_cost,
     instance_row,
-    resolve_checkpoint_uri,
+    job_checkpoint_uri,
 )
 from provisioner.control.store import AttemptRow, JobRow, Store
 from provisioner.core import gang
@@ -200,8 +200,9 @@ class JobPassBase:
         self.store.add_event(self.job.id, kind, message, at=self.now, **data)
 
     def checkpoint_uri(self) -> str:
-        # relative to where the job was submitted (the daemon runs elsewhere)
-        return resolve_checkpoint_uri(self.policy.checkpoint.uri, self.job.workdir)
+        # as submitted (absolute), else the policy's relative to where the job was submitted
+        # (the daemon runs elsewhere)
+        return job_checkpoint_uri(self.job, self.policy)
 
     def cooldowns(self) -> dict[tuple[str, str], datetime]:
         """The job's zone cooldowns in force now (read once per pass, kept up to date here)."""

@@ -132,6 +132,18 @@ def _estimate_now(
     return done.estimate
 
 
+def job_checkpoint_uri(job: JobRow, policy: Policy | None = None) -> str:
+    """The checkpoint store of ``job``: as submitted, else its policy's (relative URIs
+    resolved where the job was submitted)."""
+    if job.checkpoint_uri:
+        return job.checkpoint_uri
+    if policy is None:
+        from policies.loader import parse_policy
+
+        policy = parse_policy(job.policy_yaml, job.policy_path or "<stored policy>")
+    return resolve_checkpoint_uri(policy.checkpoint.uri, job.workdir)
+
+
 def resolve_checkpoint_uri(uri: str, base: str | None = None) -> str:
     """``file://./x`` and ``file://x`` become absolute (relative to ``base`` or the cwd)."""
     if uri.startswith("file://"):

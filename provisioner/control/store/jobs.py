@@ -28,6 +28,8 @@ class JobQueries(StoreBase):
         work_total_h: float | None,
         job_id: str | None = None,
         workdir: str | None = None,
+        checkpoint_uri: str | None = None,
+        code: dict[str, Any] | None = None,
     ) -> JobRow:
         job = JobRow(
             id=job_id or new_job_id(name),
@@ -35,6 +37,8 @@ class JobQueries(StoreBase):
             policy_yaml=policy_yaml,
             policy_path=policy_path,
             workdir=workdir,
+            checkpoint_uri=checkpoint_uri,
+            code=dict(code) if code else None,
             provider=provider,
             provider_options=dict(provider_options or {}),
             state="pending",

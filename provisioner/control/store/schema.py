@@ -39,6 +39,10 @@ class JobRow(Base):
     policy_yaml: Mapped[str] = mapped_column(Text)
     policy_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     workdir: Mapped[str | None] = mapped_column(Text, nullable=True)  # relative paths resolve here
+    #: the checkpoint store the job runs with (absolute; None: the policy's, resolved in workdir)
+    checkpoint_uri: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the code's descriptor (provisioner.jobcode): archive digest and URI, or a pinned commit
+    code: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     provider: Mapped[str] = mapped_column(String(32))
     provider_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), index=True)

@@ -1,0 +1,176 @@
+"""What ``up`` (and ``provisioner.submit``) check and prepare before a job is written.
+
+Everything a VM will need is settled here, on the user's machine, so that a job that cannot
+run is refused at once with its ``file:line`` and the fix, and nothing is half-launched:
+
+- **the checkpoint store**: the policy's, else the provider's configured default bucket
+  (``providers.yaml``'s ``checkpoint_uri``), made absolute; a real cloud's VM cannot reach a
+  path on this machine, so ``file://`` is refused there with the fix;
+- **the secrets**: each ``job.secrets`` entry must name a reference this provider's VMs can
+  read (a ``sim:`` one on the sim: it must be in ``$PROVISIONER_SIM_SECRETS``); values are
+  never read here for a cloud (the VM reads them with its own identity);
+- **the code**: ``job.workdir`` packed into a content-addressed archive and put in the
+  checkpoint store (once per digest), or ``job.git``'s ref pinned to its commit.
+
+The result (:class:`Prepared`) is what the job's row keeps: the store's URI and the code's
+descriptor, never the code or a secret.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies.job import secret_cloud, secret_ref_for
+from policies.loader import PolicyError, PolicyIssue, issue_at
+from policies.model import Policy
+from provisioner.jobcode import CodeError
+
+#: schemes a VM cannot reach: paths on the machine that ran ``up``
+LOCAL_SCHEMES = ("file", "memory")
+#: the bucket scheme of each cloud, for the messages
+BUCKETS = {
+    "aws": "s3://BUCKET/PREFIX",
+    "gcp": "gs://BUCKET/PREFIX",
+    "azure": "az://CONTAINER/PREFIX",
+    "alibaba": "oss://BUCKET/PREFIX",
+    "tencent": "s3://BUCKET/PREFIX (an S3 bucket: COS has no fsspec store with CVM roles)",
+}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    checkpoint_uri: str
+    code: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def _cloud_of(provider: str) -> str:
+    return "sim" if provider == "sim" else provider
+
+
+def checkpoint_store(policy: Policy, provider: str, cwd: str) -> tuple[str, str | None]:
+    """The job's checkpoint store (absolute) and the problem with it for ``provider``, if any."""
+    from provisioner.control.records import resolve_checkpoint_uri
+    from provisioner.providers_config import default_checkpoint_uri
+
+    uri = policy.checkpoint.uri
+    if "uri" not in policy.checkpoint.model_fields_set:
+        uri = default_checkpoint_uri(provider) or uri
+    uri = resolve_checkpoint_uri(uri, cwd)
+    scheme = uri.split("://", 1)[0]
+    if provider != "sim" and scheme in LOCAL_SCHEMES:
+        bucket = BUCKETS.get(provider, "a bucket the VM can reach")
+        return uri, (
+            f"{uri} is on this machine: a {provider} VM cannot reach it. Name a bucket here "
+            f"({bucket}), or set {provider}'s default with `checkpoint_uri:` in "
+            "~/.config/provisioner/providers.yaml (`provisioner providers` shows it)"
+        )
+    return uri, None
+
+
+def _secrets(policy: Policy, provider: str) -> list[tuple[tuple[Any, ...], str]]:
+    if not policy.job.secrets:
+        return []
+    from providers.secrets import SecretError, SecretRefError, parse_secret_ref, read_secret
+
+    cloud = _cloud_of(provider)
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    for name, spec in policy.job.secrets.items():
+        loc: tuple[Any, ...] = ("job", "secrets", name)
+        ref = secret_ref_for(spec, cloud)
+        if ref is None:
+            clouds = sorted({secret_cloud(spec) or "?"} if isinstance(spec, str) else set(spec))
+            problems.append(
+                (
+                    loc,
+                    f"no reference a {provider} VM can read (it names {', '.join(map(str, clouds))}"
+                    f"); give one per cloud: {{{cloud}: ...}}",
+                )
+            )
+            continue
+        try:
+            parsed = parse_secret_ref(ref)
+        except SecretRefError as exc:
+            problems.append((loc, str(exc)))
+            continue
+        if parsed.cloud == "sim":  # the sim's store is a file here: read it now
+            try:
+                read_secret(parsed)
+            except SecretError as exc:
+                problems.append((loc, str(exc)))
+    return problems
+
+
+def _code(
+    policy: Policy, base: Path, checkpoint_uri: str, say: Callable[[str], None]
+) -> tuple[dict[str, Any], list[str]]:
+    job = policy.job
+    if job.workdir is not None:
+        from provisioner.jobcode.archive import pack, upload
+
+        root = (base / os.path.expanduser(job.workdir)).resolve()
+        say(f"packing {root}")
+        packed = pack(root, max_bytes=job.workdir_max_mb * 1024 * 1024)
+        try:
+            say(f"putting the code ({packed.size} bytes) in {checkpoint_uri}")
+            uri, sent = upload(packed, checkpoint_uri)
+        finally:
+            packed.path.unlink(missing_ok=True)
+        note = (
+            f"code: {root} -> {packed.files} files, {packed.content_bytes} bytes "
+            f"(sha256-{packed.sha256[:12]}, {'uploaded' if sent else 'already in the store'})"
+        )
+        return {
+            "kind": "archive",
+            "uri": uri,
+            "sha256": packed.sha256,
+            "size": packed.size,
+            "files": packed.files,
+        }, [note]
+    if job.git is not None:
+        from provisioner.jobcode.git import pin
+
+        say(f"pinning {job.git.url} {job.git.ref}")
+        commit = pin(job.git.url, job.git.ref)
+        desc = {"kind": "git", "url": job.git.url, "ref": job.git.ref, "commit": commit}
+        return desc, [f"code: {job.git.url} {job.git.ref} pinned at {commit[:12]}"]
+    return {}, []
+
+
+def prepare(
+    policy: Policy,
+    *,
+    provider: str,
+    policy_path: str | None = None,
+    policy_text: str | None = None,
+    cwd: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Prepared:
+    """Check and prepare everything a VM will need (see the module doc); raises
+    :class:`~policies.loader.PolicyError` naming each problem's place in the policy."""
+    cwd = cwd or os.getcwd()
+    file = policy_path or "<policy>"
+    base = Path(policy_path).resolve().parent if policy_path else Path(cwd)
+    issues: list[PolicyIssue] = []
+
+    def at(loc: tuple[Any, ...], message: str) -> None:
+        issues.append(issue_at(policy_text, file, loc, message))
+
+    uri, problem = checkpoint_store(policy, provider, cwd)
+    if problem:
+        at(("checkpoint", "uri"), problem)
+    for loc, message in _secrets(policy, provider):
+        at(loc, message)
+    if issues:  # nothing is packed or uploaded for a job that will not be written
+        raise PolicyError(issues)
+    try:
+        code, notes = _code(policy, base, uri, say or (lambda _m: None))
+    except CodeError as exc:
+        where = ("job", "workdir") if policy.job.workdir is not None else ("job", "git")
+        at(where, str(exc))
+        raise PolicyError(issues) from None
+    return Prepared(uri, code, tuple(notes))

@@ -1,0 +1,218 @@
+"""What `up` refuses before anything is written, with the place in the policy and the fix
+(a workdir over its limit, a git ref that is not there, a secret that cannot be read, a local
+checkpoint store for a real cloud, a credential in job.env), and what a VM's boot script
+carries for each of the five clouds: the spec, never the code or a secret, under the
+cloud's limit even with a 100 MB workdir."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from policies.loader import PolicyError, parse_policy
+from providers.bootstrap import render_bootstrap, user_data_limit
+from provisioner.agent.spec import AgentSpec
+from provisioner.control.store import Store
+from provisioner.submission import prepare
+from tests.e2e_util import REPO
+
+CLOUDS = ("aws", "gcp", "azure", "alibaba", "tencent")
+MB = 1024 * 1024
+
+
+def _policy(tmp_path: Path, job: str, extra: str = "") -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(f"name: checks\njob:\n{job}\n{extra}")
+    return path
+
+
+def _up(
+    tmp_path: Path, policy: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    db = tmp_path / "s.db"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "provisioner",
+            "up",
+            "--policy",
+            str(policy),
+            "--store",
+            f"sqlite:///{db}",
+            "--detach",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+            "XDG_STATE_HOME": str(tmp_path / "state"),
+            **(env or {}),
+        },
+        check=False,
+    )
+    if db.exists():  # nothing half-launched: no job recorded
+        assert Store(f"sqlite:///{db}").jobs(None) == []
+    return done.returncode, done.stderr
+
+
+def test_a_workdir_over_its_limit(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "weights.bin").write_bytes(b"\0" * (2 * MB))
+    policy = _policy(tmp_path, "  workdir: w\n  workdir_max_mb: 1\n  command: [python, x.py]")
+    code, err = _up(tmp_path, policy)
+    assert code == 2
+    assert f"{policy}:3:12:" in err and "job.workdir" in err and "weights.bin 2.0 MB" in err
+    assert not list((tmp_path).glob("checkpoints/_code/*"))  # nothing uploaded
+
+
+def test_a_git_ref_that_is_not_there(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@e"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / "a.py").write_text("x")
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=repo, check=True)
+    policy = _policy(tmp_path, f"  git:\n    url: {repo}\n    ref: v9\n  command: [python, a.py]")
+    code, err = _up(tmp_path, policy)
+    assert code == 2 and "job.git" in err and "'v9' is not in" in err and "main" in err
+
+
+def test_secrets_that_cannot_be_read(tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets.yaml"
+    secrets.write_text("OTHER: x\n")
+    policy = _policy(tmp_path, "  command: [python, x.py]\n  secrets:\n    MY_TOKEN: sim:MY_TOKEN")
+    code, err = _up(tmp_path, policy)  # no secrets file named
+    assert code == 2 and f"{policy}:5:" in err and "PROVISIONER_SIM_SECRETS" in err
+    code, err = _up(tmp_path, policy, env={"PROVISIONER_SIM_SECRETS": str(secrets)})
+    assert code == 2 and "job.secrets.MY_TOKEN" in err and "MY_TOKEN" in err
+    code, err = _up(tmp_path, policy, "--provider", "aws")  # no aws reference
+    assert code == 2 and "no reference a aws VM can read" in err
+
+
+def test_a_real_cloud_refuses_a_local_checkpoint_store(tmp_path: Path) -> None:
+    policy = _policy(tmp_path, "  command: [python, x.py]")
+    code, err = _up(tmp_path, policy, "--provider", "gcp")
+    assert code == 2 and "checkpoint.uri" in err and "gs://BUCKET" in err
+    cfg = tmp_path / "cfg" / "provisioner"
+    cfg.mkdir(parents=True)
+    (cfg / "providers.yaml").write_text("gcp:\n  checkpoint_uri: gs://team-bucket/runs\n")
+    pol = parse_policy(policy.read_text(), str(policy))
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path / "cfg")
+    try:
+        ready = prepare(pol, provider="gcp", policy_path=str(policy))
+    finally:
+        del os.environ["XDG_CONFIG_HOME"]
+    assert ready.checkpoint_uri == "gs://team-bucket/runs"  # the provider's default bucket
+
+
+def test_policy_check_refuses_a_credential_in_env_at_its_line(tmp_path: Path) -> None:
+    policy = _policy(
+        tmp_path, "  command: [python, x.py]\n  env:\n    MODE: fast\n    HF_TOKEN: hf_x"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "provisioner", "policy", "check", str(policy)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"{policy}:6:5: job.env.HF_TOKEN" in done.stderr
+    assert "move it to job.secrets" in done.stderr
+    with pytest.raises(PolicyError, match="looks like a credential"):
+        parse_policy("job:\n  env:\n    URL: https://u:p4ss@example.com/x\n")
+
+
+@pytest.fixture(scope="module")
+def big_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("big")
+    for i in range(10):  # 100 MB that does not compress
+        (work / f"shard-{i}.bin").write_bytes(os.urandom(10 * MB))
+    (work / "train.py").write_text("MARKER_FROM_THE_CODE = 'never in user data'\n")
+    return work
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_user_data_carries_no_code_and_no_secret_with_a_100_mb_workdir(
+    tmp_path: Path, big_workdir: Path, cloud: str
+) -> None:
+    policy = parse_policy(
+        f"name: big\njob:\n  workdir: {big_workdir}\n  workdir_max_mb: 200\n"
+        "  command: [python, train.py]\n  setup: [pip install -r requirements.txt]\n"
+        f"  secrets:\n    HF_TOKEN: {{{cloud}: {_ref(cloud)}}}\n"
+        "  container: {image: nvcr.io/nvidia/pytorch:24.05-py3}\n"
+        "checkpoint:\n  uri: s3://bucket/ck\n"
+    )
+    from provisioner.jobcode.archive import pack
+
+    packed = pack(big_workdir, max_bytes=200 * MB, into=tmp_path)
+    code = {
+        "kind": "archive",
+        "uri": f"s3://bucket/ck/_code/{packed.name}",
+        "sha256": packed.sha256,
+        "size": packed.size,
+        "files": packed.files,
+    }
+    spec = AgentSpec.from_policy(policy, job_id="big-1", attempt=1, cloud=cloud, code=code)
+    script = render_bootstrap(spec.to_dict(), cloud=cloud)
+    limit, encoded = user_data_limit(cloud)
+    import base64
+
+    size = len(base64.b64encode(script.encode())) if encoded else len(script.encode())
+    assert size < limit and size < 16 * 1024  # the spec only
+    assert "MARKER_FROM_THE_CODE" not in script and packed.sha256 in script
+    assert _ref(cloud) in script and "HF_TOKEN" in script  # the reference, by name
+    assert "nvidia-container-toolkit" in script  # an engine and the toolkit where missing
+    assert f"provisioner[{cloud}]" in script  # the cloud's SDK for its bucket and secrets
+
+
+def _ref(cloud: str) -> str:
+    return {
+        "aws": "aws-sm:hf-token",
+        "gcp": "gcp-sm:projects/p/secrets/hf",
+        "azure": "azure-kv:https://v.vault.azure.net/secrets/hf",
+        "alibaba": "alibaba-kms:hf",
+        "tencent": "tencent-ssm:hf",
+    }[cloud]
+
+
+def test_migration_0005_keeps_older_jobs_and_their_store(tmp_path: Path) -> None:
+    """Jobs written before the job's road came keep their policy's checkpoint store (resolved
+    where they were submitted) and have no code."""
+    from sqlalchemy import inspect, text
+
+    from provisioner.control.records import job_checkpoint_uri
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    old = Store(url, migrate=False)
+    old.migrate("0004")
+    assert "code" not in {c["name"] for c in inspect(old.engine).get_columns("jobs")}
+    with old.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, name, policy_yaml, workdir, provider, provider_options, "
+                "state, submitted_at, updated_at, attempt, restarts, spent_usd, work_done_h, "
+                "progress, result, reason, cancel_requested, version) VALUES ('old-1', 'old', "
+                "'name: old\ncheckpoint:\n  uri: file://./ck\n', '/srv/jobs', 'sim', '{}', "
+                "'running', '2026-12-01 00:00:00', '2026-12-01 00:00:00', 1, 0, 0, 0, '{}', "
+                "'{}', '', false, 0)"
+            )
+        )
+    old.close()
+    store = Store(url)  # to head
+    row = store.job("old-1")
+    assert row is not None and row.code is None and row.checkpoint_uri is None
+    assert job_checkpoint_uri(row) == "file:///srv/jobs/ck"
+    store.close()
