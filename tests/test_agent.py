@@ -402,7 +402,7 @@ def test_spec_from_policy() -> None:
     policy = load_policy(REPO / "policies" / "spot-finetune.yaml")
     spec = AgentSpec.from_policy(policy, job_id="llama", attempt=2, cloud="azure")
     assert spec.command == list(policy.job.command)
-    assert spec.command[:3] == ["python", "-m", "examples.train"]
+    assert spec.command[:2] == ["python", "train.py"]
     ck = policy.checkpoint
     assert (spec.interval_s, spec.grace_s, spec.signal) == (
         ck.interval.total_seconds(),

@@ -97,6 +97,18 @@ def _absolute_uri(uri: str) -> str:
     return uri
 
 
+def sandbox_of(instance_id: str, options: Mapping[str, Any]) -> Path | None:
+    """The sandbox directory of a sim instance (its "VM"), for ``provisioner exec``."""
+    state = options.get("state_dir")
+    base = Path(str(state)).resolve() if state else default_state_dir()
+    path = base / "instances" / instance_id
+    return path if path.is_dir() else None
+
+
+def _absolute_path(path: str | None) -> str | None:
+    return os.path.abspath(os.path.expanduser(path)) if path else None
+
+
 class SimProvider(Provider):
     """A local spot market: instances are sandboxes on this machine, served by the sim server."""
 
@@ -319,6 +331,8 @@ class SimProvider(Provider):
             "spot_price": o.spot_price,
             "spec": spec,
             "pythonpath": [os.getcwd()],
+            # the sim's secret store: read on the "VM" by its agent, like a cloud's
+            "secrets_file": _absolute_path(os.environ.get("PROVISIONER_SIM_SECRETS")),
             "placement_group": request.placement_group,
         }
         if spec is not None and request.nodes > 1:  # every node of a sim gang is this host

@@ -254,6 +254,8 @@ class SimCloud:
                     body.get("spec"),
                     body.get("pythonpath") or (),
                     gpu_speed=self.config.gpu_speed.get(inst["instance_type"]),
+                    secrets_file=body.get("secrets_file") or None,
+                    cache_dir=self.dir / "vm-cache",
                 )
                 inst["pid"] = self.procs[iid].pid  # = the process group id (session leader)
             else:

@@ -41,21 +41,35 @@ def start(
     pythonpath: Iterable[str] = (),
     *,
     gpu_speed: float | None = None,
+    secrets_file: str | None = None,
+    cache_dir: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the instance's process group in its sandbox; the agent's spec is written there.
 
     A sandbox has no GPU: the agent's utilisation samples come from ``work/sim-gpu.json``,
     which the job may write (``$PROVISIONER_GPU_FILE``), and its probe reads a simulated
-    report (``gpu_speed``: the share of the datasheet the simulated GPUs deliver)."""
+    report (``gpu_speed``: the share of the datasheet the simulated GPUs deliver).
+
+    What a VM would have: provisioner installed (the project on ``PYTHONPATH``); the sim's
+    secret store (``$PROVISIONER_SIM_SECRETS``: the file the launch names, read by the agent
+    as a VM reads its cloud's); a code cache (``cache_dir``, shared by the sim's sandboxes as
+    VMs from one warm machine image would share it). A job that brings no code of its own
+    (no ``job.workdir``, ``job.git`` or image) also finds the controller's working directory
+    on ``PYTHONPATH`` (``pythonpath``): the sim's convenience, which no cloud VM gives."""
     sandbox = Path(inst["sandbox"])
     env = dict(os.environ)
-    paths = [project_root(), *[str(p) for p in pythonpath]]
+    own_code = bool(spec and (spec.get("code") or spec.get("container")))
+    paths = [project_root(), *([] if own_code else [str(p) for p in pythonpath])]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
     env["PROVISIONER_INSTANCE_ID"] = inst["id"]
+    if secrets_file:
+        env["PROVISIONER_SIM_SECRETS"] = secrets_file
+    if cache_dir is not None:
+        env.setdefault("PROVISIONER_CACHE_DIR", str(cache_dir))
     if spec is not None:
         spec = {
             **spec,

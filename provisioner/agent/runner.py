@@ -16,8 +16,11 @@ One loop, ticking every ``TICK_S``:
 7. every ``spec.gpu_sample_s``: a utilisation sample (NVML, or the sim's file), and since
    when every GPU has been idle (``gpu_idle`` in the progress record).
 
-Before the job starts, the agent probes its GPUs (``spec.probe``, see
-:mod:`provisioner.probe.node`) and puts the report beside ``progress.json``.
+Before the job starts, the agent puts its code in place, reads its secrets, pulls its image and
+runs its setup once per VM (:mod:`provisioner.agent.prepare`; a failure there is reported as
+``setup-failed``, not as the job's), probes its GPUs (``spec.probe``, see
+:mod:`provisioner.probe.node`) and puts the report beside ``progress.json``. The job's output
+goes to the checkpoint store in chunks (:mod:`provisioner.agent.logship`).
 
 The job runs in the agent's own process group (on the sim cloud that group is the "VM": a
 preemption kills both), and only the job's own process gets the checkpoint signal, so helper
@@ -26,24 +29,25 @@ processes (data loaders) are not killed by a SIGUSR1 they do not handle.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provisioner.agent import protocol
 from provisioner.agent.gang import EXIT_PEER_LOST, Gang, RendezvousError
 from provisioner.agent.handover import await_handover
+from provisioner.agent.jobproc import end_job, start_job
+from provisioner.agent.logship import LogShipper, scrubber
 from provisioner.agent.notices import Notice, NoticeReader
+from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
+from provisioner.agent.report import progress_record
 from provisioner.agent.spec import AgentSpec
-from provisioner.agent.store import CheckpointStore, step_of, write_text_uri
+from provisioner.agent.store import CheckpointStore, write_text_uri
 from provisioner.agent.syncer import Syncer
 from provisioner.probe.idle import ENV_GPU_FILE, IdleTracker, UtilisationSource
 
@@ -54,6 +58,8 @@ TICK_S = 0.1
 UPLOAD_MARGIN_S = 1.0
 #: After SIGTERM to the job (the agent is stopping), SIGKILL follows this much later.
 STOP_GRACE_S = 5.0
+#: The agent's exit code when a step before the job failed (EX_CONFIG): not the job's.
+EXIT_SETUP_FAILED = 78
 
 
 def _now() -> datetime:
@@ -62,29 +68,6 @@ def _now() -> datetime:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
-
-
-def _job_preexec(checkpoint_signal: int) -> Callable[[], None]:
-    """What runs in the job's process before exec.
-
-    - Die when the agent dies (``PR_SET_PDEATHSIG``, Linux): a job must never outlive its
-      agent, or it would go on writing checkpoints nobody uploads beside a later attempt's job.
-    - Start with the checkpoint signal ignored: a notice that comes while the job is still
-      starting up (before it installs its handler) must not kill it. A handler the job installs
-      replaces this; SIGTERM and SIGINT are left alone (they stop the job).
-    """
-
-    def preexec() -> None:
-        if checkpoint_signal not in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(checkpoint_signal, signal.SIG_IGN)
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-
-    return preexec
 
 
 class Agent:
@@ -125,6 +108,11 @@ class Agent:
         )
         self.gang_env: dict[str, str] = {}
         self._latest_at_notice: str | None = None
+        #: the job's road (provisioner.agent.prepare): its code, secrets, image and setup
+        self.ready = Ready(cwd=self.workdir)
+        self.prepared: dict[str, Any] = {}
+        self.setup_error: dict[str, Any] | None = None
+        self.job_log: LogShipper | None = None
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -149,9 +137,9 @@ class Agent:
             )
             log.info("attempt %d %s", spec.handover_from, "handed over" if done else "gone")
 
-    def _env(self, resume_from: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.spec.env)
+    def _job_env(self, resume_from: str) -> dict[str, str]:
+        """The variables the job gets beyond the agent's own environment."""
+        env = {"PYTHONUNBUFFERED": "1", **self.spec.env, **self.ready.secrets}
         env.update(
             {
                 protocol.ENV_JOB_ID: self.spec.job_id,
@@ -167,6 +155,51 @@ class Agent:
             env[ENV_GPU_FILE] = str(self.gpu_source.path)
         env.update(self.gang_env)
         return env
+
+    def _env(self, resume_from: str) -> dict[str, str]:
+        return {**os.environ, **self._job_env(resume_from)}
+
+    def _prepare(self) -> int | None:
+        """Code, secrets, image, setup (provisioner.agent.prepare); an exit code when they
+        did not come through (setup failed, or the VM is going), else None."""
+        preparer = Preparer(
+            self.spec,
+            self.workdir,
+            self.spec.resolved_cache(),
+            self.store,
+            lambda secrets: {**self._job_env(""), **secrets},
+            lambda: bool(self._stop_reason),
+            scrubber,
+        )
+        self.state = "preparing"
+        if not self.spec.handover_from:  # a replacement under overlap stays quiet until the
+            self.write_progress()  # attempt it replaces has reported its checkpoint in
+        try:
+            self.ready = preparer.run()
+        except Stopped:
+            self.state, self.exit_code = "interrupted", 0
+        except SetupFailed as exc:
+            self.setup_error = exc.as_dict()
+            self.note = f"setup failed: {exc}"
+            log.error("%s", self.note)
+            self.state, self.exit_code = "setup-failed", EXIT_SETUP_FAILED
+        else:
+            self.prepared = self.ready.report
+            self.state = "starting"
+            return None
+        self.write_progress()
+        return self.exit_code
+
+    def _start_job(self, resume_from: str) -> subprocess.Popen[bytes]:
+        proc, self.job_log = start_job(
+            self.spec,
+            self.ready,
+            self.store,
+            self.workdir,
+            self._env(resume_from),
+            self._job_env(resume_from),
+        )
+        return proc
 
     def _sample_gpus(self) -> None:
         try:
@@ -202,6 +235,11 @@ class Agent:
             d.mkdir(parents=True, exist_ok=True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        # the job's road first, so that a replacement under overlap is ready when the
+        # checkpoint it resumes from comes in
+        code = self._prepare()
+        if code is not None:
+            return code
         self._await_handover()
         try:
             resume_from = self._resume()
@@ -231,13 +269,8 @@ class Agent:
                 self.write_progress()
                 return self.exit_code
         log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
-        try:  # started before any thread of ours, so that preexec_fn is safe
-            self.proc = subprocess.Popen(
-                self.spec.command,
-                cwd=self.workdir,
-                env=self._env(resume_from),
-                preexec_fn=_job_preexec(self.spec.signum),
-            )
+        try:
+            self.proc = self._start_job(resume_from)
         except OSError as exc:
             self.note = f"cannot start the job: {exc}"
             log.error("%s", self.note)
@@ -253,6 +286,7 @@ class Agent:
         except BaseException as exc:  # never leave the job running without its agent
             self.proc.kill()
             self.proc.wait()
+            self._end_job_io()
             self.note = f"agent error: {type(exc).__name__}: {exc}"
             self.state, self.exit_code = "failed", 1
             self.write_progress()
@@ -324,6 +358,8 @@ class Agent:
                 self.spec.cloud, now, now + timedelta(seconds=self.spec.grace_s), reason
             )
         self.notice = notice
+        if self.job_log is not None:  # what the job printed so far: in the store now
+            self.job_log.flush(timeout=0)
         if self.gang is not None:  # the whole gang checkpoints (rank 0 writes) and goes
             self._latest_at_notice = self.store.latest()
             if not notice.raw.startswith("gang: "):
@@ -372,6 +408,9 @@ class Agent:
         # on notice), so no later one of this attempt may replace it in the store
         self.syncer.frozen = not self._stop_reason
         self.write_progress()
+        if self.job_log is not None:  # the job's last words go before the capacity does
+            left = self.notice.seconds_left() if self.notice is not None else 2.0
+            self.job_log.flush(timeout=min(2.0, max(0.1, left - 0.5)))
         if self.notice is not None and self.reader.acknowledge(self.notice):
             log.info("approved the %s event early", self.notice.cloud)
 
@@ -379,10 +418,14 @@ class Agent:
         s = self.syncer
         return s is not None and s.uploaded is not None and s.uploaded != self._reported_ckpt
 
+    def _end_job_io(self) -> None:
+        end_job(self.spec, self.ready, self.job_log)
+
     def _finish(self, rc: int) -> int:
         assert self.syncer is not None
         code = rc if rc >= 0 else 128 - rc
         self.exit_code = code
+        self._end_job_io()
         self.syncer.request()
         self.syncer.wait_idle(timeout=max(self.spec.grace_s, 5.0))
         self.syncer.sync_once()
@@ -413,49 +456,7 @@ class Agent:
     # -- progress ----------------------------------------------------------------------------
 
     def progress(self) -> dict[str, Any]:
-        job: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            job = json.loads(self.job_progress_file.read_text(encoding="utf-8"))
-        if not isinstance(job, dict):
-            job = {}
-        s = self.syncer
-        last = s.uploaded if s else self.resumed_from
-        return {
-            "job_id": self.spec.job_id,
-            "attempt": self.spec.attempt,
-            "instance_id": self.spec.instance_id,
-            "cloud": self.spec.cloud,
-            "host": socket.gethostname(),
-            "state": self.state,
-            "step": job.get("step"),
-            "total_steps": job.get("total_steps"),
-            "job": job,
-            "last_checkpoint": last,
-            "last_checkpoint_step": step_of(last),
-            "last_checkpoint_at": _iso(s.uploaded_at if s else None),
-            "resumed_from": self.resumed_from,
-            "upload_error": s.error if s else None,
-            "notice": None
-            if self.notice is None
-            else {
-                "seen_at": _iso(self.notice.seen_at),
-                "deadline": _iso(self.notice.deadline),
-                "raw": self.notice.raw,
-            },
-            "exit_code": self.exit_code,
-            "note": self.note,
-            "gpu": self.gpu,
-            "gpu_idle": None
-            if self.idle is None
-            else {
-                "since": _iso(self.idle.since),
-                "threshold_pct": self.idle.threshold_pct,
-                "utilization_pct": self.idle.last_pct,
-            },
-            "probe": self.probe,
-            "started_at": _iso(self.started_at),
-            "updated_at": _iso(_now()),
-        }
+        return progress_record(self)
 
     def write_progress(self) -> None:
         doc = self.progress()

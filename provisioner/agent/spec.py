@@ -72,6 +72,19 @@ class AgentSpec:
     nodes: int = 1
     #: the address node 0 announces to its peers ("" = the address of its default route)
     advertise_addr: str = ""
+    #: the job's road to the VM (provisioner.agent.prepare): its code's descriptor (an archive
+    #: in the checkpoint store by digest, or a pinned git commit; {} = none), setup commands
+    #: run once per VM, the container image it runs in ({} = none: on the VM itself), and its
+    #: secrets as references (variable -> reference; read on the VM, never carried here)
+    code: dict[str, Any] = field(default_factory=dict)
+    setup: list[str] = field(default_factory=list)
+    setup_timeout_s: float = 1800.0
+    container: dict[str, Any] = field(default_factory=dict)
+    secret_refs: dict[str, str] = field(default_factory=dict)
+    region: str = ""  # the VM's region (a secret store's, where a reference names none)
+    #: the VM's cache (code archives by digest): "" = $PROVISIONER_CACHE_DIR, else
+    #: /var/cache/provisioner where writable, else <workdir>/.cache
+    cache_dir: str = ""
     version: int = SPEC_VERSION
 
     def __post_init__(self) -> None:
@@ -103,6 +116,20 @@ class AgentSpec:
             raise SpecError(
                 f"node {self.node} of nodes {self.nodes}: expected 0 <= node < nodes <= 64"
             )
+        if self.code and self.code.get("kind") not in ("archive", "git"):
+            raise SpecError(f"code: unknown kind {self.code.get('kind')!r} (archive or git)")
+        if self.code.get("kind") == "archive" and not (
+            self.code.get("uri") and len(str(self.code.get("sha256") or "")) == 64
+        ):
+            raise SpecError("code: an archive needs its uri and sha256")
+        if self.code.get("kind") == "git" and not (
+            self.code.get("url") and self.code.get("commit")
+        ):
+            raise SpecError("code: a git checkout needs its url and commit")
+        if self.container and not self.container.get("image"):
+            raise SpecError("container: needs an image")
+        if not all(isinstance(c, str) for c in self.setup) or not self.setup_timeout_s > 0:
+            raise SpecError("setup: a list of shell commands, with a positive setup_timeout_s")
         if self.version != SPEC_VERSION:
             raise SpecError(f"version: {self.version} (this agent reads version {SPEC_VERSION})")
 
@@ -134,6 +161,20 @@ class AgentSpec:
     def resolved_workdir(self) -> Path:
         return Path(self.workdir or os.getcwd()).resolve()
 
+    def resolved_cache(self) -> Path:
+        """The VM's cache directory (see ``cache_dir``)."""
+        chosen = self.cache_dir or os.environ.get("PROVISIONER_CACHE_DIR", "")
+        if chosen:
+            return Path(chosen)
+        system = Path("/var/cache/provisioner")
+        try:
+            system.mkdir(parents=True, exist_ok=True)
+            if os.access(system, os.W_OK):
+                return system
+        except OSError:
+            pass
+        return self.resolved_workdir() / ".cache"
+
     # -- JSON -------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,6 +196,11 @@ class AgentSpec:
         values["nodes"] = int(values.get("nodes") or 1)
         values["command"] = list(values["command"])
         values["env"] = {str(k): str(v) for k, v in (values.get("env") or {}).items()}
+        refs = values.get("secret_refs") or {}
+        values["secret_refs"] = {str(k): str(v) for k, v in refs.items()}
+        values["setup"] = [str(c) for c in values.get("setup") or []]
+        values["code"] = dict(values.get("code") or {})
+        values["container"] = dict(values.get("container") or {})
         if values.get("idle_threshold_pct") is not None:
             values["idle_threshold_pct"] = float(values["idle_threshold_pct"])
         for key in (
@@ -164,6 +210,7 @@ class AgentSpec:
             "progress_every_s",
             "probe_timeout_s",
             "gpu_sample_s",
+            "setup_timeout_s",
         ):
             if key in values:
                 values[key] = float(values[key])
@@ -196,10 +243,22 @@ class AgentSpec:
 
     @classmethod
     def from_policy(
-        cls, policy: Policy, *, job_id: str, attempt: int, cloud: str = "aws", **overrides: Any
+        cls,
+        policy: Policy,
+        *,
+        job_id: str,
+        attempt: int,
+        cloud: str = "aws",
+        secrets_from: str | None = None,
+        **overrides: Any,
     ) -> AgentSpec:
-        """The spec for one attempt of a job run under ``policy`` (command, checkpoint, env)."""
-        command = policy.job.command
+        """The spec for one attempt of a job run under ``policy`` (command, checkpoint, env,
+        setup, container, the secrets' references for ``secrets_from``'s VMs: the job's
+        provider, ``cloud`` by default). The code's descriptor is the job's (an override)."""
+        from policies.job import secret_ref_for
+
+        job = policy.job
+        command = job.command
         argv = list(command) if isinstance(command, list) else ["/bin/sh", "-c", command]
         ck = policy.checkpoint
         values: dict[str, Any] = {
@@ -211,9 +270,17 @@ class AgentSpec:
             "signal": ck.signal,
             "grace_s": ck.grace.total_seconds(),
             "cloud": cloud,
-            "env": dict(policy.job.env),
+            "env": dict(job.env),
             "probe": "quick",  # every node the controller starts measures its GPUs first
+            "setup": list(job.setup),
+            "setup_timeout_s": job.setup_timeout.total_seconds(),
+            "container": {} if job.container is None else job.container.model_dump(),
         }
+        refs = {n: secret_ref_for(s, secrets_from or cloud) for n, s in job.secrets.items()}
+        missing = sorted(n for n, r in refs.items() if r is None)
+        if missing:
+            raise SpecError(f"secrets: no reference for {secrets_from or cloud}: {missing}")
+        values["secret_refs"] = {n: r for n, r in refs.items() if r is not None}
         if policy.idle is not None:
             values["idle_threshold_pct"] = policy.idle.threshold_pct
             # several samples within the idle duration, at most one every 30 s

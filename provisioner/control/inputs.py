@@ -108,12 +108,30 @@ def agent_report(progress: dict[str, Any] | None) -> AgentReport | None:
     except ValueError:
         updated = None
     code = progress.get("exit_code")
+    setup = progress.get("setup_error")
+    setup = setup if isinstance(setup, dict) else {}
     return AgentReport(
         state=progress.get("state"),
         attempt=progress.get("attempt"),
         exit_code=code if isinstance(code, int) else None,
         updated_at=updated,
+        setup_message=f"{setup.get('stage', 'setup')}: {setup.get('message', '')}" if setup else "",
+        setup_fingerprint=str(setup.get("fingerprint") or ""),
     )
+
+
+_SETUP_FAILED = re.compile(r"^setup failed \(([0-9a-f]*)\)")
+
+
+def setup_failures(attempts: Sequence[AttemptRow]) -> tuple[str, ...]:
+    """The fingerprints of the attempts that ended in a failed setup (their end reason, as
+    decide() wrote it: ``setup failed (<fingerprint>): ...``)."""
+    out = []
+    for a in attempts:
+        m = _SETUP_FAILED.match(a.end_reason or "")
+        if m:
+            out.append(m.group(1))
+    return tuple(out)
 
 
 def launch_failures(attempts: Sequence[AttemptRow]) -> tuple[int, datetime | None]:
@@ -211,6 +229,7 @@ def job_view(
         launch_failures=failures,
         last_launch_failure_at=failed_at,
         boot_s=boot_s,
+        setup_failures=setup_failures(attempts),
     )
 
 

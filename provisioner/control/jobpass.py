@@ -371,6 +371,16 @@ class JobRunner(Launching, ProgressReading):
         Recorded first: an instance gone later is ours, not a preemption, even when this
         process dies right after the call."""
         ids = self.expand([action.instance_id])
+        if action.reason.startswith("setup failed"):  # what the setup said last, for the user
+            failure = (self.memo.progress or {}).get("setup_error") or {}
+            tail = [str(t) for t in failure.get("tail") or []][-10:]
+            self.event(
+                "setup-failed",
+                "\n".join([f"attempt {self.job.attempt}: {action.reason}", *tail]),
+                instance=action.instance_id,
+                stage=failure.get("stage"),
+                tail=tail,
+            )
         for iid in ids:  # a gang's unit: every node (each recorded, so none reads as preempted)
             self.event("terminate", f"terminated {iid}: {action.reason}")
         self.provider.terminate(ids)

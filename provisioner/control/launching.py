@@ -85,7 +85,10 @@ class Launching(JobPassBase):
             job_id=self.job.id,
             attempt=row.attempt,
             cloud=o.provider if o.provider in CLOUDS else "aws",
+            secrets_from=self.job.provider,  # the sim's VMs read sim: references
             checkpoint_uri=self.checkpoint_uri(),
+            code=dict(self.job.code or {}),
+            region=o.region,
         )
         if nodes > 1:  # the agent finds its peers through the checkpoint store (agent/gang.py)
             spec = replace(spec, node=node, nodes=nodes)

@@ -77,6 +77,18 @@ from provisioner.core import gang
 from provisioner.core import overlap as ov
 from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
+from provisioner.core.actions import (
+    FINAL,
+    Action,
+    Backoff,
+    Cancel,
+    CoolDown,
+    Fail,
+    Finish,
+    Launch,
+    Terminate,
+    Wait,
+)
 from provisioner.core.models import Instance, InstanceState, Market, Placement
 from provisioner.core.rules import (
     budget_spent,
@@ -110,6 +122,7 @@ BACKOFF_FIRST, BACKOFF_MAX = timedelta(seconds=5), timedelta(minutes=5)
 AGENT_SILENT = timedelta(minutes=10)
 
 __all__ = [
+    "FINAL",
     "Action",
     "AgentReport",
     "AttemptView",
@@ -130,64 +143,6 @@ __all__ = [
     "region_allowed",
     "spot_cap",
 ]
-
-
-# -- actions ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Launch:
-    placement: Placement  # bid_cap_per_hour is the effective cap for spot
-    attempt: int
-    reason: str
-    replaces: str | None = None  # overlap: the instance under notice this one takes over from
-
-
-@dataclass(frozen=True, slots=True)
-class Terminate:
-    instance_id: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    until: datetime | None  # None: look again at the next pass
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class CoolDown:
-    provider: str
-    location: str
-    until: datetime
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Fail:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Cancel:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    until: datetime  # no launch before this
-    reason: str
-
-
-#: Actions that end the job (nothing follows them in a list).
-FINAL = (Finish, Fail, Cancel)
-
-Action = Launch | Terminate | Wait | CoolDown | Finish | Fail | Cancel | Backoff
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -292,6 +247,28 @@ def _agent_still_working(agent: AgentReport, now: datetime) -> bool:
     return now - agent.updated_at <= AGENT_SILENT
 
 
+#: setup failures (any) after which the job fails: a VM that never gets the job going
+SETUP_FAILURES_MAX = 3
+
+
+def _setup_failed(job: JobView, agent: AgentReport, t: _Now) -> list[Action] | None:
+    """The current attempt's agent could not start the job (code, secrets, image, setup): its
+    instance goes (not a preemption: no restart counted, no zone cooled) and the next pass
+    launches again; the same failure as an earlier attempt's, or a third one, fails the job."""
+    cur = job.current
+    if agent.state != "setup-failed" or cur is None or agent.attempt != cur.attempt:
+        return None
+    if t.keep is None or t.keep.id != cur.instance_id:
+        return None  # already ended: the next launch is the normal flow's
+    fp, what = agent.setup_fingerprint, agent.setup_message or "setup failed"
+    stop = [*t.actions, Terminate(t.keep.id, f"setup failed ({fp}): {what}")]
+    if fp and fp in job.setup_failures:
+        return [*stop, Fail(f"setup failed the same way on two attempts: {what}")]
+    if len(job.setup_failures) + 1 >= SETUP_FAILURES_MAX:
+        return [*stop, Fail(f"setup failed on {SETUP_FAILURES_MAX} attempts; last: {what}")]
+    return stop
+
+
 def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Action] | None:
     """The rules that stop the job or make it wait whatever the market; None: none applies."""
     policy, alive = job.policy, ([t.keep] if t.keep is not None else [])
@@ -303,6 +280,9 @@ def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Actio
         return [*_stop_all(every, "job finished"), Finish("finished")]
     if agent.state == "failed" and not every:
         return [*t.actions, Fail(f"job exited {agent.exit_code}")]
+    setup = _setup_failed(job, agent, t)
+    if setup is not None:
+        return setup
     backoff = _backoff(job, now)
     if backoff is not None and t.keep is None:
         return [*t.actions, backoff]

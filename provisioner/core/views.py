@@ -21,6 +21,8 @@ Both fill every field below, and take the timings from the same place:
 ``JobView.cancel_requested``   the user asked to stop
 ``JobView.launch_failures``    consecutive launch failures another offer would not cure
 ``JobView.boot_s``             :data:`BOOT_S` (launch to a running agent), or the provider's
+``JobView.setup_failures``     earlier attempts ended by a failed setup (the daemon only: a
+                               trace has none)
 ``Observations.interruptions`` notices and preemptions for the job's instances, a draining
                                one's (overlap) included
 ``Observations.candidates``    the planner's ranked placements, both markets
@@ -162,12 +164,17 @@ class AttemptView:
 @dataclass(frozen=True, slots=True)
 class AgentReport:
     """What the job's agent last wrote (its progress file): ``running``, ``done`` (the
-    command exited 0 and its output is up) or ``failed`` (it exited ``exit_code``)."""
+    command exited 0 and its output is up), ``failed`` (it exited ``exit_code``) or
+    ``setup-failed`` (it never started: see ``setup_message``)."""
 
     state: str | None = None
     attempt: int | None = None  # the attempt the agent runs in
     exit_code: int | None = None
     updated_at: datetime | None = None
+    #: ``setup-failed``: a step before the job (code, secrets, image, setup) failed; what,
+    #: and the failure's fingerprint (the same on another VM for the same failure)
+    setup_message: str = ""
+    setup_fingerprint: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +201,8 @@ class JobView:
     launch_failures: int = 0  # consecutive launch failures another offer would not cure
     last_launch_failure_at: datetime | None = None  # when the latest of those failed
     boot_s: float = BOOT_S  # launch to a running agent: a notice this long is overlapped
+    #: fingerprints of the earlier attempts' setup failures, oldest first
+    setup_failures: tuple[str, ...] = ()
 
     @classmethod
     def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:

@@ -1,0 +1,69 @@
+"""The agent's progress record (``progress.json`` in the checkpoint store; docs/agent.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from provisioner.agent.store import step_of
+
+if TYPE_CHECKING:
+    from provisioner.agent.runner import Agent
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
+
+
+def progress_record(agent: Agent) -> dict[str, Any]:
+    """What ``agent`` reports now: its state, the job's step, the last checkpoint, a notice,
+    the job's road (code, setup, or why setup failed), GPUs, the probe."""
+    job: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        job = json.loads(agent.job_progress_file.read_text(encoding="utf-8"))
+    if not isinstance(job, dict):
+        job = {}
+    s = agent.syncer
+    last = s.uploaded if s else agent.resumed_from
+    return {
+        "job_id": agent.spec.job_id,
+        "attempt": agent.spec.attempt,
+        "instance_id": agent.spec.instance_id,
+        "cloud": agent.spec.cloud,
+        "host": socket.gethostname(),
+        "state": agent.state,
+        "step": job.get("step"),
+        "total_steps": job.get("total_steps"),
+        "job": job,
+        "last_checkpoint": last,
+        "last_checkpoint_step": step_of(last),
+        "last_checkpoint_at": iso(s.uploaded_at if s else None),
+        "resumed_from": agent.resumed_from,
+        "upload_error": s.error if s else None,
+        "notice": None
+        if agent.notice is None
+        else {
+            "seen_at": iso(agent.notice.seen_at),
+            "deadline": iso(agent.notice.deadline),
+            "raw": agent.notice.raw,
+        },
+        "exit_code": agent.exit_code,
+        "note": agent.note,
+        "gpu": agent.gpu,
+        "gpu_idle": None
+        if agent.idle is None
+        else {
+            "since": iso(agent.idle.since),
+            "threshold_pct": agent.idle.threshold_pct,
+            "utilization_pct": agent.idle.last_pct,
+        },
+        "probe": agent.probe,
+        "prepared": agent.prepared or None,
+        "setup_error": agent.setup_error,
+        "log_error": agent.job_log.error if agent.job_log else None,
+        "started_at": iso(agent.started_at),
+        "updated_at": iso(datetime.now(UTC)),
+    }
