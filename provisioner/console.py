@@ -19,7 +19,14 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     # Not a terminal (a pipe, a file, a test): wide enough that tables are not truncated.
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 160
-    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width)
+    return Console(
+        stderr=stderr,
+        no_color=no_color,
+        highlight=False,
+        soft_wrap=False,
+        width=width,
+        emoji=False,  # user text (a secret ARN's :secret:) is never an emoji code
+    )
 
 
 def error(message: str) -> None:

@@ -45,7 +45,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Serve the read-only web dashboard over a store.",
     ),
     "status": ("provisioner.cli.jobs_cmd", "status", "Show a job's state, placement and spend."),
-    "logs": ("provisioner.cli.jobs_cmd", "logs", "Print a job's events (-f to follow)."),
+    "logs": (
+        "provisioner.cli.logs_cmd",
+        "logs",
+        "A job's events and its own output, per attempt (-f to follow).",
+    ),
+    "exec": (
+        "provisioner.cli.logs_cmd",
+        "exec_",
+        "Run a command beside a running job (sim), or say how on its cloud.",
+    ),
     "down": (
         "provisioner.cli.jobs_cmd",
         "down",

@@ -3,7 +3,6 @@ is in :mod:`provisioner.cli.cost_cmd`)."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -187,48 +186,6 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
         out.print(line, markup=False)
     if job.result:
         out.print(f"  result: {job.result}")
-
-
-@click.command()
-@click.argument("job_id")
-@store_option
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new events until the job ends.")
-@json_option
-def logs(job_id: str, store_url: str | None, follow: bool, as_json: bool) -> None:
-    """Print a job's events (launches and why, notices, preemptions, checkpoints, restarts)."""
-    from provisioner.control.store import FINAL_STATES
-
-    store = _store(store_url)
-    job = _job_or_exit(store, job_id)
-    last = 0
-    while True:
-        for ev in store.events(job.id, after_id=last):
-            last = ev.id
-            if as_json:
-                import json
-
-                click.echo(
-                    json.dumps(
-                        {
-                            "id": ev.id,
-                            "at": ev.at.isoformat(),
-                            "kind": ev.kind,
-                            "message": ev.message,
-                            "data": ev.data,
-                        },
-                        default=str,
-                    )
-                )
-            else:
-                click.echo(f"{ev.at:%Y-%m-%d %H:%M:%S} {ev.kind:<12} {ev.message}")
-        if not follow:
-            break
-        cur = store.job(job.id)
-        if cur is None or cur.state in FINAL_STATES:
-            for ev in store.events(job.id, after_id=last):
-                click.echo(f"{ev.at:%Y-%m-%d %H:%M:%S} {ev.kind:<12} {ev.message}")
-            break
-        time.sleep(1.0)
 
 
 @click.command()

@@ -270,6 +270,11 @@ class Dashboard:
             found = queries.job_detail(self.store, job_id, now) if job_id else None
             if found is None:
                 return self._error(404, f"No job {job_id!r} in the store.", wants_json)
+            row = self.store.job(job_id)
+            if row is not None:
+                from provisioner.dashboard.output import output_tail
+
+                found["output"] = output_tail(row)
             doc, template = found, "job.html"
         elif path == "/fleet":
             doc = queries.fleet(self.store, now, page=page, per_page=per_page)
