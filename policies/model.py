@@ -192,6 +192,11 @@ class Idle(_Model):
 
 class Checkpoint(_Model):
     uri: str = Field("file://./checkpoints", description="fsspec URI: file://, s3://, gs://, az://")
+    shared: bool = Field(
+        False,
+        description="The URI is a filesystem every VM mounts at the same path (EFS, Filestore, "
+        "Azure Files, NFS): `up` lets a file:// URI through for a cloud.",
+    )
     interval: Annotated[timedelta, Field(description="Periodic checkpoint interval.")] = timedelta(
         minutes=15
     )

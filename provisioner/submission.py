@@ -62,12 +62,13 @@ def checkpoint_store(policy: Policy, provider: str, cwd: str) -> tuple[str, str 
         uri = default_checkpoint_uri(provider) or uri
     uri = resolve_checkpoint_uri(uri, cwd)
     scheme = uri.split("://", 1)[0]
-    if provider != "sim" and scheme in LOCAL_SCHEMES:
+    if provider != "sim" and scheme in LOCAL_SCHEMES and not policy.checkpoint.shared:
         bucket = BUCKETS.get(provider, "a bucket the VM can reach")
         return uri, (
             f"{uri} is on this machine: a {provider} VM cannot reach it. Name a bucket here "
             f"({bucket}), or set {provider}'s default with `checkpoint_uri:` in "
-            "~/.config/provisioner/providers.yaml (`provisioner providers` shows it)"
+            "~/.config/provisioner/providers.yaml (`provisioner providers` shows it); a "
+            "filesystem every VM mounts at this path (EFS, NFS) takes `checkpoint.shared: true`"
         )
     return uri, None
 

@@ -165,6 +165,7 @@ budget:
   max_price_per_hour: 10
 checkpoint:
   uri: file://{ckpt}
+  shared: true  # the fake clouds' "VMs" run on this machine
   interval: 30m
   grace: 10s
 restart:

@@ -72,6 +72,7 @@ residency:
   allow: [{allow}]
 checkpoint:
   uri: file://{ckpt}
+  shared: true  # the fake clouds' "VMs" run on this machine
   interval: 30s
   grace: 20s
 restart:

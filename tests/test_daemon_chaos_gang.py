@@ -61,6 +61,7 @@ budget:
   max_price_per_hour: 20
 checkpoint:
   uri: file://{ckpt}
+  shared: true
   interval: 30m
   grace: 10s
 restart:

@@ -103,7 +103,7 @@ def policy(**parts: str) -> str:
         "name": "defects",
         "resources": "{gpus: [A10G], gpu_count: 1}",
         "market": "spot-then-on-demand",
-        "checkpoint": "{uri: 'memory://defects'}",
+        "checkpoint": "{uri: 'memory://defects', shared: true}",
     }
     base.update(parts)
     return "".join(f"{k}: {v}\n" for k, v in base.items())

@@ -65,7 +65,7 @@ def policies(draw: st.DrawFn) -> dict[str, Any]:
         "bid_cap": bid,
         "budget": budget,
         "restart": {"max_restarts": 50, "zone_cooldown": "10m"},
-        "checkpoint": {"uri": "memory://rules"},
+        "checkpoint": {"uri": "memory://rules", "shared": True},
     }
 
 

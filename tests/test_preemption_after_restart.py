@@ -36,6 +36,7 @@ resources: {gpus: [A10, T4], gpu_count: 1}
 market: spot
 bid_cap: {max_spot_price_per_hour: 1.0}
 restart: {zone_cooldown: 30m}
+checkpoint: {shared: true}  # no agent runs here: nothing reaches the store but this process
 """
 
 
