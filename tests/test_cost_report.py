@@ -20,6 +20,7 @@ from provisioner.control.records import attempt_row, billed_cost, launch_estimat
 from provisioner.control.store import Store
 from provisioner.core.spend import clip, split
 from tests.pg import fresh_database
+from tests.store_util import insert_legacy_job
 
 T0 = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
 
@@ -65,18 +66,8 @@ def test_upgrade_from_0002_keeps_rows_and_adds_nullable_estimates(url: str) -> N
     old = Store(url, migrate=False)
     old.migrate("0002")
     assert "estimate_usd" not in {c["name"] for c in inspect(old.engine).get_columns("attempts")}
-    jid = "old-0002"  # both rows written as 0002 had them
-    with old.engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jobs (id, name, policy_yaml, workdir, provider, provider_options, "
-                "state, submitted_at, updated_at, attempt, restarts, spent_usd, work_done_h, "
-                "progress, result, reason, cancel_requested, version) VALUES (:j, 'old', "
-                "'name: x', NULL, 'aws', '{}', 'succeeded', :t, :t, 1, 0, 1.5, 0, '{}', '{}', "
-                "'', false, 0)"
-            ),
-            {"j": jid, "t": T0},
-        )
+    with old.engine.begin() as conn:  # both rows written as 0002 had them
+        jid = insert_legacy_job(conn, "old-0002", T0)
         conn.execute(
             text(
                 "INSERT INTO attempts (job_id, attempt, token, provider, region, zone, "

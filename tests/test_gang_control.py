@@ -23,6 +23,7 @@ from provisioner.control.records import attempt_cost
 from provisioner.control.store import Store
 from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, placement_group_name
 from tests.pg import fresh_database
+from tests.store_util import insert_legacy_job
 
 T0 = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
 
@@ -46,6 +47,7 @@ residency:
   allow: [EEA]
 checkpoint:
   uri: file://{ckpt}
+  shared: true
 restart:
   max_restarts: 10
 """)
@@ -185,11 +187,8 @@ def test_upgrade_from_0003_keeps_attempts_as_single_nodes(url: str) -> None:
     old.migrate("0003")
     cols = {c["name"] for c in inspect(old.engine).get_columns("attempts")}
     assert "nodes" not in cols and "placement_group" not in cols
-    jid = old.submit(
-        name="old", policy_yaml="name: x\n", policy_path=None, provider="aws",
-        provider_options={}, now=T0, deadline=None, work_total_h=None,
-    ).id  # fmt: skip
-    with old.engine.begin() as conn:
+    with old.engine.begin() as conn:  # both rows written as 0003 had them
+        jid = insert_legacy_job(conn, "old-0003", T0)
         conn.execute(
             text(
                 "INSERT INTO attempts (job_id, attempt, token, provider, region, zone, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from provisioner.agent.spec import AgentSpec
 from provisioner.control.store import Store
 from provisioner.submission import prepare
 from tests.e2e_util import REPO
+from tests.store_util import insert_legacy_job
 
 CLOUDS = ("aws", "gcp", "azure", "alibaba", "tencent")
 MB = 1024 * 1024
@@ -182,7 +184,7 @@ def _ref(cloud: str) -> str:
     return {
         "aws": "aws-sm:hf-token",
         "gcp": "gcp-sm:projects/p/secrets/hf",
-        "azure": "azure-kv:https://v.vault.azure.net/secrets/hf",
+        "azure": "azure-kv:https://team-vault.vault.azure.net/secrets/hf",
         "alibaba": "alibaba-kms:hf",
         "tencent": "tencent-ssm:hf",
     }[cloud]
@@ -191,7 +193,7 @@ def _ref(cloud: str) -> str:
 def test_migration_0005_keeps_older_jobs_and_their_store(tmp_path: Path) -> None:
     """Jobs written before the job's road came keep their policy's checkpoint store (resolved
     where they were submitted) and have no code."""
-    from sqlalchemy import inspect, text
+    from sqlalchemy import inspect
 
     from provisioner.control.records import job_checkpoint_uri
 
@@ -200,15 +202,14 @@ def test_migration_0005_keeps_older_jobs_and_their_store(tmp_path: Path) -> None
     old.migrate("0004")
     assert "code" not in {c["name"] for c in inspect(old.engine).get_columns("jobs")}
     with old.engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jobs (id, name, policy_yaml, workdir, provider, provider_options, "
-                "state, submitted_at, updated_at, attempt, restarts, spent_usd, work_done_h, "
-                "progress, result, reason, cancel_requested, version) VALUES ('old-1', 'old', "
-                "'name: old\ncheckpoint:\n  uri: file://./ck\n', '/srv/jobs', 'sim', '{}', "
-                "'running', '2026-12-01 00:00:00', '2026-12-01 00:00:00', 1, 0, 0, 0, '{}', "
-                "'{}', '', false, 0)"
-            )
+        insert_legacy_job(
+            conn,
+            "old-1",
+            datetime(2026, 12, 1, tzinfo=UTC),
+            policy_yaml="name: old\ncheckpoint:\n  uri: file://./ck\n",
+            workdir="/srv/jobs",
+            provider="sim",
+            state="running",
         )
     old.close()
     store = Store(url)  # to head
