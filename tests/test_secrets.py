@@ -945,8 +945,13 @@ def test_sdk_debug_logging_never_sees_a_value(
     root.setLevel(logging.DEBUG)
     loggers = [logging.getLogger(n) for n in ("botocore", "tencentcloud_sdk_common")]
     levels = [lg.level for lg in loggers]
+    # whatever an earlier test (a CLI run's logging set-up) did to these loggers
+    states = [(lg.propagate, lg.disabled) for lg in loggers]
+    disabled_below = logging.root.manager.disable
+    logging.disable(logging.NOTSET)
     for lg in loggers:
         lg.setLevel(logging.DEBUG)
+        lg.propagate, lg.disabled = True, False
     try:
         read_secret("aws-sm:prod/db")
         read_secret("tencent-ssm:db@v1", region="ap-guangzhou")
@@ -954,8 +959,10 @@ def test_sdk_debug_logging_never_sees_a_value(
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
-        for lg, level in zip(loggers, levels, strict=True):
+        for lg, level, (propagate, disabled) in zip(loggers, levels, states, strict=True):
             lg.setLevel(level)
+            lg.propagate, lg.disabled = propagate, disabled
+        logging.disable(disabled_below)
     out = stream.getvalue()
     assert after == [logging.DEBUG, logging.DEBUG]  # the levels are restored after the read
     leaked = [v for v in (VALUES["aws"], VALUES["tencent-1"]) if v in out]

@@ -26,6 +26,7 @@ if str(REPO) not in sys.path:
 from policies.loader import parse_policy  # noqa: E402
 from provisioner.control.store import AttemptRow, InstanceRow, JobRow, Store  # noqa: E402
 
+LEGACY_ENV = "  env:\n    WANDB_API_KEY: sk-live-do-not-render-0123456789\n"
 HOSTILE_NAME = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 HOSTILE_REASON = "<b>bold</b> & <iframe src=javascript:alert(2)></iframe>"
 
@@ -35,8 +36,8 @@ job:
   command: ["python", "-m", "examples.train"]
   compute_hours: 6
   reference_gpu: A10G
-  env:
-    WANDB_API_KEY: sk-live-do-not-render-0123456789
+  secrets:
+    WANDB_API_KEY: aws-sm:wandb-api-key
 resources:
   gpu_count: 1
   gpus: {gpus}
@@ -403,7 +404,9 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     # stopped: the budget ran out
     text = _policy("vit-pretrain", budget=5)
     t0 = now - 40 * h
-    job = s.job("vit-pretrain", text, t0)
+    # stored before job.env refused credentials: its policy text still carries one, which no
+    # page may render (the page shows that the stored policy cannot be read)
+    job = s.job("vit-pretrain", text.replace("  secrets:", LEGACY_ENV + "  secrets:"), t0)
     a = s.launch(job, 1, text, t0 + timedelta(seconds=15))
     cost = s.end(job, a, t0 + 7 * h, "ended", "budget exhausted")
     store.update_job(
