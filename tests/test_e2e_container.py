@@ -1,13 +1,14 @@
 """A job in a container image, on the sim, through a recording engine.
 
-No container engine runs on this machine (no Docker daemon; Podman needs a cgroup setup the
-sandbox does not give), so the engine is ``tests/fakes/container_shim.py`` under the name
-``docker`` on PATH: it records the exact argv the agent gives an engine and carries out the
-run itself (the command in the ``-w`` directory, with only the ``-e`` variables, by exec so
-that the checkpoint signal reaches the job). What these tests prove is the agent's side: the
-pull, setup once per VM committed as an image, the run's flags, variables passed by name
-only, the signal reaching the job through the engine's client, and a pull that fails being a
-setup failure and not a preemption. They do not prove an engine's isolation or GPU access.
+The engine here is ``tests/fakes/container_shim.py`` under the name ``docker`` on PATH: it
+records the exact argv the agent gives an engine and carries out the run itself (the command
+in the ``-w`` directory, with only the ``-e`` variables, by exec so that the checkpoint signal
+reaches the job). It shows what a real engine cannot here: the exact command lines, a pull
+from a registry (none is reachable from this machine) and one that fails. What these tests
+prove is the agent's side: the pull, setup once per VM committed as an image, the run's flags,
+variables passed by name only, and a pull that fails being a setup failure and not a
+preemption. A real engine (Podman) runs a job through a preemption in
+``tests/test_e2e_podman.py``.
 """
 
 from __future__ import annotations

@@ -105,7 +105,14 @@ def container_name(job_id: str, attempt: int, node: int = 0, what: str = "job") 
     return base[:120]
 
 
-def setup_image(job_id: str, key: str) -> str:
-    """The image setup's result is committed as (lowercase, as image names must be)."""
+def setup_image(job_id: str, key: str, vm: str = "") -> str:
+    """The image setup's result is committed as (lowercase, as image names must be). ``vm``
+    (the instance, where the spec names it) keeps it to its VM where one engine serves several
+    (the sim's sandboxes): setup's effects in the mounted code directory are that VM's."""
     repo = re.sub(r"[^a-z0-9_.-]", "-", job_id.lower())[:60].strip("-.") or "job"
-    return f"provisioner-setup/{repo}:{key[:16]}"
+    tag = (
+        re.sub(r"[^a-z0-9_.-]", "-", f"{key[:16]}-{vm}".lower()).strip("-.")[:128]
+        if vm
+        else key[:16]
+    )
+    return f"provisioner-setup/{repo}:{tag}"

@@ -186,7 +186,7 @@ class Preparer:
             f"printf '%s\\n' {shlex.quote('$ ' + c)}\n{c}\n" for c in spec.setup
         )
         if ready.engine is not None and ready.image is not None:
-            committed = setup_image(spec.job_id, key)
+            committed = setup_image(spec.job_id, key, spec.instance_id)
             if self._quiet(ready.engine.has_image(committed)) == 0:
                 ready.image = committed
                 return {"how": "skipped", "seconds": 0.0}
