@@ -1,4 +1,9 @@
-"""Logging set-up: human lines on a terminal, JSON lines for journald; secrets always scrubbed."""
+"""Logging set-up: human lines on a terminal, JSON lines for journald; secrets always scrubbed.
+
+What the libraries log (alembic's migrations, APScheduler's every run, the SDKs' requests) is
+kept to warnings and errors, whatever the verbosity: a daemon's journal holds our lines, not a
+few hundred of theirs a minute. ``-vvv`` (or ``PROVISIONER_LOG_LIBRARIES=1``) lets theirs
+through at the same level as ours."""
 
 from __future__ import annotations
 
@@ -28,6 +33,17 @@ class JSONFormatter(logging.Formatter):
         return redact(json.dumps(doc, default=str))
 
 
+#: the loggers that are ours; any other name is a library's
+OURS = frozenset({"provisioner", "providers", "policies", "__main__"})
+
+
+class LibraryFilter(logging.Filter):
+    """Drops a library's records below WARNING (ours pass at the handler's level)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or record.name.split(".")[0] in OURS
+
+
 def setup_logging(verbose: int = 0, *, json_lines: bool | None = None) -> None:
     from providers.base import RedactingFilter
 
@@ -45,5 +61,7 @@ def setup_logging(verbose: int = 0, *, json_lines: bool | None = None) -> None:
     else:
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
+    if verbose < 3 and os.environ.get("PROVISIONER_LOG_LIBRARIES", "") in ("", "0"):
+        handler.addFilter(LibraryFilter())
     root.addHandler(handler)
     root.setLevel(level)

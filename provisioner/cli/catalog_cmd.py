@@ -176,7 +176,7 @@ def refresh(
             written = write_commitments(rows, commitments_out)
         except OSError as exc:
             fail(f"--commitments-out {commitments_out}: cannot write: {exc.strerror or exc}")
-    n = _store(store_url).save_prices(quotes)
+    n = _store(store_url, create=True).save_prices(quotes)
     summary = price_summary(quotes)
     if as_json:
         doc: dict[str, Any] = {"provider": provider_name, "stored": n, **summary}
@@ -189,7 +189,7 @@ def refresh(
         if written is not None:
             console().print(f"wrote {written} commitment price(s) to {commitments_out}")
         for line in summary["lines"]:
-            console().print(f"  {line}")
+            console().print(f"  {line}", markup=False)
 
 
 def price_summary(quotes: list[Any]) -> dict[str, Any]:

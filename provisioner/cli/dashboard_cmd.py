@@ -54,7 +54,7 @@ def dashboard(
     from policies.loader import PolicyError
     from provisioner.console import error
     from provisioner.control.daemon.config import load_config
-    from provisioner.control.store import Store, redacted_url
+    from provisioner.control.store import redacted_url
     from provisioner.dashboard import DashboardError, DashboardServer
     from provisioner.dashboard.server import load_token
 
@@ -65,11 +65,9 @@ def dashboard(
             error(str(issue))
         raise SystemExit(EXIT_BAD_INPUT) from None
     d = cfg.dashboard
-    try:
-        store = Store(store_url or cfg.store)
-    except Exception as exc:
-        error(f"cannot open the store {redacted_url(store_url or cfg.store or '')}: {exc}")
-        raise SystemExit(EXIT_BAD_INPUT) from None
+    from provisioner.cli.jobs_cmd import _store
+
+    store = _store(store_url or cfg.store)
     try:
         server = DashboardServer(
             store,

@@ -20,15 +20,24 @@ store_option = click.option(
 )
 
 
-def _store(url: str | None) -> Any:
-    from provisioner.control.store import Store, redacted_url
+def _store(url: str | None, *, create: bool = False) -> Any:
+    """The store at ``url`` (the default: the state directory's). Only a command that records
+    something (``up``, ``catalog refresh``) creates one; the others say there is none, so a
+    mistyped URL never leaves an empty store behind."""
+    from provisioner.control.store import Store, default_url, redacted_url, store_missing
 
+    missing = None if create else store_missing(url or default_url())
+    if missing is not None:
+        hint = "start one with `provisioner up --policy FILE`" if url is None else "check --store"
+        fail(f"{missing}; {hint}", EXIT_NOT_FOUND)
     try:
         return Store(url)
     except Exception as exc:  # a bad URL or an unreachable database: say so, no traceback
         from provisioner.cli import _store_problem
 
         why = _store_problem(exc) or f"{exc.__class__.__name__}: {str(exc)[:300]}"
+        if url and "://" not in url:
+            why += " (a store URL: sqlite:////path/to/file.db or postgresql+psycopg://...)"
         fail(f"cannot open the store {redacted_url(url or '')}: {why}", 2)
 
 
@@ -47,6 +56,23 @@ def _ago(t: datetime | None) -> str:
         if s >= n:
             return f"{s / n:.0f}{unit} ago"
     return f"{s:.0f}s ago"
+
+
+def progress_text(job: Any) -> str:
+    """Where a job is, in words: ``step 120 of 400 (30%)``, ``step 120``, ``done``, or the
+    agent's state when the job reports no step (``running, no step reported``)."""
+    prog = job.progress or {}
+    step, total = prog.get("step"), prog.get("total_steps")
+    if isinstance(step, int | float) and isinstance(total, int | float) and total:
+        return f"step {step:g} of {total:g} ({min(1.0, step / total):.0%})"
+    if isinstance(step, int | float):
+        return f"step {step:g}"
+    if job.state == "succeeded":
+        return "done"
+    state = prog.get("state")
+    if state and job.state not in ("failed", "cancelled", "stopped"):
+        return f"{state}, no step reported"
+    return "-"
 
 
 def job_summary(store: Any, job: Any) -> dict[str, Any]:
@@ -112,14 +138,7 @@ def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
     ):
         t.add_column(c)
     for j in rows:
-        prog = j.progress or {}
-        step = prog.get("step")
-        total = prog.get("total_steps")
-        ptxt = (
-            f"{step}/{total}"
-            if step is not None and total
-            else (str(step) if step is not None else "-")
-        )
+        ptxt = progress_text(j)
         t.add_row(
             j.id,
             j.state,
@@ -156,12 +175,14 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
     if as_json:
         print_json(doc)
         return
+    from rich.markup import escape
+
     from provisioner.console import console
 
     out = console()
     out.print(
-        f"[bold]{job.id}[/] ({job.name}): [bold]{job.state}[/]"
-        + (f" — {job.reason}" if job.reason else "")
+        f"[bold]{escape(job.id)}[/] ({escape(job.name)}): [bold]{job.state}[/]"
+        + (f" — {escape(job.reason)}" if job.reason else "")
     )
     pl = doc["placement"]
     if pl:
@@ -169,13 +190,14 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
             f"  attempt {job.attempt}: {pl['provider']}:{pl['zone'] or pl['region']} {pl['instance_type']} "
             f"({pl['gpu']}) {pl['market']} ${pl['price_per_hour']:.4f}/h"
             + (f" (cap ${pl['bid_cap_per_hour']:.4f}/h)" if pl["bid_cap_per_hour"] else "")
-            + f", instance {pl['instance_id'] or '-'} [{pl['attempt_state']}]"
+            + f", instance {pl['instance_id'] or '-'} [{pl['attempt_state']}]",
+            markup=False,
         )
     prog = job.progress or {}
-    if prog:
-        out.print(
-            f"  progress: step {prog.get('step')} of {prog.get('total_steps', '?')}, last checkpoint {prog.get('last_checkpoint') or '-'}"
-        )
+    out.print(
+        f"  progress: {progress_text(job)}, last checkpoint {prog.get('last_checkpoint') or '-'}",
+        markup=False,
+    )
     out.print(
         f"  restarts {job.restarts}, spent ${job.spent_usd:.4f}"
         + (f", deadline {job.deadline:%Y-%m-%d %H:%M} UTC" if job.deadline else "")
@@ -185,7 +207,7 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
     for line in status_lines(doc["probes"], prog):
         out.print(line, markup=False)
     if job.result:
-        out.print(f"  result: {job.result}")
+        out.print(f"  result: {job.result}", markup=False)
 
 
 @click.command()
@@ -195,16 +217,21 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
 def down(job_id: str, store_url: str | None, as_json: bool) -> None:
     """Stop a job: terminate its instances, keep its checkpoints."""
     from provisioner.control.reconciler import cancel_job
+    from provisioner.control.store import FINAL_STATES
 
     store = _store(store_url)
     job = _job_or_exit(store, job_id)
+    before = job.state
     terminated = cancel_job(store, job.id)
+    after = (store.job(job.id) or job).state
     if as_json:
-        print_json({"id": job.id, "state": "cancelled", "terminated": terminated})
+        print_json({"id": job.id, "state": after, "was": before, "terminated": terminated})
+    elif before in FINAL_STATES and after == before:
+        click.echo(f"{job.id}: already {before}; nothing to stop")
     else:
-        click.echo(
-            f"{job.id}: cancelled; terminated {len(terminated)} instance(s); checkpoints kept"
-        )
+        last = store.events(job.id)[-1:]
+        note = last[0].message if last and last[0].kind == "cancelled" else "cancelled"
+        click.echo(f"{job.id}: {note}")
     raise SystemExit(EXIT_OK)
 
 

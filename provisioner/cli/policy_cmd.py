@@ -18,6 +18,8 @@ def policy() -> None:
 @json_option
 def check(files: tuple[str, ...], as_json: bool) -> None:
     """Validate policy FILES. Exits 0 when all are valid, 2 otherwise (errors as file:line:col)."""
+    from rich.markup import escape
+
     from policies.loader import PolicyError, load_policy
     from provisioner.console import console, error
     from provisioner.core.planner import required_vram
@@ -47,9 +49,11 @@ def check(files: tuple[str, ...], as_json: bool) -> None:
         )
         if not as_json:
             extra = f", needs {vram:.1f} GB per GPU" if vram else ""
-            console().print(f"{f}: ok ([bold]{pol.name}[/], market {pol.market.value}{extra})")
+            console().print(
+                f"{escape(f)}: ok ([bold]{escape(pol.name)}[/], market {pol.market.value}{extra})"
+            )
             for w in warnings:
-                console(stderr=True).print(f"[yellow]warning:[/] {f}: {w}")
+                console(stderr=True).print(f"[yellow]warning:[/] {escape(f)}: {escape(w)}")
     if as_json:
         print_json(results)
     raise SystemExit(EXIT_OK if ok else EXIT_BAD_INPUT)

@@ -113,11 +113,12 @@ def render(report: dict[str, Any]) -> None:
     out = console()
     devs = {d["index"]: d for d in report["devices"]}
     out.print(
-        f"[bold]probe[/] on {report['host']} with {report['backend']} ({report['elapsed_s']:.1f} s)"
+        f"[bold]probe[/] on {escape(str(report['host']))} with {report['backend']} "
+        f"({report['elapsed_s']:.1f} s)"
     )
     for d in report["devices"]:
         model = f" = {d['model']}" if d.get("model") else ""
-        out.print(f"  device {d['index']}: {d['name']}{model}")
+        out.print(f"  device {d['index']}: {d['name']}{model}", markup=False)
     table = Table(box=None, pad_edge=False)
     for col in ("device", "figure", "measured", "datasheet", "ratio", "method"):
         table.add_column(

@@ -227,6 +227,6 @@ def _render(report: dict[str, Any], plot_path: str | None) -> None:
         ref += f", offline optimum ${s['optimum_cost']:.2f}"
     if "cost_over_optimum" in s:
         ref += f"; cost / optimum {s['cost_over_optimum']:.3f}"
-    out.print(f"reference (mean): {ref}")
+    out.print(f"reference (mean): {ref}", markup=False)
     if plot_path:
-        out.print(f"plot: {plot_path}")
+        out.print(f"plot: {plot_path}", markup=False)

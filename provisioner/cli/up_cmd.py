@@ -48,7 +48,7 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option(
     "--detach",
     is_flag=True,
-    help="Submit and return; a running daemon (or `provisioner wait`) supervises.",
+    help="Submit and return; a running `provisioner daemon` on the same store supervises it.",
 )
 @store_option
 @json_option
@@ -87,7 +87,7 @@ def up(
 
         render_plan(plan, _catalog())
         raise SystemExit(EXIT_NOTHING_ELIGIBLE)
-    store = _store(store_url)
+    store = _store(store_url, create=True)
     job_id = _submit(submit, policy_path, provider, opts, store, as_json)
     job = Job(store, job_id)
     daemon = bool(live_replicas(store, datetime.now(UTC)))
@@ -173,6 +173,8 @@ def supervising_reconciler(store: Any, job_id: str) -> Any:
 
 def _supervise(job: Any, as_json: bool) -> int:
     """Run reconcile passes here, with a live view, until the job ends or Ctrl-C."""
+    from rich.markup import escape
+
     from provisioner.console import console
     from provisioner.control.store import FINAL_STATES
 
@@ -206,7 +208,9 @@ def _supervise(job: Any, as_json: bool) -> int:
                 rec.run_pass()
                 for ev in job.store.events(job.id, after_id=seen_events):
                     seen_events = ev.id
-                    live.console.print(f"[dim]{ev.at:%H:%M:%S}[/] {ev.kind:<13} {ev.message}")
+                    live.console.print(
+                        f"[dim]{ev.at:%H:%M:%S}[/] {ev.kind:<13} {escape(ev.message)}"
+                    )
                 live.update(_view(job, start))
                 if job.refresh().state in FINAL_STATES:
                     break
@@ -238,7 +242,10 @@ def _supervise(job: Any, as_json: bool) -> int:
 
 
 def _view(job: Any, start: float) -> Any:
+    from rich.markup import escape
     from rich.table import Table
+
+    from provisioner.cli.jobs_cmd import progress_text
 
     row = job.refresh()
     atts = job.store.attempts(job.id)
@@ -248,20 +255,24 @@ def _view(job: Any, start: float) -> Any:
     t.add_column()
     t.add_row(
         "job",
-        f"{row.id} [{row.state}]"
-        + (f" {row.reason}" if row.reason and row.state != "running" else ""),
+        escape(
+            f"{row.id} [{row.state}]"
+            + (f" {row.reason}" if row.reason and row.state != "running" else "")
+        ),
     )
     if cur:
         t.add_row(
             "placement",
-            f"{cur.provider}:{cur.zone} {cur.instance_type} ({cur.gpu_count}x {cur.gpu}) "
-            f"{cur.market} ${cur.price_per_hour:.4f}/h [{cur.state}]",
+            escape(
+                f"{cur.provider}:{cur.zone} {cur.instance_type} ({cur.gpu_count}x {cur.gpu}) "
+                f"{cur.market} ${cur.price_per_hour:.4f}/h [{cur.state}]"
+            ),
         )
     prog = row.progress or {}
     if prog:
         t.add_row(
             "progress",
-            f"step {prog.get('step')} / {prog.get('total_steps', '?')}, checkpoint {prog.get('last_checkpoint') or '-'}",
+            escape(f"{progress_text(row)}, checkpoint {prog.get('last_checkpoint') or '-'}"),
         )
     preempted = sum(1 for a in atts if a.state == "preempted")
     t.add_row(
@@ -283,15 +294,18 @@ def _cost(job: Any) -> dict[str, Any]:
 
 
 def _print_cost(job: Any, out: Any) -> None:
+    from rich.markup import escape
+
     row = job.refresh()
     c = _cost(job)
     markets = ", ".join(f"{k} ${v:.4f}" for k, v in c["by_market_usd"].items()) or "nothing billed"
     out.print(
-        f"[bold]{row.id}[/] {row.state}: cost ${c['total_usd']:.4f} ({markets}); restarts {row.restarts}"
+        f"[bold]{escape(row.id)}[/] {row.state}: cost ${c['total_usd']:.4f} ({markets}); "
+        f"restarts {row.restarts}"
     )
     if row.result:
         res = row.result
         keys = {k: res[k] for k in ("final_loss", "params_sha256", "steps") if k in res}
         if keys:
-            out.print(f"result: {keys}")
+            out.print(f"result: {keys}", markup=False)
     sys.stdout.flush()

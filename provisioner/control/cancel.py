@@ -28,35 +28,54 @@ def default_provider_factory(name: str, options: dict[str, Any]) -> Provider:
 def cancel_job(
     store: Store, job_id: str, *, provider_factory: ProviderFactory = default_provider_factory
 ) -> list[str]:
-    """Stop a job now: terminate its instances (checkpoints stay), mark it cancelled."""
+    """Stop a job now: terminate its instances (checkpoints stay), mark it cancelled. A job
+    that has already ended and has nothing running is left as it is (no second event). A
+    provider that cannot be reached (its SDK missing, its credentials gone) does not keep the
+    job alive: the job is cancelled all the same and the event says which instances may still
+    run, for the user to check in the cloud's console."""
     job = store.job(job_id)
     if job is None:
         return []
+    open_attempts = [a for a in store.attempts(job.id) if a.state in ("launching", "running")]
+    if job.state in FINAL_STATES and not open_attempts:
+        return []
     store.request_cancel(job.id)
-    prov = provider_factory(job.provider, dict(job.provider_options))
+    now = utcnow()
+    live: list[str] = []
+    unreached = ""
     try:
-        live = [i for i in prov.list({TAG_JOB: job.id}) if i.state.alive]
-        if live:
-            prov.terminate([i.id for i in live])
-        now = utcnow()
-        for a in store.attempts(job.id):
-            if a.state in ("launching", "running"):
-                store.update_attempt(
-                    job.id,
-                    a.attempt,
-                    state="ended",
-                    ended_at=now,
-                    end_reason="cancelled",
-                    cost_usd=attempt_cost(a, now),
-                )
-        spent = sum(a.cost_usd for a in store.attempts(job.id))
-        if job.state not in FINAL_STATES:
-            store.update_job(
-                job.id, state="cancelled", reason="cancelled by the user", spent_usd=spent
-            )
-        store.add_event(
-            job.id, "cancelled", f"cancelled; terminated {len(live)} instance(s); checkpoints kept"
+        prov = provider_factory(job.provider, dict(job.provider_options))
+    except Exception as exc:  # an SDK not installed, options no longer valid
+        prov, unreached = None, f"{type(exc).__name__}: {exc}"
+    if prov is not None:
+        try:
+            live = [i.id for i in prov.list({TAG_JOB: job.id}) if i.state.alive]
+            if live:
+                prov.terminate(live)
+                store.end_instances(prov.name, live, now, "cancelled by the user")
+        except Exception as exc:  # the cloud refused or was unreachable
+            unreached = f"{type(exc).__name__}: {exc}"
+        finally:
+            prov.close()
+    for a in open_attempts:
+        store.update_attempt(
+            job.id,
+            a.attempt,
+            state="ended",
+            ended_at=now,
+            end_reason="cancelled",
+            cost_usd=attempt_cost(a, now),
         )
-        return [i.id for i in live]
-    finally:
-        prov.close()
+    spent = sum(a.cost_usd for a in store.attempts(job.id))
+    if job.state not in FINAL_STATES:
+        store.update_job(job.id, state="cancelled", reason="cancelled by the user", spent_usd=spent)
+    if unreached:
+        maybe = ", ".join(a.instance_id or "?" for a in open_attempts) or "none recorded"
+        message = (
+            f"cancelled; {job.provider} could not be reached ({unreached[:200]}): instances "
+            f"that may still run: {maybe}; check the cloud's console. Checkpoints kept"
+        )
+    else:
+        message = f"cancelled; terminated {len(live)} instance(s); checkpoints kept"
+    store.add_event(job.id, "cancelled", message)
+    return live

@@ -384,6 +384,7 @@ class JobRunner(Launching, ProgressReading):
         for iid in ids:  # a gang's unit: every node (each recorded, so none reads as preempted)
             self.event("terminate", f"terminated {iid}: {action.reason}")
         self.provider.terminate(ids)
+        self.store.end_instances(self.provider.name, ids, self.now, action.reason)
         report.provider_calls += 1
         report.terminations += 1
         self.env.failpoints.hit("after-finish-terminate" if finishing else "after-terminate")
@@ -412,6 +413,7 @@ class JobRunner(Launching, ProgressReading):
             for iid in ids:  # recorded first (see terminate)
                 self.event("terminate", f"terminated {iid}: {action.reason}")
             self.provider.terminate(ids)
+            self.store.end_instances(self.provider.name, ids, self.now, action.reason)
             report.provider_calls += 1
         why = {d.Finish: "job finished", d.Cancel: "cancelled"}.get(type(action))
         for a in live:

@@ -179,6 +179,7 @@ class Launching(JobPassBase):
             self.event("terminate", f"terminated {iid}: gang incomplete")
         if ids:
             self.provider.terminate(ids)
+            self.store.end_instances(self.provider.name, ids, self.now, "gang incomplete")
             report.provider_calls += 1
         if row.placement_group and isinstance(self.provider, PlacementGroups):
             try:

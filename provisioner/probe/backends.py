@@ -320,6 +320,12 @@ def available_backends(wanted: str = "auto") -> tuple[Backend, list[str]]:
         try:
             return makers[name](), notes
         except ImportError:
+            if wanted != "auto":  # asked for by name: a bad option for this machine
+                extra = {"torch": "torch", "cupy": "cupy-cuda12x"}.get(name, name)
+                raise ValueError(
+                    f"--backend {name}: {name} is not installed here (pip install {extra}; "
+                    "or --backend auto)"
+                ) from None
             notes.append(f"{name}: not installed")
         except Exception as exc:  # no GPU, broken driver: the next one
             notes.append(f"{name}: {exc}")

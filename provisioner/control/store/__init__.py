@@ -17,6 +17,7 @@ from provisioner.control.store.engine import (
     new_job_id,
     redacted_url,
     state_dir,
+    store_missing,
 )
 from provisioner.control.store.jobs import JobQueries
 from provisioner.control.store.records import RecordQueries
@@ -53,6 +54,7 @@ __all__ = [
     "new_job_id",
     "redacted_url",
     "state_dir",
+    "store_missing",
 ]
 
 

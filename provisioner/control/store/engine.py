@@ -7,6 +7,7 @@ daemon replicas (``postgresql+psycopg://...``). The schema is created and upgrad
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -51,13 +52,32 @@ def new_job_id(name: str) -> str:
 
 
 def redacted_url(url: str) -> str:
-    """The URL with any password replaced, for messages and logs."""
+    """The URL with any password replaced, for messages and logs (a text that is no URL is
+    shown as given, a ``user:password@`` in it masked)."""
     from sqlalchemy.engine import make_url
 
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
-        return "<store url>"
+        return re.sub(r"(://[^/:@\s]+):[^@/\s]+@", r"\1:***@", url)
+
+
+def store_missing(url: str) -> str | None:
+    """Why ``url`` names no store yet (a SQLite file that is not there), or None. Read-only
+    commands ask before they open one, so that a typo never creates an empty store."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return None  # opening it says what is wrong with it
+    if parsed.get_backend_name() == "sqlite":
+        path = parsed.database or ""
+        if path in ("", ":memory:") or path.startswith("file:"):
+            return None
+        if not os.path.exists(path):
+            return f"no store at {path}: nothing was submitted there"
+    return None
 
 
 def _chunks(items: Sequence[Any], size: int = 5000) -> Iterator[Sequence[Any]]:

@@ -95,6 +95,24 @@ class RecordQueries(StoreBase):
             for chunk in _chunks(docs, 1000):
                 conn.execute(stmt, chunk)
 
+    def end_instances(
+        self, provider: str, instance_ids: Sequence[str], at: datetime, reason: str
+    ) -> None:
+        """Record instances this controller terminated as ended now (the cloud stops
+        listing them soon, and a job that ended is not looked at again to see it)."""
+        if not instance_ids:
+            return
+        with self.session() as s:
+            s.execute(
+                update(InstanceRow)
+                .where(
+                    InstanceRow.provider == provider,
+                    InstanceRow.instance_id.in_(list(instance_ids)),
+                    InstanceRow.ended_at.is_(None),
+                )
+                .values(state="terminated", state_reason=reason[:500], ended_at=at)
+            )
+
     def instances(self, job_id: str | None = None) -> list[InstanceRow]:
         with self.session() as s:
             q = select(InstanceRow)

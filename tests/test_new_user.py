@@ -1,0 +1,175 @@
+"""What a new user tripped on, one test per item: each fails on the tree before its fix."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from provisioner.control.store import Store
+from tests.daemon_util import DaemonProc, wait_for, write_config
+
+
+def test_12_the_daemon_s_journal_holds_our_lines_not_the_libraries(tmp_path: Path) -> None:
+    """A daemon's journal: alembic's migrations and APScheduler's every run stay out (below
+    WARNING); our own lines go in."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    log = tmp_path / "daemon.log"
+    d = DaemonProc(write_config(tmp_path / "d.yaml", url), log).start()
+    try:
+        store = Store(url)
+        assert d.ready(store)
+        # passes for 3 s (each an APScheduler job run, which it logs at INFO): the daemon's
+        # heartbeat, written every pass, moves on by that much
+        first = _last_seen(store)
+        assert wait_for(lambda: (_last_seen(store) - first).total_seconds() >= 3, 60)
+    finally:
+        assert d.stop() == 0
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    theirs = [x for x in lines if x["logger"].split(".")[0] not in ("provisioner", "providers")]
+    assert [x for x in theirs if x["level"] in ("debug", "info")] == []
+    assert any(x["logger"].startswith("provisioner") for x in lines)  # ours still there
+
+
+def _last_seen(store: Store) -> Any:
+    from provisioner.control.store.schema import ReplicaRow
+
+    with store.session() as s:
+        return max(r.last_seen for r in s.query(ReplicaRow).all())
+
+
+def test_12_libraries_can_be_let_through(monkeypatch: object) -> None:
+    from provisioner.logs import LibraryFilter, setup_logging
+
+    setup_logging(1)
+    handler = next(h for h in logging.getLogger().handlers if getattr(h, "_provisioner", False))
+    assert any(isinstance(f, LibraryFilter) for f in handler.filters)
+    setup_logging(3)
+    handler = next(h for h in logging.getLogger().handlers if getattr(h, "_provisioner", False))
+    assert not any(isinstance(f, LibraryFilter) for f in handler.filters)
+    setup_logging(0)
+
+
+# -- item 4: progress in words ---------------------------------------------------------------
+
+
+def _job_row(**kw: Any) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{"state": "running", "progress": {}, **kw})
+
+
+def test_4_progress_reads_as_words_never_none() -> None:
+    from provisioner.cli.jobs_cmd import progress_text
+
+    assert progress_text(_job_row(progress={"step": 120, "total_steps": 400})) == (
+        "step 120 of 400 (30%)"
+    )
+    assert progress_text(_job_row(progress={"step": 7})) == "step 7"
+    assert progress_text(_job_row(state="succeeded", progress={"state": "done"})) == "done"
+    assert progress_text(_job_row(progress={"state": "running"})) == "running, no step reported"
+    assert progress_text(_job_row(state="failed", progress={"state": "failed"})) == "-"
+    assert "None" not in progress_text(_job_row(progress={"step": None, "total_steps": None}))
+
+
+# -- item 5: commands that said the wrong thing ----------------------------------------------
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    from tests.e2e_util import REPO
+
+    return subprocess.run(
+        [sys.executable, "-m", "provisioner", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd or REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        check=False,
+    )
+
+
+def test_5_up_help_names_only_commands_that_exist() -> None:
+    from provisioner.cli import COMMANDS
+
+    out = _cli("up", "--help").stdout
+    for word in ("wait",):
+        assert f"provisioner {word}`" not in out or word in COMMANDS
+
+
+def test_5_a_bad_store_url_is_named_as_given(tmp_path: Path) -> None:
+    done = _cli("dashboard", "--store", "/tmp")
+    assert done.returncode == 2 and "<store url>" not in done.stderr
+    assert "/tmp" in done.stderr and "sqlite:///" in done.stderr
+
+
+def test_5_read_only_commands_never_create_a_store(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.db"
+    for args in (["jobs"], ["status"], ["logs", "x"], ["cost", "--all"], ["down", "x"]):
+        done = _cli(*args, "--store", f"sqlite:///{typo}")
+        assert done.returncode == 3, (args, done.stderr)
+        assert "no store at" in done.stderr
+        assert not typo.exists(), args
+
+
+def test_5_down_on_an_ended_job_adds_nothing(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from provisioner.control.reconciler import cancel_job
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    job = store.submit(
+        name="x", policy_yaml="name: x\n", policy_path=None, provider="sim",
+        provider_options={}, now=datetime.now(UTC), deadline=None, work_total_h=None,
+    )  # fmt: skip
+    store.update_job(job.id, state="cancelled")
+    store.add_event(job.id, "cancelled", "cancelled; terminated 0 instance(s)")
+    assert cancel_job(store, job.id) == []
+    assert [e.kind for e in store.events(job.id)].count("cancelled") == 1
+    done = _cli("down", job.id, "--store", f"sqlite:///{tmp_path / 's.db'}")
+    assert done.returncode == 0 and "already cancelled; nothing to stop" in done.stdout
+    assert [e.kind for e in store.events(job.id)].count("cancelled") == 1
+
+
+def test_5_down_ends_a_job_whose_provider_cannot_be_reached(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from provisioner.control.reconciler import cancel_job
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    job = store.submit(
+        name="x", policy_yaml="name: x\n", policy_path=None, provider="aws",
+        provider_options={}, now=datetime.now(UTC), deadline=None, work_total_h=None,
+    )  # fmt: skip
+
+    def no_sdk(name: str, options: dict[str, Any]) -> Any:
+        raise ModuleNotFoundError("No module named 'boto3'")
+
+    assert cancel_job(store, job.id, provider_factory=no_sdk) == []
+    row = store.job(job.id)
+    assert row is not None and row.state == "cancelled"
+    ev = store.events(job.id)[-1]
+    assert ev.kind == "cancelled"
+    assert "could not be reached" in ev.message and "boto3" in ev.message
+
+
+def test_5_a_backend_asked_for_by_name_that_is_not_installed_is_bad_input() -> None:
+    done = _cli("probe", "--backend", "cupy", "--seconds", "0.1")
+    assert done.returncode == 2 and "cupy is not installed" in done.stderr
+
+
+# -- item 6: rich never eats user or package text --------------------------------------------
+
+
+def test_6_brackets_in_output_survive(tmp_path: Path) -> None:
+    done = _cli("providers")
+    assert "provisioner[aws]" in done.stdout or "pip install" not in done.stdout
+    policy = tmp_path / "p.yaml"
+    policy.write_text("name: job\njob:\n  command: [python, x.py]\n")
+    done = _cli("policy", "check", str(policy))
+    assert done.returncode == 0 and f"{policy}: ok (job," in done.stdout
