@@ -944,14 +944,21 @@ def test_sdk_debug_logging_never_sees_a_value(
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
     loggers = [logging.getLogger(n) for n in ("botocore", "tencentcloud_sdk_common")]
-    levels = [lg.level for lg in loggers]
     # whatever an earlier test (a CLI run's logging set-up) did to these loggers
-    states = [(lg.propagate, lg.disabled) for lg in loggers]
+    # (a fileConfig elsewhere disables every logger that exists, children included)
+    family = [
+        logging.getLogger(name)
+        for name in list(logging.root.manager.loggerDict)
+        if name.split(".")[0] in ("botocore", "tencentcloud_sdk_common", "tencentcloud")
+    ]
+    states = [(lg, lg.level, lg.propagate, lg.disabled) for lg in {*loggers, *family}]
     disabled_below = logging.root.manager.disable
     logging.disable(logging.NOTSET)
+    for lg, *_ in states:
+        lg.setLevel(logging.NOTSET)
+        lg.propagate, lg.disabled = True, False
     for lg in loggers:
         lg.setLevel(logging.DEBUG)
-        lg.propagate, lg.disabled = True, False
     try:
         read_secret("aws-sm:prod/db")
         read_secret("tencent-ssm:db@v1", region="ap-guangzhou")
@@ -959,7 +966,7 @@ def test_sdk_debug_logging_never_sees_a_value(
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
-        for lg, level, (propagate, disabled) in zip(loggers, levels, states, strict=True):
+        for lg, level, propagate, disabled in states:
             lg.setLevel(level)
             lg.propagate, lg.disabled = propagate, disabled
         logging.disable(disabled_below)
