@@ -9,6 +9,10 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+#: the width of output that is not a terminal: wide enough that no line is ever wrapped
+UNWRAPPED = 100_000
+
+
 def console(stderr: bool = False) -> Console:
     """A Console writing to the *current* stdout/stderr (so redirection and tests work)."""
     import sys
@@ -17,14 +21,15 @@ def console(stderr: bool = False) -> Console:
 
     no_color = os.environ.get("NO_COLOR", "") != ""
     stream = sys.stderr if stderr else sys.stdout
-    # Not a terminal (a pipe, a file, a test): wide enough that tables are not truncated.
-    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 160
+    # Not a terminal (a pipe, a file, a test): nothing is wrapped or cut, whatever COLUMNS says
+    # (a line someone greps for is never split; a table is as wide as its cells).
+    tty = stream.isatty()
     return Console(
         stderr=stderr,
         no_color=no_color,
         highlight=False,
-        soft_wrap=False,
-        width=width,
+        soft_wrap=not tty,
+        width=None if tty else UNWRAPPED,
         emoji=False,  # user text (a secret ARN's :secret:) is never an emoji code
     )
 

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from provisioner.console import UNWRAPPED
+
 _CODES = {"bold": "1", "red": "31", "yellow": "33"}
 
 
@@ -23,11 +25,11 @@ class Plain:
         self.stream = stream if stream is not None else sys.stdout
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.no_color = os.environ.get("NO_COLOR", "") != ""
-        columns = int(os.environ.get("COLUMNS", "0") or 0)
         if self.tty:
+            columns = int(os.environ.get("COLUMNS", "0") or 0)
             self.width = columns or shutil.get_terminal_size().columns
-        else:  # a pipe, a file, a test: wide enough that tables are not cut (as console())
-            self.width = columns or 160
+        else:  # a pipe, a file, a test: no line is wrapped or cut (as console())
+            self.width = UNWRAPPED
 
     def style(self, text: str, *styles: str) -> str:
         if not self.tty:
