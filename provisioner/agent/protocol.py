@@ -8,7 +8,10 @@ The agent starts the job with these variables set:
 - ``PROVISIONER_CHECKPOINT_SIGNAL``: the signal that asks for a checkpoint now (``SIGUSR1``)
 - ``PROVISIONER_OUTPUT_DIR``: where the job puts its result (uploaded when it exits 0)
 - ``PROVISIONER_PROGRESS_FILE``: a JSON file the job may keep up to date (``{"step": 120,
-  "total_steps": 400}``; any other keys are passed through to the progress record)
+  "total_steps": 400}``; any other keys are passed through to the progress record;
+  ``checkpoint_warning`` is recorded by the controller as a ``checkpoint-warning`` event)
+- ``PROVISIONER_NOTICE_FILE``: where the agent writes the interruption notice (``{"seen_at",
+  "deadline", "cloud", "reason"}``, ISO UTC) before it signals the job; absent until a notice
 
 A checkpoint is written in two moves: the files go into ``$PROVISIONER_CHECKPOINT_DIR/<name>/``
 (``<name>`` ends with the step number, ``ckpt-000120``), then the name is written atomically
@@ -16,8 +19,8 @@ A checkpoint is written in two moves: the files go into ``$PROVISIONER_CHECKPOIN
 ``latest``, and uploads a checkpoint only once it is named there. On the signal the job
 finishes its current step, writes a checkpoint and carries on.
 
-This module is what a Python job imports to follow the protocol; a job in any other language
-does the same with files and a rename.
+This module is what the agent uses; a Python job imports :mod:`provisioner.job` (the standard
+library only), and a job in any other language does the same with files and a rename.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ ENV_RESUME_FROM = "PROVISIONER_RESUME_FROM"
 ENV_SIGNAL = "PROVISIONER_CHECKPOINT_SIGNAL"
 ENV_OUTPUT_DIR = "PROVISIONER_OUTPUT_DIR"
 ENV_PROGRESS_FILE = "PROVISIONER_PROGRESS_FILE"
+ENV_NOTICE_FILE = "PROVISIONER_NOTICE_FILE"
 LATEST = "latest"
+NOTICE_FILE = "notice.json"
 
 
 def checkpoint_name(step: int) -> str:
@@ -101,6 +106,16 @@ def checkpoint_signal() -> int:
     if not name.startswith("SIG"):
         name = "SIG" + name
     return int(getattr(signal, name, signal.SIGUSR1))
+
+
+def write_notice(
+    path: Path, seen_at: str | None, deadline: str | None, cloud: str, reason: str
+) -> None:
+    """The interruption notice, for the job (``$PROVISIONER_NOTICE_FILE``): written atomically
+    before the job is signalled, so that every process of the job (torchrun's workers too)
+    sees it at its next step. Times are ISO 8601 UTC."""
+    doc = {"seen_at": seen_at, "deadline": deadline, "cloud": cloud, "reason": reason[:200]}
+    atomic_write(path, json.dumps(doc, sort_keys=True).encode())
 
 
 def report_progress(path: str | os.PathLike[str] | None, step: int, **extra: Any) -> None:

@@ -18,6 +18,15 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
 
 
+def job_file_stamp(agent: Agent) -> int | None:
+    """When the job last wrote its progress file (ns), or None: what the agent compares to
+    write its own record again at once under a notice."""
+    try:
+        return agent.job_progress_file.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def progress_record(agent: Agent) -> dict[str, Any]:
     """What ``agent`` reports now: its state, the job's step, the last checkpoint, a notice,
     the job's road (code, setup, or why setup failed), GPUs, the probe."""

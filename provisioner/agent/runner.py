@@ -45,7 +45,7 @@ from provisioner.agent.jobproc import end_job, start_job
 from provisioner.agent.logship import LogShipper, scrubber
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
-from provisioner.agent.report import progress_record
+from provisioner.agent.report import job_file_stamp, progress_record
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import CheckpointStore, write_text_uri
 from provisioner.agent.syncer import Syncer
@@ -79,6 +79,7 @@ class Agent:
         self.ckpt_dir = self.workdir / "checkpoints"
         self.output_dir = self.workdir / "output"
         self.job_progress_file = self.workdir / "job-progress.json"
+        self.notice_file = self.workdir / protocol.NOTICE_FILE  # written on a notice only
         self.store = CheckpointStore(spec.checkpoint_uri, spec.job_id)
         self.reader = NoticeReader(spec.cloud, spec.base_metadata_url)
         self.state = "starting"
@@ -99,6 +100,7 @@ class Agent:
         self._stop_reason: str | None = None
         self._skip_progress = False
         self._reported_ckpt: str | None = None
+        self._reported_job: int | None = None  # the job's progress file as last reported
         self._terminated_at: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.syncer: Syncer | None = None
@@ -149,6 +151,7 @@ class Agent:
                 protocol.ENV_SIGNAL: self.spec.signal_name,
                 protocol.ENV_OUTPUT_DIR: str(self.output_dir),
                 protocol.ENV_PROGRESS_FILE: str(self.job_progress_file),
+                protocol.ENV_NOTICE_FILE: str(self.notice_file),
             }
         )
         if self.gpu_source.path is not None:  # the sim: the job reports its "GPU" here
@@ -233,6 +236,7 @@ class Agent:
     def run(self) -> int:
         for d in (self.ckpt_dir, self.output_dir):
             d.mkdir(parents=True, exist_ok=True)
+        self.notice_file.unlink(missing_ok=True)  # an earlier agent's, on this VM
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         # the job's road first, so that a replacement under overlap is ready when the
@@ -372,6 +376,11 @@ class Agent:
         )
         wait = max(0.0, min(self.spec.grace_s, left - UPLOAD_MARGIN_S))
         self.notice_wait_until = time.monotonic() + wait
+        try:  # for every process of the job, before the signal (docs/frameworks.md)
+            seen, until = _iso(notice.seen_at), _iso(notice.deadline)
+            protocol.write_notice(self.notice_file, seen, until, notice.cloud, reason or notice.raw)
+        except OSError as exc:
+            log.warning("cannot write the notice file for the job: %s", exc)
         self._ask_checkpoint(protocol.read_latest(self.ckpt_dir))
 
     def _follow_notice(self, proc: subprocess.Popen[bytes], marker: str | None) -> None:
@@ -416,6 +425,8 @@ class Agent:
 
     def _progress_dirty(self) -> bool:
         s = self.syncer
+        if self.notice is not None and job_file_stamp(self) != self._reported_job:
+            return True  # under notice the job's word (a checkpoint warning) goes out at once
         return s is not None and s.uploaded is not None and s.uploaded != self._reported_ckpt
 
     def _end_job_io(self) -> None:
@@ -460,7 +471,7 @@ class Agent:
 
     def write_progress(self) -> None:
         doc = self.progress()
-        self._reported_ckpt = doc["last_checkpoint"]
+        self._reported_ckpt, self._reported_job = doc["last_checkpoint"], job_file_stamp(self)
         try:
             if self.gang is not None and self.gang.node > 0:  # node 0 speaks for the gang
                 self.gang.write_node_progress(doc)

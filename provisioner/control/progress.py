@@ -91,7 +91,9 @@ class ProgressReading(JobPassBase):
 
     def note_checkpoint(self, progress: dict[str, Any]) -> None:
         """A ``checkpoint`` event, at the agent's upload time, for each new checkpoint seen
-        (the timeline of ``provisioner logs`` and the dashboard)."""
+        (the timeline of ``provisioner logs`` and the dashboard); and a job's warning that a
+        checkpoint may not finish in time (:meth:`note_checkpoint_warning`)."""
+        self.note_checkpoint_warning(progress)
         ck = progress.get("last_checkpoint")
         if not ck or ck == self.memo.checkpoint:
             return
@@ -109,6 +111,29 @@ class ProgressReading(JobPassBase):
             at=at or self.now,
             checkpoint=ck,
             attempt=progress.get("attempt"),
+        )
+
+    def note_checkpoint_warning(self, progress: dict[str, Any]) -> None:
+        """A ``checkpoint-warning`` event, once per attempt, when the job's progress file says
+        that a checkpoint may not finish before the capacity goes (``provisioner.job`` writes
+        ``checkpoint_warning`` there when the last save took longer than the notice leaves)."""
+        job = progress.get("job")
+        warning = job.get("checkpoint_warning") if isinstance(job, dict) else None
+        attempt = progress.get("attempt")
+        if not warning or not isinstance(attempt, int) or self.memo.warned == attempt:
+            return
+        self.memo.warned = attempt
+        head = f"attempt {attempt}: "
+        if self.store.has_event(self.job.id, "checkpoint-warning", head):
+            return  # recorded before (this process or the one before it)
+        assert isinstance(job, dict)
+        self.store.add_event(
+            self.job.id,
+            "checkpoint-warning",
+            head + str(warning)[:500],
+            at=self.now,
+            attempt=attempt,
+            last_save_s=job.get("last_save_s"),
         )
 
     def read_result(self, progress: dict[str, Any]) -> dict[str, Any]:
