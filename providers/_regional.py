@@ -170,6 +170,7 @@ class RegionalOptions(TypedDict, total=False):
     retry: RetryPolicy | None
     package_spec: str  # what the instance's bootstrap installs
     pip_args: Iterable[str]
+    agent_preinstalled: bool  # the image has the agent: the bootstrap installs nothing
 
 
 class RegionalProvider(Provider):
@@ -213,6 +214,7 @@ class RegionalProvider(Provider):
         self.retry = options.get("retry") or RetryPolicy()
         self.package_spec = options.get("package_spec", "provisioner")
         self.pip_args = builtins.list(options.get("pip_args", ()))
+        self.agent_preinstalled = bool(options.get("agent_preinstalled", False))
         for secret in secrets:
             register_secret(secret)
         install_log_filters(f"provisioner.providers.{self.name}", *loggers)
@@ -332,7 +334,11 @@ class RegionalProvider(Provider):
     def _user_data_b64(self, request: LaunchRequest) -> str:
         """The boot script, base64-encoded as both clouds take it (``""``: none)."""
         script = user_data_for(
-            request, self.name, package_spec=self.package_spec, pip_args=self.pip_args
+            request,
+            self.name,
+            package_spec=self.package_spec,
+            pip_args=self.pip_args,
+            agent_preinstalled=self.agent_preinstalled,
         )
         return base64.b64encode(script.encode("utf-8")).decode("ascii") if script else ""
 

@@ -6,7 +6,9 @@
    the node agent which metadata endpoint and notice format to poll);
 2. finds a Python >= 3.11 (installing one with apt/dnf/yum/zypper/apk if needed);
 3. installs provisioner into ``/opt/provisioner/venv`` with pip (``package_spec``: a name with
-   extras, a wheel URL, ...; ``pip_args``: e.g. ``--index-url``), once per package spec;
+   extras, a wheel URL, ...; ``pip_args``: e.g. ``--index-url``), once per package spec; with
+   ``agent_preinstalled`` it installs nothing (steps 2 and 3 skipped) and only checks that the
+   image's ``/opt/provisioner/venv/bin/python3`` imports ``provisioner.agent``;
 4. starts ``python3 -m provisioner.agent --spec /etc/provisioner/job.json`` as the systemd unit
    ``provisioner-agent.service``, or with ``nohup`` where there is no systemd.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,8 +62,11 @@ def render_bootstrap(
     cloud: str,
     package_spec: str = "provisioner",
     pip_args: Sequence[str] = (),
+    agent_preinstalled: bool = False,
 ) -> str:
-    """The bootstrap script for ``spec`` on ``cloud`` (raises :class:`BootstrapError`)."""
+    """The bootstrap script for ``spec`` on ``cloud`` (raises :class:`BootstrapError`).
+    ``agent_preinstalled``: the VM's image already has the agent in ``/opt/provisioner/venv``;
+    the script installs nothing and stops with a message where that venv cannot import it."""
     user_data_limit(cloud)  # an unknown cloud is refused before anything is rendered
     if not package_spec.strip():
         raise BootstrapError("empty package spec")
@@ -75,7 +81,13 @@ def render_bootstrap(
         package_spec = f"provisioner[{cloud}]"
     doc = {**spec, "cloud": cloud}
     spec_json = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True, default=str)
+    install = (
+        _PREINSTALLED
+        if agent_preinstalled
+        else _INSTALL.format(pip_args=" ".join(shlex.quote(a) for a in pip_args))
+    )
     script = _TEMPLATE.format(
+        install=install.strip("\n"),
         tools=_tools(doc),
         cloud=cloud,
         job=_comment(str(doc.get("job_id", "?"))),
@@ -85,7 +97,6 @@ def render_bootstrap(
         unit=UNIT,
         package=shlex.quote(package_spec),
         marker=shlex.quote(" ".join([package_spec, *pip_args])),
-        pip_args=" ".join(shlex.quote(a) for a in pip_args),
         heredoc=HEREDOC,
         spec_json=spec_json,
     )
@@ -112,16 +123,42 @@ def user_data_for(
     *,
     package_spec: str = "provisioner",
     pip_args: Sequence[str] = (),
+    agent_preinstalled: bool = False,
 ) -> str:
     """The script the VM runs at boot (``""`` when the request has neither script nor spec)."""
     if request.user_data or not request.job_spec:
         return request.user_data
     try:
         return render_bootstrap(
-            request.job_spec, cloud=cloud, package_spec=package_spec, pip_args=pip_args
+            request.job_spec,
+            cloud=cloud,
+            package_spec=package_spec,
+            pip_args=pip_args,
+            agent_preinstalled=agent_preinstalled,
         )
     except BootstrapError as exc:
         raise ProviderError(ErrorKind.INVALID, "Bootstrap", str(exc), provider=cloud) from None
+
+
+#: a requirement that names this project by name only (extras and versions allowed, no URL)
+_BY_NAME = re.compile(
+    r"\s*provisioner\s*(\[[^\]]*\])?\s*((===|==|~=|!=|<=|>=|<|>)[^@;]*)?(;[^@]*)?",
+    re.IGNORECASE,
+)
+
+
+def installs_from_pypi(package_spec: str, pip_args: Sequence[str]) -> bool:
+    """Whether the boot script would ask pip for ``provisioner`` by name from PyPI, where that
+    name is another project: a requirement with no URL (``provisioner``, ``provisioner[aws]``,
+    ``provisioner>=0.1``) and no pip argument that replaces the index (``--index-url``/``-i``,
+    ``--no-index``). ``--extra-index-url`` does not count: pip takes the highest version it
+    finds on any index, and PyPI's is higher than this project's."""
+    if not _BY_NAME.fullmatch(package_spec):
+        return False
+    return not any(
+        arg == "--no-index" or arg.startswith("--index") or arg.startswith("-i")
+        for arg in (str(a).strip() for a in pip_args)
+    )
 
 
 def user_data_limit(cloud: str) -> tuple[int, bool]:
@@ -229,29 +266,7 @@ find_python() {{
   return 1
 }}
 
-PY=$(find_python) || {{
-  say "installing Python >= 3.11"
-  pkg_install python3 python3-pip || true
-  PY=$(find_python) || {{
-    for v in 3.12 3.11; do
-      pkg_install "python$v" "python$v-venv" || pkg_install "python$v" "python$v-pip" || true
-      PY=$(find_python) && break
-    done
-  }}
-}}
-[ -n "${{PY:-}}" ] || {{ say "no Python >= 3.11 could be installed"; exit 1; }}
-
-if [ ! -x "$VENV/bin/python3" ] || [ "$(cat "$VENV/.provisioner-package" 2>/dev/null)" != "$MARKER" ]; then
-  say "installing $PACKAGE with $PY"
-  if ! "$PY" -m venv "$VENV"; then
-    v=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-    pkg_install "python$v-venv" || pkg_install python3-venv || true
-    "$PY" -m venv "$VENV"
-  fi
-  "$VENV/bin/python3" -m pip install -q --upgrade pip || say "pip upgrade failed; going on"
-  "$VENV/bin/python3" -m pip install -q {pip_args} "$PACKAGE"
-  echo "$MARKER" > "$VENV/.provisioner-package"
-fi
+{install}
 
 WORK="$ROOT/var/lib/provisioner"
 CACHE="$ROOT/var/cache/provisioner"
@@ -344,4 +359,43 @@ if have nvidia-ctk && have nvidia-smi; then
     mkdir -p /etc/cdi && nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml >/dev/null 2>&1 || true
   fi
 fi
+"""
+
+#: Python >= 3.11 found or installed, then provisioner into the venv (once per package spec and
+#: pip arguments: the marker file holds both); git first where pip is to fetch a git URL.
+_INSTALL = r"""
+PY=$(find_python) || {{
+  say "installing Python >= 3.11"
+  pkg_install python3 python3-pip || true
+  PY=$(find_python) || {{
+    for v in 3.12 3.11; do
+      pkg_install "python$v" "python$v-venv" || pkg_install "python$v" "python$v-pip" || true
+      PY=$(find_python) && break
+    done
+  }}
+}}
+[ -n "${{PY:-}}" ] || {{ say "no Python >= 3.11 could be installed"; exit 1; }}
+
+if [ ! -x "$VENV/bin/python3" ] || [ "$(cat "$VENV/.provisioner-package" 2>/dev/null)" != "$MARKER" ]; then
+  say "installing $PACKAGE with $PY"
+  case "$PACKAGE" in *git+*) have git || {{ say "installing git"; pkg_install git; }} ;; esac
+  if ! "$PY" -m venv "$VENV"; then
+    v=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    pkg_install "python$v-venv" || pkg_install python3-venv || true
+    "$PY" -m venv "$VENV"
+  fi
+  "$VENV/bin/python3" -m pip install -q --upgrade pip || say "pip upgrade failed; going on"
+  "$VENV/bin/python3" -m pip install -q {pip_args} "$PACKAGE"
+  echo "$MARKER" > "$VENV/.provisioner-package"
+fi
+"""
+
+#: ``agent_preinstalled``: the image carries the agent; nothing is installed, not even Python.
+_PREINSTALLED = r"""
+if ! "$VENV/bin/python3" -c 'import provisioner.agent' >/dev/null 2>&1; then
+  say "agent_preinstalled is set, but $VENV/bin/python3 cannot import provisioner.agent:"
+  say "install provisioner into $VENV in the image, or drop agent_preinstalled"
+  exit 1
+fi
+say "using the agent preinstalled in $VENV"
 """

@@ -10,7 +10,10 @@ run is refused at once with its ``file:line`` and the fix, and nothing is half-l
   read (a ``sim:`` one on the sim: it must be in ``$PROVISIONER_SIM_SECRETS``); values are
   never read here for a cloud (the VM reads them with its own identity);
 - **the code**: ``job.workdir`` packed into a content-addressed archive and put in the
-  checkpoint store (once per digest), or ``job.git``'s ref pinned to its commit.
+  checkpoint store (once per digest), or ``job.git``'s ref pinned to its commit;
+- **the agent's package**: on a real cloud the VM's boot script installs provisioner with pip;
+  the provider options must say from where (``package_spec``, ``pip_args``), since on PyPI the
+  name ``provisioner`` is another project, or that the image has it (``agent_preinstalled``).
 
 The result (:class:`Prepared`) is what the job's row keeps: the store's URI and the code's
 descriptor, never the code or a secret.
@@ -19,7 +22,7 @@ descriptor, never the code or a secret.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,13 +34,19 @@ from provisioner.jobcode import CodeError
 
 #: schemes a VM cannot reach: paths on the machine that ran ``up``
 LOCAL_SCHEMES = ("file", "memory")
-#: the bucket scheme of each cloud, for the messages
+#: the bucket each cloud's VMs can use with their own identity (the form ``checkpoint.uri``
+#: takes), for the messages; adlfs finds the storage account in the URI's host
 BUCKETS = {
     "aws": "s3://BUCKET/PREFIX",
     "gcp": "gs://BUCKET/PREFIX",
-    "azure": "az://CONTAINER/PREFIX",
-    "alibaba": "oss://BUCKET/PREFIX",
-    "tencent": "s3://BUCKET/PREFIX (an S3 bucket: COS has no fsspec store with CVM roles)",
+    "azure": "abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX",
+}
+#: clouds whose VMs can use no bucket scheme the policy accepts with their own identity (no
+#: fsspec store reads OSS or COS with an ECS RAM role or a CVM CAM role): the VM's identity,
+#: and the shared filesystem to mount instead
+NO_BUCKET = {
+    "alibaba": ("an ECS RAM role", "OSS", "a NAS file system"),
+    "tencent": ("a CVM CAM role", "COS", "a CFS file system"),
 }
 
 
@@ -63,6 +72,15 @@ def checkpoint_store(policy: Policy, provider: str, cwd: str) -> tuple[str, str 
     uri = resolve_checkpoint_uri(uri, cwd)
     scheme = uri.split("://", 1)[0]
     if provider != "sim" and scheme in LOCAL_SCHEMES and not policy.checkpoint.shared:
+        if provider in NO_BUCKET:
+            role, store, filesystem = NO_BUCKET[provider]
+            return uri, (
+                f"{uri} is on this machine: a {provider} VM cannot reach it, and no bucket "
+                f"works with {role} yet ({store} is not supported as a checkpoint store, and "
+                "a bucket on another cloud would need credentials on the VM). Mount "
+                f"{filesystem} at this path on every VM (in the image) and on this machine, "
+                "and set `checkpoint.shared: true`"
+            )
         bucket = BUCKETS.get(provider, "a bucket the VM can reach")
         return uri, (
             f"{uri} is on this machine: a {provider} VM cannot reach it. Name a bucket here "
@@ -71,6 +89,45 @@ def checkpoint_store(policy: Policy, provider: str, cwd: str) -> tuple[str, str 
             "filesystem every VM mounts at this path (EFS, NFS) takes `checkpoint.shared: true`"
         )
     return uri, None
+
+
+def package_problem(provider: str, options: Mapping[str, Any]) -> str | None:
+    """Why a ``provider`` VM could not start the agent with these provider options, or None.
+
+    The boot script runs ``pip install PACKAGE_SPEC`` (``provisioner[<cloud>]`` by default)
+    from the VM's index, PyPI unless ``pip_args`` replaces it; PyPI's ``provisioner`` is an
+    unrelated project without the agent. Refused unless the spec is a URL (a wheel, a git
+    ref), the index is replaced, or ``agent_preinstalled`` says the image has the agent.
+    A provider with no cloud facts (an unknown name) sends no boot script of ours: left be."""
+    if provider == "sim" or options.get("agent_preinstalled"):
+        return None
+    from providers.bootstrap import installs_from_pypi
+    from providers.facts import cloud_facts
+
+    try:
+        cloud_facts(provider)
+    except (ValueError, TypeError):  # no cloud facts: no boot script of ours to install from
+        return None
+
+    spec = str(options.get("package_spec") or "provisioner").strip()
+    args = options.get("pip_args") or ()
+    if isinstance(args, str):
+        args = [args]
+    if not installs_from_pypi(spec, [str(a) for a in args]):
+        return None
+    shown = f"provisioner[{provider}]" if spec == "provisioner" else spec
+    how = "by default" if "package_spec" not in options else "as package_spec says"
+    return (
+        f"a {provider} VM would run `pip install '{shown}'` ({how}) from PyPI, where "
+        "`provisioner` is another project: the agent would never start. Give the provider "
+        f"this project's package: a wheel you host (`pip wheel --no-deps -w dist .` in a "
+        f"checkout), -o 'package_spec=provisioner[{provider}] @ https://HOST/"
+        "provisioner-VERSION-py3-none-any.whl'; a git tag, -o 'package_spec="
+        f"provisioner[{provider}] @ git+https://HOST/REPO.git@TAG'; or your own index, "
+        "-o 'pip_args=[--index-url, https://HOST/simple]'. Put them under "
+        f"`{provider}:` in ~/.config/provisioner/providers.yaml to set them once. An image "
+        "that already has the agent in /opt/provisioner/venv takes -o agent_preinstalled=true"
+    )
 
 
 def _secrets(policy: Policy, provider: str) -> list[tuple[tuple[Any, ...], str]]:
@@ -146,13 +203,15 @@ def prepare(
     policy: Policy,
     *,
     provider: str,
+    provider_options: Mapping[str, Any] | None = None,
     policy_path: str | None = None,
     policy_text: str | None = None,
     cwd: str | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Prepared:
     """Check and prepare everything a VM will need (see the module doc); raises
-    :class:`~policies.loader.PolicyError` naming each problem's place in the policy."""
+    :class:`~policies.loader.PolicyError` naming each problem's place in the policy (the
+    policy file as a whole for a problem with the provider options, which are the job's)."""
     cwd = cwd or os.getcwd()
     file = policy_path or "<policy>"
     base = Path(policy_path).resolve().parent if policy_path else Path(cwd)
@@ -166,6 +225,9 @@ def prepare(
         at(("checkpoint", "uri"), problem)
     for loc, message in _secrets(policy, provider):
         at(loc, message)
+    package = package_problem(provider, provider_options or {})
+    if package:
+        issues.append(PolicyIssue(file, None, None, "", package))
     if issues:  # nothing is packed or uploaded for a job that will not be written
         raise PolicyError(issues)
     try:

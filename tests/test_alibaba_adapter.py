@@ -262,6 +262,33 @@ def test_a_job_spec_becomes_the_bootstrap_script(
     assert "train.py" in script and '"cloud": "alibaba"' in script
 
 
+def test_the_ram_role_goes_out_as_ram_role_name(
+    server: AlibabaFakeServer, provider: AlibabaProvider
+) -> None:
+    """RunInstances takes the instance RAM role by name, ``RamRoleName`` (the VM's identity
+    for KMS secrets): Alibaba's RunInstances reference.
+    https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-runinstances"""
+    p = make_provider(server, ram_role="provisioner-job")
+    with_role = p.launch(request(job="job-role"))
+    p.close()
+    without = provider.launch(request(job="job-none"))
+
+    sent_with, sent_without = (c.params for c in server.calls("RunInstances"))
+    assert sent_with["RamRoleName"] == "provisioner-job"
+    assert "RamRoleName" not in sent_without
+    assert server.ram_role(with_role.id) == "provisioner-job"
+    assert server.ram_role(without.id) is None
+
+
+def test_install_options_reach_the_bootstrap_script(server: AlibabaFakeServer) -> None:
+    spec = {"job_id": "job-1", "attempt": 1, "command": ["python", "train.py"]}
+    p = make_provider(server, agent_preinstalled=True)
+    p.launch(dataclasses.replace(request(), user_data="", job_spec=spec))
+    p.close()
+    script = base64.b64decode(server.calls("RunInstances")[0].params["UserData"]).decode()
+    assert "pip install" not in script and "import provisioner.agent" in script
+
+
 def test_a_job_spec_carrying_a_credential_is_refused_before_the_wire(
     server: AlibabaFakeServer, provider: AlibabaProvider
 ) -> None:

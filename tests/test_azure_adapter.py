@@ -394,6 +394,115 @@ def test_job_spec_becomes_custom_data(server: AzureServer, provider: AzureProvid
     assert '"cloud": "azure"' in script and "train.py" in script
 
 
+def test_install_options_reach_the_custom_data(server: AzureServer) -> None:
+    spec = {"job_id": "job-a", "attempt": 1, "command": ["python", "train.py"]}
+    wheel = "provisioner[azure] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
+    scripts = []
+    for n, options in enumerate(
+        [
+            {"package_spec": wheel, "pip_args": ["--index-url", "https://pypi.example/simple"]},
+            {"agent_preinstalled": True},
+        ]
+    ):
+        p = make_provider(server, **options)
+        job = f"job-{n}"
+        p.launch(
+            LaunchRequest(job, 1, t4_offer(), Market.SPOT, 0.5, job_spec={**spec, "job_id": job})
+        )
+        custom = server.launch_requests()[-1].body["properties"]["osProfile"]["customData"]
+        scripts.append(base64.b64decode(custom).decode())
+        p.close()
+    installs, preinstalled = scripts
+    assert f"PACKAGE='{wheel}'" in installs
+    assert 'pip install -q --index-url https://pypi.example/simple "$PACKAGE"' in installs
+    assert "pip install" not in preinstalled and "-m venv" not in preinstalled
+    assert "import provisioner.agent" in preinstalled
+
+
+# -- the VM's managed identity ----------------------------------------------------------------------
+
+
+def _user_assigned(server: AzureServer, name: str = "provisioner-job") -> str:
+    return (
+        f"/subscriptions/{server.subscription_id}/resourceGroups/identities/providers/"
+        f"Microsoft.ManagedIdentity/userAssignedIdentities/{name}"
+    )
+
+
+@pytest.mark.parametrize("kind", ["system", "user"])
+def test_the_vm_put_carries_its_managed_identity(server: AzureServer, kind: str) -> None:
+    """``identity`` in the VM PUT as the Compute REST reference's ``VirtualMachineIdentity``
+    has it: ``{"type": "SystemAssigned"}``, or ``{"type": "UserAssigned",
+    "userAssignedIdentities": {ARM id: {}}}`` (keys of the form ``/subscriptions/{sub}/
+    resourceGroups/{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}``).
+    https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/create-or-update
+    https://learn.microsoft.com/en-us/entra/identity/managed-identities-azure-resources/qs-configure-rest-vm
+    Sent as a dict through either SDK model generation (.ci/azure-min-versions runs this)."""
+    uai = _user_assigned(server)
+    option, wire = {
+        "system": ("system", {"type": "SystemAssigned"}),
+        "user": (uai, {"type": "UserAssigned", "userAssignedIdentities": {uai: {}}}),
+    }[kind]
+    p = make_provider(server, identity=option)
+    req = request(job=f"job-{kind}")
+    p.launch(req)
+    p.close()
+
+    (put,) = server.launch_requests()
+    assert put.body["identity"] == wire
+    kept = server.vm(req.name)
+    assert kept is not None
+    if kind == "system":  # Azure made the identity: its read-only ids come back
+        assert kept["identity"]["type"] == "SystemAssigned" and kept["identity"]["principalId"]
+    else:
+        assert set(kept["identity"]["userAssignedIdentities"]) == {uai}
+
+
+def test_without_the_option_the_vm_has_no_identity_and_a_bad_one_is_refused(
+    server: AzureServer, provider: AzureProvider
+) -> None:
+    provider.launch(request(job="job-none"))
+    (put,) = server.launch_requests()
+    assert "identity" not in put.body
+    for bad in ("yes", "provisioner-job", "/subscriptions/s/resourceGroups/g/providers/x/y/z"):
+        with pytest.raises(ValueError, match="userAssignedIdentities/NAME"):
+            make_provider(server, identity=bad)
+
+
+def test_the_fake_refuses_identities_arm_refuses(server: AzureServer) -> None:
+    """What ARM answers to a malformed identity (so the fake cannot pass a wrong body)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    p = make_provider(server)
+    nic = p._ensure_nic("vm-bad", "eastus", {})
+    p.close()
+    body = {
+        "location": "eastus",
+        "properties": {"networkProfile": {"networkInterfaces": [{"id": nic["id"]}]}},
+    }
+    uai = _user_assigned(server)
+    cases = {
+        "InvalidParameter": {"type": "UserAssigned"},
+        "BadRequest": {"type": "SystemAssigned", "userAssignedIdentities": {uai: {}}},
+        "InvalidIdentityValues": {
+            "type": "UserAssigned",
+            "userAssignedIdentities": {uai: {"principalId": "p"}},
+        },
+    }
+    for code, identity in cases.items():
+        put = urllib.request.Request(
+            f"{server.endpoint}{p.vm_id('vm-bad')}?api-version=2026-04-01",
+            data=json.dumps({**body, "identity": identity}).encode(),
+            method="PUT",
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(put, timeout=10)
+        assert json.loads(caught.value.read())["error"]["code"] == code
+
+
 # -- both generations of SDK models ---------------------------------------------------------------
 
 NIC_WIRE = {

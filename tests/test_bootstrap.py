@@ -191,6 +191,98 @@ def test_script_really_runs(tmp_path: Path) -> None:
     wait_for(lambda: calls.read_text().splitlines().count(agent) == 2)
 
 
+def test_a_preinstalled_agent_is_started_and_nothing_is_installed(tmp_path: Path) -> None:
+    """``agent_preinstalled``: the image's venv is used as it is: no Python looked for, no venv
+    made, no pip, no marker needed; a venv that cannot import the agent stops the script."""
+    root = tmp_path / "root"
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    stub = stubs / "python3"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    calls = tmp_path / "calls"
+    script = tmp_path / "bootstrap.sh"
+    script.write_text(
+        render_bootstrap(
+            SPEC,
+            cloud="gcp",
+            package_spec="provisioner[gcp] @ https://pkgs.example.com/p.whl",
+            agent_preinstalled=True,
+        )
+    )
+    env = {
+        "PATH": f"{stubs}:/usr/bin:/bin",
+        "PROVISIONER_BOOTSTRAP_ROOT": str(root),
+        "CALLS": str(calls),
+        "HOME": str(tmp_path),
+    }
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [SH, str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    # an image without the agent: refused with the reason, nothing installed
+    done = run()
+    venv = root / "opt" / "provisioner" / "venv"
+    assert done.returncode == 1
+    assert "agent_preinstalled is set" in done.stderr and f"{venv}/bin/python3" in done.stderr
+    assert not venv.exists()
+    assert not calls.exists() or " -m pip " not in calls.read_text()
+
+    # the image's venv (no marker file): used as it is
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy(stub, venv / "bin" / "python3")
+    done = run()
+    assert done.returncode == 0, done.stderr
+    spec_file = root / SPEC_PATH.lstrip("/")
+    wait_for(lambda: Path(f"{calls}.spec").exists())
+    lines = calls.read_text().splitlines()
+    venv_py = f"{venv}/bin/python3"
+    assert lines[0] == f"{venv_py} -c import provisioner.agent"
+    assert f"{venv_py} -m provisioner.agent --spec {spec_file}" in lines
+    assert all(line.startswith(venv_py) for line in lines)  # no system Python asked
+    assert not any(" -m pip " in line or " -m venv " in line for line in lines)
+    assert not (venv / ".provisioner-package").exists()
+    Path(f"{calls}.stop").touch()  # let the stub agent go
+    pid = int((root / "run" / "provisioner-agent.pid").read_text())
+    wait_for(lambda: not _alive(pid))
+
+
+def test_a_git_package_spec_gets_git_first() -> None:
+    script = render_bootstrap(
+        SPEC, cloud="aws", package_spec="provisioner[aws] @ git+https://git.example/p.git@v1"
+    )
+    install = script.index('"$VENV/bin/python3" -m pip install -q  "$PACKAGE"')
+    assert script.index('case "$PACKAGE" in *git+*) have git ||') < install
+
+
+def test_which_package_specs_would_come_from_pypi() -> None:
+    from providers.bootstrap import installs_from_pypi
+
+    wheel = "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
+    for spec in (
+        "provisioner",
+        "provisioner[aws]",
+        " Provisioner [gcp] >=0.1",
+        "provisioner==0.1.0",
+    ):
+        assert installs_from_pypi(spec, [])
+        assert installs_from_pypi(spec, ["--extra-index-url", "https://pypi.example/simple"])
+        assert not installs_from_pypi(spec, ["--index-url", "https://pypi.example/simple"])
+        assert not installs_from_pypi(spec, ["--index-url=https://pypi.example/simple"])
+        assert not installs_from_pypi(spec, ["-i", "https://pypi.example/simple"])
+        assert not installs_from_pypi(spec, ["--no-index", "--find-links", "/wheels"])
+    for spec in (
+        wheel,
+        "provisioner[aws] @ git+https://git.example/provisioner.git@v0.1.0",
+        "https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl",
+        "/opt/wheels/provisioner-0.1.0-py3-none-any.whl",
+        "my-provisioner-fork[aws]",
+    ):
+        assert not installs_from_pypi(spec, []), spec
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -201,7 +201,11 @@ def test_job_survives_a_spot_preemption_on_aws_through_moto(
         policy = write_policy(tmp_path / "p.yaml", steps=STEPS, ckpt=tmp_path / "ck", allow="US")
         from provisioner.api import submit
 
-        _, job_id = submit(policy, provider="aws", provider_options={"region": REGION}, store=store)
+        options = {
+            "region": REGION,
+            "package_spec": "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl",
+        }
+        _, job_id = submit(policy, provider="aws", provider_options=options, store=store)
         provider = harness.provider()
         rec = Reconciler(
             store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider

@@ -503,6 +503,54 @@ def test_job_spec_becomes_the_startup_script(server: GCPServer, provider: GCPPro
     assert '"cloud": "gcp"' in script and "train.py" in script
 
 
+def test_the_vm_runs_as_the_service_account_with_the_cloud_platform_scope(
+    server: GCPServer, provider: GCPProvider
+) -> None:
+    """``instances.insert`` takes ``serviceAccounts[]`` of ``{email, scopes[]}``; the scope is
+    ``cloud-platform`` so that the account's IAM roles alone decide what the agent may do with
+    the bucket (Storage) and Secret Manager.
+    https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert
+    https://cloud.google.com/compute/docs/access/create-enable-service-accounts-for-instances"""
+    email = "provisioner-job@adapter-test.iam.gserviceaccount.com"
+    p = make_provider(server, service_account=email)
+    req = request(job="job-sa")
+    p.launch(req)
+    p.close()
+    provider.launch(request(job="job-no-sa"))
+
+    with_sa, without = (r.body for r in server.launch_requests())
+    cloud_platform = "https://www.googleapis.com/auth/cloud-platform"
+    assert with_sa["serviceAccounts"] == [{"email": email, "scopes": [cloud_platform]}]
+    assert "serviceAccounts" not in without
+    kept = server.instance(req.name, ZONE)
+    assert kept is not None and kept["serviceAccounts"][0]["email"] == email
+
+
+def test_install_options_reach_the_startup_script(server: GCPServer) -> None:
+    spec = {"job_id": "job-a", "attempt": 1, "command": ["python", "train.py"]}
+    wheel = "provisioner[gcp] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
+    scripts = []
+    for n, options in enumerate(
+        [
+            {"package_spec": wheel, "pip_args": ["--index-url", "https://pypi.example/simple"]},
+            {"agent_preinstalled": True},
+        ]
+    ):
+        p = make_provider(server, **options)
+        job = f"job-{n}"
+        p.launch(
+            LaunchRequest(job, 1, g2_offer(), Market.SPOT, 0.5, job_spec={**spec, "job_id": job})
+        )
+        p.close()
+        items = server.launch_requests()[-1].body["metadata"]["items"]
+        scripts.append({i["key"]: i["value"] for i in items}["startup-script"])
+    installs, preinstalled = scripts
+    assert f"PACKAGE='{wheel}'" in installs
+    assert 'pip install -q --index-url https://pypi.example/simple "$PACKAGE"' in installs
+    assert "pip install" not in preinstalled and "-m venv" not in preinstalled
+    assert "import provisioner.agent" in preinstalled
+
+
 def test_offers_fall_back_on_the_catalog_when_the_api_keeps_failing(
     server: GCPServer, provider: GCPProvider
 ) -> None:

@@ -1,8 +1,9 @@
 """What `up` refuses before anything is written, with the place in the policy and the fix
 (a workdir over its limit, a git ref that is not there, a secret that cannot be read, a local
-checkpoint store for a real cloud, a credential in job.env), and what a VM's boot script
-carries for each of the five clouds: the spec, never the code or a secret, under the
-cloud's limit even with a 100 MB workdir."""
+checkpoint store for a real cloud, a credential in job.env, a package the VM would take from
+PyPI, where `provisioner` is another project), and what a VM's boot script carries for each
+of the five clouds: the spec, never the code or a secret, under the cloud's limit even with a
+100 MB workdir."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.store_util import insert_legacy_job
 
 CLOUDS = ("aws", "gcp", "azure", "alibaba", "tencent")
 MB = 1024 * 1024
+WHEEL = "https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
 
 
 def _policy(tmp_path: Path, job: str, extra: str = "") -> Path:
@@ -113,10 +115,87 @@ def test_a_real_cloud_refuses_a_local_checkpoint_store(tmp_path: Path) -> None:
     pol = parse_policy(policy.read_text(), str(policy))
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path / "cfg")
     try:
-        ready = prepare(pol, provider="gcp", policy_path=str(policy))
+        ready = prepare(
+            pol,
+            provider="gcp",
+            provider_options={"package_spec": f"provisioner[gcp] @ {WHEEL}"},
+            policy_path=str(policy),
+        )
     finally:
         del os.environ["XDG_CONFIG_HOME"]
     assert ready.checkpoint_uri == "gs://team-bucket/runs"  # the provider's default bucket
+
+
+@pytest.mark.parametrize(
+    ("cloud", "role", "filesystem"),
+    [("alibaba", "an ECS RAM role", "NAS"), ("tencent", "a CVM CAM role", "CFS")],
+)
+def test_a_cloud_with_no_usable_bucket_says_so_and_names_the_shared_filesystem(
+    tmp_path: Path, cloud: str, role: str, filesystem: str
+) -> None:
+    pytest.importorskip({"alibaba": "alibabacloud_ecs20140526", "tencent": "tencentcloud"}[cloud])
+    policy = _policy(tmp_path, "  command: [python, x.py]")
+    code, err = _up(tmp_path, policy, "--provider", cloud, "-o", "agent_preinstalled=true")
+    assert code == 2 and "checkpoint.uri" in err
+    message = " ".join(err.split())
+    assert f"no bucket works with {role}" in message
+    assert filesystem in message and "checkpoint.shared: true" in message
+    assert "oss://" not in message and "s3://" not in message  # nothing the VM cannot use
+    with pytest.raises(PolicyError, match=r"checkpoint\.shared: true"):
+        parse_policy("job:\n  command: [x]\ncheckpoint:\n  uri: oss://bucket/ck\n")
+
+
+def test_a_real_cloud_refuses_the_pypi_package_with_the_fix(tmp_path: Path) -> None:
+    """On PyPI `provisioner` is another project: a VM told to `pip install provisioner[gcp]`
+    from there would never start the agent. `up` says so, with every way out, and writes
+    nothing; a wheel's URL, a git ref, a replaced index or a preinstalled agent are taken."""
+    policy = _policy(tmp_path, "  command: [python, x.py]", "checkpoint:\n  uri: gs://b/ck\n")
+    code, err = _up(tmp_path, policy, "--provider", "gcp")
+    message = " ".join(err.split())
+    assert code == 2, err
+    assert f"{policy}: a gcp VM would run `pip install 'provisioner[gcp]'`" in message
+    for fix in (
+        "another project",
+        "pip wheel --no-deps -w dist .",
+        "-o 'package_spec=provisioner[gcp] @ https://",
+        "@ git+https://",
+        "-o 'pip_args=[--index-url, https://HOST/simple]'",
+        "providers.yaml",
+        "agent_preinstalled=true",
+    ):
+        assert fix in message, fix
+    # a name with extras, or an extra index beside PyPI, is the same trap
+    code, err = _up(
+        tmp_path,
+        policy,
+        "--provider",
+        "gcp",
+        "-o",
+        "package_spec=provisioner[gcp]",
+        "-o",
+        "pip_args=[--extra-index-url, https://pypi.example/simple]",
+    )
+    assert code == 2 and "as package_spec says" in err
+
+    pol = parse_policy(policy.read_text(), str(policy))
+    for options in (
+        {"package_spec": f"provisioner[gcp] @ {WHEEL}"},
+        {"package_spec": "provisioner[gcp] @ git+https://git.example/provisioner.git@v0.1.0"},
+        {"pip_args": ["--index-url", "https://pypi.example/simple"]},
+        {"package_spec": "provisioner[gcp]", "pip_args": ["-i", "https://pypi.example/simple"]},
+        {"agent_preinstalled": True},
+    ):
+        ready = prepare(pol, provider="gcp", provider_options=options, policy_path=str(policy))
+        assert ready.checkpoint_uri == "gs://b/ck"
+    assert prepare(pol, provider="sim").checkpoint_uri == "gs://b/ck"  # the sim installs nothing
+
+    # the option set once in providers.yaml is what `up` passes on: no package problem left
+    cfg = tmp_path / "cfg" / "provisioner"
+    cfg.mkdir(parents=True)
+    (cfg / "providers.yaml").write_text(f"gcp:\n  package_spec: 'provisioner[gcp] @ {WHEEL}'\n")
+    local = _policy(tmp_path, "  command: [python, x.py]")  # file://: refused for its store
+    code, err = _up(tmp_path, local, "--provider", "gcp")
+    assert code == 2 and "checkpoint.uri" in err and "another project" not in err
 
 
 def test_policy_check_refuses_a_credential_in_env_at_its_line(tmp_path: Path) -> None:

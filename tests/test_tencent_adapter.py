@@ -257,6 +257,34 @@ def test_a_job_spec_becomes_the_bootstrap_script(
     assert "train.py" in script and '"cloud": "tencent"' in script
 
 
+def test_the_cam_role_goes_out_as_cam_role_name(
+    server: TencentFakeServer, provider: TencentProvider
+) -> None:
+    """RunInstances takes the CVM's CAM role by name, ``CamRoleName`` (the VM's identity for
+    SSM secrets), and the instance reports it back: Tencent's RunInstances reference.
+    https://www.tencentcloud.com/document/api/213/15730"""
+    p = make_provider(server, cam_role="provisioner-job")
+    with_role = p.launch(request(job="job-role"))
+    p.close()
+    without = provider.launch(request(job="job-none"))
+
+    sent_with, sent_without = (c.params for c in server.calls("RunInstances"))
+    assert sent_with["CamRoleName"] == "provisioner-job"
+    assert "CamRoleName" not in sent_without
+    kept = server.instances()
+    assert kept[with_role.id]["CamRoleName"] == "provisioner-job"
+    assert kept[without.id]["CamRoleName"] == ""
+
+
+def test_install_options_reach_the_bootstrap_script(server: TencentFakeServer) -> None:
+    spec = {"job_id": "job-1", "attempt": 1, "command": ["python", "train.py"]}
+    p = make_provider(server, agent_preinstalled=True)
+    p.launch(dataclasses.replace(request(), user_data="", job_spec=spec))
+    p.close()
+    script = base64.b64decode(server.calls("RunInstances")[0].params["UserData"]).decode()
+    assert "pip install" not in script and "import provisioner.agent" in script
+
+
 def test_usd_cap_is_converted_for_a_cny_account(server: TencentFakeServer) -> None:
     make_provider(server, currency="CNY", cny_to_usd=0.14).launch(request(cap=0.5))
     options = server.calls("RunInstances")[0].params["InstanceMarketOptions"]

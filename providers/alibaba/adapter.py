@@ -6,7 +6,9 @@
   (``LockReason=Recycling``).
 - ``RunInstances``: ``InstanceChargeType=PostPaid``; spot with ``SpotWithPriceLimit`` and a
   ``SpotPriceLimit`` (``SpotAsPriceGo`` without a cap), ``SpotInterruptionBehavior=Terminate``;
-  ``NoSpot`` for on-demand; ``ClientToken``, ``Tag.N``, ``Amount=1``.
+  ``NoSpot`` for on-demand; ``ClientToken``, ``Tag.N``, ``Amount=1``; ``RamRoleName`` (the
+  ``ram_role`` option: the instance RAM role the agent reads KMS secrets with)
+  https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-runinstances
 - ``DeleteInstances`` with ``Force=true``, up to 100 ids a call.
 - A gang's node goes into its deployment set (``DeploymentSetId``; :mod:`.placement`).
 """
@@ -156,6 +158,8 @@ class AlibabaProvider(AlibabaPlacement, AlibabaPricing):
         user_data = self._user_data_b64(request)
         if user_data:
             req.user_data = user_data
+        if self.ram_role:
+            req.ram_role_name = self.ram_role
         group = group_in(request.placement_group, region, NAME)
         if group:  # a gang's node: into its deployment set
             req.deployment_set_id = group

@@ -44,6 +44,7 @@ class AlibabaClient(RegionalProvider):
         key_pair_name: str | None = None,
         instance_types: Iterable[str] | None = None,
         system_disk_category: str | None = None,
+        ram_role: str | None = None,
         connect_timeout_ms: int = 5000,
         read_timeout_ms: int = 30000,
         **options: Unpack[RegionalOptions],
@@ -63,6 +64,7 @@ class AlibabaClient(RegionalProvider):
         self.key_pair_name = key_pair_name
         self.instance_types = list(instance_types) if instance_types else None
         self.system_disk_category = system_disk_category
+        self.ram_role = ram_role  # the instance RAM role: the VM's identity (RamRoleName)
         self.connect_timeout_ms = connect_timeout_ms
         self.read_timeout_ms = read_timeout_ms
 

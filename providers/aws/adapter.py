@@ -17,7 +17,8 @@ class AWSProvider(AWSCommitments, AWSPlacement, AWSInstances, Provider):
     ``subnets`` maps a zone to the subnet to launch into there; ``subnet`` is used otherwise.
     ``instance_profile`` (name or ARN) gives the VM its identity for the checkpoint store.
     ``package_spec``/``pip_args``: how the bootstrap script installs provisioner on the VM
-    when a request carries a ``job_spec`` and no ``user_data``.
+    when a request carries a ``job_spec`` and no ``user_data``; ``agent_preinstalled``: the
+    image has it in ``/opt/provisioner/venv`` and nothing is installed.
     ``pricing_endpoint``: the Price List Query API's URL (a local server in tests); with a
     custom EC2 ``endpoint`` and none given, on-demand prices come from the catalog.
     ``on_demand_ttl_s``: how long fetched on-demand prices are kept.

@@ -40,6 +40,7 @@ class AWSClient:
         retry: RetryPolicy | None = None,
         package_spec: str = "provisioner",
         pip_args: Iterable[str] = (),
+        agent_preinstalled: bool = False,
         pricing_endpoint: str | None = None,
         pricing_region: str = PRICING_REGION,
         on_demand_ttl_s: float = ON_DEMAND_TTL_S,
@@ -59,6 +60,7 @@ class AWSClient:
         self.retry = retry or RetryPolicy()
         self.package_spec = package_spec
         self.pip_args = list(pip_args)
+        self.agent_preinstalled = bool(agent_preinstalled)
         self.pricing_endpoint = pricing_endpoint
         self.pricing_region = pricing_region
         self.on_demand_ttl_s = on_demand_ttl_s

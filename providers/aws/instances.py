@@ -122,7 +122,11 @@ class AWSInstances(AWSClient):
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
         }
         user_data = user_data_for(
-            request, "aws", package_spec=self.package_spec, pip_args=self.pip_args
+            request,
+            "aws",
+            package_spec=self.package_spec,
+            pip_args=self.pip_args,
+            agent_preinstalled=self.agent_preinstalled,
         )
         if user_data:
             params["UserData"] = user_data  # boto3 base64-encodes it
@@ -156,6 +160,8 @@ class AWSInstances(AWSClient):
         if key_name:
             params["KeyName"] = key_name
         if self.instance_profile:
+            # IamInstanceProfileSpecification: Arn or Name (the VM's role, for the bucket and
+            # the secrets): https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RunInstances.html
             key = "Arn" if self.instance_profile.startswith("arn:") else "Name"
             params["IamInstanceProfile"] = {key: self.instance_profile}
         root = self._root_device_of(region, image)

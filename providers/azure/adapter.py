@@ -18,6 +18,10 @@ class AzureProvider(AzureCommitments, AzurePlacement, AzureLaunch, Provider):
     ``DefaultAzureCredential``. ``endpoint``: the ARM root (``http://127.0.0.1:P`` in tests);
     ``prices_endpoint``: the Retail Prices API root. ``image``: ``publisher:offer:sku:version``
     or an image resource id. ``eviction_policy``: ``Delete`` (default) or ``Deallocate``.
+    ``identity``: the VM's managed identity, ``system`` (system-assigned) or a user-assigned
+    identity's resource id; the agent reads the bucket and Key Vault with it.
+    ``package_spec``/``pip_args``: how the boot script (custom data) installs provisioner on the
+    VM; ``agent_preinstalled``: the image has it in ``/opt/provisioner/venv``.
 
     Gangs (issue 10): proximity placement groups in the same resource group
     (:mod:`providers.azure.placement`), named by each node's VM.

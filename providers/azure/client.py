@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -81,6 +82,10 @@ class AzureClient:
         polling_interval: float = 5.0,
         request_timeout: float = 60.0,
         vm_sizes: Iterable[str] | None = None,
+        identity: str | None = None,
+        package_spec: str = "provisioner",
+        pip_args: Iterable[str] = (),
+        agent_preinstalled: bool = False,
     ) -> None:
         try:
             import azure.core  # noqa: F401  (the management SDKs are imported on first use)
@@ -112,6 +117,10 @@ class AzureClient:
         self.polling_interval = polling_interval
         self.request_timeout = request_timeout
         self.vm_sizes = builtins.list(vm_sizes or ())
+        self.identity = vm_identity(identity)
+        self.package_spec = package_spec
+        self.pip_args = builtins.list(pip_args)
+        self.agent_preinstalled = bool(agent_preinstalled)
         self.credential = self._credential(credentials)
         self._compute: Any = None
         self._network: Any = None
@@ -202,6 +211,40 @@ class AzureClient:
             f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
             f"/providers/Microsoft.Compute/proximityPlacementGroups/{name}"
         )
+
+
+#: a user-assigned managed identity's ARM id, the form ``userAssignedIdentities`` is keyed by
+USER_ASSIGNED_ID = re.compile(
+    r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/"
+    r"Microsoft\.ManagedIdentity/userAssignedIdentities/[^/]+",
+    re.IGNORECASE,
+)
+
+
+def vm_identity(identity: str | None) -> dict[str, Any] | None:
+    """The VM's ``identity`` block for the ``identity`` option (None: the VM gets none).
+
+    ``system`` is ``{"type": "SystemAssigned"}``; a user-assigned identity's resource id is
+    ``{"type": "UserAssigned", "userAssignedIdentities": {ID: {}}}``: the Compute REST
+    reference's ``VirtualMachineIdentity``, whose dictionary keys are ARM ids of the form
+    ``/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/
+    Microsoft.ManagedIdentity/userAssignedIdentities/{identityName}``, each with an empty
+    object as its value.
+    https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/create-or-update
+    https://learn.microsoft.com/en-us/entra/identity/managed-identities-azure-resources/qs-configure-rest-vm
+    """
+    value = str(identity).strip() if identity is not None else ""
+    if not value:
+        return None
+    if value.lower() in ("system", "systemassigned"):
+        return {"type": "SystemAssigned"}
+    if USER_ASSIGNED_ID.fullmatch(value):
+        return {"type": "UserAssigned", "userAssignedIdentities": {value: {}}}
+    raise ValueError(
+        "identity must be 'system' or a user-assigned identity's resource id "
+        "(/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.ManagedIdentity/"
+        "userAssignedIdentities/NAME)"
+    )
 
 
 def _zone_number(zone: str) -> str:

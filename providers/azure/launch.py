@@ -9,6 +9,10 @@ PUT is idempotent; the adapter still looks the VM up first and returns it if it 
 Allocation failures arrive as a failed long-running operation; the VM is then left ``Failed``
 and the adapter deletes it and its NIC before raising.
 
+With the ``identity`` option the VM body carries ``identity`` (``{"type": "SystemAssigned"}``, or
+``{"type": "UserAssigned", "userAssignedIdentities": {ID: {}}}``: :func:`providers.azure.client.
+vm_identity`), the managed identity the agent reads the bucket and Key Vault with.
+
 A gang's node (``request.placement_group`` set) carries ``properties.proximityPlacementGroup``
 = ``{"id": <the group's ARM id>}`` (:mod:`providers.azure.placement`). An RDMA fabric
 (``request.fabric`` "infiniband"/"rdma") needs nothing more on the wire: the size carries it
@@ -18,6 +22,7 @@ A gang's node (``request.placement_group`` set) carries ``properties.proximityPl
 from __future__ import annotations
 
 import base64
+import copy
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -142,7 +147,13 @@ class AzureLaunch(AzureInstances):
                 },
             },
         }
-        script = user_data_for(request, "azure")
+        script = user_data_for(
+            request,
+            "azure",
+            package_spec=self.package_spec,
+            pip_args=self.pip_args,
+            agent_preinstalled=self.agent_preinstalled,
+        )
         if script:
             os_profile["customData"] = base64.b64encode(script.encode()).decode()
         props: dict[str, Any] = {
@@ -175,6 +186,8 @@ class AzureLaunch(AzureInstances):
             group = request.placement_group
             props["proximityPlacementGroup"] = {"id": group if "/" in group else self.ppg_id(group)}
         body: dict[str, Any] = {"location": region, "tags": dict(request.tags), "properties": props}
+        if self.identity:  # the VM's managed identity: the agent's for the bucket and Key Vault
+            body["identity"] = copy.deepcopy(self.identity)
         zone = _zone_number(offer.zone)
         if zone:
             body["zones"] = [zone]

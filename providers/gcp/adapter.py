@@ -16,7 +16,10 @@ class GCPProvider(GCPOffers, GCPLaunch, Provider):
     application-default credentials. ``endpoint``: a Compute API root (``http://127.0.0.1:P``
     in tests); ``billing_endpoint``: the Cloud Billing API root; ``billing_api_key``: an API key
     for it (else the credentials are used). ``termination_action``: what GCP does to a Spot VM
-    it preempts, ``DELETE`` (default) or ``STOP``.
+    it preempts, ``DELETE`` (default) or ``STOP``. ``service_account``: the email the VM runs
+    as (with the ``cloud-platform`` scope), its identity for the bucket and Secret Manager.
+    ``package_spec``/``pip_args``: how the startup script installs provisioner on the VM;
+    ``agent_preinstalled``: the image has it in ``/opt/provisioner/venv``, nothing is installed.
 
     A gang's nodes go under one compact placement policy (:mod:`providers.gcp.placement`,
     through :class:`~providers.gcp.launch.GCPLaunch`).

@@ -69,6 +69,9 @@ class GCPClient:
         retry: RetryPolicy | None = None,
         operation_timeout: float = 600.0,
         request_timeout: float = 60.0,
+        package_spec: str = "provisioner",
+        pip_args: Iterable[str] = (),
+        agent_preinstalled: bool = False,
     ) -> None:
         try:
             import google.auth
@@ -116,6 +119,9 @@ class GCPClient:
         self.subnetwork = subnetwork
         self.external_ip = external_ip
         self.service_account = service_account
+        self.package_spec = package_spec
+        self.pip_args = list(pip_args)
+        self.agent_preinstalled = bool(agent_preinstalled)
         self.disk_type = disk_type
         if termination_action not in ("DELETE", "STOP"):
             raise ValueError("termination_action must be DELETE or STOP")

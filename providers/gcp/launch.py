@@ -7,7 +7,9 @@ the launch goes ahead and a warning says the cap could not be checked. The insta
 ``request.name`` and the insert carries ``requestId = uuid5(token)``; before inserting, the
 adapter looks for the instance by name in the zone and by its job/attempt labels (and, for a
 gang's node, its node label). A gang's node names the gang's compact placement policy in its
-``resourcePolicies`` (:mod:`providers.gcp.placement`).
+``resourcePolicies`` (:mod:`providers.gcp.placement`). With ``service_account`` set the VM runs
+as that account with the ``cloud-platform`` scope (what it may do is then its IAM roles'); the
+startup script installs ``package_spec`` with ``pip_args`` (nothing with ``agent_preinstalled``).
 """
 
 from __future__ import annotations
@@ -156,7 +158,13 @@ class GCPLaunch(GCPPlacement):
         if self.external_ip:
             nic["access_configs"] = [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]
         metadata = [{"key": TAGS_METADATA_KEY, "value": json.dumps(tags, sort_keys=True)}]
-        script = user_data_for(request, "gcp")
+        script = user_data_for(
+            request,
+            "gcp",
+            package_spec=self.package_spec,
+            pip_args=self.pip_args,
+            agent_preinstalled=self.agent_preinstalled,
+        )
         if script:
             metadata.append({"key": "startup-script", "value": script})
         body: dict[str, Any] = {
@@ -188,6 +196,9 @@ class GCPLaunch(GCPPlacement):
         if request.placement_group:
             body["resource_policies"] = [self._policy_for(request.placement_group, zone)]
         if self.service_account:
+            # the VM's identity for the bucket and Secret Manager: its IAM roles decide, so the
+            # scope is cloud-platform (instances.insert: serviceAccounts[].email, .scopes[];
+            # https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert)
             body["service_accounts"] = [
                 {
                     "email": self.service_account,

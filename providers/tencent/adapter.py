@@ -10,8 +10,10 @@
 - ``RunInstances``: ``SPOTPAID`` with ``InstanceMarketOptions {MarketType: spot, SpotOptions:
   {MaxPrice, SpotInstanceType: one-time}}`` (the on-demand price is the cap when none is
   given: Tencent requires one), or ``POSTPAID_BY_HOUR``; ``ClientToken``,
-  ``TagSpecification``, ``Placement.Zone``, ``UserData`` (base64); a gang's node names its
+  ``TagSpecification``, ``Placement.Zone``, ``UserData`` (base64), ``CamRoleName`` (the
+  ``cam_role`` option: the role the agent reads SSM secrets with); a gang's node names its
   placement group (``DisasterRecoverGroupIds``, :mod:`.placement`).
+  https://www.tencentcloud.com/document/api/213/15730
 - ``TerminateInstances``: the first call may move an instance to the recycle bin
   (``SHUTDOWN``), a second releases it; "already terminating/gone" is not an error.
 """
@@ -161,6 +163,8 @@ class TencentProvider(TencentPlacement, TencentPricing):
         user_data = self._user_data_b64(request)
         if user_data:
             params["UserData"] = user_data
+        if self.cam_role:
+            params["CamRoleName"] = self.cam_role
         group = group_in(request.placement_group, region, NAME)
         if group:  # a gang's node: into its placement group (placement.py)
             params["DisasterRecoverGroupIds"] = [group]

@@ -49,6 +49,7 @@ class TencentClient(RegionalProvider):
         key_ids: Sequence[str] | None = None,
         instance_types: Iterable[str] | None = None,
         system_disk_type: str | None = None,
+        cam_role: str | None = None,
         timeout_s: int = 30,
         **options: Unpack[RegionalOptions],
     ) -> None:
@@ -68,6 +69,7 @@ class TencentClient(RegionalProvider):
         self.key_ids = list(key_ids or ())
         self.instance_types = list(instance_types) if instance_types else None
         self.system_disk_type = system_disk_type
+        self.cam_role = cam_role  # the CVM's CAM role: the VM's identity (CamRoleName)
         self.timeout_s = timeout_s
         self._warned_currency = False
 

@@ -17,7 +17,7 @@ pytest.importorskip("boto3")
 pytest.importorskip("moto")
 
 from harness import CONTRACT_RETRY
-from harness_aws import REGION, ZONE, AWSHarness, make_harness
+from harness_aws import ACCESS_KEY, REGION, SECRET, ZONE, AWSHarness, make_harness
 
 from providers.aws import ERRORS, AWSProvider, classify
 from providers.base import ErrorKind, ProviderError
@@ -64,6 +64,40 @@ def test_run_instances_carries_bootstrap_tags_disk_and_imdsv2(aws: AWSHarness) -
     }
     assert tags == {"Name": request.name, **request.tags}
     assert sent["TagSpecification.2.ResourceType"] == "volume"
+
+
+def test_the_instance_profile_goes_out_by_name_or_arn(aws: AWSHarness) -> None:
+    """``IamInstanceProfile`` (an ``IamInstanceProfileSpecification``: ``Arn`` or ``Name``) is
+    the VM's role, for the bucket and the secrets; moto, like EC2, refuses a profile that does
+    not exist and reports the instance's profile back.
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RunInstances.html
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_IamInstanceProfileSpecification.html"""
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        region_name=REGION,
+        endpoint_url=aws.endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET,
+    )
+    arn = iam.create_instance_profile(InstanceProfileName="provisioner-job")["InstanceProfile"][
+        "Arn"
+    ]
+    iam.close()
+    for n, (option, key) in enumerate([("provisioner-job", "Name"), (arn, "Arn")]):
+        provider = aws.provider(instance_profile=option)
+        request = LaunchRequest(f"job-{n}", 1, aws.offer(Market.SPOT), Market.SPOT, 0.5)
+        inst = provider.launch(request)
+        sent = aws.launch_requests()[-1]
+        assert sent[f"IamInstanceProfile.{key}"] == option
+        assert not any(
+            k.startswith("IamInstanceProfile.") and k != f"IamInstanceProfile.{key}" for k in sent
+        )
+        described = provider.client(REGION).describe_instances(InstanceIds=[inst.id])
+        assert described["Reservations"][0]["Instances"][0]["IamInstanceProfile"]["Arn"] == arn
+    aws.provider().launch(LaunchRequest("job-none", 1, aws.offer(Market.SPOT), Market.SPOT, 0.5))
+    assert not any(k.startswith("IamInstanceProfile") for k in aws.launch_requests()[-1])
 
 
 def test_spec_with_a_secret_is_refused_before_anything_is_sent(aws: AWSHarness) -> None:

@@ -115,6 +115,9 @@ class _State:
     tokens: dict[str, list[str]] = field(default_factory=dict)  # ClientToken -> ids
     released: dict[str, dict[str, Any]] = field(default_factory=dict)
     fresh: set[str] = field(default_factory=set)  # created, not yet described
+    #: instance id -> the instance RAM role RunInstances named (``RamRoleName``); ECS reports
+    #: it through DescribeInstanceRamRole, not DescribeInstances
+    ram_roles: dict[str, str] = field(default_factory=dict)
 
 
 def _now_text(moment: datetime | None = None) -> str:
@@ -240,6 +243,11 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
     def calls(self, action: str) -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.action == action]
+
+    def ram_role(self, instance_id: str) -> str | None:
+        """The instance RAM role ``instance_id`` was created with (None: none)."""
+        with self._lock:
+            return self._state.ram_roles.get(instance_id)
 
     # -- HTTP ----------------------------------------------------------------------------
 
@@ -408,6 +416,8 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
                 "DeploymentSetId": deployment_set or "",
             }
             self._state.fresh.add(iid)
+            if params.get("RamRoleName"):
+                self._state.ram_roles[iid] = params["RamRoleName"]
             ids.append(iid)
         if token:
             self._state.tokens[token] = ids

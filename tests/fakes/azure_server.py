@@ -16,6 +16,13 @@ It speaks the wire format ``azure-mgmt-compute`` and ``azure-mgmt-network`` expe
   group; the group's read-only ``properties.virtualMachines`` lists the VMs that reference it,
   and a DELETE while that list is not empty is refused (409 ``OperationNotAllowed``); a DELETE
   of an absent group answers 204, as ARM's resource-provider contract has it.
+- A VM's ``identity`` (the REST reference's ``VirtualMachineIdentity``): ``type`` one of
+  ``SystemAssigned``, ``UserAssigned``, ``SystemAssigned, UserAssigned`` or ``None``; a type with
+  ``UserAssigned`` needs ``userAssignedIdentities``, keyed by identities' ARM ids
+  (``/subscriptions/S/resourceGroups/G/providers/Microsoft.ManagedIdentity/
+  userAssignedIdentities/N``), each value an empty object; answered with the read-only
+  ``principalId``/``tenantId`` (and ``principalId``/``clientId`` per user-assigned identity).
+  https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/create-or-update
 - ``GET /api/retail/prices?$filter=...`` (unauthenticated) with an OData subset (``eq``,
   ``and``, ``or``, ``contains``, parentheses), paged by ``NextPageLink``.
 
@@ -805,6 +812,9 @@ class AzureServer(LocalHTTPServer):
                 "Please make sure that the referenced resource exists, and that both resources "
                 "are in the same region.",
             )
+        identity, bad = self._identity(body.get("identity"))
+        if bad:
+            return bad
         existing = self._state.vms.get(name.lower())
         custom = (props.get("osProfile") or {}).get("customData")
         if custom is not None:
@@ -813,6 +823,8 @@ class AzureServer(LocalHTTPServer):
         vm.update(
             {"name": name, "id": self._vm_id(name), "type": "Microsoft.Compute/virtualMachines"}
         )
+        if identity is not None:
+            vm["identity"] = identity
         vm["properties"]["vmId"] = existing["properties"]["vmId"] if existing else str(uuid.uuid4())
         vm["properties"]["timeCreated"] = (
             existing["properties"]["timeCreated"] if existing else _now()
@@ -852,6 +864,56 @@ class AzureServer(LocalHTTPServer):
             error=error,
         )
         return (200 if existing else 201), self._public_vm(vm, False), headers
+
+    def _identity(
+        self, sent: Any
+    ) -> tuple[dict[str, Any] | None, tuple[int, Any, dict[str, str]] | None]:
+        """A VM's ``identity`` as stored (with its read-only ids), or the error ARM answers."""
+        if sent is None:
+            return None, None
+        kinds = ("SystemAssigned", "UserAssigned", "SystemAssigned, UserAssigned", "None")
+        kind = sent.get("type") if isinstance(sent, dict) else None
+        if kind not in kinds:
+            return None, self._error(
+                "InvalidParameter", 400, f"The value '{kind}' of identity.type is not valid."
+            )
+        users = sent.get("userAssignedIdentities") or {}
+        # the messages ARM answers, as users have reported them (Azure/AzOps#538,
+        # microsoft/CromwellOnAzure#765, Azure/azure-rest-api-specs#17650)
+        if "UserAssigned" in kind and not users:
+            return None, self._error(
+                "InvalidParameter",
+                400,
+                f"The identity ids must not be null or empty for '{kind}' identity type.",
+            )
+        if "UserAssigned" not in kind and users:
+            return None, self._error(
+                "BadRequest",
+                400,
+                "The request format was unexpected, a non-UserAssigned identity type should "
+                "not contain: userAssignedIdentities",
+            )
+        pattern = (
+            r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/"
+            r"Microsoft\.ManagedIdentity/userAssignedIdentities/[^/]+"
+        )
+        for key, value in users.items():
+            if not re.fullmatch(pattern, key, re.IGNORECASE) or value not in ({}, None):
+                return None, self._error(
+                    "InvalidIdentityValues",
+                    400,
+                    "The 'UserAssignedIdentities' property keys should only be empty json "
+                    "objects, null or the resource exisiting property.",
+                )
+        stored: dict[str, Any] = {"type": kind}
+        if "SystemAssigned" in kind:
+            stored.update(principalId=str(uuid.uuid4()), tenantId=str(uuid.uuid4()))
+        if users:
+            stored["userAssignedIdentities"] = {
+                key: {"principalId": str(uuid.uuid4()), "clientId": str(uuid.uuid4())}
+                for key in users
+            }
+        return stored, None
 
     def _vm_get(
         self, query: dict[str, str], body: Any, sub: str, rg: str, name: str

@@ -372,6 +372,7 @@ class TencentFakeServer(PlacementGroups, LocalHTTPServer):
                 "StopChargingMode": "NOT_APPLICABLE",
                 "GPUInfo": {"GPUCount": itype.gpu_count, "GPUType": [itype.gpu]},
                 "VirtualPrivateCloud": params.get("VirtualPrivateCloud") or {},
+                "CamRoleName": params.get("CamRoleName") or "",  # as the Instance reports it
                 "_UserData": params.get("UserData", ""),
                 "_Group": group,
             }
