@@ -28,6 +28,7 @@ from policies.durations import (
     parse_duration,
 )
 from policies.job import Job
+from policies.notify import Notify
 from policies.resources import (
     GPUName,
     Interconnect,
@@ -191,7 +192,11 @@ class Idle(_Model):
 
 
 class Checkpoint(_Model):
-    uri: str = Field("file://./checkpoints", description="fsspec URI: file://, s3://, gs://, az://")
+    uri: str = Field(
+        "file://./checkpoints",
+        description="fsspec URI: file://, s3://, gs://, az:// or abfs:// "
+        "(abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX)",
+    )
     shared: bool = Field(
         False,
         description="The URI is a filesystem every VM mounts at the same path (EFS, Filestore, "
@@ -219,8 +224,14 @@ class Checkpoint(_Model):
     @classmethod
     def _uri(cls, v: str) -> str:
         scheme = v.split("://", 1)[0] if "://" in v else ""
+        if scheme in {"oss", "cos", "cosn"}:  # no fsspec store reads them with the VM's role
+            raise ValueError(
+                f"{scheme}:// is not supported as a checkpoint store: an Alibaba or Tencent VM "
+                "can use no bucket with its own role yet; mount a shared filesystem (NAS, "
+                "CFS) at the same path on every VM and set checkpoint.shared: true"
+            )
         if scheme not in {"file", "s3", "gs", "gcs", "az", "abfs", "memory"}:
-            raise ValueError("use a file://, s3://, gs://, az:// or memory:// URI")
+            raise ValueError("use a file://, s3://, gs://, az://, abfs:// or memory:// URI")
         return v
 
 
@@ -295,6 +306,9 @@ class Policy(_Model):
     restart: Restart = Field(default_factory=lambda: Restart())
     windows: list[TimeWindow] = Field(default_factory=list)
     idle: Idle | None = Field(None, description="What to do about a job whose GPUs sit idle.")
+    notify: Notify | None = Field(
+        None, description="Who hears about the job (targets by name) and about what."
+    )
     tags: dict[str, str] = Field(
         default_factory=dict,
         description="Cost-allocation tags put on every instance (GCP labels are lowercased: "

@@ -43,8 +43,9 @@ def submit(
     say: Callable[[str], None] | None = None,
 ) -> tuple[Store, str]:
     """Validate the policy, prepare what its VMs will need (the checkpoint store, the secrets'
-    references, the code packed into the store or its git commit pinned:
-    :mod:`provisioner.submission`) and record the job in the store; returns (store, job id).
+    references, the code packed into the store or its git commit pinned, the package a
+    cloud's VM installs: :mod:`provisioner.submission`) and record the job in the store;
+    returns (store, job id).
     A policy that cannot run raises :class:`~policies.loader.PolicyError` with each problem's
     place, and nothing is written."""
     from provisioner.submission import prepare
@@ -60,7 +61,14 @@ def submit(
         text = Path(path).read_text(encoding="utf-8")
         pol = parse_policy(text, path)  # what the store keeps is what was validated
     prov = provider or DEFAULT_PROVIDER
-    ready = prepare(pol, provider=prov, policy_path=path, policy_text=text, say=say)
+    ready = prepare(
+        pol,
+        provider=prov,
+        provider_options=provider_options,
+        policy_path=path,
+        policy_text=text,
+        say=say,
+    )
     st = store if isinstance(store, Store) else Store(store)
     now = now or datetime.now(UTC)
     work_total = pol.job.compute_hours
@@ -113,6 +121,19 @@ class Job:
 
     def events(self) -> list[Any]:
         return self.store.events(self.id)
+
+    @property
+    def ledger(self) -> dict[str, Any]:
+        """What the job was billed, what the same runs would have cost on on-demand, what spot
+        saved, and what interruptions cost, in total and per attempt (docs/money.md, "The
+        ledger"); figures as computed, not rounded."""
+        from provisioner.control import ledger
+
+        rows = ledger.store_ledgers(self.store, [self.id], datetime.now(UTC))[self.id]
+        return {
+            **ledger.totals(rows).as_dict(digits=None),
+            "attempts": [ledger.attempt_doc(a, digits=None) for a in rows],
+        }
 
     def cancel(self) -> None:
         """Terminate the job's instances (checkpoints stay) and mark it cancelled."""

@@ -59,6 +59,14 @@ def world(tmp_path: Path) -> dict[str, str]:
     hours = "".join(f"{3600 * h},{h % 3 != 0:d},0.9\n" for h in range(200))
     (tmp_path / "good-trace.csv").write_text("timestamp,available,price\n" + hours)
     (tmp_path / "daemon.yaml").write_text("reconcile_interval: 99999999999999999d\n")
+    (tmp_path / "notify-missing.yaml").write_text(
+        f"notify: {{targets_file: {tmp_path}/nope.yaml}}\n"
+    )
+    (tmp_path / "empty-targets.yaml").write_text("")
+    (tmp_path / "empty-targets.yaml").chmod(0o600)
+    (tmp_path / "notify-empty.yaml").write_text(
+        f"notify: {{targets_file: {tmp_path}/empty-targets.yaml}}\n"
+    )
     return {
         "dir": str(tmp_path),
         "db": str(store_db),
@@ -211,6 +219,15 @@ CASES: list[tuple[list[str], int, str]] = [
     (["status", "{job}", "--store", "sqlite:///{dir}/text.db"], 2, "not a database"),
     (["cost", "{job}", "--store", "{dir}/not-a-url"], 2, "cannot open the store"),
     (["down", "{job}", "--store", "sqlite:///file:{db}?mode=ro&uri=true"], 2, "readonly database"),
+    (["cost", "{job}", "--store", "{store}", "--focus", "-", "--json"], 2, "choose one"),
+    (["cost", "{job}", "--store", "{store}", "--focus", "{dir}/adir"], 2, "cannot write"),
+    # notifications
+    (["notify", "test", "--config", "{dir}/missing.yaml"], 2, "missing.yaml: no such file"),
+    (["notify", "test", "--config", "{dir}/daemon.yaml"], 2, "reconcile_interval"),
+    (["notify", "test", "--config", "{dir}/notify-missing.yaml"], 2, "nope.yaml: no such file"),
+    (["notify", "test", "--config", "{dir}/notify-empty.yaml"], 2, "no notification targets"),
+    (["notify", "test", "--target"], 2, "requires an argument"),
+    (["notify", "nosuch"], 2, "No such command"),
     (["nosuchcommand"], 2, "No such command"),
     (["-v", "--nosuch"], 2, "No such option"),
 ]
@@ -276,6 +293,7 @@ def test_junk_as_a_real_process(world: dict[str, str]) -> None:
         ["daemon", "--config", world["dir"]],
         ["daemon", "--config", f"{world['dir']}/missing.yaml"],
         ["daemon", "--config", f"{world['dir']}/daemon.yaml"],
+        ["daemon", "--config", f"{world['dir']}/notify-missing.yaml"],
         ["daemon", "--metrics-port", "many"],
     ):
         proc = subprocess.run(

@@ -337,6 +337,8 @@ def aws_options(harness: Any, endpoint: str | None = None) -> dict[str, Any]:
         "endpoint": endpoint or harness.endpoint,
         "credentials": {"aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET},
         "image": harness._moto_image(),
+        # a wheel of this project (PyPI's `provisioner` is another one: `up` refuses it)
+        "package_spec": "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl",
     }
 
 

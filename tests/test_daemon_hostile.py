@@ -119,6 +119,7 @@ def test_a_poisoned_job_and_refusing_providers_do_not_stop_the_others(
             "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",
             "aws_secret_access_key": SECRET,
         },
+        "package_spec": "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl",
     }
     (refused,) = submit(store, policy, 1, "aws", aws_opts)
     rec = Reconciler(store, lease=timedelta(seconds=60))

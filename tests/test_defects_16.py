@@ -59,7 +59,12 @@ class World:
     def job(self, policy: str) -> str:
         path = self.tmp / "p.yaml"
         path.write_text(policy)
-        _, job_id = submit(path, provider="aws", store=self.store, now=self.clock["now"])
+        options = {
+            "package_spec": "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
+        }
+        _, job_id = submit(
+            path, provider="aws", provider_options=options, store=self.store, now=self.clock["now"]
+        )
         return job_id
 
     def reconciler(self, catalog: Catalog | None = None, **kw: Any) -> Reconciler:

@@ -58,7 +58,10 @@ def podman() -> Iterator[str]:
     # the sim kills a preempted "VM"'s processes, the engine's client among them; a real VM's
     # containers go with it, the sim's stay: remove them
     names = subprocess.run(
-        ["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True, check=False
+        ["podman", "ps", "-a", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout.split()
     mine = [n for n in names if n.startswith("provisioner-")]
     if mine:

@@ -39,6 +39,8 @@ from provisioner.core.catalog import Catalog  # noqa: E402
 from provisioner.core.models import TAG_JOB, Offer  # noqa: E402
 from provisioner.core.regions import regions  # noqa: E402
 
+#: what a VM installs (a wheel of this project: PyPI's `provisioner` is another one)
+WHEEL = "https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
 REGIONS = ("us-east-1", "eu-west-1", "ap-northeast-1")  # US, EU/EEA/GDPR, JP (GDPR-adequate)
 ZONES = [f"{r}{z}" for r in REGIONS for z in "ab"]
 
@@ -153,7 +155,10 @@ def test_every_launch_keeps_the_rules(
         store = Store(f"sqlite:///{tmp}/s.db")
         path = Path(tmp) / "p.yaml"
         path.write_text(yaml.safe_dump(doc))
-        _, job_id = submit(path, provider="aws", store=store, now=clock["now"])
+        options = {"package_spec": f"provisioner[aws] @ {WHEEL}"}
+        _, job_id = submit(
+            path, provider="aws", provider_options=options, store=store, now=clock["now"]
+        )
         rec = Reconciler(
             store,
             catalog=Catalog.from_offers(offers),

@@ -61,6 +61,7 @@ NOT_FOR_PLAN = (
     "matplotlib",
     "tenacity",
     "rich",  # the plan table is plain text (rich only for a table wider than the screen)
+    "apprise",  # notifications: the daemon's and `notify test`'s alone
 )
 
 

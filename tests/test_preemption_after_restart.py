@@ -30,6 +30,8 @@ from provisioner.core.catalog import Catalog
 from provisioner.core.models import TAG_JOB, Offer
 
 FAST = RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0)
+#: what a VM installs (a wheel of this project: PyPI's `provisioner` is another one)
+WHEEL = "https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
 POLICY = """\
 name: restart-check
 resources: {gpus: [A10, T4], gpu_count: 1}
@@ -99,7 +101,10 @@ def run_job(cloud: str, *, ours: bool) -> tuple[Store, str, Any]:
         store = Store(f"sqlite:///{tmp}/s.db")
         path = Path(tmp) / "p.yaml"
         path.write_text(POLICY)
-        _, job_id = submit(path, provider=cloud, store=store, now=clock["now"])
+        options = {"package_spec": f"provisioner[{cloud}] @ {WHEEL}"}
+        _, job_id = submit(
+            path, provider=cloud, provider_options=options, store=store, now=clock["now"]
+        )
 
         def reconciler(provider: Provider) -> Reconciler:
             return Reconciler(

@@ -65,6 +65,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "cost",
         "What ran and what it cost: per job, attempt, cloud or day, beside the estimate.",
     ),
+    "notify": (
+        "provisioner.cli.notify_cmd",
+        "notify",
+        "Notification targets: `notify test` sends a message to each.",
+    ),
     "probe": (
         "provisioner.cli.probe_cmd",
         "probe",

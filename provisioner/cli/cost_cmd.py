@@ -14,12 +14,23 @@ from provisioner.cli import EXIT_BAD_INPUT, EXIT_OK
 from provisioner.cli.common import fail, json_option, print_json
 from provisioner.cli.jobs_cmd import _billed, _billed_text, _job_or_exit, _store, store_option
 
+#: the ledger's columns, after each grouping's own (docs/money.md, "The ledger")
+LEDGER_COLUMNS = [
+    "on_demand_usd",
+    "saved_usd",
+    "saved_pct",
+    "cheapest_on_demand_usd",
+    "lost_work_h",
+    "lost_work_usd",
+    "overlap_usd",
+    "changeover_usd",
+]
 CSV_COLUMNS = {
     "job": ["job_id", "name", "state", "attempts", "hours", "cost_usd", "estimate_usd",
-            "estimate_p10_usd", "estimate_p90_usd", "diff_usd", "diff_pct"],
+            "estimate_p10_usd", "estimate_p90_usd", "diff_usd", "diff_pct", *LEDGER_COLUMNS],
     "attempt": ["job_id", "attempt", "instance_id", "provider", "zone", "instance_type", "market",
                 "price_per_hour", "started_at", "ended_at", "hours", "cost_usd", "billed_usd",
-                "estimate_usd", "state", "end_reason"],
+                "estimate_usd", "state", "end_reason", *LEDGER_COLUMNS],
     "cloud": ["provider", "attempts", "hours", "cost_usd"],
     "day": ["day", "hours", "cost_usd"],
 }  # fmt: skip
@@ -55,6 +66,7 @@ def _when(text: str | None, name: str) -> datetime | None:
     help="Write the rows as CSV to FILE (- : stdout).",
 )
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write a PNG of spend over time (needs the plot extra).")  # fmt: skip
+@click.option("--focus", "focus_path", default=None, metavar="FILE", help="Write the attempts by UTC day as a FinOps FOCUS 1.0 CSV to FILE (- : stdout).")  # fmt: skip
 @store_option
 @json_option
 def cost(
@@ -65,6 +77,7 @@ def cost(
     by: str | None,
     csv_path: str | None,
     plot_path: str | None,
+    focus_path: str | None,
     store_url: str | None,
     as_json: bool,
 ) -> None:
@@ -72,13 +85,16 @@ def cost(
 
     JOB_ID for one job, or --all. Per-day figures split an attempt that crosses midnight UTC
     in proportion to its run time on each side; every grouping adds up to the same attempts.
+    Beside each: what the same run would have cost on on-demand, what spot saved, and what
+    interruptions cost (lost work, overlap, changeover).
     """
-    from provisioner.control import spend
+    from provisioner.control import ledger, spend
 
     if (job_id is None) == (not all_jobs):
         fail("give one JOB_ID or --all (see `provisioner cost --help`)", EXIT_BAD_INPUT)
-    if csv_path == "-" and as_json:
-        fail("--csv - and --json both write to stdout: choose one", EXIT_BAD_INPUT)
+    to_stdout = [x for x in (csv_path == "-", focus_path == "-", as_json) if x]
+    if len(to_stdout) > 1:
+        fail("--csv -, --focus - and --json all write to stdout: choose one", EXIT_BAD_INPUT)
     t0, t1 = _when(since, "--since"), _when(until, "--until")
     if t0 and t1 and t1 <= t0:
         fail("--until must be after --since", EXIT_BAD_INPUT)
@@ -87,7 +103,10 @@ def cost(
     store = _store(store_url)
     jobs = [_job_or_exit(store, job_id)] if job_id else store.jobs()
     by = by or ("attempt" if job_id else "job")
-    costs = spend.attempt_costs(store, jobs, datetime.now(UTC), t0, t1)
+    now = datetime.now(UTC)
+    costs = spend.attempt_costs(store, jobs, now, t0, t1)
+    ledgers = ledger.store_ledgers(store, [j.id for j in jobs], now, t0, t1)
+    by_attempt = {(a.job_id, a.attempt): a for rows in ledgers.values() for a in rows}
     billed_in = {}
     if job_id:
         billed_in = {  # instance -> the account currency and USD rate recorded at launch
@@ -101,11 +120,15 @@ def cost(
     for c in costs:
         d = spend.attempt_doc(c)
         d["billed"] = _billed(billed_in.get(str(c.row.instance_id)) or {}, c.cost_usd)
+        d.update(_ledger_fields(ledger.attempt_doc(by_attempt[(c.row.job_id, c.row.attempt)])))
         attempts.append(d)
         totals[c.row.market] = totals.get(c.row.market, 0.0) + c.cost_usd
         hours[c.row.market] = hours.get(c.row.market, 0.0) + c.hours
+    job_rows = spend.job_docs(costs)
+    for j in job_rows:
+        j.update(_ledger_fields(ledger.totals(ledgers[j["job_id"]]).as_dict()))
     groups = {
-        "job": spend.job_docs(costs),
+        "job": job_rows,
         "attempt": attempts,
         "cloud": spend.cloud_docs(costs),
         "day": spend.day_docs(costs),
@@ -123,12 +146,15 @@ def cost(
         "attempts": attempts,
         "by_cloud": groups["cloud"],
         "by_day": groups["day"],
+        "ledger": ledger.totals(a for rows in ledgers.values() for a in rows).as_dict(),
     }
     if job_id:
         j = groups["job"][0] if groups["job"] else {}
         doc = {"id": jobs[0].id, **doc, **{k: j.get(k) for k in ("estimate_usd", "diff_usd")}}
     if csv_path:
         _write_csv(csv_path, CSV_COLUMNS[by], groups[by])
+    if focus_path:
+        _write_focus(focus_path, costs, by_attempt, jobs, now)
     if plot_path:
         from provisioner.cli.cost_plot import plot_spend
 
@@ -136,9 +162,39 @@ def cost(
         plot_spend(spend.spend_curve(costs), plot_path, title=_title(jobs, job_id), estimate=est)
     if as_json:
         print_json(doc)
-    elif csv_path != "-":
+    elif not to_stdout:
         _print(doc, by)
     raise SystemExit(EXIT_OK)
+
+
+def _ledger_fields(d: dict[str, Any]) -> dict[str, Any]:
+    keep = (*LEDGER_COLUMNS, "on_demand_price_per_hour", "on_demand_price_from",
+            "cheapest_on_demand_offer", "cheapest_on_demand_per_hour", "overlap_h",
+            "changeover_h", "useful_usd")  # fmt: skip
+    return {k: d[k] for k in keep if k in d}
+
+
+def _write_focus(
+    path: str, costs: list[Any], by_attempt: dict[Any, Any], jobs: list[Any], now: datetime
+) -> None:
+    from policies.loader import PolicyError, parse_policy
+    from provisioner.control import focus
+
+    tags: dict[str, dict[str, str]] = {}
+    for j in jobs:
+        try:
+            tags[j.id] = dict(parse_policy(j.policy_yaml, "<stored policy>").tags)
+        except PolicyError:
+            tags[j.id] = {}
+    data = focus.rows(costs, by_attempt, tags, now)
+    if path == "-":
+        focus.write(sys.stdout, data)
+        return
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            focus.write(f, data)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror}", EXIT_BAD_INPUT)
 
 
 def _title(jobs: list[Any], job_id: str | None) -> str:
@@ -166,6 +222,10 @@ def _money(v: float | None) -> str:
     return "-" if v is None else f"{v:.4f}"
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
 def _print(doc: dict[str, Any], by: str) -> None:
     from rich.table import Table
 
@@ -177,7 +237,8 @@ def _print(doc: dict[str, Any], by: str) -> None:
     if by == "attempt":
         converted = any(r["billed"]["currency"] not in ("USD", None) for r in rows)
         cols = ["job", "attempt", "instance", "where", "type", "market", "USD/h", "hours",
-                "cost USD", *(["billed as"] if converted else []), "est USD", "ended"]  # fmt: skip
+                "cost USD", *(["billed as"] if converted else []), "est USD", "OD USD", "saved",
+                "lost h", "ended"]  # fmt: skip
         for c in cols:
             t.add_column(c)
         for r in rows:
@@ -186,16 +247,18 @@ def _print(doc: dict[str, Any], by: str) -> None:
                 f"{r['provider']}:{r['zone']}", r["instance_type"], r["market"],
                 f"{r['price_per_hour']:.4f}", f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}",
                 *([_billed_text(r["billed"])] if converted else []),
-                _money(r["estimate_usd"]), r["end_reason"] or r["state"],
+                _money(r["estimate_usd"]), _money(r["on_demand_usd"]), _pct(r["saved_pct"]),
+                f"{r['lost_work_h']:.3f}", r["end_reason"] or r["state"],
             )  # fmt: skip
     elif by == "job":
-        for c in ["job", "name", "state", "attempts", "hours", "cost USD", "est USD", "diff USD", "diff %"]:  # fmt: skip
+        for c in ["job", "name", "state", "attempts", "hours", "cost USD", "est USD", "diff USD", "diff %", "OD USD", "saved"]:  # fmt: skip
             t.add_column(c)
         for r in rows:
             pct = "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
             t.add_row(
                 r["job_id"], r["name"], r["state"], str(r["attempts"]), f"{r['hours']:.3f}",
                 f"{r['cost_usd']:.4f}", _money(r["estimate_usd"]), _money(r["diff_usd"]), pct,
+                _money(r["on_demand_usd"]), _pct(r["saved_pct"]),
             )  # fmt: skip
     elif by == "cloud":
         for c in ["cloud", "attempts", "hours", "cost USD"]:
@@ -215,6 +278,20 @@ def _print(doc: dict[str, Any], by: str) -> None:
         f"on-demand {m.get('on-demand', 0.0):.4f} USD)",
         markup=False,
     )
+    led = doc["ledger"]
+    if led["on_demand_usd"] is not None:
+        out.print(
+            f"saved {led['saved_usd']:.4f} USD ({_pct(led['saved_pct'])}) vs on-demand "
+            f"{led['on_demand_usd']:.4f} USD"
+            + (
+                f" (the cheapest on-demand the policy allowed: {led['cheapest_on_demand_usd']:.4f} USD)"
+                if led["cheapest_on_demand_usd"] is not None
+                else ""
+            )
+            + f"; lost work {led['lost_work_h']:.3f} h ({led['lost_work_usd']:.4f} USD), overlap "
+            f"{led['overlap_usd']:.4f} USD, changeover {led['changeover_usd']:.4f} USD",
+            markup=False,
+        )
     if doc.get("estimate_usd") is not None:
         j = doc["jobs"][0]
         lo, hi = j["estimate_p10_usd"], j["estimate_p90_usd"]

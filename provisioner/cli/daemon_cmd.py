@@ -38,6 +38,7 @@ def daemon(
     from policies.loader import PolicyError
     from provisioner.console import error
     from provisioner.control.daemon.service import Daemon
+    from provisioner.control.notify.targets import TargetsError
     from provisioner.dashboard import start_beside_daemon
     from provisioner.logs import setup_logging
 
@@ -53,5 +54,8 @@ def daemon(
     except PolicyError as exc:
         for issue in exc.issues:
             error(str(issue))
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    except TargetsError as exc:  # the notification targets' file
+        error(str(exc))
         raise SystemExit(EXIT_BAD_INPUT) from None
     raise SystemExit(d.run())

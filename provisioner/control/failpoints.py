@@ -22,6 +22,8 @@ CRASH_POINTS = (
     "after-placement-group",  # a gang's group made and recorded, no node launched
     "after-gang-node",  # node 0 of a gang launched, the other nodes not
     "after-group-delete",  # a gone gang's group deleted, its attempt row not cleared
+    "after-notify-claim",  # the daemon's delivery: a notification claimed, nothing sent
+    "after-notify-send",  # a notification sent, not yet marked sent (it is sent again)
 )
 
 

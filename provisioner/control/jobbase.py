@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from policies.model import Policy
 from providers.base import Provider
+from provisioner.control.alerts import note_budget
 from provisioner.control.failpoints import Failpoints
 from provisioner.control.records import (
     PassBatch,
@@ -62,6 +63,8 @@ class PassEnv:
     interval_s: float = 5.0  # how soon the next pass comes: decide()'s step
     decide_every: timedelta = timedelta(0)
     progress_every: timedelta = timedelta(0)
+    notify: Any = None  # provisioner.control.notify.route.Router: who hears of which event
+    reference: Any = None  # (job, policy, now) -> the cheapest on-demand placement allowed
 
 
 class JobLog(logging.LoggerAdapter):
@@ -115,10 +118,16 @@ class JobMemo:
     spend_checked_at: datetime | None = None  # when the running spend was last weighed
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
+    warned: int | None = None  # the attempt whose checkpoint-warning has an event
     watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
     #: what a pass that only waited saw (job row, attempts, instances, progress fields): the
     #: next pass that sees the same skips what cannot change (see JobRunner._unchanged)
     steady: tuple[Any, ...] | None = None
+    # what provisioner.control.alerts told already (the store has it too; this saves a query)
+    first_progress: int | None = None  # the attempt whose first progress has an event
+    restart_told: int = 0  # restarts with a `restarted` event
+    budget_level: float | None = None  # the highest budget level told
+    exhausted: str | None = None  # `no-capacity` or `price-cap` told since the last launch
 
     def forget(self) -> None:
         """Read the job, decide and read progress afresh next pass (after an error)."""
@@ -156,6 +165,7 @@ class JobPassBase:
         self._sent: list[Instance] = []  # instances launched by this step
         self.members: dict[str, tuple[str, ...]] = {}  # a gang's unit id -> its nodes' ids
         self.plan: Plan | None = None  # the plan decide() chose from this step
+        self.restart_check = False
         self._log: JobLog | None = None
 
     @property
@@ -196,8 +206,20 @@ class JobPassBase:
         return self.attempts[-1] if self.attempts else None
 
     def event(self, kind: str, message: str, **data: Any) -> None:
+        """An event of the job; the outbox rows of the notifications it sends (the router's
+        answer) go in its transaction."""
         self.log.info("job %s: %s", self.job.id, message, extra={"event": kind})
-        self.store.add_event(self.job.id, kind, message, at=self.now, **data)
+        router = self.env.notify
+        notice = None
+        if router is not None:
+            notice = router.notice(
+                self.job.id, self.job.name, self.policy.notify, kind, message, data
+            )
+        self.store.add_event(self.job.id, kind, message, at=self.now, notify=notice, **data)
+        if kind in ("preempted", "launch"):
+            self.restart_check = True  # a restart may be complete: see alerts.note_restart
+            if kind == "launch":
+                self.memo.exhausted = None
 
     def checkpoint_uri(self) -> str:
         # as submitted (absolute), else the policy's relative to where the job was submitted
@@ -236,6 +258,7 @@ class JobPassBase:
         spent = self.spent()
         if spent > 0.0:  # weighed once per beat from the first spend on, which goes at once
             memo.spend_checked_at = self.now
+            note_budget(self, spent)
         if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
             self.env.batch.job(self.job.id, spent_usd=spent)
             self.job.spent_usd = spent
@@ -253,6 +276,7 @@ class JobPassBase:
             spent = self.spent()
             self.store.update_job(self.job.id, spent_usd=spent, **updates)
             self.job.spent_usd = spent
+            note_budget(self, spent)
 
     def due(self, last: datetime | None, every: timedelta) -> bool:
         """Whether periodic work done at ``last`` is due again: once per ``every``, at a

@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from providers.base import ErrorKind, ProviderError
-from provisioner.control import inputs
+from provisioner.control import alerts, inputs
 from provisioner.control.groups import sweep_groups
 from provisioner.control.jobbase import JobMemo, LeaseLost, PassEnv
 from provisioner.control.launching import Launching
@@ -45,6 +45,8 @@ class JobRunner(Launching, ProgressReading):
     def step(self, seen: list[Instance], report: PassReport) -> None:
         try:
             self._step(seen, report)
+            if self.restart_check:
+                alerts.note_restart(self)
         except LeaseLost as exc:
             self.memo.forget()
             self.log.warning("job %s: %s; leaving it to its new owner", self.job.id, exc)
@@ -61,6 +63,7 @@ class JobRunner(Launching, ProgressReading):
         updates: dict[str, Any] = {}
         if progress:
             self.note_checkpoint(progress)
+            alerts.note_first_progress(self, progress)
         if progress and progress != job.progress and self.progress_worth_writing(progress):
             updates["progress"] = progress
 
@@ -116,6 +119,7 @@ class JobRunner(Launching, ProgressReading):
             if restarts != job.restarts:  # a preempted instance cleaned up: decide knows
                 job.restarts = updates["restarts"] = restarts
         memo.decided_at = self.now
+        alerts.note_exhausted(self, actions, seen)
         if fp is not None and all(isinstance(a, d.Wait) for a in actions):
             memo.fingerprint = self.fingerprint(seen, progress)
 
@@ -364,6 +368,7 @@ class JobRunner(Launching, ProgressReading):
         self.store.update_job(job.id, state=state, spent_usd=spent, **updates)
         job.state, job.spent_usd = state, spent
         updates.clear()
+        alerts.note_budget(self, spent)
         return retry
 
     def terminate(self, action: d.Terminate, report: PassReport, *, finishing: bool) -> None:

@@ -12,6 +12,7 @@ from datetime import datetime
 from policies.model import Policy
 from providers.base import ErrorKind, ProviderError
 from providers.capabilities import PlacementGroups
+from provisioner.control.alerts import note_deadline
 from provisioner.control.guard import guard_launch
 from provisioner.control.inputs import placement_of, plan_digest
 from provisioner.control.jobbase import JobPassBase, LeaseLost
@@ -42,11 +43,28 @@ class Launching(JobPassBase):
         self.fence(f"launching attempt {job.attempt + 1}")
         attempt = (self.current.attempt if self.current else 0) + 1
         row = attempt_row(job, attempt, placement, self.now, reason, self.policy)
+        self._reference(row)
         self.store.add_attempt(row)
         self.attempts.append(row)
         job.attempt = attempt
         self.env.failpoints.hit("after-attempt-row")
+        note_deadline(self, row)
         return self._send(row, placement, reason, report)
+
+    def _reference(self, row: AttemptRow) -> None:
+        """The ledger's second reference, kept on the row: the cheapest on-demand placement
+        the policy allows now (per node-hour). A figure for the report, never in the way."""
+        if self.env.reference is None:
+            return
+        try:
+            ref = self.env.reference(self.job, self.policy, self.now)
+        except Exception as exc:
+            self.log.info("job %s: no on-demand reference: %s", self.job.id, exc)
+            return
+        if ref is not None:
+            o = ref.offer
+            row.cheapest_on_demand_per_hour = ref.price_per_hour
+            row.cheapest_on_demand_offer = f"{o.provider}:{o.zone or o.region}:{o.instance_type}"
 
     def fence(self, what: str) -> None:
         """Renew the job's lease right before a launch; raise LeaseLost if another replica

@@ -41,19 +41,23 @@ def describe(exc: BaseException) -> str:
     return redact(text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
-def fail_unparseable(store: Any, job: Any, exc: Any, now: datetime) -> None:
+def fail_unparseable(store: Any, job: Any, exc: Any, now: datetime, notify: Any = None) -> None:
     """The job's policy does not parse any more: fail it, saying where the policy is wrong.
-    Its instances then belong to no active job and are reaped (checkpoints stay)."""
+    Its instances then belong to no active job and are reaped (checkpoints stay). Told to the
+    daemon's default targets (``notify``, a router; the policy's own cannot be read)."""
     first = str(exc.issues[0]) if getattr(exc, "issues", None) else describe(exc)
     more = len(exc.issues) - 1 if getattr(exc, "issues", None) else 0
     reason = f"policy no longer parses: {first}" + (f" (and {more} more)" if more > 0 else "")
     log.error("job %s: %s", job.id, reason)
     store.update_job(job.id, state="failed", reason=reason[:1000])
+    text = reason[:1000] + "; fix the policy and submit the job again"
+    notice = None if notify is None else notify.notice(job.id, job.name, None, "policy-error", text)
     store.add_event(
         job.id,
         "policy-error",
-        reason[:1000] + "; fix the policy and submit the job again",
+        text,
         at=now,
+        notify=notice,
         issues=[str(i) for i in getattr(exc, "issues", [])][:20],
     )
 

@@ -51,6 +51,7 @@ from provisioner.control.groups import SWEEP_EVERY_S, sweep_groups, sweep_job_gr
 from provisioner.control.guard import GuardViolation, guard_launch
 from provisioner.control.jobbase import JobMemo, PassEnv, job_log
 from provisioner.control.jobpass import JobRunner
+from provisioner.control.notify.route import Router
 from provisioner.control.observe import InterruptionFeed, reap
 from provisioner.control.passguard import (
     BLOCKED,
@@ -68,6 +69,7 @@ from provisioner.control.records import (
     instance_row,
     resolve_checkpoint_uri,
 )
+from provisioner.control.reference import OnDemandReference
 from provisioner.control.store import ACTIVE_STATES, JobRow, Store
 from provisioner.core.catalog import Catalog
 from provisioner.core.models import (
@@ -138,6 +140,8 @@ class Reconciler:
 
         #: probe results per (provider, instance type, GPU), handed to the planner as data
         self.measured = MeasuredFigures(store)
+        self.notify = Router()  # the policies' own targets; the daemon adds its defaults
+        self.reference = OnDemandReference(self.catalog_for)  # the ledger's, kept at launch
         self.refresh_prices()
 
     # -- offers and candidates -------------------------------------------------------------
@@ -269,6 +273,8 @@ class Reconciler:
             interval_s=self.pass_interval_s,
             decide_every=self.decide_every,
             progress_every=self.progress_every,
+            notify=self.notify,
+            reference=self.reference,
         )
 
     def run_pass(self) -> PassReport:
@@ -346,7 +352,7 @@ class Reconciler:
                     report.errors += 1
                     memo.forget()
                     with contextlib.suppress(Exception):
-                        fail_unparseable(self.store, job, exc, now)
+                        fail_unparseable(self.store, job, exc, now, self.notify)
                     continue
                 runner = JobRunner(
                     env,
@@ -482,18 +488,6 @@ class Reconciler:
             log.warning("sweeping placement groups failed: %s", exc)
 
 
-__all__ = [
-    "ErrorKind",
-    "GuardViolation",
-    "InstanceState",
-    "LaunchRequest",
-    "PassReport",
-    "Reconciler",
-    "attempt_row",
-    "billed_cost",
-    "cancel_job",
-    "default_provider_factory",
-    "guard_launch",
-    "instance_row",
-    "resolve_checkpoint_uri",
-]
+__all__ = ["ErrorKind", "GuardViolation", "InstanceState", "LaunchRequest", "PassReport",
+           "Reconciler", "attempt_row", "billed_cost", "cancel_job", "default_provider_factory",
+           "guard_launch", "instance_row", "resolve_checkpoint_uri"]  # fmt: skip

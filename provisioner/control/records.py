@@ -103,15 +103,27 @@ def launch_estimate(
     for the work the job has left and the time to its deadline. Without a model figure (no
     work given, or the estimate failed: it must never stop a launch), the planner's hours x
     price."""
+    est = launch_cost_estimate(placement, policy, job, now)
+    if est is not None:
+        return (est.mean_usd, est.p10_usd, est.p90_usd)
+    return (placement.est_job_cost, None, None)
+
+
+def launch_cost_estimate(
+    placement: Placement,
+    policy: Policy | None = None,
+    job: JobRow | None = None,
+    now: datetime | None = None,
+) -> CostEstimate | None:
+    """The whole estimate behind :func:`launch_estimate` (with its chance of missing the
+    deadline), or None where there is no model figure."""
     est = placement.estimate
     if est is None and policy is not None and placement.est_hours is not None:
         try:
             est = _estimate_now(placement, policy, job, now)
         except Exception as exc:  # a figure for the report, never a reason not to launch
             log.warning("no estimate for the launch on %s: %s", placement.offer.location, exc)
-    if est is not None:
-        return (est.mean_usd, est.p10_usd, est.p90_usd)
-    return (placement.est_job_cost, None, None)
+    return est
 
 
 def _estimate_now(
@@ -162,7 +174,12 @@ def attempt_row(
     policy: Policy | None = None,
 ) -> AttemptRow:
     o = placement.offer
-    est, p10, p90 = launch_estimate(placement, policy, job, now)
+    full = launch_cost_estimate(placement, policy, job, now)
+    est, p10, p90 = (
+        (full.mean_usd, full.p10_usd, full.p90_usd)
+        if full is not None
+        else (placement.est_job_cost, None, None)
+    )
     return AttemptRow(
         job_id=job.id,
         attempt=attempt,
@@ -189,6 +206,10 @@ def attempt_row(
         estimate_p90_usd=p90,
         nodes=placement.nodes,
         placement_group=None,
+        on_demand_price_per_hour=o.price,
+        cheapest_on_demand_per_hour=None,
+        cheapest_on_demand_offer=None,
+        estimate_p_miss=None if full is None else full.p_miss_deadline,
     )
 
 

@@ -247,7 +247,7 @@ class Dashboard:
             )
 
     def route(self, path: str, query: dict[str, list[str]], wants_json: bool) -> Response:
-        from provisioner.dashboard import queries
+        from provisioner.dashboard import queries, savings
 
         now = self.clock()
         if path.startswith("/static/"):
@@ -264,6 +264,7 @@ class Dashboard:
             doc = queries.job_page(
                 self.store, now, page=page, per_page=per_page, state=state, q=_str(query, "q")
             )
+            doc["savings"] = savings.store_savings(self.store, now)
             template = "jobs.html"
         elif path.startswith("/jobs/"):
             job_id = path[len("/jobs/") :].strip("/")
@@ -275,6 +276,7 @@ class Dashboard:
                 from provisioner.dashboard.output import output_tail
 
                 found["output"] = output_tail(row)
+            found["ledger"] = savings.job_ledger(self.store, found["job"]["id"], now)
             doc, template = found, "job.html"
         elif path == "/fleet":
             doc = queries.fleet(self.store, now, page=page, per_page=per_page)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policies.model import parse_duration
+from policies.notify import EVENTS, NOTIFY_FILE, TargetName, event_names
 
 
 def _dur(v: Any) -> timedelta:
@@ -20,6 +21,11 @@ class MetricsConfig(BaseModel):
     port: int = Field(9464, ge=0, le=65535, description="Prometheus port (0: any free port).")
     address: str = "127.0.0.1"
     enabled: bool = True
+    ledger_interval: Annotated[
+        timedelta, Field(description="Between refreshes of the ledger's totals (counters).")
+    ] = timedelta(seconds=60)
+
+    _d = field_validator("ledger_interval", mode="before")(classmethod(lambda cls, v: _positive(v)))
 
 
 class DashboardConfig(BaseModel):
@@ -37,6 +43,60 @@ class DashboardConfig(BaseModel):
     )
     token_file: str | None = Field(None, description="Or a file holding the token.")
     page_size: int = Field(100, ge=1, le=1000, description="Jobs per page.")
+
+
+class RateLimit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: int = Field(5, ge=1, le=1000, description="Messages per window, per job and target.")
+    per: Annotated[timedelta, Field(description="The window.")] = timedelta(minutes=1)
+
+    _d = field_validator("per", mode="before")(classmethod(lambda cls, v: _positive(v)))
+
+
+class NotifyConfig(BaseModel):
+    """Notifications (docs/daemon.md, "Notifications"): the URLs by name, the default targets
+    for every job, and how the outbox is delivered."""
+
+    model_config = ConfigDict(extra="forbid")
+    targets_file: str | None = Field(
+        NOTIFY_FILE,
+        description="`name: URL` lines (mode 0600); PROVISIONER_NOTIFY_<NAME> variables too.",
+    )
+    targets: list[TargetName] = Field(
+        default_factory=list, description="Targets told about every job (names, never URLs)."
+    )
+    events: list[str] = Field(
+        default_factory=lambda: list(EVENTS), description="What the default targets are told of."
+    )
+    interval: Annotated[timedelta, Field(description="Between looks at the outbox.")] = timedelta(
+        seconds=2
+    )
+    lease: Annotated[
+        timedelta, Field(description="A claimed message is another replica's after this.")
+    ] = timedelta(seconds=60)
+    tries: int = Field(12, ge=1, le=1000, description="Sends of one message before giving up.")
+    retry_first: Annotated[timedelta, Field(description="Wait after the first failure.")] = (
+        timedelta(seconds=10)
+    )
+    retry_max: Annotated[timedelta, Field(description="Longest wait between tries.")] = timedelta(
+        minutes=10
+    )
+    rate_limit: RateLimit = Field(default_factory=lambda: RateLimit())
+    max_age: Annotated[timedelta, Field(description="Older messages are dropped, not sent.")] = (
+        timedelta(hours=24)
+    )
+
+    _e = field_validator("events")(classmethod(lambda cls, v: event_names(v)))
+    _d = field_validator("interval", "lease", "retry_first", "retry_max", "max_age", mode="before")(
+        classmethod(lambda cls, v: _positive(v))
+    )
+
+
+def _positive(v: Any) -> timedelta:
+    d = _dur(v)
+    if d.total_seconds() <= 0:
+        raise ValueError("must be longer than 0 (for example 2s)")
+    return d
 
 
 class DaemonConfig(BaseModel):
@@ -75,6 +135,7 @@ class DaemonConfig(BaseModel):
     ] = timedelta(seconds=10)
     metrics: MetricsConfig = Field(default_factory=lambda: MetricsConfig())
     dashboard: DashboardConfig = Field(default_factory=lambda: DashboardConfig())
+    notify: NotifyConfig = Field(default_factory=lambda: NotifyConfig())
     providers: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Options per provider for price refresh and reaping."
     )
@@ -140,7 +201,10 @@ def load_config(path: str | None) -> DaemonConfig:
         for err in exc.errors():
             line, col = _locate(node, tuple(err["loc"]))
             field = ".".join(str(x) for x in err["loc"])
-            issues.append(PolicyIssue(str(p), line, col, field, str(err["msg"]).lower()))
+            msg = str(err["msg"]).lower()
+            if err["type"] == "value_error":  # our own words, as written
+                msg = str((err.get("ctx") or {}).get("error") or err["msg"])
+            issues.append(PolicyIssue(str(p), line, col, field, msg))
         raise PolicyError(issues) from None
 
 
@@ -160,6 +224,9 @@ def _locate(node: Any, loc: tuple[Any, ...]) -> tuple[int, int]:
             if nxt is None:
                 break
             cur = nxt
+        elif isinstance(cur, yaml.SequenceNode) and isinstance(part, int) and part < len(cur.value):
+            cur = cur.value[part]
+            best = (cur.start_mark.line + 1, cur.start_mark.column + 1)
         else:
             break
     return best

@@ -53,7 +53,22 @@ class Metrics:
         self.owned = Gauge(
             "provisioner_jobs_owned", "Jobs this replica holds the lease of", registry=r
         )
+        self.notifications = Counter(
+            "provisioner_notifications_total",
+            "Notifications by result (sent: messages; retried, failed, expired: rows)",
+            ["result"],
+            registry=r,
+        )
+        self.outbox = Gauge(
+            "provisioner_notifications_pending", "Notifications waiting in the outbox", registry=r
+        )
         self._server: Any = None
+
+    def add_ledger(self, source: Any) -> None:
+        """Serve the ledger's totals (:mod:`provisioner.control.daemon.ledger_metrics`)."""
+        from provisioner.control.daemon.ledger_metrics import LedgerCollector
+
+        self.registry.register(LedgerCollector(source))
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         from prometheus_client import start_http_server

@@ -25,6 +25,7 @@ from typing import Any
 
 from provisioner.control.daemon.config import DaemonConfig, load_config
 from provisioner.control.daemon.metrics import Metrics
+from provisioner.control.daemon.notifying import load_book
 from provisioner.control.daemon.sdnotify import Notifier, watchdog_interval_s
 
 log = logging.getLogger("provisioner.control.daemon")
@@ -53,6 +54,9 @@ class Daemon:
         self.dashboard_port_override = dashboard_port
         self.dashboard: Any = None
         self.config: DaemonConfig = load_config(config_path)
+        self.book = load_book(self.config.notify)  # the notification URLs, read at start
+        self.notifications: Any = None
+        self.ledger: Any = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self.notifier = Notifier()
         self.metrics = Metrics()
@@ -81,6 +85,13 @@ class Daemon:
         self.store = Store(url)
         heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
         self.reconciler = reconciler_for(self.store, self.config, self.owner)
+        from provisioner.control.daemon.ledger_metrics import LedgerTotals
+        from provisioner.control.daemon.notifying import Notifications
+
+        self.notifications = Notifications(self.store, self.config.notify, self.owner, self.book)
+        self.reconciler.notify = self.notifications.router
+        self.ledger = LedgerTotals(self.store)
+        self.metrics.add_ledger(self.ledger)
         if self.config.metrics.enabled:
             port = (
                 self.metrics_port_override
@@ -142,6 +153,17 @@ class Daemon:
             id="prices",
         )
         sched.add_job(self.reap, "interval", seconds=c.reap_interval.total_seconds(), id="reap")
+        # notifications and the ledger's totals: their own jobs, off the pass's path
+        sched.add_job(
+            self.deliver, "interval", seconds=c.notify.interval.total_seconds(), id="notify"
+        )
+        sched.add_job(
+            self.refresh_ledger,
+            "interval",
+            seconds=c.metrics.ledger_interval.total_seconds(),
+            id="ledger",
+            next_run_time=now,
+        )
         wd = watchdog_interval_s()
         if wd:
             sched.add_job(self.watchdog, "interval", seconds=wd, id="watchdog", next_run_time=now)
@@ -173,12 +195,15 @@ class Daemon:
             log.error("reload failed, keeping the old configuration: %s", exc)
         else:
             self.config = new
+            self._reload_notify(new)
             with self.pass_lock:
                 rec = self.reconciler
                 if rec is not None:
                     rec.lease, rec.decide_every = new.lease, new.decide_interval
                     rec.progress_every = new.progress_interval
                     rec.pass_interval_s = new.reconcile_interval.total_seconds()
+                    if self.notifications is not None:
+                        rec.notify = self.notifications.router
             if self.scheduler is not None:
                 self.scheduler.shutdown(wait=True)
             self.schedule()
@@ -334,6 +359,36 @@ class Daemon:
 
     def watchdog(self) -> None:
         self.notifier.watchdog()
+
+    def deliver(self) -> None:
+        """The outbox: claim what is due, send, mark (provisioner.control.notify.outbox)."""
+        if self.notifications is None:
+            return
+        try:
+            self.notifications.tick(self.metrics)
+        except Exception as exc:  # the store's trouble, or a bug: the next tick retries
+            log.warning("delivering notifications failed: %s; the next tick retries", exc)
+
+    def refresh_ledger(self) -> None:
+        if self.ledger is None:
+            return
+        try:
+            self.ledger.refresh(datetime.now(UTC))
+        except Exception as exc:
+            log.warning("refreshing the ledger's totals failed: %s", exc)
+
+    def _reload_notify(self, new: DaemonConfig) -> None:
+        """New targets and delivery settings (a targets file that cannot be used: the old
+        ones stay, and the log says why)."""
+        from provisioner.control.daemon.notifying import Notifications
+        from provisioner.control.notify.targets import TargetsError
+
+        try:
+            self.book = load_book(new.notify)
+        except TargetsError as exc:
+            log.error("notification targets not reloaded, keeping the old ones: %s", exc)
+        if self.store is not None:
+            self.notifications = Notifications(self.store, new.notify, self.owner, self.book)
 
 
 def reconciler_for(store: Any, config: DaemonConfig, owner: str) -> Any:

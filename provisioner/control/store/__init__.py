@@ -1,4 +1,5 @@
-"""The store: jobs, attempts, instances, events, cooldowns and prices, on SQLAlchemy 2.
+"""The store: jobs, attempts, instances, events, the notification outbox, cooldowns and
+prices, on SQLAlchemy 2.
 
 SQLite (WAL) in the XDG state directory by default, for one controller; PostgreSQL for several
 daemon replicas (``postgresql+psycopg://...``). The schema is created and upgraded by Alembic.
@@ -20,6 +21,7 @@ from provisioner.control.store.engine import (
     store_missing,
 )
 from provisioner.control.store.jobs import JobQueries
+from provisioner.control.store.outbox import Notice
 from provisioner.control.store.records import RecordQueries
 from provisioner.control.store.replicas import drop_replica, heartbeat, live_replicas
 from provisioner.control.store.schema import (
@@ -29,6 +31,7 @@ from provisioner.control.store.schema import (
     EventRow,
     InstanceRow,
     JobRow,
+    NotificationRow,
     PriceRow,
     ReplicaRow,
 )
@@ -41,6 +44,8 @@ __all__ = [
     "EventRow",
     "InstanceRow",
     "JobRow",
+    "Notice",
+    "NotificationRow",
     "PriceRow",
     "ReplicaRow",
     "Store",

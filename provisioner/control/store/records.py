@@ -9,7 +9,8 @@ from typing import Any, cast
 
 from sqlalchemy import Table, delete, func, select, update
 
-from provisioner.control.store.engine import StoreBase, _aware, _chunks
+from provisioner.control.store.engine import _aware, _chunks
+from provisioner.control.store.outbox import Notice, OutboxQueries
 from provisioner.control.store.schema import (
     AttemptRow,
     CooldownRow,
@@ -20,7 +21,7 @@ from provisioner.control.store.schema import (
 )
 
 
-class RecordQueries(StoreBase):
+class RecordQueries(OutboxQueries):
     # -- attempts -----------------------------------------------------------------------------
 
     def add_attempt(self, row: AttemptRow) -> None:
@@ -129,20 +130,21 @@ class RecordQueries(StoreBase):
         message: str,
         *,
         at: datetime | None = None,
+        notify: Notice | None = None,
         **data: Any,
     ) -> None:
+        """An event; with ``notify``, its outbox rows in the same transaction (delivered by
+        the daemon once this commits: an event is never told before it is recorded, and a
+        recorded one is never lost to a crash)."""
         from providers.base import redact
 
+        when = at or datetime.now(UTC)
         with self.session() as s:
-            s.add(
-                EventRow(
-                    job_id=job_id,
-                    at=at or datetime.now(UTC),
-                    kind=kind,
-                    message=redact(message),
-                    data=data,
-                )
-            )
+            row = EventRow(job_id=job_id, at=when, kind=kind, message=redact(message), data=data)
+            s.add(row)
+            if notify is not None and notify.targets:
+                s.flush()  # the event's id, for the outbox rows
+                self.enqueue(s, row.id, job_id, notify, when)
 
     def has_event(self, job_id: str, kind: str, mentioning: str) -> bool:
         """Whether the job has an event of ``kind`` whose message mentions ``mentioning``."""
@@ -165,6 +167,22 @@ class RecordQueries(StoreBase):
             if limit:
                 q = q.limit(limit)
             return [self._fix(r) for r in s.scalars(q).all()]
+
+    def events_of_kinds(
+        self, job_ids: Sequence[str], kinds: Sequence[str]
+    ) -> dict[str, list[EventRow]]:
+        """The events of these kinds of many jobs, in order, in a few queries."""
+        out: dict[str, list[EventRow]] = {j: [] for j in job_ids}
+        with self.session() as s:
+            for chunk in _chunks(list(job_ids), 1000):
+                q = (
+                    select(EventRow)
+                    .where(EventRow.job_id.in_(chunk), EventRow.kind.in_(list(kinds)))
+                    .order_by(EventRow.id)
+                )
+                for e in s.scalars(q):
+                    out[e.job_id or ""].append(self._fix(e))
+        return out
 
     # -- cooldowns ----------------------------------------------------------------------------
 

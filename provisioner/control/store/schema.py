@@ -1,4 +1,5 @@
-"""Tables of the store: jobs, attempts, instances, events, cooldowns, prices, probe results.
+"""Tables of the store: jobs, attempts, instances, events, the notification outbox, cooldowns,
+prices, probe results.
 
 The schema is owned by the Alembic migrations in ``provisioner/control/migrations``; these ORM classes
 describe the same tables for queries (a test checks that the two agree).
@@ -98,6 +99,19 @@ class AttemptRow(Base):
     # once the group is deleted
     nodes: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     placement_group: Mapped[str | None] = mapped_column(String(256), nullable=True, default=None)
+    # the ledger's references, kept at launch (migration 0006): the offer's own on-demand price
+    # per node-hour (same type and zone), the cheapest on-demand placement the policy allowed
+    # then (per node-hour, and which), and the estimate's chance of missing the deadline
+    on_demand_price_per_hour: Mapped[float | None] = mapped_column(
+        Float, nullable=True, default=None
+    )
+    cheapest_on_demand_per_hour: Mapped[float | None] = mapped_column(
+        Float, nullable=True, default=None
+    )
+    cheapest_on_demand_offer: Mapped[str | None] = mapped_column(
+        String(256), nullable=True, default=None
+    )
+    estimate_p_miss: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
 
 
 class InstanceRow(Base):
@@ -130,6 +144,37 @@ class EventRow(Base):
     kind: Mapped[str] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text)
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class NotificationRow(Base):
+    """The outbox (migration 0006): one message for one target about one event, written in
+    the event's transaction and delivered by the daemon (provisioner.control.notify). It holds
+    the target's name, never its URL."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (
+        UniqueConstraint("event_id", "target", name="uq_notification_event_target"),
+        Index("ix_notifications_state", "state", "next_try_at"),
+        Index("ix_notifications_queue", "job_id", "target", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    event_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    target: Mapped[str] = mapped_column(String(64))
+    event: Mapped[str] = mapped_column(String(32))  # what it tells of (policies.notify.EVENTS)
+    title: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    state: Mapped[str] = mapped_column(String(16))  # pending | sent | failed | expired
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    next_try_at: Mapped[datetime]
+    claimed_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(nullable=True)
+    sent_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    #: sent inside another row's summary message (the rate limit folds the rest into one)
+    folded_into: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")
 
 
 class CooldownRow(Base):

@@ -1,0 +1,199 @@
+"""Events a job's pass writes for people and for the ledger, beside decide()'s actions.
+
+* ``first-progress``: the first report of the attempt's agent that the job runs (boot, setup
+  and restore from the checkpoint are over: the end of its changeover, which the ledger
+  prices), with the checkpoint it resumed from;
+* ``restarted``: a new attempt runs after a preemption (once per restart, counted from the
+  preempted attempts);
+* ``budget``: spend crossed one of the policy's budget levels (percent of ``budget.max_total``;
+  the highest level crossed, once);
+* ``deadline-risk``: a launch's estimate gives at least ``notify.deadline_miss`` chance of
+  missing the deadline, where the launch before it gave less;
+* ``no-capacity``: the job has no instance and every eligible offer answered no capacity or
+  no quota within the last five minutes; ``price-cap``: no offer is left and offers were
+  rejected for their price (bid cap, hourly budget). Each once until a launch succeeds.
+
+Each goes through the job's ``event()``, so the notification outbox rows are written in the
+event's own transaction (:mod:`provisioner.control.notify.route` says who hears of which).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from provisioner.control.inputs import MOVE_ON
+from provisioner.control.notify.route import settings
+from provisioner.core import decide as d
+from provisioner.core.models import Instance
+from provisioner.core.timefmt import parse_time
+from provisioner.core.views import CAPACITY_ERRORS_WITHIN
+
+if TYPE_CHECKING:
+    from provisioner.control.jobbase import JobPassBase
+    from provisioner.control.store import AttemptRow
+
+#: The agent's states in which the job itself runs (its step counts).
+RUNNING_STATES = ("running", "checkpointing")
+
+
+def note_first_progress(runner: JobPassBase, progress: dict[str, Any] | None) -> None:
+    """An event at the current attempt's first progress (the agent's report time)."""
+    cur, p = runner.current, progress or {}
+    if cur is None or cur.launched_at is None or runner.memo.first_progress == cur.attempt:
+        return
+    if p.get("attempt") != cur.attempt or p.get("state") not in RUNNING_STATES:
+        return
+    old = runner.job.progress or {}
+    runner.memo.first_progress = cur.attempt
+    if old.get("attempt") == cur.attempt and old.get("state") in (*RUNNING_STATES, "done"):
+        return  # seen and recorded before (this process or the one before it)
+    at = parse_time(p.get("updated_at")) or runner.now
+    at = min(max(at, cur.launched_at), runner.now)
+    secs = (at - cur.launched_at).total_seconds()
+    resumed = p.get("resumed_from")
+    runner.store.add_event(
+        runner.job.id,
+        "first-progress",
+        f"attempt {cur.attempt}: the job runs, {secs:.0f} s after its launch"
+        + (f" (resumed from {resumed})" if resumed else ""),
+        at=at,
+        attempt=cur.attempt,
+        resumed_from=resumed,
+    )
+
+
+def note_restart(runner: JobPassBase) -> None:
+    """A ``restarted`` event once the attempt after a preempted one runs."""
+    cur = runner.current
+    if cur is None or cur.state != "running" or cur.launched_at is None:
+        return
+    ran = [a for a in runner.attempts if a.attempt < cur.attempt and a.launched_at is not None]
+    if not ran or ran[-1].state != "preempted":
+        return
+    n = sum(1 for a in ran if a.state == "preempted")
+    if runner.memo.restart_told >= n:
+        return
+    runner.memo.restart_told = n
+    if runner.store.has_event(runner.job.id, "restarted", f"restart {n}:"):
+        return
+    prev = ran[-1]
+    runner.event(
+        "restarted",
+        f"restart {n}: attempt {cur.attempt} runs on {cur.provider}:{cur.zone} "
+        f"{cur.instance_type} ({cur.market}, ${cur.price_per_hour:.4f}/h) after attempt "
+        f"{prev.attempt} on {prev.provider}:{prev.zone} was preempted",
+        restart=n,
+        attempt=cur.attempt,
+    )
+
+
+def note_budget(runner: JobPassBase, spent: float) -> None:
+    """A ``budget`` event when spend crosses a level higher than any told before."""
+    total = runner.policy.budget.max_total
+    if not total or spent <= 0.0:
+        return
+    reached = [
+        lv for lv in settings(runner.policy.notify).budget_levels if spent >= total * lv / 100
+    ]
+    if not reached:
+        return
+    top, memo = reached[-1], runner.memo
+    if memo.budget_level is not None and memo.budget_level >= top:
+        return
+    if memo.budget_level is None:  # first look in this process: what was told before
+        memo.budget_level = max(
+            [float((e.data or {}).get("level") or 0.0) for e in _events(runner, "budget")] or [0.0]
+        )
+        if memo.budget_level >= top:
+            return
+    memo.budget_level = top
+    runner.event(
+        "budget",
+        f"spent ${spent:.2f} of the ${total:.2f} budget: {top:g}% of it",
+        level=top,
+        spent_usd=round(spent, 6),
+        budget_usd=total,
+    )
+
+
+def note_deadline(runner: JobPassBase, row: AttemptRow) -> None:
+    """A ``deadline-risk`` event when this launch's estimate crosses the threshold."""
+    p = row.estimate_p_miss
+    limit = settings(runner.policy.notify).deadline_miss
+    if p is None or p < limit:
+        return
+    before = [
+        a.estimate_p_miss
+        for a in runner.attempts
+        if a.attempt < row.attempt and a.estimate_p_miss is not None
+    ]
+    if before and before[-1] >= limit:
+        return  # at risk already, and told
+    deadline = runner.job.deadline
+    when = f" ({deadline:%Y-%m-%d %H:%M} UTC)" if isinstance(deadline, datetime) else ""
+    runner.event(
+        "deadline-risk",
+        f"the estimate at the launch of attempt {row.attempt} on {row.provider}:{row.zone} "
+        f"gives a {p:.0%} chance of finishing after the deadline{when} (told from "
+        f"{limit:.0%})",
+        attempt=row.attempt,
+        p_miss=round(p, 4),
+        threshold=limit,
+    )
+
+
+def note_exhausted(runner: JobPassBase, actions: list[d.Action], seen: list[Instance]) -> None:
+    """``no-capacity`` / ``price-cap`` when the job cannot run anywhere, once until a launch."""
+    plan = runner.plan
+    if plan is None or any(i.state.alive for i in seen) or runner.job.cancel_requested:
+        return
+    if any(isinstance(a, (d.Launch, *d.FINAL)) for a in actions):
+        return
+    kind, text = _exhausted(runner, plan)
+    if kind is None or runner.memo.exhausted == kind:
+        return
+    runner.memo.exhausted = kind
+    last = [e for e in _events(runner, "no-capacity", "price-cap", "launch")][-1:]
+    if last and last[0].kind == kind:
+        return  # told already, and nothing launched since
+    runner.event(kind, text)
+
+
+def _exhausted(runner: JobPassBase, plan: Any) -> tuple[str | None, str]:
+    rejected = plan.rejected
+    priced = rejected.get("bid_cap", 0) + rejected.get("budget_hourly", 0)
+    if not plan.placements:
+        if not priced:
+            return None, ""
+        parts = [
+            f"{n} above {what}"
+            for n, what in (
+                (rejected.get("bid_cap", 0), "the bid cap"),
+                (rejected.get("budget_hourly", 0), "budget.max_price_per_hour"),
+            )
+            if n
+        ]
+        return "price-cap", "no offer within the price caps: " + ", ".join(parts)
+    recent = runner.now - CAPACITY_ERRORS_WITHIN
+    busy = {
+        (a.provider, a.zone, a.instance_type, a.market)
+        for a in runner.attempts
+        if a.state == "failed"
+        and a.end_reason.startswith(MOVE_ON)
+        and (a.ended_at or a.created_at) >= recent
+    }
+    keys = {
+        (p.offer.provider, p.offer.zone or p.offer.region, p.offer.instance_type, p.market.value)
+        for p in plan.placements
+    }
+    if not keys or not keys <= busy:
+        return None, ""
+    return "no-capacity", (
+        f"every eligible offer ({len(keys)}) answered no capacity or no quota in the last "
+        f"{int(CAPACITY_ERRORS_WITHIN.total_seconds() // 60)} min; the job waits and tries again"
+    )
+
+
+def _events(runner: JobPassBase, *kinds: str) -> list[Any]:
+    return [e for e in runner.store.events(runner.job.id) if e.kind in kinds]

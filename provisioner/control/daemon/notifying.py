@@ -1,0 +1,88 @@
+"""The daemon's notifications: its configuration read into a target book, a router for the
+reconciler and a deliverer for the outbox job (its own APScheduler job, never the pass's)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from provisioner.control.daemon.config import NotifyConfig
+from provisioner.control.notify.outbox import Deliverer, Delivery
+from provisioner.control.notify.route import Router
+from provisioner.control.notify.send import INSTALL, have_apprise
+from provisioner.control.notify.targets import TargetBook
+
+log = logging.getLogger("provisioner.control.daemon")
+
+
+def delivery_of(c: NotifyConfig) -> Delivery:
+    return Delivery(
+        lease=c.lease,
+        tries=c.tries,
+        first_retry=c.retry_first,
+        max_retry=c.retry_max,
+        rate_messages=c.rate_limit.messages,
+        rate_per=c.rate_limit.per,
+        max_age=c.max_age,
+    )
+
+
+def load_book(c: NotifyConfig) -> TargetBook:
+    """The targets (:class:`~provisioner.control.notify.targets.TargetsError` when the file
+    cannot be used: the daemon says why and does not start, or keeps the old on reload)."""
+    return TargetBook.load(c.targets_file)
+
+
+class Notifications:
+    def __init__(self, store: Any, config: NotifyConfig, owner: str, book: TargetBook) -> None:
+        self.store, self.config, self.book = store, config, book
+        self.router = Router.of(config.targets, config.events)
+        self.deliverer = Deliverer(store, book, owner, delivery_of(config))
+        self.apprise = have_apprise()
+        self.say_what()
+
+    def say_what(self) -> None:
+        """One line of what is configured; one clear warning when apprise is missing."""
+        if not self.book and not self.config.targets:
+            return
+        names = ", ".join(f"{n} ({src})" for n, src in self.book.listed()) or "none"
+        log.info(
+            "notifications: targets %s; told about every job: %s",
+            names,
+            ", ".join(self.config.targets) or "none",
+        )
+        missing = [t for t in self.config.targets if t not in self.book]
+        if missing:
+            log.warning(
+                "notify.targets names %s, which have no URL (in %s or PROVISIONER_NOTIFY_<NAME>)",
+                ", ".join(missing),
+                self.config.targets_file,
+            )
+        if not self.apprise:
+            self.deliverer._warned.add("apprise")
+            log.warning(
+                "notifications are configured but apprise is not installed: %s; messages "
+                "wait in the outbox until it is",
+                INSTALL,
+            )
+
+    def tick(self, metrics: Any) -> None:
+        if not self.apprise:
+            if "apprise" not in self.deliverer._warned and self.store.outbox_pending():
+                self.deliverer._warned.add("apprise")
+                log.warning(
+                    "jobs' policies name notification targets but apprise is not installed: "
+                    "%s; messages wait in the outbox until it is",
+                    INSTALL,
+                )
+            return
+        rep = self.deliverer.tick()
+        for result, n in (
+            ("sent", rep.sent),
+            ("retried", rep.retried),
+            ("failed", rep.failed),
+            ("expired", rep.expired),
+        ):
+            if n:
+                metrics.notifications.labels(result=result).inc(n)
+        metrics.outbox.set(self.store.outbox_pending())
