@@ -29,3 +29,73 @@ def shared_data(*parts: str) -> Path:
     if not p.exists():
         pytest.skip(f"needs ../shared/data ({p.relative_to(SHARED_DATA.parent)}) beside the repo")
     return p
+
+
+# -- tiers ---------------------------------------------------------------------------------------
+
+#: modules whose every test is slow, besides the ``e2e`` ones (real subprocesses): what they run
+SLOW_MODULES = {
+    "test_dashboard_browser": "a real Chromium",
+    "test_job_hf": "a real Hugging Face Trainer",
+    "test_job_save_timing": "real torch saves against a notice's deadline",
+    "test_job_torchrun": "real torchrun workers",
+    "test_launch_rules": "hundreds of launches against every cloud's rules",
+}
+
+#: single tests measured at seconds each (`pytest --durations`, docs/testing.md): hypothesis
+#: properties over many examples, real servers and processes, real-window replays
+SLOW_TESTS = {
+    "test_agent.py::test_notice_signal_checkpoint_synced_before_the_kill",
+    "test_agent_probe.py::test_agent_probes_the_node_before_the_job_and_stores_the_report",
+    "test_cli_junk.py::test_junk_as_a_real_process",
+    "test_dashboard.py::test_pages_on_postgresql",
+    "test_dashboard.py::test_dashboard_command_serves_a_store_and_refuses_bad_setups",
+    "test_dashboard.py::test_the_daemons_price_refresh_is_the_history_the_prices_page_charts",
+    "test_dashboard.py::test_daemon_serves_the_dashboard_and_up_prints_its_address",
+    "test_decide.py::test_launch_invariants",
+    "test_defects_16.py::test_7_failpoints_are_injected_not_read_from_the_environment",
+    "test_example_job.py::test_killed_at_random_points_ends_bit_identical",
+    "test_example_job.py::test_preempted_in_one_zone_resumed_in_another_bit_identical",
+    "test_jobroad_checks.py::test_user_data_carries_no_code_and_no_secret_with_a_100_mb_workdir",
+    "test_layout.py::test_no_cycle_in_the_import_graph",
+    "test_lazy_imports.py::test_plan_imports_only_what_it_uses",
+    "test_learned.py::test_deadline_guarantee_on_adversarial_traces",
+    "test_learned.py::test_daemon_and_simulator_agree_with_the_learned_strategy",
+    "test_learned.py::test_no_look_ahead_decisions_to_t_ignore_the_trace_after_t",
+    "test_new_user.py::test_5_read_only_commands_never_create_a_store",
+    "test_new_user.py::test_12_the_daemon_s_journal_holds_our_lines_not_the_libraries",
+    "test_notify.py::test_messages_reach_a_webhook_and_a_mailbox_in_order",
+    "test_objstore.py::test_listing_past_one_page_from_many_threads",
+    "test_objstore.py::test_agent_checkpoints_into_a_bucket_on_a_notice",
+    "test_planner.py::test_no_placement_breaks_residency_bid_cap_or_budget",
+    "test_policy_fuzz.py::test_hostile_documents_through_the_pure_python_parser",
+    "test_policy_fuzz.py::test_hostile_documents_get_a_located_answer",
+    "test_policy_fuzz.py::test_cli_never_prints_a_traceback",
+    "test_policy_fuzz.py::test_random_structures",
+    "test_probe.py::test_cli_probe_text_and_output_file",
+    "test_rules.py::test_the_planner_s_masks_are_the_scalar_rules",
+    "test_rules.py::test_the_guard_refuses_exactly_what_the_rules_refuse",
+    "test_sim_provider.py::test_idle_server_exits_by_itself",
+    "test_sim_provider.py::test_server_outlives_the_controller_that_started_it",
+    "test_sim_provider.py::test_concurrent_controllers_start_one_server",
+    "test_sim_provider.py::test_demo_scenario_preempts_the_first_spot_instance_of_a_job",
+    "test_simulate.py::test_replay_and_decide_agree_on_real_windows",
+    "test_simulate.py::test_replay_and_decide_agree_on_synthetic_windows",
+    "test_simulate.py::test_the_four_properties_on_real_windows",
+    "test_simulate.py::test_cli_simulate_json_and_plot",
+    "test_simulate_gang.py::test_gangs_on_the_16_node_set",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``slow``: end-to-end runs (``e2e``), chaos, browser and framework tests, and the tests
+    measured at seconds each (``pytest -m "not slow"`` is the fast tier). The slow ones go first: under pytest-xdist the long tests then
+    start at once on their own workers, and the short ones fill the gaps, so that the workers
+    end together."""
+    for item in items:
+        module = item.path.stem
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if item.get_closest_marker("e2e") or module in SLOW_MODULES or name in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable

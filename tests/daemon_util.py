@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from provisioner.control.store import Store
 from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, Instance
+from tests.waiting import until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -185,13 +186,9 @@ def submit(store: Store, policy: Path, n: int, provider: str, options: dict[str,
     ]
 
 
-def wait_for(what: Callable[[], bool], timeout: float, every: float = 0.2) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if what():
-            return True
-        time.sleep(every)
-    return what()
+def wait_for(what: Callable[[], Any], timeout: float, every: float = 0.2) -> bool:
+    """Whether ``what()`` came true within ``timeout`` s (callers assert it with a story)."""
+    return until(what, timeout, every)
 
 
 # -- watching the cloud --------------------------------------------------------------------------

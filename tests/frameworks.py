@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests import waiting
 from tests.e2e_util import REPO
 
 INSTALL = {
@@ -134,13 +134,7 @@ restart:
 
 def wait_for(what: Callable[[], Any], timeout: float, poll_s: float = 0.1) -> Any:
     """``what()``'s first truthy answer, polled until ``timeout`` (then an assertion error)."""
-    until = time.monotonic() + timeout
-    while time.monotonic() < until:
-        got = what()
-        if got:
-            return got
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    return waiting.wait_for(what, timeout, poll_s)
 
 
 @dataclass

@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.waiting import until
+
 TOKEN = "XoXbT0kenS3cret9f8e7d6c5b4a"  # a webhook token: must never be seen anywhere but here
 MAIL_PASSWORD = "Sm7pPassw0rdQ9z8y7"
 
@@ -32,13 +34,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(what: Callable[[], bool], timeout: float, every: float = 0.05) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if what():
-            return True
-        time.sleep(every)
-    return what()
+def wait_for(what: Callable[[], Any], timeout: float, every: float = 0.05) -> bool:
+    """Whether ``what()`` came true within ``timeout`` s (callers assert it with a story)."""
+    return until(what, timeout, every)
 
 
 @dataclass

@@ -11,8 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from provisioner.agent.notices import NoticeReader
 from provisioner.agent.spec import AgentSpec, SpecError
 from provisioner.agent.store import CheckpointStore, read_progress
 from provisioner.core.models import InstanceState, LaunchRequest, Market
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -42,16 +42,6 @@ TRAIN = [
     "--log-every",
     "0",
 ]
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
 
 
 def group_gone(pgid: int) -> bool:
@@ -329,7 +319,7 @@ def test_a_job_without_a_handler_is_not_killed_by_the_checkpoint_signal(tmp_path
         checkpoint_uri=store,
         metadata_url=unreachable_url(),
         workdir=str(tmp_path / "w"),
-        command=[PY, "-c", "import time; time.sleep(1.5)"],
+        command=[PY, "-c", "import time; time.sleep(1.5)"],  # the job: 1.5 s of work
         interval_s=0.2,
         grace_s=0.3,
     )

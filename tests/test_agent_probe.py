@@ -8,9 +8,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +18,7 @@ from provisioner.agent.spec import AgentSpec, SpecError
 from provisioner.agent.store import CheckpointStore, read_progress
 from provisioner.probe.idle import IdleTracker, UtilisationSource
 from tests.fakes.nvml import FakeGPU, FakeNVML
+from tests.waiting import until
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -123,16 +124,19 @@ def test_agent_reports_since_when_the_gpu_is_idle(tmp_path: Path) -> None:
     )
     try:
         seen_busy = seen_idle = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
+        p: dict[str, Any] = {}
+
+        def idle_seen() -> bool:
+            nonlocal p, seen_busy, seen_idle
             p = read_progress(store, "i") or {}
             idle = p.get("gpu_idle") or {}
             if p.get("state") == "running" and idle.get("utilization_pct") == 96.0:
                 seen_busy = seen_busy or idle
             if idle.get("since"):
                 seen_idle = idle
-                break
-            time.sleep(0.1)
+            return seen_idle is not None or proc.poll() is not None
+
+        until(idle_seen, 60, every=0.1)
         assert seen_idle is not None, "the agent never reported the GPU idle"
         assert seen_idle["utilization_pct"] == 0.0 and seen_idle["threshold_pct"] == 10
         assert p["probe"]["fraction"] == 0.9 and p["probe"]["backend"] == "sim"

@@ -12,7 +12,6 @@ import json
 import shutil
 import stat
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from providers.bootstrap import (
     spec_from_script,
     user_data_limit,
 )
+from tests import waiting
 
 SPEC = {
     "job_id": "finetune-llama",
@@ -284,10 +284,7 @@ def test_which_package_specs_would_come_from_pypi() -> None:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    waiting.wait_for(condition, timeout)
 
 
 def _alive(pid: int) -> bool:

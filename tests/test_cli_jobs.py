@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from providers.sim import SimProvider
 from tests.e2e_util import write_policy
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -66,17 +66,15 @@ def test_ctrl_c_leaves_a_clean_state_and_job_commands_work(tmp_path: Path, sim_d
         stderr=subprocess.PIPE,
         text=True,
     )
+
     # wait until the job runs on an instance
-    job_id = None
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
-        out = cli("jobs", "--json", env=env)
-        rows = json.loads(out.stdout or "[]")
+    def running() -> str | None:
+        rows = json.loads(cli("jobs", "--json", env=env).stdout or "[]")
         if rows and rows[0]["placement"] and rows[0]["placement"]["attempt_state"] == "running":
-            job_id = rows[0]["id"]
-            break
-        time.sleep(0.5)
-    assert job_id, "the job started"
+            return str(rows[0]["id"])
+        return None
+
+    job_id = wait_for(running, timeout=60, every=0.5)
     sim = SimProvider(sim_dir)
     assert [i for i in sim.list({"provisioner-job": job_id}) if i.state.alive]
     proc.send_signal(signal.SIGINT)

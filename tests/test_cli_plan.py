@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from provisioner.cli import cli
 from provisioner.core.regions import regions
+from tests.terminal import run_in_terminal
 
 REPO = Path(__file__).resolve().parents[1]
 FINETUNE = str(REPO / "policies" / "spot-finetune.yaml")
@@ -57,7 +58,7 @@ def test_plan_table_explains_rejections() -> None:
 def test_plan_table_columns_line_up_and_a_narrow_screen_gets_rich(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("COLUMNS", "60")  # a pipe takes no notice of COLUMNS
     code, out, _ = invoke("plan", "--policy", FINETUNE, "--top", "3")
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("#  provider  "))
@@ -65,9 +66,10 @@ def test_plan_table_columns_line_up_and_a_narrow_screen_gets_rich(
     assert code == 0 and [r.split()[0] for r in rows] == ["1", "2", "3"]
     # right-aligned numbers end under their header: the last column lines up
     assert {len(r) for r in rows} == {len(lines[header])}
-    assert all(len(line) <= 200 for line in lines) and "…" not in out
-    monkeypatch.setenv("COLUMNS", "60")  # too narrow for the columns: rich wraps the cells
-    code, out, _ = invoke("plan", "--policy", FINETUNE, "--top", "3")
+    # a pipe: nothing cut, no line wrapped (the head line whole, for grep)
+    assert "…" not in out and "prices in USD)" in lines[0]
+    # a terminal too narrow for the columns: rich wraps the cells (a pipe is never wrapped)
+    code, out = run_in_terminal(["plan", "--policy", FINETUNE, "--top", "3"], columns=60)
     assert code == 0 and "…" in out and "Rejected" in out
     assert all(len(line) <= 60 for line in out.splitlines())
 
@@ -184,20 +186,26 @@ def test_live_prices_override_the_catalog() -> None:
 
 
 def test_plan_into_a_closed_pipe_stops_quietly() -> None:
-    """`provisioner plan | head -1`: the reader goes away; no error line, exit 141 (SIGPIPE)."""
+    """`provisioner plan | true`: the reader goes away before the first line; no error line,
+    exit 141 (SIGPIPE). (The reader closes before anything is written: a reader that waits for
+    a first line races the writer, which may fit all of its output in the pipe's buffer.)"""
+    import os
     import subprocess
     import sys
     from pathlib import Path
 
     policy = Path(__file__).resolve().parents[1] / "policies" / "spot-finetune.yaml"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "provisioner", "plan", "--policy", str(policy)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.readline()
-    proc.stdout.close()  # like head after its first line
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes anything
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "provisioner", "plan", "--policy", str(policy)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.stderr is not None
     err = proc.stderr.read().decode()
     assert proc.wait(60) == 141, err
     assert "error" not in err and "Traceback" not in err

@@ -231,7 +231,7 @@ def test_the_sim_charges_each_cloud_by_its_billing(tmp_path: Path, sims: list[Si
     # 1 real second = 100 simulated seconds: Azure bills whole started minutes, Tencent seconds
     scaled = started(sims, tmp_path / "scaled", 36)
     azure, tencent = launch(scaled, "azure", "long-azure"), launch(scaled, "tencent", "long-t")
-    time.sleep(1.0)
+    time.sleep(1.0)  # the behaviour under test: a second of run (100 simulated seconds) billed
     scaled.terminate([azure, tencent])
     a, t = scaled.billing(azure), scaled.billing(tencent)
     assert a.sim_seconds > 60 and t.sim_seconds > 60

@@ -18,7 +18,6 @@ group left behind, and the result bit for bit a straight 2-rank run's.
 from __future__ import annotations
 
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -132,8 +131,9 @@ def test_sigkill_during_a_gangs_launch_recovery_and_cleanup_on_sim(tmp_path: Pat
                 settled_look()
                 assert d.stop() == 0
                 found = sorted(live(), key=lambda x: x.node)
-                sim.preempt(found[i % 2].id, notice_s=2.0)
-                time.sleep(2.5)
+                taken = found[i % 2].id
+                sim.preempt(taken, notice_s=2.0)
+                assert wait_for(lambda t=taken: not sim.get(t).state.alive, timeout=30)
             for point in points:
                 d = DaemonProc(cfg, log, {"PROVISIONER_CRASH_AT": point}).start()
                 rc = d.wait(10.0)

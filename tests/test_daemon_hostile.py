@@ -177,7 +177,7 @@ def hold_write_lock(db: Path, seconds: float) -> threading.Thread:
             "INSERT INTO events (job_id, at, kind, message, data) VALUES (NULL, '2026-01-01', 'lock', 'held', '{}')"
         )
         started.set()
-        time.sleep(seconds)
+        time.sleep(seconds)  # the behaviour under test: the lock held this long
         con.execute("ROLLBACK")
         con.close()
 
@@ -270,7 +270,7 @@ def test_the_daemon_keeps_serving_through_a_full_disk(
                 ("x" * 1_000_000,),
             )
             con.commit()
-        time.sleep(8)  # passes run against the full disk
+        time.sleep(8)  # the behaviour under test: the disk stays full for several passes
         filler.unlink()
 
     run_daemon_through(tmp_path, sim, db, full, "database or disk is full")

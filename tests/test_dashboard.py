@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import pytest
 from provisioner.control.store import Store, heartbeat
 from provisioner.dashboard import DashboardError, DashboardServer
 from provisioner.dashboard.history import dashboard_url, record_address
+from tests.waiting import until
 from tools import dashboard_sample
 from tools.dashboard_sample import HOSTILE_NAME, HOSTILE_REASON, SAMPLE_STATES
 
@@ -369,14 +369,13 @@ def test_daemon_serves_the_dashboard_and_up_prints_its_address(tmp_path: Path) -
             stderr=subprocess.STDOUT,
         )
     try:
-        page = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and page is None:
-            for line in log.read_text().splitlines():
-                m = re.search(r"dashboard on (http://\S+/)", line)
-                if m:
-                    page = m.group(1)
-            time.sleep(0.2)
+
+        def address() -> str | None:
+            m = re.search(r"dashboard on (http://\S+/)", log.read_text())
+            return m.group(1) if m else None
+
+        assert until(lambda: address() is not None, 60), log.read_text()
+        page = address()
         assert page, log.read_text()
         assert page.startswith("http://127.0.0.1:")
         status, _, html = get(page)
@@ -397,8 +396,8 @@ def test_daemon_serves_the_dashboard_and_up_prints_its_address(tmp_path: Path) -
         assert status == 200 and doc["id"] in html
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-        time.sleep(0.2)
-        assert dashboard_url(store, datetime.now(UTC)) is None  # replica gone: no address
+        # replica gone: no address
+        assert until(lambda: dashboard_url(store, datetime.now(UTC)) is None, 10)
         store.close()
     finally:
         if proc.poll() is None:

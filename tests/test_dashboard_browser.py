@@ -10,7 +10,6 @@ fails the run: .ci/run installs it.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 
 from provisioner.control.store import Store
 from provisioner.dashboard import DashboardServer
+from tests.waiting import until
 from tools import dashboard_sample, headless
 from tools.dashboard_sample import HOSTILE_NAME, SAMPLE_STATES
 
@@ -57,11 +57,9 @@ def browser() -> Iterator[Any]:
 def load(driver: Any, url: str) -> None:
     headless.console_errors(driver)  # drain what came before
     driver.get(url)
-    for _ in range(100):  # the page's script marks the document ready once it ran
-        if driver.execute_script("return document.documentElement.dataset.ready") == "1":
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{url}: the page's script never ran")
+    # the page's script marks the document ready once it ran
+    ready = "return document.documentElement.dataset.ready"
+    assert until(lambda: driver.execute_script(ready) == "1", 5), f"{url}: its script never ran"
 
 
 def css(driver: Any, selector: str) -> list[Any]:
@@ -94,10 +92,7 @@ def test_jobs_page_loads_with_every_state_and_no_console_error(
 
     Select(css(browser, "form.filter select")[0]).select_by_value("recovering")
     css(browser, "form.filter button")[0].click()
-    for _ in range(100):
-        if "state=recovering" in browser.current_url:
-            break
-        time.sleep(0.05)
+    until(lambda: "state=recovering" in browser.current_url, 5)
     assert [r.get_attribute("data-state") for r in css(browser, "table.jobs tbody tr")] == [
         "recovering"
     ]
@@ -111,10 +106,7 @@ def test_preempted_and_restarted_job_timeline(
     load(browser, server.url)
     link = next(a for a in css(browser, "a.job-name") if a.text == "llama-7b-lora")
     link.click()
-    for _ in range(100):
-        if "/jobs/" in browser.current_url:
-            break
-        time.sleep(0.05)
+    until(lambda: "/jobs/" in browser.current_url, 5)
     assert browser.current_url.endswith("/jobs/" + ids["llama-7b-lora"])
     svg = css(browser, "svg.timeline")[0]
     assert svg.size["width"] > 800  # drawn at the page's width
@@ -176,10 +168,7 @@ def test_fleet_and_prices_pages(browser: Any, server: DashboardServer) -> None:
     load(browser, server.url + "prices")
     assert len(css(browser, "#history svg g.series")) >= 3
     css(browser, "nav.chips a")[1].click()
-    for _ in range(100):
-        if "provider=" in browser.current_url:
-            break
-        time.sleep(0.05)
+    until(lambda: "provider=" in browser.current_url, 5)
     assert css(browser, "#quotes tbody tr")
     # the live toggle: remembered in localStorage, no error
     css(browser, "#live")[0].click()

@@ -238,12 +238,12 @@ def test_job_survives_a_spot_preemption_on_aws_through_moto(
                     preempted.append(iid)
 
                     def reclaim(iid: str = iid) -> None:
-                        time.sleep(4.5)
+                        time.sleep(4.5)  # behaviour under test: reclaimed after its notice
                         hv.power_off(iid)
                         harness.preempt(iid)
 
                     threading.Thread(target=reclaim, daemon=True).start()
-                time.sleep(0.5)
+                time.sleep(0.5)  # this hand-driven controller's pass interval (a daemon's)
         finally:
             hv.close()
             rec.close()

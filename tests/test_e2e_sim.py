@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from providers.sim import SimProvider
 from provisioner.api import Job, submit
 from provisioner.control.store import Store
 from tests.e2e_util import reference_result, write_policy
+from tests.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -52,16 +52,19 @@ def test_job_survives_preemptions_in_two_notice_formats(tmp_path: Path, sim_dir:
 
     def second_preemption() -> None:
         # once the job runs in a zone of the other cloud, take that capacity back too
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        def resumed_elsewhere() -> str | None:
             atts = store.attempts(job_id)
             running = [a for a in atts if a.state == "running" and a.instance_id]
             if any(a.state == "preempted" for a in atts) and running:
                 prog = job.refresh().progress or {}
                 if prog.get("attempt") == running[-1].attempt and (prog.get("step") or 0) > 40:
-                    sim.preempt(running[-1].instance_id)
-                    return
-            time.sleep(0.3)
+                    return running[-1].instance_id
+            return None
+
+        if until(lambda: resumed_elsewhere() is not None, 90, every=0.3):
+            iid = resumed_elsewhere()
+            if iid:
+                sim.preempt(iid)
 
     t = threading.Thread(target=second_preemption, daemon=True)
     t.start()

@@ -32,7 +32,7 @@ def gang_policy(path: Path, ckpt: Path, nodes: int = 2) -> Path:
     path.write_text(f"""
 name: gang-ctl
 job:
-  command: ["{sys.executable}", "-c", "import time; time.sleep(60)"]
+  command: ["{sys.executable}", "-c", "import time; time.sleep(60)"]  # the job: a minute of work
   compute_hours: 2
   reference_gpu: A10G
 resources:

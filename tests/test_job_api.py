@@ -266,7 +266,7 @@ def test_the_agent_writes_the_notice_file_before_it_signals(tmp_path: Path) -> N
         "with job.watch():\n"
         "    print('before', os.path.exists(os.environ['PROVISIONER_NOTICE_FILE']), flush=True)\n"
         "    while not job.checkpoint_requested():\n"
-        "        time.sleep(0.02)\n"
+        "        time.sleep(0.02)\n"  # the job's step: its own work
         "    print('notice', json.dumps(job.notice()), round(job.seconds_left()), flush=True)\n"
     )
     spec = AgentSpec(

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,22 +39,13 @@ from provisioner.agent.objstore import (
 from provisioner.agent.s3errors import errors
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import CheckpointStore, read_progress
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 #: the job counts steps and checkpoints only when signalled
 QUIET = ("--checkpoint-every", "0", "--log-every", "0")
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
 
 
 @pytest.fixture(scope="module")

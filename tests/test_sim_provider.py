@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,19 +22,10 @@ from providers.sim.market import StochasticZone, load_trace
 from providers.sim.rules import RULES
 from provisioner.catalog_files import Catalog
 from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "data" / "traces"
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
 
 
 def group_gone(pgid: int) -> bool:
@@ -271,7 +262,7 @@ def test_demo_scenario_preempts_the_first_spot_instance_of_a_job(state_dir: Path
     with pytest.raises(ProviderError):  # its zone has no capacity for a while
         sim.launch(request(aws_offer(sim, "us-east-1a"), attempt=2))
     second = sim.launch(request(aws_offer(sim, "us-east-1b"), attempt=3))
-    time.sleep(2.5)
+    time.sleep(2.5)  # the behaviour under test: nothing happens to it for a while
     assert sim.get(second.id).state is InstanceState.RUNNING  # only the first one goes
 
 
@@ -305,7 +296,7 @@ def test_billing_of_a_short_instance_has_the_minimum(state_dir: Path) -> None:
 
     scaled = make(state_dir, seconds_per_hour=36)  # 1 real second = 100 simulated seconds
     s = scaled.launch(request(aws_offer(scaled), job="s"))
-    time.sleep(1.0)
+    time.sleep(1.0)  # the behaviour under test: a second of run (100 simulated seconds) billed
     bill = scaled.billing(s.id)
     assert bill.running and 100 <= bill.sim_seconds < 400 and bill.billed_seconds >= 100
 

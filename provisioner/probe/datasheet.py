@@ -62,7 +62,7 @@ def compare(
     doc: dict[str, Any] = {
         "name": name,
         "device": device,
-        "value": round(value, 3),
+        "value": _sig(value),  # significant figures: a slow CPU's 0.0004 TFLOPS is not 0
         "unit": unit,
         "method": method,
         "datasheet": sheet,

@@ -14,7 +14,6 @@ clouds tests/contract/conftest.py parametrises over (no SDK to check).
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from providers.base import ErrorKind
 from providers.sim import SimProvider
 from providers.sim.rules import RULES
 from provisioner.core.models import InstanceState, Market, Offer
+from tests.waiting import wait_for
 
 CLOUD = "aws"
 
@@ -70,11 +70,11 @@ class SimHarness:
 
     def preempt(self, instance_id: str) -> None:
         self._control.preempt(instance_id, notice_s=0)
-        deadline = time.monotonic() + 10
-        while self._control.get(instance_id).state is not InstanceState.PREEMPTED:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{instance_id} was not preempted")
-            time.sleep(0.02)
+        wait_for(
+            lambda: self._control.get(instance_id).state is InstanceState.PREEMPTED,
+            timeout=10,
+            every=0.02,
+        )
 
     def launch_requests(self) -> list[dict[str, Any]]:
         return self._control.launch_requests()

@@ -14,7 +14,6 @@ wire, and deleted once the gang is gone (a second delete, or an unknown id, is n
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -33,6 +32,7 @@ from provisioner.core.models import (
     Market,
     placement_group_name,
 )
+from tests.waiting import until
 
 pytestmark = pytest.mark.contract
 
@@ -78,13 +78,8 @@ def _until_gone(provider: Provider, ids: list[str], *, within: float = 20.0) -> 
     """Wait until the cloud reports each instance terminated, or gone altogether (NOT_FOUND:
     GCP and Azure delete it, as test_terminate allows): a cloud refuses to delete a group
     while a member is still shutting down (EC2's InvalidPlacementGroup.InUse)."""
-    deadline = time.monotonic() + within
-    while True:
-        states = {_state(provider, i) for i in ids}
-        if states <= {InstanceState.TERMINATED}:
-            return
-        assert time.monotonic() < deadline, f"instances not terminated after {within}s: {states}"
-        time.sleep(0.1)
+    gone = until(lambda: {_state(provider, i) for i in ids} <= {InstanceState.TERMINATED}, within)
+    assert gone, f"instances not terminated after {within}s: { {_state(provider, i) for i in ids} }"
 
 
 def _state(provider: Provider, instance_id: str) -> InstanceState:
