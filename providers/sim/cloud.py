@@ -4,7 +4,8 @@ One :class:`SimCloud` lives in the sim server process (``python -m providers.sim
 owns ``<state_dir>``::
 
     config.json                     the market and timing options (config.SimConfig)
-    events.jsonl                    interruptions: one JSON object per line (notice, preempted)
+    events.jsonl                    interruptions: one JSON object per line (notice, preempted);
+                                    the API reports a notice only where the mimicked cloud's does
     instances/<id>/instance.json    one instance (written atomically on every change)
     instances/<id>/spec.json        the node agent's job spec, as the agent reads it
     instances/<id>/work/            the job's working directory
@@ -45,7 +46,7 @@ from providers.sim.records import (
     instance_summary,
     instance_view,
 )
-from providers.sim.rules import RULES, rules_for
+from providers.sim.rules import RULES, api_reports_notices, rules_for
 
 log = logging.getLogger("provisioner.sim")
 
@@ -297,6 +298,11 @@ class SimCloud:
             return [instance_summary(i) for i in sorted(found, key=lambda i: i["launched_real"])]
 
     def interruptions(self, since: float) -> list[dict[str, Any]]:
+        """The interruptions the mimicked cloud's API reports: preemptions, and notices only
+        where that cloud's API reports them and its adapter reads them
+        (``CloudFacts.notice_sources.api_read``): otherwise a notice reaches the controller as
+        on that cloud, through the agent on the VM (its metadata endpoint, then its progress
+        record). ``events.jsonl`` keeps every notice served (what the VM saw)."""
         path = self.dir / "events.jsonl"
         out = []
         with self.lock:
@@ -305,7 +311,9 @@ class SimCloud:
                 for line in path.read_text().splitlines():
                     with contextlib.suppress(ValueError):
                         ev = json.loads(line)
-                        if ev["at_real"] >= since:
+                        if ev["at_real"] >= since and (
+                            ev["kind"] != "notice" or api_reports_notices(ev.get("cloud", ""))
+                        ):
                             out.append(ev)
         return out
 
