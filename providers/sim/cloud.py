@@ -302,7 +302,8 @@ class SimCloud:
         where that cloud's API reports them and its adapter reads them
         (``CloudFacts.notice_sources.api_read``): otherwise a notice reaches the controller as
         on that cloud, through the agent on the VM (its metadata endpoint, then its progress
-        record). ``events.jsonl`` keeps every notice served (what the VM saw)."""
+        record). ``events.jsonl`` keeps every notice served (what the VM saw). The option
+        ``api_notices`` overrides this (True: a cloud whose API reports every notice)."""
         path = self.dir / "events.jsonl"
         out = []
         with self.lock:
@@ -312,10 +313,14 @@ class SimCloud:
                     with contextlib.suppress(ValueError):
                         ev = json.loads(line)
                         if ev["at_real"] >= since and (
-                            ev["kind"] != "notice" or api_reports_notices(ev.get("cloud", ""))
+                            ev["kind"] != "notice" or self._api_notice(ev.get("cloud", ""))
                         ):
                             out.append(ev)
         return out
+
+    def _api_notice(self, cloud: str) -> bool:
+        forced = self.config.api_notices
+        return api_reports_notices(cloud) if forced is None else forced
 
     def billing(self, iid: str) -> dict[str, Any]:
         with self.lock:
