@@ -30,10 +30,10 @@ the job are this tree's either way.
         [--count 3] [--tree DIR]
     .venv/bin/python benchmarks/reaction_bench.py --quick   # one 30 s notice, AWS
 
-Measured (docs/daemon.md has the table), three notices per length, median: 120 s notices,
-downtime 121.2 s before (main: the replacement launched 1.2 s after the capacity went), 0.73 s
-after (launched during the notice, resumed 0.7 s after the notice's checkpoint landed);
-30 s notices, 35.5 s before, 0.78 s after.
+Measured (docs/daemon.md has the table), one notice per cloud at its own length, the notice
+reaching the daemon through the agent's progress record: the replacement launched 4 to 9 s
+into the notice on every cloud; downtime (the notice's checkpoint in -> resumed) 2 to 10 s,
+the daemon's progress re-read (10 s) plus the sim's boot.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from providers.sim.records import (
     instance_summary,
     instance_view,
 )
-from providers.sim.rules import RULES, api_reports_notices, rules_for
+from providers.sim.rules import RULES, api_reports, rules_for
 
 log = logging.getLogger("provisioner.sim")
 
@@ -298,29 +298,15 @@ class SimCloud:
             return [instance_summary(i) for i in sorted(found, key=lambda i: i["launched_real"])]
 
     def interruptions(self, since: float) -> list[dict[str, Any]]:
-        """The interruptions the mimicked cloud's API reports: preemptions, and notices only
-        where that cloud's API reports them and its adapter reads them
-        (``CloudFacts.notice_sources.api_read``): otherwise a notice reaches the controller as
-        on that cloud, through the agent on the VM (its metadata endpoint, then its progress
-        record). ``events.jsonl`` keeps every notice served (what the VM saw). The option
-        ``api_notices`` overrides this (True: a cloud whose API reports every notice)."""
-        path = self.dir / "events.jsonl"
-        out = []
+        """What the mimicked cloud's API reports (``rules.api_reports``): preemptions, and
+        notices only where that cloud's API does; ``events.jsonl`` has every notice served."""
+        path, evs = self.dir / "events.jsonl", []
         with self.lock:
             self.touch()
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    with contextlib.suppress(ValueError):
-                        ev = json.loads(line)
-                        if ev["at_real"] >= since and (
-                            ev["kind"] != "notice" or self._api_notice(ev.get("cloud", ""))
-                        ):
-                            out.append(ev)
-        return out
-
-    def _api_notice(self, cloud: str) -> bool:
-        forced = self.config.api_notices
-        return api_reports_notices(cloud) if forced is None else forced
+            for line in path.read_text().splitlines() if path.exists() else []:
+                with contextlib.suppress(ValueError):
+                    evs.append(json.loads(line))
+        return [e for e in evs if e["at_real"] >= since and api_reports(e, self.config)]
 
     def billing(self, iid: str) -> dict[str, Any]:
         with self.lock:

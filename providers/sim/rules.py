@@ -14,8 +14,10 @@ cloud's protection period (Alibaba: 1 h) is not reclaimed by the market; a force
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from providers.facts import CloudFacts, cloud_facts
+from providers.sim.config import SimConfig
 
 
 @dataclass(frozen=True)
@@ -139,3 +141,13 @@ def api_reports_notices(cloud: str) -> bool:
     served on the instance's metadata endpoint only, as on that cloud."""
     rules = RULES.get(cloud)
     return rules is not None and rules.facts.notice_sources.api_read
+
+
+def api_reports(event: dict[str, Any], config: SimConfig) -> bool:
+    """Whether the sim's API reports ``event`` (a line of ``events.jsonl``): a preemption
+    always; a notice where the mimicked cloud's API does (:func:`api_reports_notices`), or as
+    the ``api_notices`` option forces."""
+    if event.get("kind") != "notice":
+        return True
+    forced = config.api_notices
+    return api_reports_notices(str(event.get("cloud", ""))) if forced is None else forced
