@@ -123,6 +123,7 @@ class JobMemo:
     record: tuple[Any, Any] | None = None
     #: notices the agents reported, by instance, kept while their attempt runs
     notices: dict[str, Any] = field(default_factory=dict)
+    recalled: frozenset[str] = frozenset()  # instances whose notice events were looked up
     watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
     #: what a pass that only waited saw (job row, attempts, instances, progress fields): the
     #: next pass that sees the same skips what cannot change (see JobRunner._unchanged)

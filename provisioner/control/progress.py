@@ -17,7 +17,7 @@ from provisioner.agent.protocol import ProgressRecord
 from provisioner.control import inputs
 from provisioner.control.jobbase import JobPassBase
 from provisioner.core.models import Instance, Interruption
-from provisioner.core.timefmt import parse_time
+from provisioner.core.timefmt import parse_time, utc
 
 #: A running job's row gets its progress (step counts) at least this often.
 PROGRESS_ROW_EVERY = timedelta(seconds=60)
@@ -96,12 +96,41 @@ class ProgressReading(JobPassBase):
             if it.instance_id not in memo.notices:
                 memo.notices[it.instance_id] = it
                 self._note_notice(it)
+        self._recall_notices()
         if not memo.notices:
             return
         running = {a.instance_id for a in self.attempts if a.state == "running"}
         for iid in [i for i in memo.notices if i not in running]:
             del memo.notices[iid]
         self.interruptions = inputs.merged(self.interruptions, memo.notices.values())
+
+    def _recall_notices(self) -> None:
+        """An earlier attempt still running beside the current one (an overlap this process
+        did not see begin: a restarted daemon, a takeover) gets its notice back from its
+        ``notice`` event, once: its agent's record may be the replacement's by now."""
+        memo, cur = self.memo, self.current
+        earlier = {
+            a.instance_id
+            for a in self.attempts
+            if a.state == "running" and a.instance_id and a is not cur
+        } - set(memo.notices)
+        if not earlier or earlier <= memo.recalled:
+            return
+        memo.recalled |= earlier
+        for e in self.store.events_of_kinds([self.job.id], ["notice"]).get(self.job.id, []):
+            iid = (e.data or {}).get("instance")
+            if iid not in earlier or iid in memo.notices:
+                continue
+            a = next(a for a in self.attempts if a.instance_id == iid)
+            memo.notices[iid] = Interruption(
+                instance_id=iid,
+                provider=a.provider,
+                zone=a.zone,
+                kind="notice",
+                at=utc(e.at),
+                deadline=parse_time((e.data or {}).get("deadline")),
+                raw=e.message[:200],
+            )
 
     def _note_notice(self, it: Interruption) -> None:
         if self.store.has_event(self.job.id, "notice", it.instance_id):
@@ -114,6 +143,7 @@ class ProgressReading(JobPassBase):
             f"({it.raw}){until}; the agent checkpoints",
             at=it.at,
             instance=it.instance_id,
+            deadline=it.deadline.isoformat() if it.deadline else None,
         )
 
     def progress_worth_writing(self, progress: dict[str, Any]) -> bool:
