@@ -134,6 +134,11 @@ def test_a_reported_notice_is_an_interruption_of_that_attempts_instance() -> Non
         (record(), [attempt(2, "launching", None)], "no instance recorded yet"),
         (record(), [attempt(1, "running", "i-1")], "another attempt's record"),
         (record(attempt=None), [attempt(2, "running", "i-new")], "no attempt in the record"),
+        (
+            record(notice={**record()["notice"], "deadline": "2026-05-01T10:00:00Z"}),
+            [attempt(2, "running", "i-new")],
+            "over two hours ago, and the capacity stayed",
+        ),
     ],
 )
 def test_no_interruption_without_a_cloud_notice_for_a_running_attempt(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from policies.model import Policy
@@ -48,6 +48,9 @@ from provisioner.core.views import (
     zone_history,
 )
 
+#: A reported notice whose deadline is this long past is over (the capacity stayed): as the
+#: provider's notices, which the interruption feed keeps an hour.
+NOTICE_KEPT = timedelta(hours=1)
 #: How many ranked candidates decide() sees (both markets).
 CANDIDATES = 40
 #: Launch failures that send the job to its next offer at once (end_reason prefixes): they
@@ -138,6 +141,8 @@ def reported_notices(
     n = record.notice if record is not None else None
     if n is None or not n.from_cloud or record is None or record.attempt is None:
         return []
+    if (n.deadline or n.seen_at or now) < now - NOTICE_KEPT:
+        return []  # long over, and the capacity is still there: no longer a notice
     for a in reversed(attempts):
         if a.attempt != record.attempt:
             continue

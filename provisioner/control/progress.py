@@ -100,8 +100,10 @@ class ProgressReading(JobPassBase):
         if not memo.notices:
             return
         running = {a.instance_id for a in self.attempts if a.state == "running"}
-        for iid in [i for i in memo.notices if i not in running]:
-            del memo.notices[iid]
+        old = self.now - inputs.NOTICE_KEPT
+        for iid, it in list(memo.notices.items()):
+            if iid not in running or (it.deadline or it.at) < old:
+                del memo.notices[iid]
         self.interruptions = inputs.merged(self.interruptions, memo.notices.values())
 
     def _recall_notices(self) -> None:
