@@ -116,7 +116,9 @@ class Provider(abc.ABC):
 
     @abc.abstractmethod
     def interruptions(self, since: datetime) -> builtins.list[Interruption]:
-        """Preemptions and notices the API reports since ``since``."""
+        """Preemptions and notices the API reports since ``since``. A notice served only to
+        the VM is not here: the agent reports it (``CloudFacts.notice_sources`` says which
+        clouds' APIs report one and whether this adapter reads it)."""
 
     def account_billing(self) -> dict[str, Any]:
         """The account's billing currency and its USD rate: ``{"currency", "usd_per_unit",

@@ -2,7 +2,8 @@
 
 Every cloud folder has a ``facts.py`` with one :class:`CloudFacts` named ``FACTS``, registered
 under the ``provisioner.clouds`` entry point group (``pyproject.toml``); its notice poll and
-parser sit next to it in ``notice.py``. Readers: the agent (metadata endpoint, notice poll,
+parser sit next to it in ``notice.py``; ``notice_sources`` says where a notice can be read
+before the capacity goes (on the VM, and through the cloud's API where it has one). Readers: the agent (metadata endpoint, notice poll,
 usual notice length), ``providers/bootstrap.py`` (user-data limit), the sim's rules (notice,
 billing, protection period; ``providers/sim/rules.py`` adds only sim-side error codes and state
 words), ``provisioner providers`` (SDK, credential variables and files), the sim adapter (zone
@@ -46,6 +47,24 @@ class Credentials:
 
 
 @dataclass(frozen=True, slots=True)
+class NoticeSources:
+    """Where a spot interruption notice can be read before the capacity goes, with sources.
+
+    ``vm``: on the VM (the metadata endpoint the agent polls: every cloud has one; the agent
+    reports what it sees in its progress record, and the controller turns that into the
+    attempt's notice whatever the cloud). ``api``: through the cloud's API, for a controller
+    off the VM ("" where the API says nothing before the capacity goes). ``api_read``: whether
+    this adapter's ``interruptions()`` reads that API notice (reports ``kind="notice"``); the
+    sim reports notices through its own API only for a cloud where this is True. ``docs``:
+    where the cloud documents it."""
+
+    vm: str
+    api: str = ""
+    api_read: bool = False
+    docs: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CloudFacts:
     name: str
     display: str
@@ -62,6 +81,8 @@ class CloudFacts:
     zone_suffixes: tuple[str, ...]  # how zones are named after their region (the sim spreads rows)
     errors: ErrorTable  # the cloud's error codes by kind (providers/<cloud>/errors.py)
     docs: str = ""  # where these facts come from
+    #: where a notice can be read before the capacity goes: on the VM, through the API
+    notice_sources: NoticeSources = NoticeSources(vm="the instance metadata endpoint")
 
 
 @cache

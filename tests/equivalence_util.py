@@ -10,7 +10,8 @@ A :class:`Case` is a policy and a spot availability trace per zone, on a grid of
   (``POST /v1/clock``) with the case's interruption notice (none by default: the engine
   preempts at the step boundary) and no agent process (``run_agent=False``). The test plays the job: before each pass it
   writes ``progress.json`` to the checkpoint store as the agent would, with the engine's model
-  of work (no progress during the changeover, checkpoints continuous).
+  of work (no progress during the changeover, checkpoints continuous), and the notice served
+  on the instance, as the agent reports it (the sim's API, like AWS's, reports none).
 
 Both are reduced to the same :class:`Run`: the effects (launches that went through with their
 market and zone, terminations, failure) step by step, how it ended, and what it cost. The
@@ -197,13 +198,28 @@ class Agent:
     the node agent writes it (``progress.json``), on the engine's model of work: a new instance
     makes no progress during the changeover; checkpoints are continuous."""
 
-    def __init__(self, uri: str, job_id: str, work_s: float, changeover_s: float) -> None:
+    def __init__(
+        self, uri: str, job_id: str, work_s: float, changeover_s: float, sim: SimProvider
+    ) -> None:
         from provisioner.agent.store import CheckpointStore
 
         self.store = CheckpointStore(uri, job_id)
         self.job_id, self.work_s, self.changeover_s = job_id, work_s, changeover_s
+        self.sim = sim
         self.done_s = 0.0
         self.instance: Instance | None = None  # the one that ran the step just gone
+
+    def notice(self) -> dict[str, Any] | None:
+        """The notice served on the instance's metadata endpoint, as the agent reports it (the
+        sim's API reports none for AWS, as AWS's does not: the agent's record carries it)."""
+        inst = self.instance
+        if inst is None:
+            return None
+        rec = self.sim.sandbox(inst.id)
+        if not rec.get("notice_at"):
+            return None
+        raw = "aws: spot/instance-action terminate"
+        return {"seen_at": rec["notice_at"], "deadline": rec["deadline"], "raw": raw}
 
     def ran(self, since: datetime, step_s: float) -> None:
         """Credit the step from ``since`` to the instance that ran it (if any)."""
@@ -235,6 +251,7 @@ class Agent:
                     "last_checkpoint_step": steps,
                     "last_checkpoint_at": at,
                     "updated_at": at,
+                    "notice": self.notice(),
                 }
             ),
         )
@@ -297,7 +314,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
         )
         clock = [START]
         rec = _reconciler(store, clock, catalog, case.step_s)
-        agent = Agent(f"file://{ck}", job_id, sc.work_s, sc.overhead_s)
+        agent = Agent(f"file://{ck}", job_id, sc.work_s, sc.overhead_s, sim)
         try:
             for k in range(n):
                 now = START + timedelta(seconds=k * case.step_s)

@@ -6,7 +6,8 @@ VMs, so a small "hypervisor" here boots each instance the way a real one would: 
 instance's user data (our bootstrap script), takes the job spec out of it, and starts the node
 agent with it, pointed at an IMDSv2 metadata endpoint in AWS's format served by the sim's
 metadata service. A preemption serves the notice there first, then kills the "VM" and
-terminates the instance in moto.
+terminates the instance in moto. EC2's API reports nothing during the notice (as the real one
+without an EventBridge rule): the controller learns of it from the agent's progress record.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ from provisioner.control.reconciler import Reconciler  # noqa: E402
 from provisioner.control.store import FINAL_STATES, Store  # noqa: E402
 from provisioner.core.catalog import Catalog  # noqa: E402
 from provisioner.core.models import TAG_JOB, Offer  # noqa: E402
+from provisioner.core.timefmt import utc  # noqa: E402
 from tests.e2e_util import REPO, reference_result, write_policy  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -270,3 +273,106 @@ def test_job_survives_a_spot_preemption_on_aws_through_moto(
         assert not hv.running(), "no instance left running in EC2"
         kinds = [e.kind for e in store.events(job_id)]
         assert "preempted" in kinds and kinds.count("launch") >= 2
+
+
+def test_the_replacement_starts_during_the_notice_on_aws_through_moto(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EC2's API (moto's, like the real one without an EventBridge rule) says nothing during
+    the two-minute warning: the notice reaches the controller through the agent. The agent
+    reads it from IMDS, checkpoints and reports it; the controller launches the replacement
+    during the notice (overlap), which resumes from the notice's checkpoint; the old instance
+    goes once that checkpoint is in; the result is bit-identical."""
+    with make_harness() as harness:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAPROVISIONERTEST")
+        store = Store(f"sqlite:///{tmp_path / 's.db'}")
+        policy = write_policy(tmp_path / "p.yaml", steps=STEPS, ckpt=tmp_path / "ck", allow="US")
+        from provisioner.api import submit
+
+        options = {
+            "region": REGION,
+            "package_spec": "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl",
+        }
+        _, job_id = submit(policy, provider="aws", provider_options=options, store=store)
+        provider = harness.provider()
+        # this test's "VMs" boot in about a second (a real one: a minute, BOOT_S)
+        monkeypatch.setattr(provider, "boot_seconds", 2.0, raising=False)
+        rec = Reconciler(
+            store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
+        )
+        meta = Metadata()
+        hv = Hypervisor(provider.client(REGION), job_id, meta, tmp_path / "vms")
+        hv.thread.start()
+        noticed: dict[str, float] = {}
+        api_notices: list[str] = []
+        try:
+            end = time.monotonic() + 150
+            while time.monotonic() < end:
+                rec.run_pass()
+                api_notices += [
+                    x.instance_id
+                    for x in provider.interruptions(datetime.now(UTC) - timedelta(minutes=5))
+                    if x.kind == "notice"
+                ]
+                job = store.job(job_id)
+                assert job is not None
+                if job.state in FINAL_STATES:
+                    break
+                atts = store.attempts(job_id)
+                cur = atts[-1] if atts else None
+                prog = job.progress or {}
+                if (
+                    not noticed
+                    and cur
+                    and cur.state == "running"
+                    and cur.instance_id
+                    and prog.get("attempt") == cur.attempt
+                    and (prog.get("step") or 0) > 40
+                ):
+                    iid = cur.instance_id
+                    noticed[iid] = meta.deadlines[iid] = time.time() + 20  # the warning, shortened
+
+                    def reclaim(iid: str = iid) -> None:  # at the deadline, if still there
+                        time.sleep(20.5)
+                        if iid in hv.running():
+                            hv.power_off(iid)
+                            harness.preempt(iid)
+
+                    threading.Thread(target=reclaim, daemon=True).start()
+                time.sleep(0.3)
+        finally:
+            hv.close()
+            rec.close()
+        job = store.job(job_id)
+        assert job is not None and job.state == "succeeded", (job.state, job.reason)
+        [(old, deadline)] = noticed.items()
+        assert api_notices == [], "EC2's API reports no notice: the agent's record carried it"
+        atts = [a for a in store.attempts(job_id) if a.state != "failed"]
+        first, second = atts[0], atts[1]
+        assert first.instance_id == old and first.state == "preempted"
+        assert first.end_reason.startswith("preempted: checkpoint in"), first.end_reason
+        # Launch(replaces=old): launched during the notice, in another zone, told to wait
+        assert second.launched_at is not None
+        assert utc(second.launched_at).timestamp() < deadline
+        assert second.zone != first.zone
+        assert hv.specs[second.instance_id or ""]["handover_from"] == first.attempt
+        events = store.events(job_id)
+        launch = next(
+            e for e in events if e.kind == "launch" and f"attempt {second.attempt}:" in e.message
+        )
+        assert f"overlapping the notice of {old}" in launch.message
+        [notice] = [e for e in events if e.kind == "notice"]
+        assert "reported by its agent" in notice.message and old in notice.message
+        # the replacement resumed from the checkpoint taken on the notice: attempt 1's last
+        ck = [e.data.get("checkpoint") for e in events if e.kind == "checkpoint"]
+        ck_first = [
+            e.data.get("checkpoint")
+            for e in events
+            if e.kind == "checkpoint" and e.data.get("attempt") == first.attempt
+        ]
+        resumed = json.loads((tmp_path / "ck" / job_id / "progress.json").read_text())
+        assert resumed["attempt"] == second.attempt
+        assert resumed["resumed_from"] == ck_first[-1] and ck_first[-1] in ck
+        assert job.result["params_sha256"] == reference_result(STEPS)["params_sha256"]
+        assert job.result["final_loss"] == reference_result(STEPS)["final_loss"]
+        assert not hv.running(), "no instance left running in EC2"

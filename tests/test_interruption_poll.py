@@ -15,7 +15,8 @@ from provisioner.core.models import LaunchRequest, Market
 
 
 def test_a_standing_notice_starts_one_pass_and_counts_once(tmp_path: Path) -> None:
-    sim = SimProvider(tmp_path / "sim", mtbp_hours=None, idle_exit_s=60)
+    # a cloud whose API reports the notice (none of the five's adapters reads one today)
+    sim = SimProvider(tmp_path / "sim", mtbp_hours=None, idle_exit_s=60, api_notices=True)
     try:
         offer = next(o for o in sim.offers(["us-east-1"]) if o.spot_price)
         inst = sim.launch(

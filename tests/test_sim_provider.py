@@ -19,7 +19,8 @@ from providers.base import ErrorKind, ProviderError
 from providers.sim import SimProvider
 from providers.sim.market import Market as SimMarket
 from providers.sim.market import StochasticZone, load_trace
-from providers.sim.rules import RULES
+from providers.sim.rules import RULES, api_reports_notices
+from provisioner.agent.notices import NoticeReader
 from provisioner.catalog_files import Catalog
 from provisioner.core.models import TAG_JOB, InstanceState, LaunchRequest, Market, Offer
 from tests.waiting import wait_for
@@ -210,9 +211,10 @@ def test_preemption_serves_a_notice_then_kills_the_process_group(state_dir: Path
     assert not group_gone(pgid)
 
     sim.preempt(inst.id, notice_s=1.5)
-    notices = [i for i in sim.interruptions(since) if i.instance_id == inst.id]
-    assert [i.kind for i in notices] == ["notice"]
-    assert notices[0].deadline is not None
+    # as on AWS: the notice is served to the VM (its metadata endpoint), not through the API
+    notice = NoticeReader("aws", sim.sandbox(inst.id)["metadata_url"]).poll()
+    assert notice is not None and notice.seconds_left() <= 1.5
+    assert [i.kind for i in sim.interruptions(since) if i.instance_id == inst.id] == []
     assert sim.get(inst.id).state is InstanceState.RUNNING  # still running during the notice
     assert not group_gone(pgid)
 
@@ -221,9 +223,9 @@ def test_preemption_serves_a_notice_then_kills_the_process_group(state_dir: Path
     assert got.raw_state == "terminated"
     assert got.state_reason.startswith("Server.SpotInstanceTermination")
     found = [i for i in sim.interruptions(since) if i.instance_id == inst.id]
-    assert [i.kind for i in found] == ["notice", "preempted"]
-    assert found[1].at >= found[0].deadline - timedelta(milliseconds=1)  # type: ignore[operator]
-    assert found[1].provider == "sim" and found[1].zone == inst.zone
+    assert [i.kind for i in found] == ["preempted"]
+    assert found[0].at >= notice.deadline - timedelta(milliseconds=1)
+    assert found[0].provider == "sim" and found[0].zone == inst.zone
     wait_for(lambda: group_gone(pgid), timeout=5)
 
 
@@ -248,7 +250,13 @@ def test_market_preemption_from_a_trace(state_dir: Path, tmp_path: Path) -> None
     pgid = int(sim.sandbox(inst.id)["pid"])
     wait_for(lambda: sim.get(inst.id).state is InstanceState.PREEMPTED, timeout=10)
     kinds = [i.kind for i in sim.interruptions(since) if i.instance_id == inst.id]
-    assert kinds == ["notice", "preempted"]
+    assert kinds == ["preempted"]  # the notice went to the VM only, as AWS's does
+    served = [
+        json.loads(line)["kind"]
+        for line in (state_dir / "events.jsonl").read_text().splitlines()
+        if json.loads(line)["instance_id"] == inst.id
+    ]
+    assert served == ["notice", "preempted"]
     wait_for(lambda: group_gone(pgid), timeout=5)
     with pytest.raises(ProviderError) as caught:
         sim.launch(request(aws_offer(sim, "us-east-1c"), attempt=2))
@@ -497,3 +505,12 @@ def test_the_hardened_metadata_modes_hand_out_and_check_tokens(
     assert call(one, "GET", read, {prefix: "not-a-token"})[0] == denied
     assert call(other, "GET", read, {prefix: token.decode()})[0] == denied  # another VM's
     assert call(one, "GET", read, {prefix.upper(): token.decode()})[:3:2] == (200, b"i-1")
+
+
+@pytest.mark.parametrize("cloud", sorted(RULES))
+def test_the_api_reports_a_notice_only_where_the_mimicked_clouds_does(cloud: str) -> None:
+    facts = RULES[cloud].facts
+    assert api_reports_notices(cloud) is facts.notice_sources.api_read
+    if facts.notice_sources.api_read:
+        assert facts.notice_sources.api, "a notice read through the API names its source"
+    assert facts.notice_sources.vm and facts.notice_sources.docs.startswith("https://")

@@ -2,7 +2,7 @@
 
 from providers.alibaba.errors import ERRORS
 from providers.alibaba.notice import POLL
-from providers.facts import CloudFacts, Credentials
+from providers.facts import CloudFacts, Credentials, NoticeSources
 from provisioner.core.billing import PER_SECOND
 
 FACTS = CloudFacts(
@@ -33,4 +33,13 @@ FACTS = CloudFacts(
     zone_suffixes=("-a", "-b", "-c"),
     errors=ERRORS,
     docs="spot: 1 h protection, reclaim notice about 5 min before (metadata shows ~2 min); pay-as-you-go per second",
+    notice_sources=NoticeSources(
+        vm="metadata GET /latest/meta-data/instance/spot/termination-time (about 5 min before)",
+        api=(
+            "DescribeInstances OperationLocks LockReason=Recycling; the system event "
+            "Instance:PreemptibleInstanceInterruption (CloudMonitor/EventBridge)"
+        ),
+        api_read=False,  # the adapter reads the Recycling lock as the preemption itself
+        docs="https://www.alibabacloud.com/help/en/ecs/user-guide/interruption-events-of-preemptible-instances",
+    ),
 )

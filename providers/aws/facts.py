@@ -2,7 +2,7 @@
 
 from providers.aws.errors import ERRORS
 from providers.aws.notice import POLL
-from providers.facts import CloudFacts, Credentials
+from providers.facts import CloudFacts, Credentials, NoticeSources
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
 
 FACTS = CloudFacts(
@@ -33,4 +33,16 @@ FACTS = CloudFacts(
     zone_suffixes=("a", "b", "c"),
     errors=ERRORS,
     docs="EC2 spot two-minute notice; per-second billing with a 60 s minimum for Linux",
+    notice_sources=NoticeSources(
+        vm="IMDS GET /latest/meta-data/spot/instance-action (two minutes before; IMDSv2 token)",
+        api=(
+            "EventBridge event 'EC2 Spot Instance Interruption Warning' (delivered to a target "
+            "you set up, e.g. an SQS queue); DescribeSpotInstanceRequests status "
+            "marked-for-termination"
+        ),
+        api_read=False,
+        docs=(
+            "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html"
+        ),
+    ),
 )

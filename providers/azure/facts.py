@@ -2,7 +2,7 @@
 
 from providers.azure.errors import ERRORS
 from providers.azure.notice import POLL
-from providers.facts import CloudFacts, Credentials
+from providers.facts import CloudFacts, Credentials, NoticeSources
 from provisioner.core.billing import PER_STARTED_MINUTE
 
 FACTS = CloudFacts(
@@ -33,4 +33,13 @@ FACTS = CloudFacts(
     zone_suffixes=("-1", "-2", "-3"),
     errors=ERRORS,
     docs="Scheduled Events Preempt: at least 30 s; billed per started minute",
+    notice_sources=NoticeSources(
+        vm=(
+            "Scheduled Events GET /metadata/scheduledevents (EventType Preempt, NotBefore): "
+            "served only to the VM, at least 30 s before"
+        ),
+        api="",  # the API shows the VM deallocated or gone, after the eviction
+        api_read=False,
+        docs="https://learn.microsoft.com/en-us/azure/virtual-machines/linux/scheduled-events",
+    ),
 )

@@ -1,6 +1,6 @@
 """Google Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts, Credentials
+from providers.facts import CloudFacts, Credentials, NoticeSources
 from providers.gcp.errors import ERRORS
 from providers.gcp.notice import POLL
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
@@ -28,4 +28,13 @@ FACTS = CloudFacts(
     zone_suffixes=("-a", "-b", "-c"),
     errors=ERRORS,
     docs="Spot VM preemption: 30 s notice; per-second billing, 1 minute minimum",
+    notice_sources=NoticeSources(
+        vm=(
+            "metadata GET /computeMetadata/v1/instance/preempted (TRUE), then the ACPI soft "
+            "off: about 30 s"
+        ),
+        api="",  # the zone operation compute.instances.preempted is the preemption itself
+        api_read=False,
+        docs="https://cloud.google.com/compute/docs/instances/spot#preemption-process",
+    ),
 )

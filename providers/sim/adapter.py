@@ -141,6 +141,7 @@ class SimProvider(Provider):
         gpu_speed: Mapping[str, float] | None = None,
         market_notice_s: float | None = None,
         run_agent: bool = True,
+        api_notices: bool | None = None,
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
@@ -173,6 +174,7 @@ class SimProvider(Provider):
             "gpu_speed": {str(k): float(v) for k, v in (gpu_speed or {}).items()},
             "market_notice_s": None if market_notice_s is None else float(market_notice_s),
             "run_agent": bool(run_agent),
+            "api_notices": None if api_notices is None else bool(api_notices),
         }
         self._catalog = catalog
         self._offers: list[Offer] | None = None

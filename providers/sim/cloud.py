@@ -4,7 +4,8 @@ One :class:`SimCloud` lives in the sim server process (``python -m providers.sim
 owns ``<state_dir>``::
 
     config.json                     the market and timing options (config.SimConfig)
-    events.jsonl                    interruptions: one JSON object per line (notice, preempted)
+    events.jsonl                    interruptions: one JSON object per line (notice, preempted);
+                                    the API reports a notice only where the mimicked cloud's does
     instances/<id>/instance.json    one instance (written atomically on every change)
     instances/<id>/spec.json        the node agent's job spec, as the agent reads it
     instances/<id>/work/            the job's working directory
@@ -45,7 +46,7 @@ from providers.sim.records import (
     instance_summary,
     instance_view,
 )
-from providers.sim.rules import RULES, rules_for
+from providers.sim.rules import RULES, api_reports, rules_for
 
 log = logging.getLogger("provisioner.sim")
 
@@ -297,17 +298,15 @@ class SimCloud:
             return [instance_summary(i) for i in sorted(found, key=lambda i: i["launched_real"])]
 
     def interruptions(self, since: float) -> list[dict[str, Any]]:
-        path = self.dir / "events.jsonl"
-        out = []
+        """What the mimicked cloud's API reports (``rules.api_reports``): preemptions, and
+        notices only where that cloud's API does; ``events.jsonl`` has every notice served."""
+        path, evs = self.dir / "events.jsonl", []
         with self.lock:
             self.touch()
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    with contextlib.suppress(ValueError):
-                        ev = json.loads(line)
-                        if ev["at_real"] >= since:
-                            out.append(ev)
-        return out
+            for line in path.read_text().splitlines() if path.exists() else []:
+                with contextlib.suppress(ValueError):
+                    evs.append(json.loads(line))
+        return [e for e in evs if e["at_real"] >= since and api_reports(e, self.config)]
 
     def billing(self, iid: str) -> dict[str, Any]:
         with self.lock:

@@ -42,6 +42,10 @@ class SimConfig:
     #: False: an instance is a record only (no agent, no process group): for drivers that play
     #: the job themselves (the equivalence test writes its progress on a virtual clock)
     run_agent: bool = True
+    #: whether the API reports the notices it serves on the metadata endpoint: None, as the
+    #: mimicked cloud's API does (``CloudFacts.notice_sources.api_read``: none of the five
+    #: today); True, every one (a cloud whose API reports notices); False, none
+    api_notices: bool | None = None
     #: a virtual clock (epoch seconds), moved only by ``POST /v1/clock``; None: the real clock.
     #: Under it the market, launches, notices, preemptions and billing all read this time.
     clock: float | None = None

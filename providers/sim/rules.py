@@ -2,7 +2,9 @@
 
 What a cloud *is* (notice length, billing increment and minimum, the spot protection period)
 comes from its facts, ``cloud_facts(cloud)`` (``providers/<cloud>/facts.py``); only what the sim
-needs to answer like that cloud's API lives here. Billing runs over *simulated* time (one
+needs to answer like that cloud's API lives here. Notices are served on the metadata endpoint
+for every cloud, and reported through the sim's API only where that cloud's API reports them
+(:func:`api_reports_notices`). Billing runs over *simulated* time (one
 simulated hour = ``seconds_per_hour`` real seconds); notices are in simulated seconds, scaled,
 but never under the server's ``notice_floor_s`` real seconds. A spot instance younger than its
 cloud's protection period (Alibaba: 1 h) is not reclaimed by the market; a forced preemption
@@ -12,8 +14,10 @@ cloud's protection period (Alibaba: 1 h) is not reclaimed by the market; a force
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from providers.facts import CloudFacts, cloud_facts
+from providers.sim.config import SimConfig
 
 
 @dataclass(frozen=True)
@@ -129,3 +133,21 @@ def rules_for(cloud: str) -> CloudRules:
         return RULES[cloud]
     except KeyError:
         raise ValueError(f"the sim does not mimic {cloud!r} (one of {', '.join(RULES)})") from None
+
+
+def api_reports_notices(cloud: str) -> bool:
+    """Whether the sim's API reports a notice on an instance of ``cloud`` as that cloud's API
+    does (and its adapter reads it: ``notice_sources.api_read``); where not, the notice is
+    served on the instance's metadata endpoint only, as on that cloud."""
+    rules = RULES.get(cloud)
+    return rules is not None and rules.facts.notice_sources.api_read
+
+
+def api_reports(event: dict[str, Any], config: SimConfig) -> bool:
+    """Whether the sim's API reports ``event`` (a line of ``events.jsonl``): a preemption
+    always; a notice where the mimicked cloud's API does (:func:`api_reports_notices`), or as
+    the ``api_notices`` option forces."""
+    if event.get("kind") != "notice":
+        return True
+    forced = config.api_notices
+    return api_reports_notices(str(event.get("cloud", ""))) if forced is None else forced

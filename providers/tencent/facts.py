@@ -1,6 +1,6 @@
 """Tencent Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts, Credentials
+from providers.facts import CloudFacts, Credentials, NoticeSources
 from providers.tencent.errors import ERRORS
 from providers.tencent.notice import POLL
 from provisioner.core.billing import PER_SECOND
@@ -28,4 +28,10 @@ FACTS = CloudFacts(
     zone_suffixes=("-1", "-2", "-3"),
     errors=ERRORS,
     docs="spot reclaim notice about 2 min; pay-as-you-go per second; UserData 16 KB base64",
+    notice_sources=NoticeSources(
+        vm="metadata GET /latest/meta-data/spot/termination-time (about 2 min before)",
+        api="",  # DescribeInstances shows the instance once it is reclaimed
+        api_read=False,
+        docs="https://www.tencentcloud.com/document/product/213/32487",
+    ),
 )

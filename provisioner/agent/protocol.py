@@ -19,6 +19,11 @@ A checkpoint is written in two moves: the files go into ``$PROVISIONER_CHECKPOIN
 ``latest``, and uploads a checkpoint only once it is named there. On the signal the job
 finishes its current step, writes a checkpoint and carries on.
 
+The agent's own progress record (``progress.json`` in the checkpoint store) is typed here too
+(:class:`ProgressRecord`, with the notice it saw: :class:`AgentNotice`): the agent writes it,
+the controller parses it once per read and turns a notice in it into an interruption of that
+attempt, whatever the cloud's API reports.
+
 This module is what the agent uses; a Python job imports :mod:`provisioner.job` (the standard
 library only), and a job in any other language does the same with files and a rename.
 """
@@ -30,6 +35,8 @@ import os
 import shutil
 import signal
 import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +131,99 @@ def report_progress(path: str | os.PathLike[str] | None, step: int, **extra: Any
         return
     doc = {"step": step, **extra}
     atomic_write(Path(path), json.dumps(doc, sort_keys=True).encode())
+
+
+# -- the agent's progress record, typed ---------------------------------------------------------
+#
+# The agent writes ``progress.json`` in the job's checkpoint store (provisioner.agent.report);
+# the controller reads it (provisioner.control.progress) and acts on the fields below. Both
+# sides name them here, so that what the agent reports and what the controller reads are one
+# contract. Unknown or malformed fields read as absent: a record written by an older or newer
+# agent is never an error.
+
+#: where a reported notice came from: the cloud's metadata endpoint, a peer of a gang (whose
+#: metadata endpoint served it), or a stop signal to the agent (the VM going down)
+NOTICE_SOURCES = ("metadata", "gang", "signal")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentNotice:
+    """An interruption notice as the agent saw it on the VM (``notice`` in its record)."""
+
+    seen_at: datetime | None
+    deadline: datetime | None  # when the capacity goes, as the cloud said (or its usual notice)
+    raw: str = ""
+    source: str = "metadata"  # one of NOTICE_SOURCES
+
+    @property
+    def from_cloud(self) -> bool:
+        """Whether the cloud served it (its metadata endpoint, on this node or a peer's), not
+        a stop signal that may be anything taking the VM down."""
+        return self.source in ("metadata", "gang")
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "seen_at": _iso(self.seen_at),
+            "deadline": _iso(self.deadline),
+            "raw": self.raw,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: object) -> AgentNotice | None:
+        if not isinstance(doc, dict):
+            return None
+        source = doc.get("source")
+        return cls(
+            seen_at=_time(doc.get("seen_at")),
+            deadline=_time(doc.get("deadline")),
+            raw=str(doc.get("raw") or "")[:500],
+            source=source if source in NOTICE_SOURCES else "metadata",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRecord:
+    """The fields of the agent's progress record that the controller acts on."""
+
+    attempt: int | None = None
+    state: str | None = None
+    instance_id: str = ""  # empty where the agent was not told (a cloud's bootstrap)
+    cloud: str = ""
+    exit_code: int | None = None
+    updated_at: datetime | None = None
+    notice: AgentNotice | None = None
+    setup_error: dict[str, Any] | None = None
+
+    @classmethod
+    def from_doc(cls, doc: object) -> ProgressRecord | None:
+        """The record in ``doc`` (the parsed JSON); None when it is not an object."""
+        if not isinstance(doc, dict):
+            return None
+        attempt, code, setup = doc.get("attempt"), doc.get("exit_code"), doc.get("setup_error")
+        state = doc.get("state")
+        return cls(
+            attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+            state=state if isinstance(state, str) else None,
+            instance_id=str(doc.get("instance_id") or ""),
+            cloud=str(doc.get("cloud") or ""),
+            exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+            updated_at=_time(doc.get("updated_at")),
+            notice=AgentNotice.from_doc(doc.get("notice")),
+            setup_error=setup if isinstance(setup, dict) else None,
+        )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
+
+
+def _time(text: object) -> datetime | None:
+    """An ISO 8601 time as aware UTC (no zone: UTC); None where absent or unreadable."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

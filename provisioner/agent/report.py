@@ -8,6 +8,7 @@ import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from provisioner.agent.protocol import AgentNotice
 from provisioner.agent.store import step_of
 
 if TYPE_CHECKING:
@@ -25,6 +26,20 @@ def job_file_stamp(agent: Agent) -> int | None:
         return agent.job_progress_file.stat().st_mtime_ns
     except OSError:
         return None
+
+
+def notice_record(agent: Agent) -> AgentNotice:
+    """The agent's notice as its record carries it (and the controller reads it: an
+    interruption of this attempt, whatever the cloud's API says)."""
+    n = agent.notice
+    assert n is not None
+    if n.raw.startswith("gang: "):
+        source = "gang"  # a peer's metadata endpoint served it
+    elif agent.stop_reason and n.raw == agent.stop_reason:
+        source = "signal"  # SIGTERM/SIGINT to the agent: the VM going down, for some reason
+    else:
+        source = "metadata"
+    return AgentNotice(n.seen_at, n.deadline, n.raw, source)
 
 
 def progress_record(agent: Agent) -> dict[str, Any]:
@@ -52,13 +67,7 @@ def progress_record(agent: Agent) -> dict[str, Any]:
         "last_checkpoint_at": iso(s.uploaded_at if s else None),
         "resumed_from": agent.resumed_from,
         "upload_error": s.error if s else None,
-        "notice": None
-        if agent.notice is None
-        else {
-            "seen_at": iso(agent.notice.seen_at),
-            "deadline": iso(agent.notice.deadline),
-            "raw": agent.notice.raw,
-        },
+        "notice": None if agent.notice is None else notice_record(agent).to_doc(),
         "exit_code": agent.exit_code,
         "note": agent.note,
         "gpu": agent.gpu,

@@ -228,6 +228,11 @@ class Agent:
         )
         self.state = "starting"
 
+    @property
+    def stop_reason(self) -> str | None:
+        """The stop signal the agent got (``SIGTERM``...), or None."""
+        return self._stop_reason
+
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_reason = signal.Signals(signum).name
 

@@ -3,7 +3,8 @@
 The contract, its fields and its constants are :mod:`provisioner.core.views`; the simulator
 (:mod:`provisioner.simulate.engine`) fills the same fields from a trace. Here they come from
 the store (the job's row and attempts, cooldowns, spend), the provider (instances by tag,
-interruptions), the checkpoint store (the agent's progress) and the planner (candidates over
+interruptions), the checkpoint store (the agent's progress, and the interruption notice the
+agent saw on the VM: :func:`reported_notices`) and the planner (candidates over
 the job's provider's offers). Nothing here decides; nothing here reads a clock or a provider:
 the caller hands in what it observed.
 
@@ -20,10 +21,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from policies.model import Policy
+from provisioner.agent.protocol import ProgressRecord
 from provisioner.agent.store import step_of
 from provisioner.control.store import AttemptRow, JobRow
 from provisioner.core.decide import (
@@ -46,6 +48,9 @@ from provisioner.core.views import (
     zone_history,
 )
 
+#: A reported notice whose deadline is this long past is over (the capacity stayed): as the
+#: provider's notices, which the interruption feed keeps an hour.
+NOTICE_KEPT = timedelta(hours=1)
 #: How many ranked candidates decide() sees (both markets).
 CANDIDATES = 40
 #: Launch failures that send the job to its next offer at once (end_reason prefixes): they
@@ -60,7 +65,16 @@ _ATTEMPT_STATE = {
     "failed": InstanceState.TERMINATED,
 }
 
-__all__ = ["CANDIDATES", "CHANGEOVER_H", "job_view", "observations", "placement_of"]
+__all__ = [
+    "CANDIDATES",
+    "CHANGEOVER_H",
+    "agent_report",
+    "job_view",
+    "merged",
+    "observations",
+    "placement_of",
+    "reported_notices",
+]
 
 
 def placement_of(a: AttemptRow) -> Placement:
@@ -98,26 +112,67 @@ def work_done_h(progress: dict[str, Any] | None, total_h: float | None) -> float
     return min(1.0, ck / float(total_steps)) * total_h
 
 
-def agent_report(progress: dict[str, Any] | None) -> AgentReport | None:
-    """What the agent's progress file says of the job's command."""
-    if not progress:
+def agent_report(progress: ProgressRecord | dict[str, Any] | None) -> AgentReport | None:
+    """What the agent's progress record says of the job's command (the record as
+    :mod:`provisioner.control.progress` parsed it; a raw document is parsed here)."""
+    rec = progress if isinstance(progress, ProgressRecord) else ProgressRecord.from_doc(progress)
+    if rec is None or not progress:
         return None
-    try:
-        at = datetime.fromisoformat(str(progress.get("updated_at")))
-        updated = at if at.tzinfo else at.replace(tzinfo=UTC)
-    except ValueError:
-        updated = None
-    code = progress.get("exit_code")
-    setup = progress.get("setup_error")
-    setup = setup if isinstance(setup, dict) else {}
+    setup = rec.setup_error or {}
     return AgentReport(
-        state=progress.get("state"),
-        attempt=progress.get("attempt"),
-        exit_code=code if isinstance(code, int) else None,
-        updated_at=updated,
+        state=rec.state,
+        attempt=rec.attempt,
+        exit_code=rec.exit_code,
+        updated_at=rec.updated_at,
         setup_message=f"{setup.get('stage', 'setup')}: {setup.get('message', '')}" if setup else "",
         setup_fingerprint=str(setup.get("fingerprint") or ""),
     )
+
+
+def reported_notices(
+    record: ProgressRecord | None, attempts: Sequence[AttemptRow], now: datetime
+) -> list[Interruption]:
+    """The interruption notice the agent reports, as decide() reads a notice: an
+    :class:`Interruption` (``kind="notice"``, the deadline the VM was given) of the instance of
+    the attempt that reported it, while that attempt runs. Every cloud serves its notice to the
+    VM; few report it through their API before the capacity goes (``CloudFacts.notice_api``),
+    so this is how a notice reaches decide() on any of them. A stop signal to the agent (the
+    VM going down, for whatever reason) is not a cloud's notice and is left out."""
+    n = record.notice if record is not None else None
+    if n is None or not n.from_cloud or record is None or record.attempt is None:
+        return []
+    if (n.deadline or n.seen_at or now) < now - NOTICE_KEPT:
+        return []  # long over, and the capacity is still there: no longer a notice
+    for a in reversed(attempts):
+        if a.attempt != record.attempt:
+            continue
+        if a.state != "running" or not a.instance_id:
+            return []
+        at = n.seen_at or now
+        return [
+            Interruption(
+                instance_id=a.instance_id,
+                provider=a.provider,
+                zone=a.zone,
+                kind="notice",
+                at=at,
+                deadline=n.deadline,
+                raw=(f"{record.cloud}: {n.raw}" if record.cloud else n.raw)[:200],
+            )
+        ]
+    return []
+
+
+def merged(api: Sequence[Interruption], reported: Iterable[Interruption]) -> list[Interruption]:
+    """The provider's interruptions and the agents' notices, one notice per instance (the
+    API's where both report it)."""
+    out = list(api)
+    have = {(x.instance_id, x.kind) for x in out}
+    for x in reported:
+        if (x.instance_id, x.kind) not in have:
+            out.append(x)
+            have.add((x.instance_id, x.kind))
+    return out
 
 
 _SETUP_FAILED = re.compile(r"^setup failed \(([0-9a-f]*)\)")
@@ -191,6 +246,7 @@ def job_view(
     instances: Sequence[Instance],
     progress: dict[str, Any] | None,
     *,
+    record: ProgressRecord | None = None,
     spent_usd: float,
     cooldowns: dict[Location, datetime],
     interval_s: float,
@@ -225,7 +281,7 @@ def job_view(
         changeover_h=CHANGEOVER_H,
         step_h=step_h(interval_s),
         cancel_requested=job.cancel_requested,
-        agent=agent_report(progress),
+        agent=agent_report(record if record is not None else progress),
         launch_failures=failures,
         last_launch_failure_at=failed_at,
         boot_s=boot_s,
@@ -240,8 +296,12 @@ def observations(
     interruptions: Sequence[Interruption],
     plan: Plan,
     now: datetime,
+    record: ProgressRecord | None = None,
 ) -> Observations:
-    """What the providers say now, as decide() sees it."""
+    """What the providers say now, as decide() sees it: the provider's interruptions, and the
+    notice the agent reports (``record``; :func:`reported_notices`) where the provider's API
+    did not report one for that instance."""
+    interruptions = merged(interruptions, reported_notices(record, attempts, now))
     recent = now - CAPACITY_ERRORS_WITHIN
     errors = tuple(
         CapacityError(

@@ -119,6 +119,11 @@ class JobMemo:
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
     warned: int | None = None  # the attempt whose checkpoint-warning has an event
+    #: the progress document last parsed, and its typed record (control.progress.record_of)
+    record: tuple[Any, Any] | None = None
+    #: notices the agents reported, by instance, kept while their attempt runs
+    notices: dict[str, Any] = field(default_factory=dict)
+    recalled: frozenset[str] = frozenset()  # instances whose notice events were looked up
     watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
     #: what a pass that only waited saw (job row, attempts, instances, progress fields): the
     #: next pass that sees the same skips what cannot change (see JobRunner._unchanged)

@@ -60,6 +60,8 @@ class JobRunner(Launching, ProgressReading):
         reads = self.memo.progress_at
         progress = self.progress_for(live)
         report.progress_reads += self.memo.progress_at is not reads
+        record = self.record_of(progress)
+        self.take_reported_notice(record)  # the notice the agent saw, on any cloud
         updates: dict[str, Any] = {}
         if progress:
             self.note_checkpoint(progress)
@@ -309,6 +311,7 @@ class JobRunner(Launching, ProgressReading):
             self.attempts,
             seen,
             progress,
+            record=self.record_of(progress),
             spent_usd=self.spent(),
             cooldowns=cooldowns,
             interval_s=self.env.interval_s,
@@ -321,7 +324,9 @@ class JobRunner(Launching, ProgressReading):
             plan = self.plan = self.env.plan_for(job, policy, cooled, now, short)
         else:
             plan = self.plan = self.env.plan_for(job, policy, cooled, now)
-        obs = inputs.observations(job, self.attempts, seen, self.interruptions, plan, now)
+        obs = inputs.observations(
+            job, self.attempts, seen, self.interruptions, plan, now, self.record_of(progress)
+        )
         return d.decide(view, obs, now)
 
     def act(self, actions: list[d.Action], report: PassReport, updates: dict[str, Any]) -> bool:

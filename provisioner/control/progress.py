@@ -1,6 +1,9 @@
 """A job's progress, as its agent reports it in the checkpoint store: read (cheaply, and
-only as often as the reconciler's ``progress_every`` asks), recorded on the job's row, and
-turned into ``checkpoint`` events and the job's result."""
+only as often as the reconciler's ``progress_every`` asks), parsed once per read into the
+typed record (:class:`~provisioner.agent.protocol.ProgressRecord`), recorded on the job's row,
+and turned into ``checkpoint`` events, the job's result, and the interruption notice the
+agent saw on the VM (:meth:`ProgressReading.take_reported_notice`: decide() gets it as an
+interruption of that attempt, on every cloud, and a ``notice`` event is written once)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from provisioner.agent.protocol import ProgressRecord
+from provisioner.control import inputs
 from provisioner.control.jobbase import JobPassBase
-from provisioner.core.models import Instance
-from provisioner.core.timefmt import parse_time
+from provisioner.core.models import Instance, Interruption
+from provisioner.core.timefmt import parse_time, utc
 
 #: A running job's row gets its progress (step counts) at least this often.
 PROGRESS_ROW_EVERY = timedelta(seconds=60)
@@ -73,6 +78,75 @@ class ProgressReading(JobPassBase):
         if not fresh:
             memo.progress, memo.progress_at, memo.live = self.read_progress(), self.now, ids
         return memo.progress
+
+    def record_of(self, progress: dict[str, Any] | None) -> ProgressRecord | None:
+        """``progress`` as the typed record, parsed once per read (kept beside the memo's copy)."""
+        memo = self.memo
+        if memo.record is None or memo.record[0] is not progress:
+            memo.record = (progress, ProgressRecord.from_doc(progress))
+        return memo.record[1]
+
+    def take_reported_notice(self, record: ProgressRecord | None) -> None:
+        """The notice the agent reports (:func:`provisioner.control.inputs.reported_notices`)
+        joins this pass's interruptions, and is kept while its attempt runs (a replacement's
+        agent overwrites the record once the checkpoint is in, but the instance under notice
+        stays under notice until it goes); each is recorded once as a ``notice`` event."""
+        memo = self.memo
+        for it in inputs.reported_notices(record, self.attempts, self.now):
+            if it.instance_id not in memo.notices:
+                memo.notices[it.instance_id] = it
+                self._note_notice(it)
+        self._recall_notices()
+        if not memo.notices:
+            return
+        running = {a.instance_id for a in self.attempts if a.state == "running"}
+        old = self.now - inputs.NOTICE_KEPT
+        for iid, it in list(memo.notices.items()):
+            if iid not in running or (it.deadline or it.at) < old:
+                del memo.notices[iid]
+        self.interruptions = inputs.merged(self.interruptions, memo.notices.values())
+
+    def _recall_notices(self) -> None:
+        """An earlier attempt still running beside the current one (an overlap this process
+        did not see begin: a restarted daemon, a takeover) gets its notice back from its
+        ``notice`` event, once: its agent's record may be the replacement's by now."""
+        memo, cur = self.memo, self.current
+        earlier = {
+            a.instance_id
+            for a in self.attempts
+            if a.state == "running" and a.instance_id and a is not cur
+        } - set(memo.notices)
+        if not earlier or earlier <= memo.recalled:
+            return
+        memo.recalled |= earlier
+        for e in self.store.events_of_kinds([self.job.id], ["notice"]).get(self.job.id, []):
+            iid = (e.data or {}).get("instance")
+            if iid not in earlier or iid in memo.notices:
+                continue
+            a = next(a for a in self.attempts if a.instance_id == iid)
+            memo.notices[iid] = Interruption(
+                instance_id=iid,
+                provider=a.provider,
+                zone=a.zone,
+                kind="notice",
+                at=utc(e.at),
+                deadline=parse_time((e.data or {}).get("deadline")),
+                raw=e.message[:200],
+            )
+
+    def _note_notice(self, it: Interruption) -> None:
+        if self.store.has_event(self.job.id, "notice", it.instance_id):
+            return  # the provider's API reported it (or an earlier process recorded it)
+        until = f"; capacity goes at {it.deadline:%H:%M:%S}" if it.deadline else ""
+        self.store.add_event(
+            self.job.id,
+            "notice",
+            f"interruption notice for {it.instance_id} in {it.zone}, reported by its agent "
+            f"({it.raw}){until}; the agent checkpoints",
+            at=it.at,
+            instance=it.instance_id,
+            deadline=it.deadline.isoformat() if it.deadline else None,
+        )
 
     def progress_worth_writing(self, progress: dict[str, Any]) -> bool:
         """Whether the job row's copy of the progress is to be replaced: at once when its state,

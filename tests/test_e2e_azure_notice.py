@@ -1,0 +1,292 @@
+"""End to end on Azure through its HTTP fake: the notice reaches the controller through the agent.
+
+Azure serves a Spot eviction notice only to the VM (Scheduled Events on its metadata
+endpoint); its API shows the VM deallocated or gone once evicted, never before. The fake
+(tests/fakes/azure_server.py) plays ARM for the real SDK; a small "hypervisor" here boots each
+VM the fake holds the way a real one would: it reads the VM's customData (our bootstrap
+script), takes the job spec out of it and starts the node agent with it, pointed at a metadata
+endpoint in Azure's format (the sim's metadata service). A ``Preempt`` event is served there;
+the agent checkpoints, reports the notice and approves the event (the VM goes at once, as on
+Azure); the controller, which learnt of the notice from the agent's progress record alone,
+has launched the replacement during the notice; the job ends bit-identical.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+pytest.importorskip("azure.mgmt.compute")
+pytest.importorskip("azure.mgmt.network")
+
+CONTRACT = Path(__file__).resolve().parent / "contract"
+if str(CONTRACT) not in sys.path:
+    sys.path.insert(0, str(CONTRACT))
+
+from harness_azure import REGION, make_harness  # noqa: E402
+
+from providers.bootstrap import spec_from_script  # noqa: E402
+from providers.sim.metadata import MetadataService, MetadataView  # noqa: E402
+from provisioner.agent.spec import AgentSpec  # noqa: E402
+from provisioner.control.reconciler import Reconciler  # noqa: E402
+from provisioner.control.store import FINAL_STATES, Store  # noqa: E402
+from provisioner.core.catalog import Catalog  # noqa: E402
+from provisioner.core.models import Offer  # noqa: E402
+from provisioner.core.timefmt import utc  # noqa: E402
+from tests.e2e_util import REPO, reference_result, write_policy  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+STEPS = 400
+NOTICE_S = 20.0  # Azure gives at least 30 s; shortened
+
+
+class Metadata:
+    """Azure's instance metadata for every fake VM: /i/<vm name>/metadata/..."""
+
+    def __init__(self, approve: Any) -> None:
+        self.deadlines: dict[str, float] = {}
+        self.service = MetadataService(approve)
+        meta = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _do(self) -> None:
+                url = urlsplit(self.path)
+                _, _, rest = url.path.partition("/i/")
+                name, _, sub = rest.partition("/")
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                view = MetadataView(
+                    name, "", "spot", "azure", meta.deadlines.get(name), "ev-" + name
+                )
+                status, headers, out = meta.service.handle(
+                    view,
+                    self.command,
+                    "/" + sub,
+                    dict(parse_qsl(url.query)),
+                    dict(self.headers.items()),
+                    body,
+                )
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = do_PUT = do_POST = _do
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+class Hypervisor:
+    """Boots the fake's VMs: the agent runs with the spec from the customData."""
+
+    def __init__(self, server: Any, meta: Metadata, root: Path) -> None:
+        self.server, self.meta, self.root = server, meta, root
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.specs: dict[str, dict[str, Any]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def running(self) -> list[str]:
+        """VM names the fake holds, provisioned and not deallocated."""
+        out = []
+        for name in list(self.server._state.vms):
+            vm = self.server.vm(name)
+            if vm is None or vm["properties"].get("provisioningState") != "Succeeded":
+                continue
+            raw = self.server._state.vms.get(name) or {}
+            if raw.get("_power") and raw["_power"][0] != "PowerState/running":
+                continue
+            out.append(name)
+        return out
+
+    def boot(self, name: str) -> None:
+        custom = self.server.custom_data(name)
+        assert custom, "the customData is the bootstrap script"
+        spec_doc = spec_from_script(base64.b64decode(custom).decode())
+        self.specs[name] = spec_doc
+        work = self.root / name
+        work.mkdir(parents=True)
+        spec = dataclasses.replace(
+            AgentSpec.from_dict(spec_doc),
+            metadata_url=f"{self.meta.url}/i/{name}",
+            workdir=str(work),
+            instance_id=name,
+        )
+        spec.save(work / "spec.json")
+        log = open(work / "agent.log", "wb")  # noqa: SIM115
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "provisioner.agent", "--spec", str(work / "spec.json")],
+            cwd=work,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            start_new_session=True,
+        )
+
+    def power_off(self, name: str) -> None:
+        proc = self.procs.get(name)
+        if proc and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.3):
+            try:
+                live = self.running()
+            except Exception:
+                continue
+            for name in live:
+                if name not in self.procs:
+                    self.boot(name)
+            for name in list(self.procs):
+                if name not in live:
+                    self.power_off(name)  # deleted or deallocated: the VM is gone
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        for name in list(self.procs):
+            self.power_off(name)
+
+
+def offers() -> list[Offer]:
+    return [
+        Offer(
+            "azure",
+            REGION,
+            f"{REGION}-{z}",
+            "Standard_NC4as_T4_v3",
+            "T4",
+            1,
+            4,
+            28.0,
+            0.526,
+            spot,
+        )
+        for z, spot in (("1", 0.20), ("2", 0.22), ("3", 0.25))
+    ]
+
+
+def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with make_harness() as harness:
+        server = harness.server
+        store = Store(f"sqlite:///{tmp_path / 's.db'}")
+        policy = write_policy(tmp_path / "p.yaml", steps=STEPS, ckpt=tmp_path / "ck", allow="US")
+        from provisioner.api import submit
+
+        options = {
+            "package_spec": "provisioner[azure] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
+        }
+        _, job_id = submit(policy, provider="azure", provider_options=options, store=store)
+        provider = harness.provider()
+        # this test's "VMs" boot in about a second (a real one: a minute, BOOT_S)
+        monkeypatch.setattr(provider, "boot_seconds", 2.0, raising=False)
+        rec = Reconciler(
+            store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
+        )
+        approved: list[str] = []
+
+        def approve(name: str) -> None:  # the VM approved its Preempt event: evicted at once
+            approved.append(name)
+
+        meta = Metadata(approve)
+        hv = Hypervisor(server, meta, tmp_path / "vms")
+        hv.thread.start()
+        noticed: dict[str, float] = {}
+        api_notices: list[str] = []
+        try:
+            end = time.monotonic() + 150
+            while time.monotonic() < end:
+                rec.run_pass()
+                api_notices += [
+                    x.instance_id
+                    for x in provider.interruptions(datetime.now(UTC) - timedelta(minutes=5))
+                    if x.kind == "notice"
+                ]
+                for name in [n for n in approved if n in hv.running()]:
+                    hv.power_off(name)
+                    harness.preempt(name)
+                job = store.job(job_id)
+                assert job is not None
+                if job.state in FINAL_STATES:
+                    break
+                atts = store.attempts(job_id)
+                cur = atts[-1] if atts else None
+                prog = job.progress or {}
+                if (
+                    not noticed
+                    and cur
+                    and cur.state == "running"
+                    and cur.instance_id
+                    and prog.get("attempt") == cur.attempt
+                    and (prog.get("step") or 0) > 40
+                ):
+                    name = cur.instance_id.rsplit("/", 1)[-1].lower()
+                    noticed[cur.instance_id] = meta.deadlines[name] = time.time() + NOTICE_S
+
+                    def evict(name: str = name) -> None:  # at NotBefore, if still there
+                        time.sleep(NOTICE_S + 0.5)
+                        if name in hv.running():
+                            hv.power_off(name)
+                            harness.preempt(name)
+
+                    threading.Thread(target=evict, daemon=True).start()
+                time.sleep(0.3)
+        finally:
+            hv.close()
+            rec.close()
+        job = store.job(job_id)
+        assert job is not None and job.state == "succeeded", (job.state, job.reason)
+        [(old, deadline)] = noticed.items()
+        assert api_notices == [], "Azure's API reports no notice: the agent's record carried it"
+        atts = [a for a in store.attempts(job_id) if a.state != "failed"]
+        first, second = atts[0], atts[1]
+        assert first.instance_id == old and first.state == "preempted"
+        # Launch(replaces=old): launched during the notice, in another zone, told to wait
+        assert second.launched_at is not None
+        assert utc(second.launched_at).timestamp() < deadline
+        assert second.zone != first.zone
+        second_name = (second.instance_id or "").rsplit("/", 1)[-1].lower()
+        assert hv.specs[second_name]["handover_from"] == first.attempt
+        events = store.events(job_id)
+        launch = next(
+            e for e in events if e.kind == "launch" and f"attempt {second.attempt}:" in e.message
+        )
+        assert f"overlapping the notice of {old}" in launch.message
+        [notice] = [e for e in events if e.kind == "notice"]
+        assert "reported by its agent" in notice.message and "Preempt" in notice.message
+        # the replacement resumed from the checkpoint taken on the notice: attempt 1's last
+        ck_first = [
+            e.data.get("checkpoint")
+            for e in events
+            if e.kind == "checkpoint" and e.data.get("attempt") == first.attempt
+        ]
+        resumed = json.loads((tmp_path / "ck" / job_id / "progress.json").read_text())
+        assert resumed["attempt"] == second.attempt
+        assert resumed["resumed_from"] == ck_first[-1]
+        assert job.result["params_sha256"] == reference_result(STEPS)["params_sha256"]
+        assert job.result["final_loss"] == reference_result(STEPS)["final_loss"]
+        assert not hv.running(), "no VM left running"
