@@ -66,10 +66,10 @@ __all__ = [
 #: horizon beyond it: a coarser step, the same model). The time budget: at most
 #: ``SAMPLES x MAX_STEPS`` run-steps per placement (docs/money.md says what that costs).
 SAMPLES = 128
-MAX_STEPS = 650
-#: The finest decision step, seconds: the step the prior was fitted at. A 12 h job with a
-#: 15 h deadline runs at it, a 48 h job with a 60 h deadline at 600 s; finer steps move
-#: neither estimate by more than its sampling noise (docs/money.md).
+MAX_STEPS = 400
+#: The finest decision step, seconds: the step the prior was fitted at, where the estimate
+#: stops moving (under 1% to 150 s). A 12 h job with a 15 h deadline runs at it; a 48 h job
+#: with a 60 h deadline at 974 s, its mean 1.7% under the 300 s one (docs/money.md).
 FINE_STEP_S = CALIBRATION_STEP_S
 #: Without a deadline the strategy is paced against this many times the work (plus a day).
 NO_DEADLINE_FACTOR = 3.0
