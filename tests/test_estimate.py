@@ -296,7 +296,7 @@ def test_spot_advisor_bands_by_type_and_region(tmp_path: Path) -> None:
     assert load_advisor_bands(feed) == {("eu-west-1", "g5.xlarge"): "<5%"}
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    with pytest.raises(AdvisorError, match="bad.json"):
+    with pytest.raises(AdvisorError, match=r"bad\.json"):
         load_advisor_bands(bad)
 
 
@@ -309,3 +309,25 @@ def test_the_shared_spot_advisor_feed_gives_the_traces_bands() -> None:
     assert bands[("us-east-1", "p3.2xlarge")] == ">20%"
     assert bands[("us-east-2", "r5.16xlarge")] == "10-15%"
     assert load_advisor_bands(shared_data("catalog", "aws_spot_advisor_2025-06-28.json")) == bands
+
+
+def test_the_daemon_s_launch_estimate_reads_what_the_job_saw_of_the_zone(tmp_path: Path) -> None:
+    """The estimate kept at launch (control/records.py) starts from the zone's prior and
+    updates it with the job's own history there (the daemon's ZoneHistory)."""
+    from provisioner.control.records import launch_cost_estimate
+    from provisioner.core.views import ZoneHistory
+    from provisioner.simulate.priors import history_rates
+
+    prior = est.band_rates("<5%")
+    rough = ZoneHistory(up_h=6.0, lost=12, down_h=6.0, recovered=12)
+    post = history_rates(prior, rough)
+    assert post.up_h < prior.up_h / 5 and post.source == "band <5%, history"
+    assert prior.up_shape is not None and post.up_shape == prior.up_shape + 12
+    assert history_rates(prior, ZoneHistory()).up_h == pytest.approx(prior.up_h)
+    policy = _policy(tmp_path)
+    p = _placement("<5%")
+    fresh = launch_cost_estimate(p, policy, None, None)
+    seen = launch_cost_estimate(p, policy, None, None, rough)
+    assert fresh is not None and seen is not None
+    assert fresh.prior == "band <5%" and seen.prior == "band <5%, history"
+    assert seen.restarts > fresh.restarts and seen.mean_usd > fresh.mean_usd

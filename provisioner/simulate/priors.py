@@ -18,7 +18,8 @@ what real zones do; a single fixed rate gives a range far narrower than the outc
 * **With history** (:func:`fit_rates`): the Gamma posterior given what the zone showed
   (its falls over its up hours, its recoveries over its down hours) and the state it is in
   now. The shape grows by one per period seen, so a long history leaves the prior behind and
-  narrows the range to the zone's own rates.
+  narrows the range to the zone's own rates. :func:`history_rates` does the same from the
+  daemon's totals of a zone (its :class:`~provisioner.core.views.ZoneHistory`).
 
 The reference figures (:data:`REF_FAIL_RATE`, :data:`FAIL_SHAPE`, :data:`REF_BACK_RATE`,
 :data:`BACK_SHAPE`) are the empirical-Bayes fit (:func:`fit_gamma`, the negative binomial
@@ -39,6 +40,7 @@ import numpy as np
 
 from provisioner.core.catalog import BAND_RISK, BANDS
 from provisioner.core.planrows import DEFAULT_SPOT_RISK
+from provisioner.core.views import ZoneHistory
 
 #: The step the reference was fitted at (and the estimate's finest step), seconds.
 CALIBRATION_STEP_S = 300.0
@@ -129,6 +131,23 @@ def fit_rates(
         now,
         None if p.up_shape is None else ku + falls,
         None if p.down_shape is None else kd + rises,
+    )
+
+
+def history_rates(prior: Rates, hist: ZoneHistory) -> Rates:
+    """The posterior after a zone's recorded totals (the daemon's
+    :class:`~provisioner.core.views.ZoneHistory`: hours its spot instances ran there and how
+    many were taken back, outages seen to end and their hours), as :func:`fit_rates` counts
+    them; the state now stays the prior's."""
+    ku = 1.0 if prior.up_shape is None else prior.up_shape
+    kd = 1.0 if prior.down_shape is None else prior.down_shape
+    return Rates(
+        (ku * prior.up_h + hist.up_h) / (ku + hist.lost),
+        (kd * prior.down_h + hist.down_h) / (kd + hist.recovered),
+        f"{prior.source}, history",
+        prior.up_now,
+        None if prior.up_shape is None else ku + hist.lost,
+        None if prior.down_shape is None else kd + hist.recovered,
     )
 
 
