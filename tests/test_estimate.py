@@ -331,3 +331,36 @@ def test_the_daemon_s_launch_estimate_reads_what_the_job_saw_of_the_zone(tmp_pat
     assert fresh is not None and seen is not None
     assert fresh.prior == "band <5%" and seen.prior == "band <5%, history"
     assert seen.restarts > fresh.restarts and seen.mean_usd > fresh.mean_usd
+
+
+def _bench(*args: str) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "estimate_bench.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return res.returncode, res.stdout + res.stderr
+
+
+def test_estimate_bench_without_the_data_says_so_and_exits_0(tmp_path: Path) -> None:
+    code, out = _bench("--data", str(tmp_path))
+    assert code == 0 and "no traces under" in out and "skipped" in out
+
+
+@pytest.mark.data
+def test_estimate_bench_prints_coverage_bias_and_error_per_job_and_prior() -> None:
+    from tests.conftest import SHARED_DATA, shared_data
+
+    shared_data("traces", "cant_be_late", "preemption", "1-node", "gcp-04-30-2023")
+    code, out = _bench("--data", str(SHARED_DATA), "--sets", "gcp-04-30", "--windows", "4")
+    assert code == 0, out
+    assert "2 traces, bands none" in out  # the three identical us-central1 files count once
+    rows = [ln for ln in out.splitlines() if "inside P10-P90" in ln]
+    assert [r.split()[4] for r in rows] == ["new", "trace"]  # the 12 h job, both priors
+    assert "48 h job: traces too short" in out
+    for r in rows:
+        assert re.search(r"bias [+-]\d+\.\d%.*abs error +\d+\.\d%.*inside P10-P90 +\d+\.\d%", r)
