@@ -49,12 +49,14 @@ def gang_specs(data: Path, n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def print_gang(cells: list[dict[str, Any]], names: list[str], label: dict[str, str]) -> None:
-    """The gang table: per cell, each strategy's mean cost / optimum (restarts)."""
+    """The gang table: per cell, each strategy's mean cost / optimum (launches after the
+    first: restarts and switches)."""
     if not cells:
         return
     print(
         f"\n== Gangs on the multi-node sets (C = {WORK_H:g} h, C/D = {FRAC:g}, d = {D_MIN:g} min; "
-        "up while >= N of the zone's instances are, billed x N): mean cost / optimum (restarts) =="
+        "up while >= N of the zone's instances are, billed x N): mean cost / optimum "
+        "(launches after the first) =="
     )
     head = "".join(f"{SHORT.get(n, label[n])[:15]:>16}" for n in names)
     print(
@@ -62,7 +64,7 @@ def print_gang(cells: list[dict[str, Any]], names: list[str], label: dict[str, s
     )
     for c in cells:
         row = "".join(
-            f"{p['cost_over_optimum_mean']:.3f} ({p['restarts']:4.1f})".rjust(16)
+            f"{p['cost_over_optimum_mean']:.3f} ({p['relaunches']:4.1f})".rjust(16)
             for p in c["policies"].values()
         )
         misses = sum(round(p["miss_rate"] * c["windows"]) for p in c["policies"].values())

@@ -275,3 +275,42 @@ def test_gangs_on_the_16_node_set(nodes: int) -> None:
         for name in COMPARED:
             r = replay(get_strategy(name), av, sc)
             assert np.all(opt <= r.cost + 1e-9) and not r.missed.any(), (t.zone, name)
+
+
+def test_restarts_mean_one_thing_in_the_engine_and_the_replay() -> None:
+    """A restart is a relaunch after an interruption (the daemon's ``job.restarts``: its
+    preempted attempts): the decide()-driven engine, the vectorised replay (cost_bench, the
+    estimate) and so ``provisioner simulate`` count the same, and a switch of market or zone
+    the strategy chose is a launch but not a restart."""
+    sc = Scenario(work_s=6 * 3600, deadline_s=7.5 * 3600, overhead_s=720, step_s=STEP, nodes=4)
+    av = gang_windows(4, 12, sc, 3, seed=5)
+    world = World(["us-west-2a", "us-west-2b", "us-west-2c"])
+    fast = replay(get_strategy("provisioner"), av, sc)
+    slow = run_windows(BENCH, av, sc, world, strategy="provisioner")
+    rows = [slow.row(i) for i in range(len(slow))]
+    assert np.array_equal(fast.restarts, fast.preemptions)
+    assert np.array_equal(fast.restarts, [r["restarts"] for r in rows])
+    assert np.array_equal(fast.launches, [r["launches"] for r in rows])
+
+
+@pytest.mark.data
+def test_simulate_nodes_4_prints_the_replay_s_restarts() -> None:
+    """`provisioner simulate --nodes 4` on the 4-node preemption set prints, per window, the
+    restarts the vectorised replay counts on the same windows."""
+    from provisioner.simulate.traces import load_trace
+
+    d = shared_data("traces", "cant_be_late", "preemption", "4-node", "aws-08-03-2023")
+    traces = [load_trace(p) for p in sorted(d.glob("*.json"))]
+    sc = scenario_for(BENCH, traces, work_h=12.0, deadline_h=15.0, nodes=4, checkpoint_loss=False)
+    rep = simulate(BENCH, traces, sc, windows=12, seed=0, strategy="provisioner")
+    n = min(t.steps(sc.step_s) for t in traces)
+    avail = np.stack([t.available_on(sc.step_s, 4)[:n] for t in traces], axis=1)
+    k = total_steps(sc)
+    rows = rep["windows"]
+    starts = [round(r["start_hours"] * 3600 / sc.step_s) for r in rows]
+    fast = replay(get_strategy("provisioner"), np.stack([avail[s : s + k] for s in starts]), sc)
+    assert [r["restarts"] for r in rows] == [int(x) for x in fast.restarts]
+    # the strategy's own switches are launches, not restarts (where `launches - 1` was read
+    # as restarts, `simulate` and the replay disagreed)
+    assert any(r["launches"] - 1 > r["restarts"] for r in rows)
+    assert rep["summary"]["restarts"] == pytest.approx(float(fast.restarts.mean()))

@@ -14,7 +14,7 @@ from providers.base import ErrorKind, ProviderError
 from providers.capabilities import PlacementGroups
 from provisioner.control.alerts import note_deadline
 from provisioner.control.guard import guard_launch
-from provisioner.control.inputs import placement_of, plan_digest
+from provisioner.control.inputs import placement_of, plan_digest, spot_events
 from provisioner.control.jobbase import JobPassBase, LeaseLost
 from provisioner.control.records import PassReport, attempt_row, instance_row
 from provisioner.control.store import AttemptRow
@@ -29,6 +29,7 @@ from provisioner.core.models import (
     placement_group_name,
 )
 from provisioner.core.overlap import notice_deadline
+from provisioner.core.views import zone_history
 
 
 class Launching(JobPassBase):
@@ -42,7 +43,11 @@ class Launching(JobPassBase):
         guard_launch(self.policy, placement, self.spent())
         self.fence(f"launching attempt {job.attempt + 1}")
         attempt = (self.current.attempt if self.current else 0) + 1
-        row = attempt_row(job, attempt, placement, self.now, reason, self.policy)
+        # what this job's attempts showed of the zone updates its prior in the launch estimate
+        seen = zone_history(spot_events(self.attempts), self.now).get(
+            (placement.offer.provider, placement.offer.zone)
+        )
+        row = attempt_row(job, attempt, placement, self.now, reason, self.policy, seen)
         self._reference(row)
         self.store.add_attempt(row)
         self.attempts.append(row)

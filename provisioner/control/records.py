@@ -25,6 +25,7 @@ from provisioner.core.models import CostEstimate, Instance, Placement, launch_to
 
 if TYPE_CHECKING:
     from policies.model import Policy
+    from provisioner.core.views import ZoneHistory
 
 log = logging.getLogger(__name__)
 
@@ -114,22 +115,29 @@ def launch_cost_estimate(
     policy: Policy | None = None,
     job: JobRow | None = None,
     now: datetime | None = None,
+    history: ZoneHistory | None = None,
 ) -> CostEstimate | None:
     """The whole estimate behind :func:`launch_estimate` (with its chance of missing the
-    deadline), or None where there is no model figure."""
+    deadline), or None where there is no model figure. ``history``: what the job's attempts
+    showed of the placement's zone (it updates the zone's prior)."""
     est = placement.estimate
     if est is None and policy is not None and placement.est_hours is not None:
         try:
-            est = _estimate_now(placement, policy, job, now)
+            est = _estimate_now(placement, policy, job, now, history)
         except Exception as exc:  # a figure for the report, never a reason not to launch
             log.warning("no estimate for the launch on %s: %s", placement.offer.location, exc)
     return est
 
 
 def _estimate_now(
-    placement: Placement, policy: Policy, job: JobRow | None, now: datetime | None
+    placement: Placement,
+    policy: Policy,
+    job: JobRow | None,
+    now: datetime | None,
+    history: ZoneHistory | None = None,
 ) -> CostEstimate | None:
-    from provisioner.simulate.estimate import estimate_placements
+    from provisioner.simulate.estimate import band_rates, estimate_placements
+    from provisioner.simulate.priors import history_rates
 
     left = 1.0
     if job is not None and job.work_total_h:
@@ -140,7 +148,10 @@ def _estimate_now(
     if job is not None and job.deadline is not None and now is not None:
         deadline = job.deadline if job.deadline.tzinfo else job.deadline.replace(tzinfo=UTC)
         horizon = max(0.0, (deadline - now).total_seconds() / 3600.0)
-    [done] = estimate_placements([p], policy, horizon)
+    rates = None
+    if history is not None and (history.up_h > 0 or history.lost or history.recovered):
+        rates = {0: history_rates(band_rates(placement.offer.interruption_band), history)}
+    [done] = estimate_placements([p], policy, horizon, rates=rates)
     return done.estimate
 
 
@@ -172,9 +183,10 @@ def attempt_row(
     now: datetime,
     reason: str,
     policy: Policy | None = None,
+    history: ZoneHistory | None = None,
 ) -> AttemptRow:
     o = placement.offer
-    full = launch_cost_estimate(placement, policy, job, now)
+    full = launch_cost_estimate(placement, policy, job, now, history)
     est, p10, p90 = (
         (full.mean_usd, full.p10_usd, full.p90_usd)
         if full is not None

@@ -100,7 +100,7 @@ class CostEstimate:
     p_miss_deadline: float | None
     spot_h: float  # expected billed spot hours (changeovers, lost work and rounding included)
     on_demand_h: float  # expected billed on-demand hours (the fallback)
-    restarts: float  # expected launches after the first
+    restarts: float  # expected relaunches after an interruption (one per preemption)
     lost_work_h: float  # expected work redone after preemptions (since the last checkpoint)
     changeover_h: float  # expected hours of changeover (launch, setup, restore), billed
     spot_usd: float = 0.0

@@ -4,17 +4,21 @@ A placement's price times its hours says nothing of interruptions. Here each spo
 is replayed ``samples`` times through :func:`provisioner.simulate.replay.replay` (the
 benchmark's vectorised replay, tested equal to the ``decide()`` path) with the strategy
 ``decide()`` would use for the policy, on spot availability drawn at random from a two-state
-(up/down) model of the zone: exponential up periods whose mean comes from the zone's
-interruption band (:func:`band_rates`) or from a recorded trace (:func:`fit_rates`), and
-exponential outages. Every run pays the changeover :data:`~provisioner.core.views.CHANGEOVER_H`
+(up/down) model of the zone: exponential up and down periods whose rates each run draws from
+the zone's prior (:mod:`provisioner.simulate.priors`: a mixture over plausible rates scaled by
+the zone's Spot Advisor band, :func:`band_rates`, or the posterior after a recorded history,
+:func:`fit_rates`). Every run pays the changeover :data:`~provisioner.core.views.CHANGEOVER_H`
 on each launch, falls back to on-demand when the strategy's safety net says so, and is billed
 under the cloud's rule (its increment, and Alibaba's protection period: a spot instance
 younger than it is not reclaimed). The runs give the expected spot and on-demand hours,
-restarts, changeover, the mean cost and its P10-P90, and the share that missed the deadline.
+restarts (relaunches after an interruption), changeover, the mean cost and its P10-P90 (the
+P90 never under the on-demand-only cost when one run in ten found no spot), and the share
+that missed the deadline.
 
 All placements of a plan go through one replay call (one window per placement and sample),
-so a plan with ten placements costs one pass over the steps. Random draws are seeded by the
-placement (its provider, zone, type and market), so the same plan prints the same estimate.
+so a plan with ten placements costs one pass over the steps (:func:`decision_step`: 300 s, or
+coarser past :data:`MAX_STEPS`). Random draws are seeded by the placement (its provider, zone,
+type and market), so the same plan prints the same estimate.
 """
 
 from __future__ import annotations
@@ -30,53 +34,55 @@ import numpy as np
 
 from policies.model import MarketChoice, Policy
 from provisioner.core.billing import Billing
-from provisioner.core.catalog import BAND_RISK
 from provisioner.core.models import CostEstimate, Market, Placement
-from provisioner.core.planrows import DEFAULT_SPOT_RISK
 from provisioner.core.strategies import DEFAULT_STRATEGY, get_strategy
 from provisioner.core.views import CHANGEOVER_H
+from provisioner.simulate.priors import (
+    CALIBRATION_STEP_S,
+    Rates,
+    draw_rates,
+    fit_rates,
+    new_account_rates,
+)
 from provisioner.simulate.replay import PerWindow, replay
 from provisioner.simulate.scenario import Scenario
 
 if TYPE_CHECKING:
     from provisioner.core.planner import Plan
 
-#: The prior, calibrated on the 2022-10-26 Can't Be Late traces (p3.2xlarge, whose Spot
-#: Advisor band is ">20%"; see benchmarks/estimate_bench.py --calibrate): the mean spot
-#: up period of a zone in that band, and the mean outage. Other bands scale the up period by
-#: the ratio of their interruption rates (a zone in "<5%" is interrupted ten times less often).
-REF_BAND_RISK = BAND_RISK[">20%"]
-REF_UP_H = 2.52
-DOWN_H = 2.76
+__all__ = [
+    "CloudRule",
+    "Rates",
+    "band_rates",
+    "decision_step",
+    "estimate_placements",
+    "estimate_plan",
+    "fit_rates",
+    "gang_rates",
+    "sample_availability",
+]
+
 #: Runs per placement, and the most decision steps a run is cut into (the step grows with the
-#: horizon beyond it: a coarser step, the same model).
+#: horizon beyond it: a coarser step, the same model). The time budget: at most
+#: ``SAMPLES x MAX_STEPS`` run-steps per placement (docs/money.md says what that costs).
 SAMPLES = 128
-MAX_STEPS = 100
-#: The decision step when the horizon allows (one changeover), seconds.
-FINE_STEP_S = CHANGEOVER_H * 3600.0
+MAX_STEPS = 400
+#: The finest decision step, seconds: the step the prior was fitted at, where the estimate
+#: stops moving (under 1% to 150 s). A 12 h job with a 15 h deadline runs at it; a 48 h job
+#: with a 60 h deadline at 974 s, its mean 1.7% under the 300 s one (docs/money.md).
+FINE_STEP_S = CALIBRATION_STEP_S
 #: Without a deadline the strategy is paced against this many times the work (plus a day).
 NO_DEADLINE_FACTOR = 3.0
 #: The spot discount assumed when an offer has no on-demand price to fall back to.
 FALLBACK_DISCOUNT = 0.35
-
-
-@dataclass(frozen=True)
-class Rates:
-    """A zone's spot capacity as a two-state model: mean up and down periods (hours)."""
-
-    up_h: float
-    down_h: float
-    source: str
-    up_now: bool = True
+#: P90 is at least the on-demand-only cost when this share of the runs found no spot at all.
+NO_SPOT_SHARE = 0.10
 
 
 def band_rates(band: str) -> Rates:
-    """The prior for a zone in Spot Advisor ``band`` ("" or unknown: the planner's default
-    risk)."""
-    risk = BAND_RISK.get(band)
-    source = f"band {band}" if risk is not None else "default band"
-    risk = DEFAULT_SPOT_RISK if risk is None else risk
-    return Rates(REF_UP_H * REF_BAND_RISK / risk, DOWN_H, source)
+    """The prior for a zone in Spot Advisor ``band`` with no recorded history ("" or unknown:
+    the planner's default risk): :func:`provisioner.simulate.priors.new_account_rates`."""
+    return new_account_rates(band)
 
 
 def gang_rates(r: Rates, nodes: int) -> Rates:
@@ -88,31 +94,24 @@ def gang_rates(r: Rates, nodes: int) -> Rates:
     return replace(r, up_h=r.up_h / nodes, source=f"{r.source}, gang of {nodes}")
 
 
-def fit_rates(avail: np.ndarray, step_s: float, prior: Rates | None = None) -> Rates:
-    """Mean up and down periods seen in ``avail`` (one boolean per step of ``step_s``), with
-    ``prior`` counted as one more period of each kind (so a short history leans on it)."""
-    a = np.asarray(avail, dtype=bool)
-    h = step_s / 3600.0
-    up, down = float(a.sum()) * h, float((~a).sum()) * h
-    falls = int(np.sum(a[:-1] & ~a[1:])) if len(a) > 1 else 0
-    rises = int(np.sum(~a[:-1] & a[1:])) if len(a) > 1 else 0
-    p = prior or band_rates("")
-    up_h = (up + p.up_h) / (falls + 1)
-    down_h = (down + p.down_h) / (rises + 1)
-    now = bool(a[-1]) if len(a) else True
-    return Rates(up_h, down_h, "trace", now)
-
-
 def sample_availability(
     rates: Rates, n: int, steps: int, step_s: float, seed: int, protect_s: float = 0.0
 ) -> np.ndarray:
-    """``n`` random runs of ``steps`` steps (n, steps) of spot capacity under ``rates``."""
+    """``n`` random runs of ``steps`` steps (n, steps) of spot capacity under ``rates``: each
+    run draws its own failure and recovery rates from the prior (fixed where it has no
+    shapes) and, where the state now is unknown, starts up with their stationary share."""
     rng = np.random.default_rng(seed)
     u = rng.random((steps, n))  # step-major: the first steps are the same for any ``steps``
-    p_fail = 1.0 - math.exp(-step_s / 3600.0 / max(rates.up_h, 1e-6))
-    p_back = 1.0 - math.exp(-step_s / 3600.0 / max(rates.down_h, 1e-6))
+    prm = np.random.default_rng([seed, 1])  # the runs' rates: the same for any ``steps``
+    lam, mu = draw_rates(rates, n, prm)
+    h = step_s / 3600.0
+    p_fail = -np.expm1(-h * lam)
+    p_back = -np.expm1(-h * mu)
     out = np.empty((steps, n), dtype=bool)
-    state = np.full(n, rates.up_now)
+    if rates.up_now is None:
+        state = prm.random(n) < mu / np.maximum(lam + mu, 1e-12)
+    else:
+        state = np.full(n, rates.up_now)
     for k in range(steps):
         out[k] = state
         state = np.where(state, u[k] >= p_fail, u[k] < p_back)
@@ -173,6 +172,13 @@ def cloud_rule(provider: str) -> CloudRule:
     return CloudRule(f.billing, float(f.spot_protection_s), float(f.notice_s))
 
 
+def decision_step(sim_h: float, work_h: float) -> float:
+    """The replay's step (seconds) for a horizon of ``sim_h`` and ``work_h`` of work:
+    :data:`FINE_STEP_S`, or coarser where the run (to the deadline, plus room to finish on
+    on-demand) would take more than :data:`MAX_STEPS` steps."""
+    return max(FINE_STEP_S, (sim_h + work_h + CHANGEOVER_H) * 3600.0 / MAX_STEPS)
+
+
 def estimate_placements(
     placements: Sequence[Placement],
     policy: Policy,
@@ -212,7 +218,7 @@ def estimate_placements(
         else float(NO_DEADLINE_FACTOR * (work.max() + d_h) + 24.0)
     )
     sim_h = max(sim_h, 1e-3)
-    step_s = max(FINE_STEP_S, (sim_h + work.max() + d_h) * 3600.0 / MAX_STEPS)
+    step_s = decision_step(sim_h, float(work.max()))
     steps = math.ceil((sim_h + float(work.max()) + d_h) * 3600.0 / step_s) + 2
     avail, protect, p_od, p_sp = [], [], [], []
     for i in spot_i:
@@ -256,16 +262,31 @@ def estimate_placements(
         od_h = runs.od_hours[sl]
         cost = p_sp[k] * spot_h + p_od[k] * od_h
         missed = runs.missed[sl] | (runs.finish_h[sl] + lost > sim_h + 1e-9)
+        p90 = percentile(cost, 90)
+        if policy.market is not MarketChoice.SPOT:
+            # the zone may have no spot: when one run in ten found none, those runs paid the
+            # on-demand-only cost, and the P90 is not below it (no interpolation under it)
+            no_spot = float(np.mean(runs.spot_hours[sl] <= 0.0))
+            if no_spot >= NO_SPOT_SHARE:
+                p90 = max(p90, _on_demand(p, rule, horizon_h, p_od[k] / p.nodes).mean_usd)
         est = CostEstimate(
             mean_usd=float(cost.mean()),
             p10_usd=percentile(cost, 10),
-            p90_usd=percentile(cost, 90),
+            p90_usd=p90,
             p_miss_deadline=None if horizon_h is None else float(missed.mean()),
             spot_h=float(spot_h.mean()),
             on_demand_h=float(od_h.mean()),
-            restarts=float(np.maximum(launches - 1, 0).mean()),
+            restarts=float(pre.mean()),  # relaunches after an interruption (docs/money.md)
             lost_work_h=float(lost.mean()),
-            changeover_h=float((launches * d_h).mean()),
+            # billed but no progress: a changeover cut short by a preemption counts its part
+            changeover_h=float(
+                (
+                    runs.spot_hours[sl]
+                    + runs.od_hours[sl]
+                    - runs.spot_work_hours[sl]
+                    - runs.od_work_hours[sl]
+                ).mean()
+            ),
             spot_usd=float(p_sp[k] * spot_h.mean()),
             on_demand_usd=float(p_od[k] * od_h.mean()),
             samples=n,
@@ -277,12 +298,14 @@ def estimate_placements(
     return out
 
 
-def _on_demand(p: Placement, rule: CloudRule, horizon_h: float | None) -> CostEstimate:
+def _on_demand(
+    p: Placement, rule: CloudRule, horizon_h: float | None, price: float | None = None
+) -> CostEstimate:
     """An on-demand placement: one launch, the work, no interruptions (exact); every node
-    of a gang billed."""
+    of a gang billed. ``price``: the on-demand price per node (default: the placement's)."""
     hours = float(p.est_hours or 0.0) + CHANGEOVER_H
     billed = rule.billing.billed_seconds(hours * 3600.0) / 3600.0
-    cost = p.price_per_hour * billed * p.nodes
+    cost = (p.price_per_hour if price is None else price) * billed * p.nodes
     miss = None if horizon_h is None else float(hours > horizon_h + 1e-9)
     return CostEstimate(
         cost, cost, cost, miss, 0.0, billed, 0.0, 0.0, CHANGEOVER_H, 0.0, cost, 0, "on-demand"

@@ -100,8 +100,10 @@ class RunStats:
 
     @property
     def restarts(self) -> np.ndarray:
-        """Launches after the first one (each is a changeover)."""
-        return np.maximum(self.launches - 1, 0)
+        """Relaunches after an interruption: one per preemption, the daemon's ``restarts``
+        and the engine's. A launch the strategy chose (a switch of market or zone) pays a
+        changeover but is no restart; ``launches`` counts every one."""
+        return self.preemptions.copy()
 
     def __len__(self) -> int:
         return len(self.cost)
