@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from providers._common import (
@@ -71,7 +72,28 @@ DEFAULT_IMAGE_ROOT_DEVICE = "/dev/sda1"
 #: decimals of ``SpotOptions.MaxPrice`` (EC2 quotes spot prices to 4 places)
 PRICE_DECIMALS = 4
 
+#: the smallest ``MaxPrice`` EC2 takes: "it must be more than USD $0.001. Specifying a value
+#: below USD $0.001 will result in an InvalidParameterValue error" (EC2 API reference,
+#: LaunchTemplateSpotMarketOptions / SpotMarketOptions); a smaller cap is refused locally
+MIN_MAX_PRICE = Decimal("0.001")
+
 _WHEN = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def max_price(cap: float) -> str:
+    """``SpotOptions.MaxPrice`` for a bid cap, rounded toward the cap ("0.51237" goes out as
+    "0.5123", never "0.5124"); a cap under EC2's minimum is refused here, as price-too-low (the
+    next offer is tried), instead of failing the whole pass as InvalidParameterValue."""
+    text = cap_str(cap, PRICE_DECIMALS)
+    if Decimal(text) < MIN_MAX_PRICE:
+        raise ProviderError(
+            ErrorKind.PRICE_TOO_LOW,
+            "BidCapBelowMinimum",
+            f"bid cap {cap!r} USD/h is below the cloud's minimum: EC2 takes no MaxPrice under "
+            f"{MIN_MAX_PRICE} USD/h",
+            provider="aws",
+        )
+    return text
 
 
 class AWSInstances(AWSClient):
@@ -182,8 +204,7 @@ class AWSInstances(AWSClient):
                 "InstanceInterruptionBehavior": "terminate",
             }
             if request.bid_cap_per_hour is not None:
-                # rounded toward the cap: "0.51237" goes out as "0.5123", never "0.5124"
-                spot["MaxPrice"] = cap_str(request.bid_cap_per_hour, PRICE_DECIMALS)
+                spot["MaxPrice"] = max_price(request.bid_cap_per_hour)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return params
 

@@ -66,7 +66,6 @@ ERRORS: dict[str, tuple[int, str]] = {
     "OverconstrainedAllocationRequest": (200, "async"),
     "SpotPriceGreaterThanProvidedMaxPrice": (409, "sync"),
     "MaxPriceValueInvalid": (400, "sync"),
-    "AzureSpotIsNotSupportedForThisVMSize": (400, "sync"),
     "OperationNotAllowed": (409, "sync"),
     "AuthorizationFailed": (403, "sync"),
     "InvalidAuthenticationToken": (401, "sync"),
