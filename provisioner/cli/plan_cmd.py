@@ -66,15 +66,20 @@ def plan(
 
     policy = load_policy_or_exit(policy_path)
     catalog = load_catalog_or_exit(catalogs, provider)
-    context = PlanContext(now=datetime.now(UTC))
     store = _existing_store(store_url)
+    # the account's quotas as last read (`provisioner quotas --refresh`, quota errors at launch)
+    context = PlanContext(
+        now=datetime.now(UTC), quotas=tuple(store.quotas()) if store is not None else ()
+    )
     # each offer at its freshest price: the live quotes `catalog refresh` stored, else the row
     catalog, origins = freshest(catalog, store.prices() if store is not None else [])
     if measured:
+        from dataclasses import replace
+
         from provisioner.cli.jobs_cmd import _store
         from provisioner.probe.records import measured as measured_figures
 
-        context = PlanContext(now=context.now, measured=measured_figures(_store(store_url)))
+        context = replace(context, measured=measured_figures(_store(store_url)))
     try:
         result = plan_offers(policy, catalog, context, top=top)
     except PlanError as exc:
@@ -100,8 +105,27 @@ def plan(
     raise SystemExit(EXIT_OK if result.placements else EXIT_NOTHING_ELIGIBLE)
 
 
+def _no_sqlite_file(url: str | None) -> bool:
+    """Whether ``url`` (or the default store) is a SQLite file that is not there, found
+    without importing the store (``plan`` stays quick to start when there is none)."""
+    import os
+    from pathlib import Path
+
+    url = url or os.environ.get("PROVISIONER_STORE")
+    if not url:  # the default: provisioner.control.store.engine.default_url()
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+            os.path.expanduser("~"), ".local", "state"
+        )
+        return not (Path(base) / "provisioner" / "provisioner.db").exists()
+    if url.startswith("sqlite:///") and "?" not in url:
+        return not Path(url.removeprefix("sqlite:///")).exists()
+    return False
+
+
 def _existing_store(url: str | None) -> Any:
     """The store, where there is one (`plan` never creates one); None where there is none."""
+    if _no_sqlite_file(url):
+        return None
     from provisioner.control.store import default_url, store_missing
 
     if store_missing(url or default_url()) is not None:

@@ -42,6 +42,8 @@ from provisioner.core.planrows import (
     region_verdicts,
     score_rows,
 )
+from provisioner.core.quotas import Quota, blocking
+from provisioner.core.quotas import why as quota_why
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ REASONS = (
     "cooldown",  # zone recently preempted (restart.zone_cooldown)
     "unavailable",  # reported without capacity by the caller's context
     "gang_capacity",  # fewer nodes known to be there than resources.nodes (a gang)
+    "quota",  # more than the account's remaining quota (PlanContext.quotas)
 )
 _CODE = {r: i + 1 for i, r in enumerate(REASONS)}
 EXAMPLES_PER_REASON = 3
@@ -92,6 +95,9 @@ class PlanContext:
     #: job's candidates: decide() paces the job against what is left and fails it, saying
     #: why, when nothing can pay for it (a planner that dropped them left it waiting forever)
     pacing: bool = True
+    #: the account's quotas (provisioner.core.quotas.Quota, cached in the store by
+    #: `provisioner quotas --refresh`); an offer beyond what is left of one is rejected
+    quotas: tuple[Quota, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -350,6 +356,13 @@ def plan_offers(
         cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]
         cand[(cand == 0) & unavailable_mask] = _CODE["unavailable"]
         cand[(cand == 0) & short_mask] = _CODE["gang_capacity"]
+        if ctx.quotas:
+            for pos in np.flatnonzero(cand == 0).tolist():
+                row = catalog.offers[int(rows[pos])]
+                over = blocking(ctx.quotas, row, market, nodes)
+                if over is not None:
+                    cand[pos] = _CODE["quota"]
+                    why_row[("quota", pos)] = quota_why(over, row, nodes)
         cand_rows.append(rows)
         cand_market.append(mi)
         cand_price.append(price)
