@@ -21,6 +21,22 @@ from policies.model import Interconnect
 
 COLUMNS = ("provider", "instance_type", "network_gbps", "fabric", "intra_node", "source")
 FABRICS = ("efa", "infiniband", "roce", "")
+
+#: clouds whose placement groups only spread instances apart (no proximity): Tencent's
+#: ``DisasterRecoverGroup`` (``HOST``, ``SW``, ``RACK``: each keeps its instances on different
+#: hosts, switches or racks; CVM API ``CreateDisasterRecoverGroup``; providers/tencent/
+#: placement.py). A gang asking for ``inter_node: placement-group`` is not placed there;
+#: ``same-zone`` accepts it.
+SPREAD_ONLY_GROUPS = frozenset({"tencent"})
+
+
+def spread_only_why(provider: str) -> str:
+    return (
+        f"{provider}'s placement groups only spread instances apart (no proximity); "
+        "resources.interconnect.inter_node: same-zone accepts a gang there"
+    )
+
+
 INTRA = ("nvswitch", "nvlink", "pcie", "")
 
 

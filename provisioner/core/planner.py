@@ -33,7 +33,7 @@ from policies.model import Policy
 from provisioner.core.catalog import Catalog
 from provisioner.core.measured import Measured
 from provisioner.core.models import Market, Offer, Placement
-from provisioner.core.network import wants_interconnect
+from provisioner.core.network import SPREAD_ONLY_GROUPS, spread_only_why, wants_interconnect
 from provisioner.core.planrows import (
     PlanError,
     interconnect_mask,
@@ -265,6 +265,12 @@ def plan_offers(
     if wants_interconnect(res.interconnect, nodes):
         bad = interconnect_mask(policy, catalog, rows, why_row)
         base[(base == 0) & bad] = _CODE["interconnect"]
+    if nodes > 1 and res.interconnect.inter_node == "placement-group":
+        for pos in np.flatnonzero(base == 0).tolist():
+            provider = catalog.offers[int(rows[pos])].provider
+            if provider in SPREAD_ONLY_GROUPS:
+                base[pos] = _CODE["interconnect"]
+                why_row[("interconnect", pos)] = spread_only_why(provider)
     speed, measured_at = measured_speed(catalog, rows, ctx.measured)
     if measured_at and res.min_measured_fraction is not None:
         base[(base == 0) & (speed < res.min_measured_fraction)] = _CODE["measured"]
@@ -448,6 +454,14 @@ def plan_offers(
 
     rejections = {r: Rejection(r, counts[r], tuple(examples[r])) for r in REASONS if counts[r]}
     notes: list[str] = []
+    spread = (
+        sorted({p.offer.provider for p in placements} & SPREAD_ONLY_GROUPS) if nodes > 1 else []
+    )
+    for provider in spread:
+        notes.append(
+            f"a gang on {provider} has no proximity guarantee: its placement groups only spread "
+            "instances apart (the nodes share a zone)"
+        )
     if policy.windows:
         from policies.cron import in_window, next_window_start
 
