@@ -26,7 +26,7 @@ class AWSProvider(AWSCommitments, AWSQuotas, AWSPlacement, AWSInstances, Provide
     ``page_size``: ``MaxResults`` of the list calls (5 or more; None: the service's default).
 
     A gang's nodes go into one cluster placement group (:mod:`providers.aws.placement`); a
-    launch with ``fabric="efa"`` asks for an EFA network interface. ``quotas()`` reads the GPU
+    launch with ``fabric="efa"`` asks for one EFA per network card, as many as the type takes. ``quotas()`` reads the GPU
     families' vCPU quotas from Service Quotas (:mod:`providers.aws.quotas`).
     """
 
