@@ -21,6 +21,10 @@ needs one asks ``isinstance(provider, LivePrices)`` and says what it does withou
   it; a quote converts to a row of provisioner/data/commitments.csv
   (:meth:`CommitmentQuote.as_commitment`).
 
+- :class:`Quotas`: reads the account's GPU quotas (AWS Service Quotas, GCP regional quotas,
+  Azure usages, Alibaba account attributes, Tencent account quota); ``provisioner quotas --refresh`` caches them in the store and ``plan`` rejects
+  offers beyond what is left (provisioner/core/quotas.py).
+
 A protocol with no members would match every object, so each one names at least one method.
 """
 
@@ -35,6 +39,7 @@ from typing import Protocol, runtime_checkable
 from policies.profile import HOURS_PER_MONTH
 from providers.base import PriceQuote
 from provisioner.core.models import Offer
+from provisioner.core.quotas import Quota
 from provisioner.core.tco import Commitment
 
 
@@ -46,6 +51,15 @@ class LivePrices(Protocol):
     def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
         """Live spot and on-demand prices of the GPU types in ``regions`` (default: the
         adapter's own)."""
+        ...
+
+
+@runtime_checkable
+class Quotas(Protocol):
+    """An adapter that reads the account's GPU quotas from the cloud."""
+
+    def quotas(self, regions: Iterable[str] | None = None) -> builtins.list[Quota]:
+        """The GPU quotas in ``regions`` (default: the adapter's own), as read now."""
         ...
 
 

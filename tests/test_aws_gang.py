@@ -281,3 +281,48 @@ def test_an_unknown_group_is_not_an_error_to_delete(aws: AWSHarness) -> None:
     provider.delete_placement_group(f"{REGION}/never-made")
     provider.delete_placement_group("never-made-either")  # a bare name: the default region
     assert len(aws.sent("DeletePlacementGroup")) == 2
+
+
+@pytest.mark.parametrize(
+    ("itype", "cards", "primary"),
+    [("p4d.24xlarge", [0, 1, 2, 3], "efa"), ("p5.48xlarge", list(range(32)), "efa")],
+)
+def test_an_efa_node_asks_for_every_efa_its_type_supports(
+    aws: AWSHarness, itype: str, cards: list[int], primary: str
+) -> None:
+    """One EFA per network card, as many as DescribeInstanceTypes says the type supports
+    (``EfaInfo.MaximumEfaInterfaces``): p4d.24xlarge 4, p5.48xlarge 32. It used to be one."""
+    from dataclasses import replace
+
+    subnet, sg = _network(aws)
+    provider = aws.provider(subnet=subnet, security_groups=[sg])
+    gid = provider.ensure_placement_group(NAME, REGION, ZONE, TAGS)
+    req = _node(aws, gid, 0, fabric="efa")
+    req = replace(req, offer=replace(req.offer, instance_type=itype))
+    provider.launch(req)
+    sent = aws.launch_requests()[-1]
+    n = len(cards)
+    got = [sent.get(f"NetworkInterface.{i}.NetworkCardIndex") for i in range(1, n + 2)]
+    assert got == [str(c) for c in cards] + [None]
+    kinds = [sent[f"NetworkInterface.{i}.InterfaceType"] for i in range(1, n + 1)]
+    assert kinds == [primary] + ["efa-only"] * (n - 1)
+    assert sent["NetworkInterface.1.DeviceIndex"] == "0"
+    assert all(sent[f"NetworkInterface.{i}.DeviceIndex"] == "1" for i in range(2, n + 1))
+    assert all(sent[f"NetworkInterface.{i}.SubnetId"] == subnet for i in range(1, n + 1))
+
+
+def test_more_cards_than_efas_keeps_the_primary_a_plain_interface() -> None:
+    from providers.aws.instances import efa_interfaces
+
+    nics = efa_interfaces(17, 16)  # p6-b300.48xlarge: 17 network cards, 16 EFAs
+    assert nics[0]["InterfaceType"] == "interface" and nics[0]["NetworkCardIndex"] == 0
+    assert [n["NetworkCardIndex"] for n in nics[1:]] == list(range(1, 17))
+    assert {n["InterfaceType"] for n in nics[1:]} == {"efa-only"}
+    assert efa_interfaces(1, 1) == [
+        {
+            "DeviceIndex": 0,
+            "DeleteOnTermination": True,
+            "InterfaceType": "efa",
+            "NetworkCardIndex": 0,
+        }
+    ]

@@ -173,7 +173,6 @@ def test_long_running_operations_are_polled_on_our_endpoint(server: AzureServer)
         ("SkuNotAvailable", ErrorKind.CAPACITY),  # a 409: ResourceExistsError in the SDK
         ("ZonalAllocationFailed", ErrorKind.CAPACITY),  # a failed operation
         ("OverconstrainedAllocationRequest", ErrorKind.CAPACITY),
-        ("AzureSpotIsNotSupportedForThisVMSize", ErrorKind.CAPACITY),
         ("SpotPriceGreaterThanProvidedMaxPrice", ErrorKind.PRICE_TOO_LOW),
         ("MaxPriceValueInvalid", ErrorKind.INVALID),
         ("OperationNotAllowed", ErrorKind.QUOTA),

@@ -165,7 +165,7 @@ def test_alibaba_and_tencent_termination_times() -> None:
     assert ali.token is not None and ali.token.optional and 403 in ali.token.expired
     tencent = cloud_facts("tencent").notice
     reading = tencent.parse(200, "2018-08-18 12:05:33")
-    assert reading is not None and reading.deadline == at("2018-08-18T12:05:33")  # no zone: UTC
+    assert reading is not None and reading.deadline == at("2018-08-18T04:05:33")  # no zone: UTC+8
     assert tencent.parse(200, "  ") is None and tencent.token is None
 
 

@@ -139,6 +139,9 @@ def check(
     assert any(r.startswith("capacity") for r in failed) and any(
         r.startswith("quota") for r in failed
     ), failed
+    # each quota refusal went into the quota cache (`provisioner quotas`, plan's `quota` reason)
+    cached = [q for q in store.quotas() if " at launch: " in q.name]
+    assert cached and all(q.remaining == 0 for q in cached), cached
     # retries stay bounded: each launch request belongs to an attempt, at most `retries` each
     launches = proxy.requests[launch_op]
     assert len(attempts) <= launches <= retries * len(attempts), (launches, len(attempts))

@@ -99,3 +99,15 @@ def test_the_multinode_pretrain_policy_ranks_rdma_gangs() -> None:
     # asks for fabric: rdma, so it is rejected on the interconnect, not for want of a fact
     assert not any(provider == "gcp" for provider, _ in ranked)
     assert "interconnect" in plan.rejections
+
+
+def test_every_aws_efa_type_says_how_many_efas_it_takes() -> None:
+    """One EFA per network card, as EC2's DescribeInstanceTypes gives it (the AWS adapter asks
+    EC2 the same at launch)."""
+    from provisioner.catalog_files import builtin_catalog
+
+    table = builtin_catalog().network or {}
+    efa = {k[1]: f.efa_interfaces for k, f in table.items() if k[0] == "aws" and f.fabric == "efa"}
+    assert efa and all(n >= 1 for n in efa.values()), efa
+    assert (efa["p4d.24xlarge"], efa["p5.48xlarge"], efa["p5en.48xlarge"]) == (4, 32, 16)
+    assert all(f.efa_interfaces == 0 for k, f in table.items() if f.fabric != "efa")

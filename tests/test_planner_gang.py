@@ -168,3 +168,23 @@ def test_the_cost_estimate_bills_every_node_and_a_gang_is_taken_back_sooner() ->
     assert e.estimate.mean_usd == pytest.approx(
         od.price_per_hour * 4 * e.estimate.on_demand_h, rel=1e-9
     )
+
+
+def test_tencent_placement_groups_only_spread_so_a_placement_group_gang_goes_elsewhere() -> None:
+    """Tencent's placement groups keep instances apart, never together: a gang that asks for
+    a placement group is not placed there (interconnect, saying why); one that accepts
+    ``same-zone`` may be, with a note that it has no proximity guarantee."""
+    yaml = (
+        "name: g\njob: {compute_hours: 8}\nmarket: spot-then-on-demand\nresources:\n"
+        "  gpu_count: 1\n  nodes: 2\n  gpus: [T4, V100, A10, V100-32GB]\n"
+        "residency:\n  providers: [tencent]\n"
+    )
+    catalog = builtin_catalog()
+    grouped = plan_offers(parse_policy(yaml), catalog, PlanContext(now=NOW), top=None)
+    assert grouped.placements == []
+    texts = " | ".join(examples(grouped, "interconnect"))
+    assert "only spread instances apart" in texts and "same-zone" in texts, texts
+    zonal = yaml.replace("resources:\n", "resources:\n  interconnect: {inter_node: same-zone}\n")
+    same_zone = plan_offers(parse_policy(zonal), catalog, PlanContext(now=NOW), top=None)
+    assert same_zone.placements and {p.offer.provider for p in same_zone.placements} == {"tencent"}
+    assert any("no proximity guarantee" in n for n in same_zone.notes), same_zone.notes

@@ -96,7 +96,13 @@ class AlibabaClient(RegionalProvider):
             if self._key_id and self._key_secret:
                 config.access_key_id = self._key_id
                 config.access_key_secret = self._key_secret
-            # else: the SDK's default credential chain (RAM role, profile file, ...)
+            else:
+                # the default credential chain (environment, OIDC, the aliyun CLI's profile,
+                # ~/.alibabacloud/credentials.ini, the ECS RAM role): tea-openapi 0.4.x does not
+                # fall back to it by itself and answers InvalidCredentials without keys
+                from alibabacloud_credentials.client import Client as CredentialClient
+
+                config.credential = CredentialClient()
             client = client_cls(config)
             self._clients[region] = client
         return client

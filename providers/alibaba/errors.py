@@ -4,6 +4,8 @@ ECS answers an error with HTTP 4xx/5xx and ``{"Code", "Message", "RequestId"}``;
 it as ``ClientException``/``ServerException`` with ``.code`` and ``.status_code``. The code
 decides; the status only where the code is unknown (429 throttled, 5xx transient, anything
 else invalid: ECS answers 403 and 404 for many errors that are neither auth nor not-found).
+Every exact code is in the ECS API reference of the call that answers it (RunInstances,
+DescribeInstances, DeleteDeploymentSet, ...); docs/cloud-errors.md lists them with sources.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ ERRORS = ErrorTable(
             "InvalidResourceType.NotSupported",  # type not sold in that zone
             "ResourceNotAvailable",
             "InvalidVSwitchId.IpNotEnough",  # the zone's vSwitch has no free IP
+            "InvalidInstanceType.ZoneNotSupported",  # the type is not sold in that zone
+            "DeploymentSet.NoRoom",  # the gang's deployment set is full there
         ),
         ErrorKind.QUOTA: (
             "InvalidInstanceType.ValueUnauthorized",  # account not allowed this type
@@ -39,6 +43,8 @@ ERRORS = ErrorTable(
             "Account.Arrearage",
         ),
         ErrorKind.PRICE_TOO_LOW: ("InvalidSpotPriceLimit.LowerThanPublicPrice",),
+        # SpotPriceLimit malformed (which the adapter never sends): another offer would not help
+        ErrorKind.INVALID: ("InvalidSpotPriceLimit",),
         ErrorKind.AUTH: (
             "InvalidAccessKeyId.NotFound",
             "InvalidAccessKeyId.Inactive",
@@ -62,7 +68,6 @@ ERRORS = ErrorTable(
     fragments={ErrorKind.CAPACITY: ("NoStock",)},
     prefixes={
         ErrorKind.QUOTA: ("QuotaExceed",),  # QuotaExceed.ElasticQuota, QuotaExceeded.*
-        ErrorKind.PRICE_TOO_LOW: ("InvalidSpotPriceLimit",),
         # Forbidden.RAM, Forbidden.AccessKeyDisabled, ...
         ErrorKind.AUTH: ("InvalidAccessKeyId", "InvalidSecurityToken", "Forbidden"),
         ErrorKind.THROTTLED: ("Throttling",),  # Throttling, Throttling.User, Throttling.Api
@@ -81,6 +86,8 @@ def classify_error(exc: BaseException) -> ProviderError | None:
     """An SDK exception as a :class:`ProviderError`; None for programming errors (re-raised)."""
     if isinstance(exc, ProviderError):
         return exc
+    if type(exc).__name__ == "CredentialException":  # the default chain found no credentials
+        return ProviderError(ErrorKind.AUTH, "NoCredentials", str(exc)[:500], provider=NAME)
     raw_code = getattr(exc, "code", None)
     code = "" if raw_code in (None, "", "None") else str(raw_code)  # the SDK writes f"{None}"
     status = getattr(exc, "status_code", None)

@@ -25,7 +25,8 @@ shows as ``StateReason.Code`` ``Server.SpotInstanceTermination`` on the terminat
 
 A gang (issue 10) goes into one cluster placement group (``placement``: the group's id is
 ``<region>/<name>``); its nodes name it in ``Placement.GroupName``, and ``fabric="efa"`` gives
-each node an EFA network interface.
+each node one EFA interface per network card, as many as the type supports
+(``DescribeInstanceTypes`` ``EfaInfo.MaximumEfaInterfaces``).
 
 The adapter is split by concern: ``errors`` (the error table and classifier), ``client``
 (options, session and clients), ``offers`` (offers and prices), ``instances`` (launch,

@@ -5,10 +5,11 @@ from __future__ import annotations
 from providers.aws.commitments import AWSCommitments
 from providers.aws.instances import AWSInstances
 from providers.aws.placement import AWSPlacement
+from providers.aws.quotas import AWSQuotas
 from providers.base import Provider
 
 
-class AWSProvider(AWSCommitments, AWSPlacement, AWSInstances, Provider):
+class AWSProvider(AWSCommitments, AWSQuotas, AWSPlacement, AWSInstances, Provider):
     """EC2 in one or more regions.
 
     ``credentials``: a dict with ``aws_access_key_id``/``aws_secret_access_key``
@@ -25,7 +26,8 @@ class AWSProvider(AWSCommitments, AWSPlacement, AWSInstances, Provider):
     ``page_size``: ``MaxResults`` of the list calls (5 or more; None: the service's default).
 
     A gang's nodes go into one cluster placement group (:mod:`providers.aws.placement`); a
-    launch with ``fabric="efa"`` asks for an EFA network interface.
+    launch with ``fabric="efa"`` asks for one EFA per network card, as many as the type takes. ``quotas()`` reads the GPU
+    families' vCPU quotas from Service Quotas (:mod:`providers.aws.quotas`).
     """
 
     name = "aws"

@@ -78,6 +78,7 @@ class AWSClient:
         self._region_of: dict[str, str] = {}
         self._gpu_types: dict[str, list[dict[str, Any]]] = {}
         self._root_device: dict[tuple[str, str], str | None] = {}
+        self._efa: dict[tuple[str, str], tuple[int, int]] = {}  # (cards, EFA interfaces)
 
     # -- plumbing -------------------------------------------------------------------------
 

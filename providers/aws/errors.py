@@ -1,5 +1,9 @@
 """AWS errors: EC2's ``Error.Code`` values by kind, and the classifier of botocore exceptions.
 
+Every code is in EC2's error code reference
+(https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html) with the class
+it has here; docs/cloud-errors.md lists them with their sources.
+
 Classified by code, never by exception class or HTTP status alone: EC2 sends
 ``InsufficientInstanceCapacity`` with a 500, and it is capacity.
 """
@@ -16,13 +20,20 @@ ERRORS = ErrorTable(
             "InsufficientInstanceCapacity",
             "InsufficientHostCapacity",
             "InsufficientCapacity",
-            "MaxSpotInstanceCountExceeded",
+            # not enough EBS capacity in the zone for the root volume: another zone may have it
+            "InsufficientVolumeCapacity",
             "Unsupported",
             # the subnet of that zone has no free IP address: another zone's subnet may
             "InsufficientFreeAddressesInSubnet",
         ),
-        ErrorKind.PRICE_TOO_LOW: ("SpotMaxPriceTooLow",),
-        ErrorKind.QUOTA: ("VcpuLimitExceeded", "InstanceLimitExceeded"),
+        # BidCapBelowMinimum: a cap under EC2's smallest MaxPrice, refused before it is sent
+        ErrorKind.PRICE_TOO_LOW: ("SpotMaxPriceTooLow", "BidCapBelowMinimum"),
+        ErrorKind.QUOTA: (
+            "VcpuLimitExceeded",
+            "InstanceLimitExceeded",
+            "MaxSpotInstanceCountExceeded",  # the account's spot request limit
+            "PlacementGroupLimitExceeded",  # the account's placement group limit
+        ),
         ErrorKind.AUTH: (
             "AuthFailure",
             "UnauthorizedOperation",

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from providers._common import (
@@ -71,7 +72,56 @@ DEFAULT_IMAGE_ROOT_DEVICE = "/dev/sda1"
 #: decimals of ``SpotOptions.MaxPrice`` (EC2 quotes spot prices to 4 places)
 PRICE_DECIMALS = 4
 
+#: the smallest ``MaxPrice`` EC2 takes: "it must be more than USD $0.001. Specifying a value
+#: below USD $0.001 will result in an InvalidParameterValue error" (EC2 API reference,
+#: LaunchTemplateSpotMarketOptions / SpotMarketOptions); a smaller cap is refused locally
+MIN_MAX_PRICE = Decimal("0.001")
+
 _WHEN = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def max_price(cap: float) -> str:
+    """``SpotOptions.MaxPrice`` for a bid cap, rounded toward the cap ("0.51237" goes out as
+    "0.5123", never "0.5124"); a cap under EC2's minimum is refused here, as price-too-low (the
+    next offer is tried), instead of failing the whole pass as InvalidParameterValue."""
+    text = cap_str(cap, PRICE_DECIMALS)
+    if Decimal(text) < MIN_MAX_PRICE:
+        raise ProviderError(
+            ErrorKind.PRICE_TOO_LOW,
+            "BidCapBelowMinimum",
+            f"bid cap {cap!r} USD/h is below the cloud's minimum: EC2 takes no MaxPrice under "
+            f"{MIN_MAX_PRICE} USD/h",
+            provider="aws",
+        )
+    return text
+
+
+def efa_interfaces(cards: int, efa: int) -> list[dict[str, Any]]:
+    """The network interfaces of a node with EFA: one per EFA the type supports, each on its
+    own network card (EC2 User Guide, "Maximize network bandwidth on Amazon EC2 instances with
+    multiple network cards"). The primary (card 0, device 0) is an ``efa`` interface (EFA with
+    ENA: the node's IP traffic); the others are ``efa-only`` on cards 1, 2, ... at device 1.
+    Where the type has more cards than EFAs (p6-b300: 17 cards, 16 EFAs) the primary is a
+    plain ``interface`` and the EFAs take the cards after it."""
+    first: dict[str, Any] = {"DeviceIndex": 0, "DeleteOnTermination": True}
+    if cards > efa:
+        first["InterfaceType"] = "interface"
+        start = 1
+    else:
+        first["InterfaceType"] = "efa"
+        start, efa = 1, efa - 1
+    first["NetworkCardIndex"] = 0
+    out = [first]
+    for card in range(start, start + efa):
+        out.append(
+            {
+                "NetworkCardIndex": card,
+                "DeviceIndex": 1,
+                "InterfaceType": "efa-only",
+                "DeleteOnTermination": True,
+            }
+        )
+    return out
 
 
 class AWSInstances(AWSClient):
@@ -141,16 +191,13 @@ class AWSInstances(AWSClient):
         if request.fabric == "efa":
             # EC2 takes the subnet and security groups inside the interface when one is given
             # (with SubnetId or SecurityGroupIds beside it: InvalidParameterCombination)
-            nic: dict[str, Any] = {
-                "DeviceIndex": 0,
-                "InterfaceType": "efa",
-                "DeleteOnTermination": True,
-            }
-            if subnet:
-                nic["SubnetId"] = subnet
-            if self.security_groups:
-                nic["Groups"] = list(self.security_groups)
-            params["NetworkInterfaces"] = [nic]
+            nics = efa_interfaces(*self._efa_cards(region, offer.instance_type))
+            for nic in nics:
+                if subnet:
+                    nic["SubnetId"] = subnet
+                if self.security_groups:
+                    nic["Groups"] = list(self.security_groups)
+            params["NetworkInterfaces"] = nics
         else:
             if subnet:
                 params["SubnetId"] = subnet
@@ -182,10 +229,26 @@ class AWSInstances(AWSClient):
                 "InstanceInterruptionBehavior": "terminate",
             }
             if request.bid_cap_per_hour is not None:
-                # rounded toward the cap: "0.51237" goes out as "0.5123", never "0.5124"
-                spot["MaxPrice"] = cap_str(request.bid_cap_per_hour, PRICE_DECIMALS)
+                spot["MaxPrice"] = max_price(request.bid_cap_per_hour)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return params
+
+    def _efa_cards(self, region: str, instance_type: str) -> tuple[int, int]:
+        """(network cards, EFA interfaces) of an instance type, from ``DescribeInstanceTypes``
+        (``NetworkInfo.MaximumNetworkCards``, ``EfaInfo.MaximumEfaInterfaces``), asked once
+        per type; (1, 1) where EC2 does not say."""
+        key = (region, instance_type)
+        if key not in self._efa:
+            types = self._call(
+                region,
+                "DescribeInstanceTypes",
+                lambda ec2: ec2.describe_instance_types(InstanceTypes=[instance_type]),
+            ).get("InstanceTypes", [])
+            info = types[0].get("NetworkInfo", {}) if types else {}
+            cards = int(info.get("MaximumNetworkCards") or 1)
+            efa = int((info.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 1)
+            self._efa[key] = (max(cards, 1), max(min(efa, cards), 1))
+        return self._efa[key]
 
     def _root_device_of(self, region: str, image: str) -> str | None:
         """The image's root device name (to size the root volume); None where unknown."""

@@ -21,7 +21,6 @@ ERRORS = ErrorTable(
             "ZonalAllocationFailed",
             "OverconstrainedAllocationRequest",
             "OverconstrainedZonalAllocationRequest",
-            "AzureSpotIsNotSupportedForThisVMSize",  # no spot for this size here: next offer
             "SubnetIsFull",  # the NIC's subnet has no free IP address: another region's may
         ),
         ErrorKind.PRICE_TOO_LOW: ("SpotPriceGreaterThanProvidedMaxPrice", "BidCapBelowMinimum"),

@@ -5,9 +5,10 @@ from __future__ import annotations
 from providers.base import Provider
 from providers.gcp.launch import GCPLaunch
 from providers.gcp.offers import GCPOffers
+from providers.gcp.quotas import GCPQuotas
 
 
-class GCPProvider(GCPOffers, GCPLaunch, Provider):
+class GCPProvider(GCPOffers, GCPQuotas, GCPLaunch, Provider):
     """Compute Engine in one project.
 
     ``project``: the project id (default: the one ``google.auth.default()`` finds).

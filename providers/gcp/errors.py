@@ -18,7 +18,6 @@ ERRORS = ErrorTable(
         ErrorKind.CAPACITY: (
             "ZONE_RESOURCE_POOL_EXHAUSTED",
             "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-            "RESOURCE_POOL_EXHAUSTED",
             # the subnetwork has no free IP address in that region: another region's may
             "IP_SPACE_EXHAUSTED",
             "IP_SPACE_EXHAUSTED_WITH_DETAILS",

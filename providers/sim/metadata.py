@@ -16,8 +16,8 @@ it has in the cloud, with only the base URL changed:
 - alibaba: the hardened mode: ``PUT /latest/api/token`` (``X-aliyun-ecs-metadata-token-ttl-seconds``),
   ``GET`` with ``X-aliyun-ecs-metadata-token``. ``/latest/meta-data/instance/spot/termination-time``:
   404, then ``2015-01-05T18:02:00Z``.
-- tencent: ``/latest/meta-data/spot/termination-time``: 404, then ``2018-08-18 12:05:33``
-  (the sim serves UTC).
+- tencent: ``/latest/meta-data/spot/termination-time``: 404, then ``2018-08-18 12:05:33`` (UTC+8,
+  as Tencent writes it).
 
 Each also answers ``instance-id`` (and the zone) at the cloud's usual path.
 """
@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
+
+from providers.tencent.notice import format_when
 
 Reply = tuple[int, dict[str, str], bytes]
 
@@ -220,8 +222,8 @@ class MetadataService:
         if req.path == "/latest/meta-data/spot/termination-time":
             if inst.deadline is None:
                 return _text(404, "Not Found")
-            text = datetime.fromtimestamp(inst.deadline, UTC).strftime("%Y-%m-%d %H:%M:%S")
-            return _text(200, text)
+            # Tencent writes the time in UTC+8, with no zone
+            return _text(200, format_when(datetime.fromtimestamp(inst.deadline, UTC)))
         simple = {
             "/latest/meta-data/instance-id": inst.id,
             "/latest/meta-data/placement/zone": inst.zone,

@@ -31,6 +31,7 @@ from providers.tencent.client import POSTPAID, SPOTPAID, parse_time
 from providers.tencent.errors import ALREADY_GONE, NAME
 from providers.tencent.offers import PRICE_DECIMALS, TencentPricing, price_text
 from providers.tencent.placement import TencentPlacement
+from providers.tencent.quotas import TencentQuotas
 from provisioner.core.models import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Market
 
 MAX_FILTERS = 10
@@ -56,7 +57,7 @@ def reclaimed(raw: Mapping[str, Any]) -> bool:
     )
 
 
-class TencentProvider(TencentPlacement, TencentPricing):
+class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
     """Tencent Cloud CVM spot and pay-as-you-go instances."""
 
     def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:

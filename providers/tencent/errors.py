@@ -6,6 +6,10 @@ CVM answers an error with HTTP 200 and ``{"Response": {"Error": {"Code", "Messag
 only when that is exactly ``application/json``). Codes have no HTTP status: an unknown code is
 INVALID. ``UnsupportedOperation.NoInstanceTypeSupportSpot`` (no spot market for the type in
 that zone) is CAPACITY: the planner takes the next offer, as for a sold-out zone.
+
+Every exact code is one the CVM API documents (its error code list, product 213 document
+33281, which the SDK carries as ``tencentcloud.cvm.v20170312.errorcodes``) or one of the common
+error codes of every Tencent Cloud API; docs/cloud-errors.md lists them with their sources.
 """
 
 from __future__ import annotations
@@ -30,15 +34,17 @@ ERRORS = ErrorTable(
             "InvalidParameterValue.ZoneNotSupported",
             "UnsupportedOperation.LocationImageNotSupported",
             "InvalidParameterValue.InsufficientOffering",  # spot stock too small
+            "UnsupportedOperation.SpotUnsupportedRegion",  # no spot market in this region
         ),
         ErrorKind.PRICE_TOO_LOW: ("InvalidParameterValue.InsufficientPrice",),
         ErrorKind.NOT_FOUND: (
             "InvalidInstanceId.NotFound",
             "ResourceNotFound.InvalidPlacementSet",  # an unknown placement group
+            "FailedOperation.DisasterRecoverGroupNotFound",  # a group already gone (the sweep)
         ),
         ErrorKind.QUOTA: (
             "InvalidAccount.InsufficientBalance",
-            "FailedOperation.InsufficientBalance",
+            "InstancesQuotaLimitExceeded",  # more instances than the account's remaining quota
         ),
         ErrorKind.TRANSIENT: (
             "InternalError",

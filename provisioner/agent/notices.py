@@ -7,8 +7,8 @@ the parse, and Azure's approval of the event.
 
 An unreachable metadata service, a timeout or a 5xx reads as "no notice" (the job keeps
 running; the failure is logged once per streak). A deadline that cannot be read, or that lies
-more than 15 minutes ahead (Tencent gives no time zone; the sim serves UTC), is replaced by
-"now + the cloud's usual notice" (``cloud_facts(cloud).notice_s``).
+more than 15 minutes ahead, is replaced by "now + the cloud's usual notice"
+(``cloud_facts(cloud).notice_s``).
 """
 
 from __future__ import annotations

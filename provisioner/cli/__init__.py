@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "providers",
         "Which clouds can be used here: SDK installed, credentials found.",
     ),
+    "quotas": (
+        "provisioner.cli.quotas_cmd",
+        "quotas",
+        "The account's GPU quotas per cloud and region, as last read (--refresh reads them).",
+    ),
     "up": ("provisioner.cli.up_cmd", "up", "Submit a job and supervise it through interruptions."),
     "jobs": ("provisioner.cli.jobs_cmd", "jobs", "List jobs."),
     "daemon": ("provisioner.cli.daemon_cmd", "daemon", "Run the controller (under systemd)."),

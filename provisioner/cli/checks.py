@@ -105,3 +105,19 @@ def _provider_class(name: str, builtin: dict[str, str]) -> Any:
         return getattr(importlib.import_module(module), attr)
     except Exception:  # an optional extra not installed: the launch path says so with exit 4
         return None
+
+
+def check_sdk(name: str) -> None:
+    """Exit 2 unless the cloud's SDK is installed here: a job on a cloud this machine cannot
+    talk to would be recorded and then wait forever ("provider-error blocked")."""
+    from providers.facts import cloud_facts, known_clouds
+    from provisioner.cli.providers_cmd import module_available
+
+    if name not in known_clouds():
+        return  # the sim and plug-ins: their constructors judge
+    facts = cloud_facts(name)
+    if not module_available(facts.sdk_module):
+        fail(
+            f"--provider {name}: its SDK ({facts.sdk}) is not installed here, so no job can be "
+            f"started on {name}; install it with: pip install 'provisioner[{name}]'"
+        )

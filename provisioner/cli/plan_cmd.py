@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
@@ -60,15 +62,24 @@ def plan(
     Exits 0 with placements, 3 when nothing is eligible (reasons printed), 2 on a bad policy.
     """
     from provisioner.core.planner import PlanContext, PlanError, plan_offers
+    from provisioner.core.price_age import freshest, price_key
 
     policy = load_policy_or_exit(policy_path)
     catalog = load_catalog_or_exit(catalogs, provider)
-    context = PlanContext(now=datetime.now(UTC))
+    store = _existing_store(store_url)
+    # the account's quotas as last read (`provisioner quotas --refresh`, quota errors at launch)
+    context = PlanContext(
+        now=datetime.now(UTC), quotas=tuple(store.quotas()) if store is not None else ()
+    )
+    # each offer at its freshest price: the live quotes `catalog refresh` stored, else the row
+    catalog, origins = freshest(catalog, store.prices() if store is not None else [])
     if measured:
+        from dataclasses import replace
+
         from provisioner.cli.jobs_cmd import _store
         from provisioner.probe.records import measured as measured_figures
 
-        context = PlanContext(now=context.now, measured=measured_figures(_store(store_url)))
+        context = replace(context, measured=measured_figures(_store(store_url)))
     try:
         result = plan_offers(policy, catalog, context, top=top)
     except PlanError as exc:
@@ -82,9 +93,93 @@ def plan(
         doc = result.as_dict()
         doc["currency"] = "USD"  # every price, cap and estimate above
         doc["billing"] = billing_by_provider({pl.offer.provider for pl in result.placements})
+        for pl, row in zip(result.placements, doc["placements"], strict=True):
+            row.update(origins[price_key(pl.offer, pl.market.value)].as_dict(context.now))
+        doc["price_warning"] = stale_warning(result, origins, context.now)
         print_json(doc)
     else:
         from provisioner.cli.render import render_plan
 
         render_plan(result, catalog)
+        _price_notes(result, origins, context.now)
     raise SystemExit(EXIT_OK if result.placements else EXIT_NOTHING_ELIGIBLE)
+
+
+def _no_sqlite_file(url: str | None) -> bool:
+    """Whether ``url`` (or the default store) is a SQLite file that is not there, found
+    without importing the store (``plan`` stays quick to start when there is none)."""
+    import os
+    from pathlib import Path
+
+    url = url or os.environ.get("PROVISIONER_STORE")
+    if not url:  # the default: provisioner.control.store.engine.default_url()
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+            os.path.expanduser("~"), ".local", "state"
+        )
+        return not (Path(base) / "provisioner" / "provisioner.db").exists()
+    if url.startswith("sqlite:///") and "?" not in url:
+        return not Path(url.removeprefix("sqlite:///")).exists()
+    return False
+
+
+def _existing_store(url: str | None) -> Any:
+    """The store, where there is one (`plan` never creates one); None where there is none."""
+    if _no_sqlite_file(url):
+        return None
+    from provisioner.control.store import default_url, store_missing
+
+    if store_missing(url or default_url()) is not None:
+        return None
+    from provisioner.cli.jobs_cmd import _store
+
+    return _store(url)
+
+
+def stale_warning(plan: Any, origins: Mapping[Any, Any], now: datetime) -> str | None:
+    """A warning when the first placement's price is older than STALE_DAYS, else None."""
+    from provisioner.core.price_age import STALE_DAYS, price_key
+
+    if not plan.placements:
+        return None
+    first = plan.placements[0].offer
+    origin = origins.get(price_key(first, plan.placements[0].market.value))
+    if origin is None or not origin.stale(now):
+        return None
+    return (
+        f"#1's price ({first.provider}: {origin.describe(now)}) is older than {STALE_DAYS} "
+        f"days, the ranking may be off; `provisioner catalog refresh --provider "
+        f"{first.provider}` stores live prices for plan"
+    )
+
+
+def _price_notes(plan: Any, origins: Mapping[Any, Any], now: datetime) -> None:
+    """Where the placements' prices come from, each old one's age, and the stale warning."""
+    from provisioner.cli.plain import Plain
+    from provisioner.core.price_age import price_key, summary
+
+    if not plan.placements:
+        return
+    out = Plain()
+    keys = [price_key(pl.offer, pl.market.value) for pl in plan.placements]
+    out.line(("prices:", ("dim",)), f" {summary(origins, keys, now)}")
+    old: dict[str, list[int]] = {}  # each old price's age, and the placements priced so
+    for pl in plan.placements:
+        origin = origins.get(price_key(pl.offer, pl.market.value))
+        if origin is not None and origin.stale(now):
+            old.setdefault(origin.describe(now), []).append(pl.rank)
+    for what, ranks in old.items():
+        out.line(f"  {what}: {ranks_text(ranks)}")
+    warning = stale_warning(plan, origins, now)
+    if warning:
+        out.line(("warning:", ("yellow",)), f" {warning}")
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """``#1-#3, #5`` for ranks 1, 2, 3, 5."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}-#{run[-1]}" for run in runs)

@@ -69,7 +69,7 @@ def up(
     5: the job failed or was stopped.
     """
     from provisioner.api import Job, submit
-    from provisioner.cli.checks import check_provider
+    from provisioner.cli.checks import check_provider, check_sdk
     from provisioner.control.store import live_replicas
     from provisioner.core.planner import PlanContext, PlanError, plan_offers
     from provisioner.providers_config import provider_defaults
@@ -78,6 +78,7 @@ def up(
     policy = load_policy_or_exit(policy_path)
     opts = {**provider_defaults(provider), **_parse_options(options)}
     check_provider(provider, opts)
+    check_sdk(provider)
     try:
         plan = plan_offers(policy, _catalog(), PlanContext(now=datetime.now(UTC)), top=3)
     except PlanError as exc:

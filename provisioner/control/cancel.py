@@ -56,7 +56,10 @@ def cancel_job(
         except Exception as exc:  # the cloud refused or was unreachable
             unreached = f"{type(exc).__name__}: {exc}"
         finally:
-            prov.close()
+            try:
+                prov.close()
+            except Exception as exc:  # a provider half set up: the job ends all the same
+                unreached = unreached or f"{type(exc).__name__}: {exc}"
     for a in open_attempts:
         store.update_attempt(
             job.id,

@@ -29,6 +29,7 @@ from provisioner.core.models import (
     placement_group_name,
 )
 from provisioner.core.overlap import notice_deadline
+from provisioner.core.quotas import refused_at_launch
 from provisioner.core.views import zone_history
 
 
@@ -246,6 +247,8 @@ class Launching(JobPassBase):
             if placement.nodes > 1:  # read back by inputs.gang_shortfalls for the next plan
                 why += f" ({self._nodes_up} of {placement.nodes} nodes)"
             self.end_attempt(row, "failed", why)
+            if exc.kind is ErrorKind.QUOTA:  # the quota cache says so (`provisioner quotas`)
+                self.store.save_quotas([refused_at_launch(o, placement.market, exc.code, self.now)])
             if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:
                 # the failed attempt is the observation: decide() reads it as no capacity
                 # there for a while (provisioner.core.views.CAPACITY_ERRORS_WITHIN)

@@ -19,8 +19,32 @@ from dataclasses import dataclass
 
 from policies.model import Interconnect
 
-COLUMNS = ("provider", "instance_type", "network_gbps", "fabric", "intra_node", "source")
+COLUMNS = (
+    "provider",
+    "instance_type",
+    "network_gbps",
+    "fabric",
+    "intra_node",
+    "efa_interfaces",
+    "source",
+)
 FABRICS = ("efa", "infiniband", "roce", "")
+
+#: clouds whose placement groups only spread instances apart (no proximity): Tencent's
+#: ``DisasterRecoverGroup`` (``HOST``, ``SW``, ``RACK``: each keeps its instances on different
+#: hosts, switches or racks; CVM API ``CreateDisasterRecoverGroup``; providers/tencent/
+#: placement.py). A gang asking for ``inter_node: placement-group`` is not placed there;
+#: ``same-zone`` accepts it.
+SPREAD_ONLY_GROUPS = frozenset({"tencent"})
+
+
+def spread_only_why(provider: str) -> str:
+    return (
+        f"{provider}'s placement groups only spread instances apart (no proximity); "
+        "resources.interconnect.inter_node: same-zone accepts a gang there"
+    )
+
+
 INTRA = ("nvswitch", "nvlink", "pcie", "")
 
 
@@ -38,6 +62,7 @@ class NetworkFacts:
     fabric: str  # efa, infiniband, roce or ""
     intra_node: str  # nvswitch, nvlink, pcie or "" (unknown)
     source: str = ""
+    efa_interfaces: int = 0  # AWS: EFA interfaces the type takes (one per network card)
 
 
 NetworkTable = Mapping[tuple[str, str], NetworkFacts]
@@ -46,7 +71,8 @@ NetworkTable = Mapping[tuple[str, str], NetworkFacts]
 def parse_network(lines: Iterable[str], source: str) -> dict[tuple[str, str], NetworkFacts]:
     """The facts in a network CSV (``source`` names it in errors), keyed by (provider, type)."""
     reader = csv.DictReader(lines)
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+    optional = ("efa_interfaces",)  # files written before it keep reading
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ()) and c not in optional]
     if missing:
         raise NetworkFileError(f"{source}: missing column(s) {', '.join(missing)}")
     out: dict[tuple[str, str], NetworkFacts] = {}
@@ -72,7 +98,18 @@ def parse_network(lines: Iterable[str], source: str) -> dict[tuple[str, str], Ne
         key = (row["provider"].strip(), row["instance_type"].strip())
         if key in out:
             raise NetworkFileError(f"{where}: {key[0]} {key[1]} is listed twice")
-        out[key] = NetworkFacts(key[0], key[1], gbps, fabric, intra, (row["source"] or "").strip())
+        efa = (row.get("efa_interfaces") or "").strip()
+        if efa and not (efa.isdigit() and int(efa) > 0):
+            raise NetworkFileError(f"{where}: efa_interfaces {efa!r} is not a count above 0")
+        out[key] = NetworkFacts(
+            key[0],
+            key[1],
+            gbps,
+            fabric,
+            intra,
+            (row["source"] or "").strip(),
+            int(efa) if efa else 0,
+        )
     return out
 
 

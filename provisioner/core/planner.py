@@ -33,7 +33,7 @@ from policies.model import Policy
 from provisioner.core.catalog import Catalog
 from provisioner.core.measured import Measured
 from provisioner.core.models import Market, Offer, Placement
-from provisioner.core.network import wants_interconnect
+from provisioner.core.network import SPREAD_ONLY_GROUPS, spread_only_why, wants_interconnect
 from provisioner.core.planrows import (
     PlanError,
     interconnect_mask,
@@ -42,6 +42,8 @@ from provisioner.core.planrows import (
     region_verdicts,
     score_rows,
 )
+from provisioner.core.quotas import Quota, blocking
+from provisioner.core.quotas import why as quota_why
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ REASONS = (
     "cooldown",  # zone recently preempted (restart.zone_cooldown)
     "unavailable",  # reported without capacity by the caller's context
     "gang_capacity",  # fewer nodes known to be there than resources.nodes (a gang)
+    "quota",  # more than the account's remaining quota (PlanContext.quotas)
 )
 _CODE = {r: i + 1 for i, r in enumerate(REASONS)}
 EXAMPLES_PER_REASON = 3
@@ -92,6 +95,9 @@ class PlanContext:
     #: job's candidates: decide() paces the job against what is left and fails it, saying
     #: why, when nothing can pay for it (a planner that dropped them left it waiting forever)
     pacing: bool = True
+    #: the account's quotas (provisioner.core.quotas.Quota, cached in the store by
+    #: `provisioner quotas --refresh`); an offer beyond what is left of one is rejected
+    quotas: tuple[Quota, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,6 +265,12 @@ def plan_offers(
     if wants_interconnect(res.interconnect, nodes):
         bad = interconnect_mask(policy, catalog, rows, why_row)
         base[(base == 0) & bad] = _CODE["interconnect"]
+    if nodes > 1 and res.interconnect.inter_node == "placement-group":
+        for pos in np.flatnonzero(base == 0).tolist():
+            provider = catalog.offers[int(rows[pos])].provider
+            if provider in SPREAD_ONLY_GROUPS:
+                base[pos] = _CODE["interconnect"]
+                why_row[("interconnect", pos)] = spread_only_why(provider)
     speed, measured_at = measured_speed(catalog, rows, ctx.measured)
     if measured_at and res.min_measured_fraction is not None:
         base[(base == 0) & (speed < res.min_measured_fraction)] = _CODE["measured"]
@@ -350,6 +362,13 @@ def plan_offers(
         cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]
         cand[(cand == 0) & unavailable_mask] = _CODE["unavailable"]
         cand[(cand == 0) & short_mask] = _CODE["gang_capacity"]
+        if ctx.quotas:
+            for pos in np.flatnonzero(cand == 0).tolist():
+                row = catalog.offers[int(rows[pos])]
+                over = blocking(ctx.quotas, row, market, nodes)
+                if over is not None:
+                    cand[pos] = _CODE["quota"]
+                    why_row[("quota", pos)] = quota_why(over, row, nodes)
         cand_rows.append(rows)
         cand_market.append(mi)
         cand_price.append(price)
@@ -435,6 +454,14 @@ def plan_offers(
 
     rejections = {r: Rejection(r, counts[r], tuple(examples[r])) for r in REASONS if counts[r]}
     notes: list[str] = []
+    spread = (
+        sorted({p.offer.provider for p in placements} & SPREAD_ONLY_GROUPS) if nodes > 1 else []
+    )
+    for provider in spread:
+        notes.append(
+            f"a gang on {provider} has no proximity guarantee: its placement groups only spread "
+            "instances apart (the nodes share a zone)"
+        )
     if policy.windows:
         from policies.cron import in_window, next_window_start
 

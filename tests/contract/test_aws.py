@@ -168,7 +168,7 @@ def test_prices_keep_the_latest_quote_per_zone_and_type(aws: AWSHarness) -> None
     ("code", "status", "kind"),
     [
         ("InsufficientInstanceCapacity", 500, ErrorKind.CAPACITY),
-        ("MaxSpotInstanceCountExceeded", 400, ErrorKind.CAPACITY),
+        ("MaxSpotInstanceCountExceeded", 400, ErrorKind.QUOTA),
         ("Unsupported", 400, ErrorKind.CAPACITY),
         ("SpotMaxPriceTooLow", 400, ErrorKind.PRICE_TOO_LOW),
         ("InstanceLimitExceeded", 400, ErrorKind.QUOTA),

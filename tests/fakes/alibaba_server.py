@@ -169,6 +169,13 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
         self._failures: dict[str, list[_Failure]] = {}
         self._state = _State()
         self._sets: dict[str, dict[str, Any]] = {}  # deployment sets (alibaba_sets.py)
+        #: DescribeAccountAttributes: attribute name -> its ``Value`` (the vCPU quotas)
+        self.account_attributes: dict[str, str] = {
+            "max-postpaid-instance-vcpu-count": "500",
+            "used-postpaid-instance-vcpu-count": "0",
+            "max-spot-instance-vcpu-count": "500",
+            "used-spot-instance-vcpu-count": "0",
+        }
         self._lock = threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -422,6 +429,23 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
         if token:
             self._state.tokens[token] = ids
         return {"InstanceIdSets": {"InstanceIdSet": ids}, "TradePrice": price * amount}
+
+    def _do_DescribeAccountAttributes(self, params: dict[str, str]) -> dict[str, Any]:
+        """The account's attributes in the region (``AttributeName.N``: which; none: all),
+        each as ``AttributeValues.ValueItem`` (``Value``, ``Count``)."""
+        asked = [v for k, v in sorted(params.items()) if k.startswith("AttributeName.")]
+        names = asked or sorted(self.account_attributes)
+        items = [
+            {
+                "AttributeName": n,
+                "AttributeValues": {
+                    "ValueItem": [{"Value": self.account_attributes[n], "Count": 1}]
+                },
+            }
+            for n in names
+            if n in self.account_attributes
+        ]
+        return {"AccountAttributeItems": {"AccountAttributeItem": items}}
 
     def _do_DescribeInstances(self, params: dict[str, str]) -> dict[str, Any]:
         region = self._region(params)

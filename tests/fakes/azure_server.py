@@ -66,7 +66,6 @@ ERRORS: dict[str, tuple[int, str]] = {
     "OverconstrainedAllocationRequest": (200, "async"),
     "SpotPriceGreaterThanProvidedMaxPrice": (409, "sync"),
     "MaxPriceValueInvalid": (400, "sync"),
-    "AzureSpotIsNotSupportedForThisVMSize": (400, "sync"),
     "OperationNotAllowed": (409, "sync"),
     "AuthorizationFailed": (403, "sync"),
     "InvalidAuthenticationToken": (401, "sync"),
@@ -349,6 +348,10 @@ class AzureServer(LocalHTTPServer):
         self.list_page_size = 1000
         self.requests: list[Recorded] = []
         self.prices: list[dict[str, Any]] = retail_items()
+        #: location -> the ``value`` of Usage - List (Microsoft.Compute usages: ``unit``,
+        #: ``currentValue``, ``limit``, ``name.value``, ``name.localizedValue``;
+        #: https://learn.microsoft.com/rest/api/compute/usage/list)
+        self.usages: dict[str, list[dict[str, Any]]] = {}
         self._state = _State()
         self._inject: dict[str, list[_Injected]] = {}
         self._lock = threading.RLock()
@@ -609,6 +612,12 @@ class AzureServer(LocalHTTPServer):
         yield ppg + r"/(?P<name>[^/]+)", "DELETE", self._ppg_delete
         yield ppg, "GET", self._ppg_list
         yield (
+            r"/subscriptions/(?P<sub>[^/]+)/providers/Microsoft\.Compute/locations/"
+            r"(?P<location>[^/]+)/usages",
+            "GET",
+            self._usages,
+        )
+        yield (
             (
                 r"/subscriptions/(?P<sub>[^/]+)/providers/(?P<provider>Microsoft\.(?:Compute|Network))/"
                 r"locations/(?P<location>[^/]+)/operations/(?P<op>[^/]+)"
@@ -616,6 +625,27 @@ class AzureServer(LocalHTTPServer):
             "GET",
             self._op_get,
         )
+
+    def _usages(
+        self, _query: Any, _body: Any, sub: str, location: str
+    ) -> tuple[int, Any, dict[str, str]]:
+        """Usage - List: the subscription's compute usages and limits in a location."""
+        if sub != self.subscription_id:
+            return self._error(
+                "SubscriptionNotFound", 404, f"The subscription '{sub}' could not be found."
+            )
+        value = self.usages.get(
+            location,
+            [
+                {
+                    "unit": "Count",
+                    "currentValue": 0,
+                    "limit": 10,
+                    "name": {"value": "cores", "localizedValue": "Total Regional vCPUs"},
+                }
+            ],
+        )
+        return 200, {"value": value}, {}
 
     def _scope_ok(
         self, sub: str, rg: str, kind: str, name: str

@@ -474,6 +474,9 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
         self._inject: dict[str, list[_Injected]] = {}
         self._lock = threading.RLock()
         self._seq = 0
+        #: region -> the ``quotas`` of ``regions.get`` (Compute Engine's ``Quota``: ``metric``,
+        #: ``limit``, ``usage``; https://cloud.google.com/compute/docs/reference/rest/v1/regions)
+        self.region_quotas: dict[str, list[dict[str, Any]]] = {}
         self.start()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -677,9 +680,25 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
         yield p + r"/zones/(?P<zone>[^/]+)/operations", "GET", self._op_list
         yield p + r"/aggregated/operations", "GET", self._aggregated_ops
         yield p + r"/aggregated/machineTypes", "GET", self._machine_types
+        yield p + r"/regions/(?P<region>[^/]+)", "GET", self._region
         yield p + r"/aggregated/acceleratorTypes", "GET", self._accelerator_types
         yield rf"/v1/services/{BILLING_SERVICE}/skus", "GET", self._skus
         yield from self._policy_routes()
+
+    def _region(self, _query: Any, _body: Any, project: str, region: str) -> tuple[int, Any]:
+        """``regions.get``: the region with its quotas (a region the fake has no quotas for
+        answers the usual CPU ones only)."""
+        if project != self.project:
+            return _error(403, "forbidden", f"Project {project} is not the fake's")
+        quotas = self.region_quotas.get(region, [{"metric": "CPUS", "limit": 24.0, "usage": 0.0}])
+        return 200, {
+            "kind": "compute#region",
+            "id": str(abs(hash(region)) % 10**12),
+            "name": region,
+            "status": "UP",
+            "selfLink": f"{self.endpoint}/compute/v1/projects/{project}/regions/{region}",
+            "quotas": quotas,
+        }
 
     def _injected(self, operation: str) -> tuple[int, Any] | None:
         item = self._take_injected(operation)

@@ -128,6 +128,17 @@ class TencentFakeServer(PlacementGroups, LocalHTTPServer):
         self.zones = zones
         self.types = {t.instance_type: t for t in (types or default_types(zones))}
         self.known_secret_ids = known_secret_ids
+        #: ``DescribeAccountQuota``'s ``AccountQuota`` sets by name (``PostPaidQuotaSet``,
+        #: ``SpotPaidQuotaSet``, ...: lists of ``{Zone, UsedQuota, RemainingQuota,
+        #: TotalQuota}``, instances per zone; CVM API 2017-03-12, ``AccountQuota``)
+        self.account_quota: dict[str, list[dict[str, Any]]] = {
+            "PostPaidQuotaSet": [
+                {"Zone": z, "UsedQuota": 0, "RemainingQuota": 30, "TotalQuota": 30} for z in zones
+            ],
+            "SpotPaidQuotaSet": [
+                {"Zone": z, "UsedQuota": 0, "RemainingQuota": 30, "TotalQuota": 30} for z in zones
+            ],
+        }
         #: the Content-Type of every answer; the cloud's is exactly ``application/json``
         self.content_type = JSON
         #: CVM's ``ItemPrice`` (API 2017-03-12) names no currency; a test may set one here to
@@ -499,6 +510,22 @@ class TencentFakeServer(PlacementGroups, LocalHTTPServer):
                         }
                     )
         return rows
+
+    def _do_DescribeAccountQuota(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The account's quotas in the region (``Filters``: ``zone``, ``quota-type``)."""
+        sets = {k: list(v) for k, v in self.account_quota.items()}
+        for f in params.get("Filters") or ():
+            values = f.get("Values") or ()
+            if f.get("Name") == "zone":
+                sets = {k: [r for r in v if r.get("Zone") in values] for k, v in sets.items()}
+            elif f.get("Name") == "quota-type":
+                sets = {k: v for k, v in sets.items() if k.removesuffix("Set") in values}
+            else:
+                raise ApiError("InvalidFilter", f"The filter {f.get('Name')} is not supported.")
+        return {
+            "AppId": 1250000000,
+            "AccountQuotaOverview": {"Region": self.region, "AccountQuota": sets},
+        }
 
     def _do_DescribeZoneInstanceConfigInfos(self, params: dict[str, Any]) -> dict[str, Any]:
         keys = {

@@ -1,5 +1,5 @@
-"""The store's queries on the tables beside jobs: attempts, instances, events, cooldowns and
-prices."""
+"""The store's queries on the tables beside jobs: attempts, instances, events, cooldowns,
+prices and quotas."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from provisioner.control.store.schema import (
     InstanceRow,
     JobRow,
     PriceRow,
+    QuotaRow,
 )
+from provisioner.core.quotas import Quota
 
 
 class RecordQueries(OutboxQueries):
@@ -241,6 +243,57 @@ class RecordQueries(OutboxQueries):
         with self.session() as s:
             n, newest = s.execute(select(func.count(), func.max(PriceRow.at))).one()
             return int(n or 0), newest
+
+    # -- quotas ---------------------------------------------------------------------------------
+
+    def save_quotas(self, quotas: Iterable[Quota], *, replace: str | None = None) -> int:
+        """Store quotas as read (one row per provider, region, zone and name). ``replace``: a
+        provider whose every stored quota is replaced by these (a full refresh)."""
+        n = 0
+        with self.session() as s:
+            if replace is not None:
+                s.execute(delete(QuotaRow).where(QuotaRow.provider == replace))
+            for q in quotas:
+                s.merge(
+                    QuotaRow(
+                        provider=q.provider,
+                        region=q.region,
+                        zone=q.zone,
+                        name=q.name,
+                        note=q.note,
+                        unit=q.unit,
+                        quota_limit=q.limit,
+                        used=q.used,
+                        market=q.market,
+                        families=list(q.families),
+                        at=q.at,
+                    )
+                )
+                n += 1
+        return n
+
+    def quotas(self, provider: str | None = None) -> list[Quota]:
+        with self.session() as s:
+            q = select(QuotaRow)
+            if provider:
+                q = q.where(QuotaRow.provider == provider)
+            rows = s.scalars(q.order_by(QuotaRow.provider, QuotaRow.region, QuotaRow.name))
+            return [
+                Quota(
+                    provider=r.provider,
+                    region=r.region,
+                    zone=r.zone,
+                    name=r.name,
+                    note=r.note,
+                    unit=r.unit,
+                    limit=r.quota_limit,
+                    used=r.used,
+                    market=r.market,
+                    families=tuple(r.families or ()),
+                    at=_aware(r.at),
+                )
+                for r in rows.all()
+            ]
 
     def prices(self, provider: str | None = None) -> list[PriceRow]:
         with self.session() as s:

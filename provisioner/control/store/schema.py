@@ -199,6 +199,24 @@ class PriceRow(Base):
     at: Mapped[datetime]
 
 
+class QuotaRow(Base):
+    """An account's quota in a region (or zone) as last read (provisioner.core.quotas.Quota)."""
+
+    __tablename__ = "quotas"
+
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    zone: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+    unit: Mapped[str] = mapped_column(String(16))
+    quota_limit: Mapped[float] = mapped_column(Float)
+    used: Mapped[float | None] = mapped_column(Float, nullable=True)
+    market: Mapped[str] = mapped_column(String(16))
+    families: Mapped[list[str]] = mapped_column(JSON, default=list)
+    at: Mapped[datetime]
+
+
 class ReplicaRow(Base):
     """A running daemon replica and its heartbeat (``provisioner up`` hands jobs to one)."""
 

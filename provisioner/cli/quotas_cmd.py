@@ -1,0 +1,145 @@
+"""``provisioner quotas``: the account's GPU quotas, as last read and cached in the store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from provisioner.cli import EXIT_OK, EXIT_PROVIDER
+from provisioner.cli.common import fail, json_option, print_json
+
+
+@click.command()
+@click.option("--provider", "provider_name", default=None, help="Only this cloud's quotas.")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Read the provider's quotas from the cloud now and cache them (needs --provider).",
+)
+@click.option("--region", "regions", multiple=True, help="Region to read (repeatable).")
+@click.option(
+    "-o",
+    "--provider-option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Provider option for --refresh (repeatable), as for `up`.",
+)
+@click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
+@json_option
+def quotas(
+    provider_name: str | None,
+    refresh: bool,
+    regions: tuple[str, ...],
+    options: tuple[str, ...],
+    store_url: str | None,
+    as_json: bool,
+) -> None:
+    """List the account's GPU quotas per cloud and region: limit, used, what is left, and how
+    old the reading is.
+
+    `--refresh --provider NAME` reads them from the cloud (AWS Service Quotas, GCP regional
+    quotas, Azure usages, Alibaba DescribeAccountAttributes, Tencent DescribeAccountQuota)
+    and caches them in the store; `plan` then rejects offers beyond what
+    is left, with reason `quota`. A launch the cloud refuses for quota also updates the cache.
+    Exits 4 when the cloud refuses, 2 on bad input.
+    """
+    now = datetime.now(UTC)
+    if refresh:
+        rows = _refresh(provider_name, regions, options, store_url)
+    else:
+        if options:
+            fail("-o: provider options are for --refresh")
+        store = _existing_store(store_url)
+        rows = [] if store is None else store.quotas(provider_name)
+        if regions:
+            rows = [q for q in rows if q.region in regions]
+    if as_json:
+        print_json({"quotas": [q.as_dict(now) for q in rows]})
+        raise SystemExit(EXIT_OK)
+    _render(rows, now, provider_name)
+    raise SystemExit(EXIT_OK)
+
+
+def _existing_store(url: str | None) -> Any:
+    from provisioner.control.store import default_url, store_missing
+
+    if store_missing(url or default_url()) is not None:
+        return None
+    from provisioner.cli.jobs_cmd import _store
+
+    return _store(url)
+
+
+def _refresh(
+    provider_name: str | None, regions: tuple[str, ...], options: tuple[str, ...], url: str | None
+) -> list[Any]:
+    from providers.base import ProviderError, get
+    from providers.capabilities import Quotas
+    from provisioner.cli.checks import check_provider, check_sdk
+    from provisioner.cli.jobs_cmd import _store
+    from provisioner.cli.up_cmd import _parse_options
+    from provisioner.providers_config import provider_defaults
+
+    if not provider_name:
+        fail("--refresh needs --provider NAME (aws, gcp, azure, alibaba or tencent)")
+    opts = {**provider_defaults(provider_name), **_parse_options(options)}
+    check_provider(provider_name, opts)
+    check_sdk(provider_name)
+    try:
+        prov = get(provider_name, **opts)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        if not isinstance(prov, Quotas):
+            fail(
+                f"{provider_name} reads no quotas from its cloud; its quota errors at launch "
+                "are still cached",
+                EXIT_PROVIDER,
+            )
+        try:
+            rows = prov.quotas(list(regions) or None)
+        except ProviderError as exc:
+            fail(str(exc), EXIT_PROVIDER)
+    finally:
+        prov.close()
+    _store(url, create=True).save_quotas(rows, replace=provider_name)
+    return rows
+
+
+def _render(rows: list[Any], now: datetime, provider_name: str | None) -> None:
+    from provisioner.cli.plain import Plain
+    from provisioner.core.price_age import age_text
+
+    out = Plain()
+    if not rows:
+        which = provider_name or "NAME"
+        out.line(f"no quotas cached; `provisioner quotas --refresh --provider {which}` reads them")
+        return
+    headers = ["provider", "region", "quota", "market", "unit", "limit", "used", "left", "age"]
+    table = []
+    for q in rows:
+        age = "-" if q.at is None else age_text(now - q.at)
+        table.append(
+            [
+                q.provider,
+                q.zone or q.region,
+                q.name,
+                q.market,
+                q.unit,
+                f"{q.limit:g}",
+                "-" if q.used is None else f"{q.used:g}",
+                f"{q.remaining:g}",
+                age,
+            ]
+        )
+    right = [False, False, False, False, False, True, True, True, True]
+    if not out.table(headers, right, table):
+        for row in table:
+            out.line("  ".join(row))
+    notes = {q.name: q.note for q in rows if q.note and q.note != q.name}
+    for name, note in notes.items():
+        out.line(f"  {name}: {note}")
+    out.line("used -: the cloud does not report usage there (AWS); the whole limit counts as left")

@@ -1,0 +1,174 @@
+"""Which price a plan ranks an offer by, where it comes from and how old it is (pure).
+
+Two sources can price an offer: the catalog's row (a date, ``price_date``: the built-in
+catalog's or a user's file) and a live quote that ``provisioner catalog refresh`` stored (a
+time). :func:`freshest` takes, per offer, whichever is newer, and says so in a
+:class:`PriceOrigin`: the plan shows each price's source and age, and warns when the price it
+would launch on is older than :data:`STALE_DAYS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from provisioner.core.catalog import Catalog
+    from provisioner.core.models import Offer
+
+#: a price older than this many days is shown with its age, and warned about when it is the
+#: price of the plan's first placement (spot prices move daily; list prices a few times a year)
+STALE_DAYS = 30
+
+LIVE = "live"  # a quote `provisioner catalog refresh` stored
+CATALOG = "catalog"  # the catalog's row
+
+OfferKey = tuple[str, str, str, str]  # provider, region, zone, instance type
+PriceKey = tuple[str, str, str, str, str]  # the offer's key and the market ("spot", "on-demand")
+
+
+def offer_key(o: Offer) -> OfferKey:
+    return (o.provider, o.region, o.zone, o.instance_type)
+
+
+def price_key(o: Offer, market: str) -> PriceKey:
+    """The key of an offer's price in one market (``Market.value``)."""
+    return (o.provider, o.region, o.zone, o.instance_type, market)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceOrigin:
+    """Where an offer's price comes from and when it was true (None: undated)."""
+
+    source: str  # LIVE or CATALOG
+    at: datetime | None
+
+    def age(self, now: datetime) -> timedelta | None:
+        return None if self.at is None else max(now - self.at, timedelta(0))
+
+    def stale(self, now: datetime, days: float = STALE_DAYS) -> bool:
+        age = self.age(now)
+        return age is not None and age > timedelta(days=days)
+
+    def describe(self, now: datetime) -> str:
+        """``live, 12 min old`` / ``catalog of 2024-06-30, 523 days old`` / ``catalog, undated``."""
+        if self.at is None:
+            return f"{self.source}, undated"
+        what = "live" if self.source == LIVE else f"catalog of {self.at:%Y-%m-%d}"
+        return f"{what}, {age_text(self.age(now) or timedelta(0))} old"
+
+    def as_dict(self, now: datetime) -> dict[str, Any]:
+        age = self.age(now)
+        return {
+            "price_source": self.source,
+            "price_at": None if self.at is None else self.at.isoformat(),
+            "price_age_days": None if age is None else round(age.total_seconds() / 86400, 4),
+        }
+
+
+def age_text(age: timedelta) -> str:
+    s = age.total_seconds()
+    if s < 3600:
+        return f"{max(s / 60, 0):.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{int(s // 86400)} days"
+
+
+def catalog_time(price_date: str) -> datetime | None:
+    """A catalog row's ``price_date`` (``2024-06-30`` or an ISO time) as an aware UTC time."""
+    text = (price_date or "").strip()
+    if not text:
+        return None
+    try:
+        if len(text) == 10:
+            d = date.fromisoformat(text)
+            return datetime(d.year, d.month, d.day, tzinfo=UTC)
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _aware(t: datetime | None) -> datetime | None:
+    if t is None:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def freshest(
+    catalog: Catalog, quotes: Iterable[Any]
+) -> tuple[Catalog, dict[PriceKey, PriceOrigin]]:
+    """The catalog with each offer priced by its freshest source, and each price's origin
+    (by :func:`price_key`: a quote may carry the spot price and not the on-demand one).
+
+    A stored quote (``provider, region, zone, instance_type, spot_price, on_demand_price,
+    at``; an empty zone covers the region's zones) replaces the catalog's prices it carries
+    when it is at least as new as the catalog's row (or the row is undated); an older quote
+    leaves the row as it is."""
+    from provisioner.core.catalog import Catalog
+
+    table: dict[OfferKey, Any] = {}
+    for quote in quotes:
+        key = (quote.provider, quote.region, quote.zone or "", quote.instance_type)
+        held = table.get(key)
+        if held is None or (_aware(quote.at) or datetime.min.replace(tzinfo=UTC)) > (
+            _aware(held.at) or datetime.min.replace(tzinfo=UTC)
+        ):
+            table[key] = quote
+    origins: dict[PriceKey, PriceOrigin] = {}
+    out = []
+    changed = False
+    for o in catalog.offers:
+        row = PriceOrigin(CATALOG, catalog_time(o.price_date))
+        q: Any = table.get(offer_key(o)) or table.get((o.provider, o.region, "", o.instance_type))
+        q_at = _aware(getattr(q, "at", None)) if q is not None else None
+        newer = q_at is not None and (row.at is None or q_at >= row.at)
+        spot = newer and q.spot_price is not None
+        on_demand = newer and q.on_demand_price is not None
+        if spot or on_demand:
+            o = replace(
+                o,
+                spot_price=q.spot_price if spot else o.spot_price,
+                price=q.on_demand_price if on_demand else o.price,
+                price_date=q_at.date().isoformat() if q_at else o.price_date,
+            )
+            changed = True
+        live = PriceOrigin(LIVE, q_at)
+        origins[(*offer_key(o), "spot")] = live if spot else row
+        origins[(*offer_key(o), "on-demand")] = live if on_demand else row
+        out.append(o)
+    if not changed:
+        return catalog, origins
+    return Catalog(out, [*catalog.sources, "live prices"], catalog.network), origins
+
+
+def summary(
+    origins: Mapping[PriceKey, PriceOrigin], keys: Iterable[PriceKey], now: datetime
+) -> str:
+    """``3 live (12 min to 2.0 h old), 7 from the catalog (2024-06-30 to 2026-11-30)``."""
+    live: list[PriceOrigin] = []
+    cat: list[PriceOrigin] = []
+    for k in keys:
+        o = origins.get(k)
+        if o is None:
+            continue
+        (live if o.source == LIVE else cat).append(o)
+    parts = []
+    if live:
+        ages = sorted(a for a in (o.age(now) for o in live) if a is not None)
+        span = (
+            age_text(ages[0])
+            if ages[0] == ages[-1]
+            else f"{age_text(ages[0])} to {age_text(ages[-1])}"
+        )
+        parts.append(f"{len(live)} live from `catalog refresh` ({span} old)")
+    if cat:
+        dates = sorted(f"{o.at:%Y-%m-%d}" for o in cat if o.at is not None)
+        when = ""
+        if dates:
+            when = f" of {dates[0]}" if dates[0] == dates[-1] else f" of {dates[0]} to {dates[-1]}"
+        parts.append(f"{len(cat)} from the catalog{when}")
+    return ", ".join(parts)

@@ -1,0 +1,255 @@
+"""Quota-aware planning: each cloud's GPU quotas read with its SDK (AWS Service Quotas on moto,
+GCP ``regions.get`` and Azure's usage API on the HTTP fakes), cached in the store with their
+age, `provisioner quotas` listing them, and `plan` rejecting offers beyond what is left with
+reason ``quota`` and the quota's name."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from provisioner.cli import cli
+from provisioner.control.store import Store
+from provisioner.core.models import Market, Offer
+from provisioner.core.quotas import ANY, GPU, VCPU, Quota, blocking, covers
+
+REPO = Path(__file__).resolve().parents[1]
+for extra in (REPO / "tests" / "contract", REPO / "tests"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+
+def policy(tmp_path: Path, allow: str, gpus: str) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        f"""
+name: quota-check
+job:
+  command: ["python", "train.py"]
+  compute_hours: 1
+  reference_gpu: A10G
+resources:
+  gpu_count: 1
+  gpus: [{gpus}]
+market: spot-then-on-demand
+residency:
+  allow: [{allow}]
+checkpoint:
+  uri: s3://bucket/ck
+"""
+    )
+    return path
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(cli, list(args))
+    return res.exit_code, res.stdout, res.stderr
+
+
+def plan_json(pol: Path, url: str) -> dict[str, Any]:
+    code, out, err = run("plan", "--policy", str(pol), "--json", "--top", "500", "--store", url)
+    assert code in (0, 3), err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def test_aws_quotas_through_service_quotas_then_plan_rejects_beyond_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Service Quotas (moto, EC2's codes added by tests/fakes/aws_quotas.py): P spot 0 vCPUs, G
+    spot 8; `quotas --refresh` caches them, `quotas` lists them with their age, and `plan`
+    keeps only G spot offers of at most 8 vCPUs in that region."""
+    pytest.importorskip("moto")
+    from fakes.aws_quotas import EC2_QUOTAS, install
+    from harness_aws import ACCESS_KEY, REGION, SECRET, _endpoint
+
+    install()
+    monkeypatch.setitem(EC2_QUOTAS, "L-3819A6DF", ("All G and VT Spot Instance Requests", 8.0))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    code, out, err = run(
+        "quotas",
+        "--refresh",
+        "--provider",
+        "aws",
+        "-o",
+        f"region={REGION}",
+        "-o",
+        f"endpoint={_endpoint()}",
+        "--store",
+        url,
+        "--json",
+    )
+    assert code == 0, err
+    rows = {q["name"]: q for q in json.loads(out)["quotas"]}
+    assert rows["L-7212CCBC"]["limit"] == 0 and rows["L-7212CCBC"]["market"] == "spot"
+    assert rows["L-3819A6DF"]["remaining"] == 8 and rows["L-3819A6DF"]["families"] == ["g", "vt"]
+    assert rows["L-417A185B"]["note"] == "Running On-Demand P instances"
+    assert all(q["age_s"] is not None and q["age_s"] < 600 for q in rows.values())
+
+    code, text, _ = run("quotas", "--store", url)
+    assert code == 0 and "L-7212CCBC" in text and "All P Spot Instance Requests" in text
+
+    doc = plan_json(policy(tmp_path, "US", "A10G, A100, H100, L4, T4"), url)
+    assert doc["rejected"].get("quota", 0) > 0
+    assert any("L-7212CCBC" in e or "L-3819A6DF" in e for e in doc["rejected_examples"]["quota"])
+    here = [p for p in doc["placements"] if p["provider"] == "aws" and p["region"] == REGION]
+    spot = [p for p in here if p["market"] == "spot"]
+    assert spot, "some G spot offer fits in 8 vCPUs"
+    assert all(p["instance_type"].startswith("g") and p["vcpus"] <= 8 for p in spot)
+
+
+def test_gcp_regional_gpu_quotas_reject_spot_beyond_the_preemptible_quota(tmp_path: Path) -> None:
+    pytest.importorskip("google.cloud.compute_v1")
+    from harness_gcp import ZONE, make_harness
+
+    region = ZONE.rsplit("-", 1)[0]
+    with make_harness() as h:
+        h.server.region_quotas[region] = [
+            {"metric": "CPUS", "limit": 24, "usage": 0},
+            {"metric": "NVIDIA_L4_GPUS", "limit": 8, "usage": 0},
+            {"metric": "PREEMPTIBLE_NVIDIA_L4_GPUS", "limit": 1, "usage": 1},
+            {"metric": "NVIDIA_T4_GPUS", "limit": 0, "usage": 0},
+        ]
+        provider = h.provider()
+        read = provider.quotas([region])
+        provider.close()
+        assert any(r.path.endswith(f"/regions/{region}") for r in h.server.requests)
+    by = {q.name: q for q in read}
+    assert set(by) == {"NVIDIA_L4_GPUS", "PREEMPTIBLE_NVIDIA_L4_GPUS", "NVIDIA_T4_GPUS"}
+    assert by["PREEMPTIBLE_NVIDIA_L4_GPUS"].remaining == 0
+    assert by["NVIDIA_T4_GPUS"].market == ANY  # no preemptible quota: Spot uses the standard one
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    store.save_quotas(read, replace="gcp")
+    store.close()
+    doc = plan_json(policy(tmp_path, "US", "L4, T4"), url)
+    mine = [p for p in doc["placements"] if p["provider"] == "gcp" and p["region"] == region]
+    assert mine and all(p["gpu"] == "L4" and p["market"] == "on-demand" for p in mine)
+    examples = " ".join(doc["rejected_examples"]["quota"])
+    assert "PREEMPTIBLE_NVIDIA_L4_GPUS" in examples or "NVIDIA_T4_GPUS" in examples
+
+
+def test_azure_usages_reject_spot_beyond_low_priority_cores(tmp_path: Path) -> None:
+    pytest.importorskip("azure.mgmt.compute")
+    from harness_azure import REGION, make_harness
+
+    with make_harness() as h:
+        h.server.usages[REGION] = [
+            {
+                "unit": "Count",
+                "currentValue": 0,
+                "limit": 0,
+                "name": {
+                    "value": "lowPriorityCores",
+                    "localizedValue": "Total Regional Low-priority vCPUs",
+                },
+            },
+            {
+                "unit": "Count",
+                "currentValue": 0,
+                "limit": 1000,
+                "name": {"value": "cores", "localizedValue": "Total Regional vCPUs"},
+            },
+            {
+                "unit": "Count",
+                "currentValue": 2,
+                "limit": 2500,
+                "name": {"value": "availabilitySets", "localizedValue": "Availability Sets"},
+            },
+        ]
+        provider = h.provider()
+        read = provider.quotas([REGION])
+        provider.close()
+    assert {q.name for q in read} == {"lowPriorityCores", "cores"}
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    store.save_quotas(read, replace="azure")
+    store.close()
+    doc = plan_json(policy(tmp_path, "US", "A10G, A100, H100, L4, T4, V100, A10"), url)
+    mine = [p for p in doc["placements"] if p["provider"] == "azure" and p["region"] == REGION]
+    assert all(p["market"] == "on-demand" for p in mine)
+    assert any("lowPriorityCores" in e for e in doc["rejected_examples"]["quota"])
+
+
+def _offer(provider: str, itype: str, gpu: str, vcpus: float, region: str = "r1") -> Offer:
+    return Offer(provider, region, f"{region}a", itype, gpu, 1, vcpus, 64, 1.0, 0.4)
+
+
+def test_which_offers_a_quota_covers() -> None:
+    at = datetime(2026, 12, 5, tzinfo=UTC)
+    p_spot = Quota("aws", "r1", "L-7212CCBC", VCPU, 96, None, "spot", ("p",), at)
+    g = _offer("aws", "g5.xlarge", "A10G", 4)
+    p4 = _offer("aws", "p4d.24xlarge", "A100", 96)
+    assert covers(p_spot, p4, Market.SPOT) and not covers(p_spot, p4, Market.ON_DEMAND)
+    assert not covers(p_spot, g, Market.SPOT)
+    assert blocking([p_spot], p4, Market.SPOT) is None  # 96 of 96
+    assert blocking([p_spot], p4, Market.SPOT, nodes=2) is p_spot
+    fam = Quota(
+        "azure", "r1", "standardNCADSA100v4Family", VCPU, 24, 0, "on-demand",
+        ("standardNCADSA100v4Family",), at,
+    )  # fmt: skip
+    nc = _offer("azure", "Standard_NC24ads_A100_v4", "A100-80GB", 24)
+    assert covers(fam, nc, Market.ON_DEMAND) and blocking([fam], nc, Market.ON_DEMAND) is None
+    gpus = Quota("gcp", "r1", "NVIDIA_A100_80GB_GPUS", GPU, 0, 0, "on-demand", ("NVIDIA_A100_80GB_GPUS",), at)  # fmt: skip
+    a2 = _offer("gcp", "a2-ultragpu-1g", "A100-80GB", 12)
+    assert blocking([gpus], a2, Market.ON_DEMAND) is gpus
+    assert blocking([gpus], a2, Market.SPOT) is None  # a standard-only quota: on-demand
+
+
+def test_alibaba_vcpu_quotas_reject_spot_beyond_what_is_left(tmp_path: Path) -> None:
+    """DescribeAccountAttributes on the fake: 4 spot vCPUs left; only spot offers of at most 4
+    vCPUs stay in the region."""
+    pytest.importorskip("alibabacloud_ecs20140526")
+    from harness_alibaba import make_harness
+
+    with make_harness() as h:
+        h.server.account_attributes["max-spot-instance-vcpu-count"] = "16"
+        h.server.account_attributes["used-spot-instance-vcpu-count"] = "12"
+        provider = h.provider()
+        read = provider.quotas()
+        provider.close()
+        region = h.server.region
+        sent = [r.params for r in h.server.requests if r.action == "DescribeAccountAttributes"]
+    assert sent and "max-spot-instance-vcpu-count" in sent[0].values()
+    spot = next(q for q in read if q.market == "spot")
+    assert (spot.name, spot.remaining) == ("max-spot-instance-vcpu-count", 4)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    store.save_quotas(read, replace="alibaba")
+    store.close()
+    doc = plan_json(policy(tmp_path, "CN", "P100, T4, A10, V100"), url)
+    mine = [p for p in doc["placements"] if p["provider"] == "alibaba" and p["region"] == region]
+    assert all(p["vcpus"] <= 4 for p in mine if p["market"] == "spot")
+    assert any("max-spot-instance-vcpu-count" in e for e in doc["rejected_examples"]["quota"])
+
+
+def test_tencent_zone_quotas_reject_a_zone_without_spot_left(tmp_path: Path) -> None:
+    """DescribeAccountQuota on the fake: no spot instance left in one zone; that zone's spot
+    offers are rejected, the others stay."""
+    pytest.importorskip("tencentcloud.cvm")
+    from harness_tencent import make_harness
+
+    with make_harness() as h:
+        full = h.server.zones[0]
+        for row in h.server.account_quota["SpotPaidQuotaSet"]:
+            if row["Zone"] == full:
+                row.update(UsedQuota=30, RemainingQuota=0)
+        provider = h.provider()
+        read = provider.quotas()
+        provider.close()
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    store.save_quotas(read, replace="tencent")
+    store.close()
+    doc = plan_json(policy(tmp_path, "CN", "V100, V100-32GB, T4, A10, A100"), url)
+    tencent = [p for p in doc["placements"] if p["provider"] == "tencent"]
+    assert not [p for p in tencent if p["zone"] == full and p["market"] == "spot"]
+    assert any(f"SpotPaidQuota:{full}" in e for e in doc["rejected_examples"]["quota"])
