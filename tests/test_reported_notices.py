@@ -11,6 +11,7 @@ that reported it, whatever the provider; the end-to-end runs are in
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +163,34 @@ def test_the_agent_report_comes_from_the_same_record() -> None:
     assert (rep.state, rep.attempt, rep.exit_code) == ("interrupted", 2, 0)
     assert agent_report(record(state="interrupted", exit_code=0)) == rep  # a raw document too
     assert agent_report(None) is None and agent_report({}) is None
+
+
+def test_the_daemons_poll_sees_a_notice_in_a_local_progress_file(tmp_path: Path) -> None:
+    """On a local store the daemon's interruption poll asks each held job's memo whether its
+    agent reported a new notice: only a notice the pass has not read counts, and a file that
+    did not change is not read again."""
+    import json
+    import os
+
+    from provisioner.control.jobbase import JobMemo
+    from provisioner.control.progress import local_mtime, local_notice
+
+    path = tmp_path / "progress.json"
+    running = {"state": "running", "attempt": 1, "step": 40}
+    path.write_text(json.dumps(running))
+    memo = JobMemo()
+    memo.progress_file, memo.progress = str(path), running
+    memo.progress_mtime = local_mtime(str(path))
+    assert not local_notice(memo)  # as the pass read it
+    path.write_text(json.dumps({**running, "step": 50}))
+    os.utime(path, ns=(1, 1))  # a change, whatever the clock's resolution
+    assert not local_notice(memo)  # progress, but no notice: the pass's own pace
+    notice = {"seen_at": "2026-12-05T10:00:00Z", "deadline": "2026-12-05T10:02:00Z"}
+    path.write_text(json.dumps({**running, "state": "checkpointing", "notice": notice}))
+    os.utime(path, ns=(2, 2))
+    assert local_notice(memo)  # a notice the pass has not seen: a pass now
+    memo.progress = json.loads(path.read_text())
+    memo.progress_mtime = local_mtime(str(path))
+    assert not local_notice(memo)  # read by the pass: nothing new
+    memo.progress_file = None
+    assert not local_notice(memo)  # a bucket: the poll never reads it

@@ -109,6 +109,7 @@ class JobMemo:
     instances: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # recorded states
     checkpoints: Any = None  # the job's CheckpointStore (fsspec filesystem resolved once)
     progress_file: str | None = None  # its progress.json, where the store is a local path
+    progress_mtime: int | None = None  # that file's st_mtime_ns when last read (a change: read)
     job: JobRow | None = None  # the job's row as this process last read and wrote it
     version: int | None = None  # its version when read (another writer moves it)
     attempts: list[AttemptRow] = field(default_factory=list)

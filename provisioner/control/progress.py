@@ -3,7 +3,11 @@ only as often as the reconciler's ``progress_every`` asks), parsed once per read
 typed record (:class:`~provisioner.agent.protocol.ProgressRecord`), recorded on the job's row,
 and turned into ``checkpoint`` events, the job's result, and the interruption notice the
 agent saw on the VM (:meth:`ProgressReading.take_reported_notice`: decide() gets it as an
-interruption of that attempt, on every cloud, and a ``notice`` event is written once)."""
+interruption of that attempt, on every cloud, and a ``notice`` event is written once).
+
+On a local store (a path every machine mounts, and the sim) the daemon also watches the file
+between passes (:func:`local_notice`, from its interruption poll): an agent's notice starts a
+pass within the poll interval instead of waiting for ``progress_every``."""
 
 from __future__ import annotations
 
@@ -36,6 +40,37 @@ def read_small(path: str, chunk: int = 1 << 16) -> bytes:
     return b"".join(parts) if len(parts) > 1 else parts[0]
 
 
+def local_mtime(path: str) -> int | None:
+    """A local progress file's modification time (ns), or None where it cannot be seen."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def local_notice(memo: Any) -> bool:
+    """Whether the job's progress file, on a local store, now holds a notice the memo's copy
+    does not (a ``stat``, and a read only when the file changed). The daemon's interruption
+    poll asks this of every job it holds, every 0.5 s, so that an agent's notice starts a pass
+    at once; other changes wait for the pass's pace, and a bucket is read only by the pass."""
+    if not local_changed(memo):
+        return False
+    try:
+        doc = json.loads(read_small(memo.progress_file).decode())
+    except (OSError, ValueError):
+        return False
+    notice = doc.get("notice") if isinstance(doc, dict) else None
+    seen = memo.progress.get("notice") if isinstance(memo.progress, dict) else None
+    return bool(notice) and notice != seen
+
+
+def local_changed(memo: Any) -> bool:
+    """Whether the job's progress file, on a local store, changed since the memo read it (one
+    ``stat``)."""
+    path = memo.progress_file
+    return path is not None and memo.progress_mtime != local_mtime(path)
+
+
 class ProgressReading(JobPassBase):
     """The progress part of a job's pass."""
 
@@ -51,6 +86,7 @@ class ProgressReading(JobPassBase):
                 if store.local:  # the same file, without fsspec's per-call overhead
                     memo.progress_file = str(Path(store.path("progress.json")))
             if memo.progress_file is not None:
+                memo.progress_mtime = local_mtime(memo.progress_file)
                 try:
                     doc = json.loads(read_small(memo.progress_file).decode())
                 except (OSError, ValueError):  # missing, half-written, not UTF-8 or not JSON
@@ -74,6 +110,7 @@ class ProgressReading(JobPassBase):
             and ids
             and ids == memo.live
             and not self.due(memo.progress_at, every)
+            and not local_notice(memo)  # an agent's notice on a local store: read at once
         )
         if not fresh:
             memo.progress, memo.progress_at, memo.live = self.read_progress(), self.now, ids

@@ -144,6 +144,16 @@ class Reconciler:
         self.reference = OnDemandReference(self.catalog_for)  # the ledger's, kept at launch
         self.refresh_prices()
 
+    def notice_reported(self) -> bool:
+        """Whether an agent reported a notice in the progress file of a job this process holds,
+        on a local store, since the pass read it (one ``stat`` per such job, a read where it
+        changed): the daemon's interruption poll then starts a pass at once."""
+        from provisioner.control.progress import local_notice
+
+        return any(
+            m.progress_mtime is not None and local_notice(m) for m in list(self._memos.values())
+        )
+
     # -- offers and candidates -------------------------------------------------------------
 
     def refresh_prices(self) -> bool:

@@ -314,6 +314,10 @@ class Daemon:
                 found += 1
                 self.metrics.interruptions.labels(provider=it.provider).inc()
         self.last_interruption_poll = now
+        try:  # an agent's notice in a progress file on a local store: a pass now
+            found += self.reconciler.notice_reported()
+        except Exception as exc:
+            log.warning("progress watch failed: %s", exc)
         if len(self.seen_interruptions) > 1_000:  # a notice lasts minutes: keep a day's worth
             old = now - timedelta(days=1)
             self.seen_interruptions = {
