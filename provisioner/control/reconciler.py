@@ -145,14 +145,11 @@ class Reconciler:
         self.refresh_prices()
 
     def notice_reported(self) -> bool:
-        """Whether an agent reported a notice in the progress file of a job this process holds,
-        on a local store, since the pass read it (one ``stat`` per such job, a read where it
-        changed): the daemon's interruption poll then starts a pass at once."""
+        """Whether an agent reported a new notice on a local store (control.progress)."""
         from provisioner.control.progress import local_notice
 
-        return any(
-            m.progress_mtime is not None and local_notice(m) for m in list(self._memos.values())
-        )
+        memos = list(self._memos.values())  # the pass's thread may change the dict meanwhile
+        return any(m.progress_mtime is not None and local_notice(m) for m in memos)
 
     # -- offers and candidates -------------------------------------------------------------
 
