@@ -74,6 +74,9 @@ class Case:
     zones: dict[str, str]  # zone -> availability (see :func:`availability`), ranked in order
     step_s: float = STEP_S
     notice_s: float = 0.0  # the interruption notice (0: capacity goes at the step boundary)
+    #: steps before whose pass the daemon's process is replaced by a new one (kill -9 between
+    #: passes: nothing kept but the store and the cloud)
+    crashes: tuple[int, ...] = ()
 
     def scenario(self) -> Scenario:
         pol = parse_policy(self.policy)
@@ -132,6 +135,8 @@ class Run:
     cloud_bill: float | None = None  # the sim's invoice (daemon runs)
     refused: list[Effect] = field(default_factory=list)  # launches refused for capacity
     notes: list[str] = field(default_factory=list)
+    live: list[int] = field(default_factory=list)  # the job's live instances after each pass
+    left: int = 0  # live instances of the job once it ended (orphans)
 
     def granularity(self, cloud: str = "aws") -> float:
         """What billing granularity can account for (USD): one billing unit (the cloud's
@@ -299,12 +304,16 @@ def run_daemon(case: Case, tmp: Path) -> Run:
         rec = _reconciler(store, clock, catalog, case.step_s)
         agent = Agent(f"file://{ck}", job_id, sc.work_s, sc.overhead_s)
         try:
+            live_n: list[int] = []
             for k in range(n):
                 now = START + timedelta(seconds=k * case.step_s)
                 agent.ran(now - timedelta(seconds=case.step_s), case.step_s)
                 sim.set_clock(now)  # the market moves: preemptions at the boundary
                 agent.report(now)
                 clock[0] = now
+                if k in case.crashes:  # a new process: the store and the cloud, nothing else
+                    rec.close()
+                    rec = _reconciler(store, clock, catalog, case.step_s)
                 report = rec.run_pass()
                 if report.errors:
                     notes.append(f"pass {k}: {report.errors} error(s)")
@@ -313,11 +322,16 @@ def run_daemon(case: Case, tmp: Path) -> Run:
                 if job.state in FINAL_STATES:
                     break
                 live = [i for i in sim.list({TAG_JOB: job_id}) if i.state.alive]
-                # the oldest works: a replacement launched during a notice waits for it
+                live_n.append(len(live))
+                # the oldest works: a replacement launched during a notice, or a switch made
+                # before break, waits for it (it stays until the new one has taken over)
                 agent.instance = min(live, key=lambda i: i.attempt or 0) if live else None
         finally:
             rec.close()
-        return _daemon_run(store, sim, job_id, case.step_s, notes)
+        run = _daemon_run(store, sim, job_id, case.step_s, notes)
+        run.live = live_n
+        run.left = sum(1 for i in sim.list({TAG_JOB: job_id}) if i.state.alive)
+        return run
     finally:
         sim.shutdown_server(terminate_all=True)
 

@@ -52,8 +52,10 @@ def test_parts_add_up(tmp_path: Path) -> None:
     assert e.mean_usd == pytest.approx(e.spot_usd + e.on_demand_usd)
     assert e.mean_usd == pytest.approx(0.97 * e.spot_h + 3.06 * e.on_demand_h)
     assert e.changeover_h == pytest.approx((e.restarts + 1) * CHANGEOVER_H)
-    # the billed hours hold the work, the changeovers and the lost work, and no more
-    assert e.spot_h + e.on_demand_h == pytest.approx(12.0 + e.changeover_h + e.lost_work_h)
+    # the billed hours hold the work, the changeovers and the lost work, and no more (less
+    # where the work ends on an instance handing over, a changeover cut short)
+    billed = e.spot_h + e.on_demand_h
+    assert 12.0 + e.lost_work_h - 1e-6 <= billed <= 12.0 + e.changeover_h + e.lost_work_h + 1e-6
     assert e.samples == est.SAMPLES and e.prior == "band >20%"
 
 
