@@ -112,19 +112,19 @@ CASES = {
         job(2, "4h"),
         {A: "D", B: "D"},
     ),
-    # the accepted look (spot-returns): spot launched at 17 beside on-demand, which works on
-    # until spot's changeover is over (two steps) and is stopped at 19
+    # the accepted look (spot-returns): spot launched beside on-demand, which works on until
+    # spot's changeover is over (two steps) and is stopped then
     "accepted-look": Case(
         "accepted-look",
         job(2, "4h"),
         {A: "D15 U", B: "D"},
     ),
-    # the look accepted at 17 is preempted at 18, inside its changeover: on-demand, still
+    # the look accepted at 15 is preempted at 16, inside its changeover: on-demand, still
     # running, carries on; nothing else is launched, nothing is lost
     "look-preempted": Case(
         "look-preempted",
         job(2, "4h"),
-        {A: "D15 U3 D", B: "D"},
+        {A: "D15 U1 D", B: "D"},
     ),
     # the accepted look with the daemon killed (-9) before each pass of the overlap: a new
     # process finds the two instances in the store and the cloud and hands over all the same
@@ -155,15 +155,15 @@ def test_daemon_does_what_the_simulator_measured(name: str, tmp_path: Path) -> N
 #: Where the oracle simulator does better than any daemon can, and why.
 ORACLE_DIFFERS: dict[str, str] = {
     # spot_up_since: while on on-demand the daemon tries no spot, so it sees no outage
-    "spot-returns": "the oracle leaves on-demand at 19 (spot up for the break-even time), "
-    "the daemon at 17 (it saw no outage, so spot counts as up since the start)",
+    "spot-returns": "the oracle leaves on-demand at 17 (spot up for the break-even time), "
+    "the daemon at 15 (it saw no outage, so spot counts as up since the start)",
     # capacity errors: the daemon knows only the zones it tried in the last 5 min
     "budget-capacity-unknown": "the oracle knows no zone has spot at 15 and waits (failing at "
     "20, B back, the launch does not fit); the daemon fails at once on the budget",
     "accepted-look": "as spot-returns",
     "crash-in-overlap": "as spot-returns",
-    "look-preempted": "the oracle launches spot at 19, up for the break-even time by then, and "
-    "it is lost at once; the daemon's look at 17 is lost inside its changeover",
+    "look-preempted": "the oracle never looks (spot is not up for the break-even time); the "
+    "daemon's look at 15 is lost inside its changeover",
 }
 
 

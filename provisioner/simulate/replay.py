@@ -213,6 +213,7 @@ def replay(
                 margin_h=sc.margin_s / 3600.0,
                 spot_p_up=p_best,
                 spot_life_h=life_best,
+                make_before_break=mbb,
             )
             choice = choose_market(strategy, state)
             if not on_demand:  # decide(): no on-demand candidates for a spot-only policy
