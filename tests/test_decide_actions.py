@@ -22,7 +22,7 @@ from provisioner.core.decide import (
     Wait,
     decide,
 )
-from provisioner.core.models import InstanceState, Market
+from provisioner.core.models import InstanceState, Interruption, Market
 from provisioner.core.views import CHANGEOVER_H, spot_up_since, step_h
 from tests.test_decide import NOW, T0, cands, job, kinds, policy, running
 
@@ -149,3 +149,16 @@ def test_the_input_contract_s_constants() -> None:
     since = spot_up_since([("a", "z1"), ("a", "z2")], {("a", "z1"): NOW}, T0, down=[("a", "z2")])
     assert since == {("a", "z1"): NOW}
     assert not isinstance(Wait(None, ""), Backoff)
+
+
+def test_a_notice_during_a_handover_launches_no_third_instance() -> None:
+    """The new instance of a switch made before break gets a notice while the old one still
+    works: no replacement beside both; the job waits for the notice."""
+    p = parse_policy("name: t\n")
+    _, od = running(1, market=Market.ON_DEMAND)
+    new_cur, spot = running(2, market=Market.SPOT, at=NOW)
+    note = Interruption(spot.id, "aws", "us-east-1a", "notice", NOW, NOW + timedelta(minutes=2))
+    obs = Observations((od, spot), (note,), candidates=cands("us-east-1a", "us-east-1b"))
+    view = job(p, current=new_cur, attempt=2, changeover_h=CHANGEOVER_H, boot_s=10.0)
+    out = decide(view, obs, NOW + timedelta(seconds=30))
+    assert not any(isinstance(a, Launch) for a in out), out

@@ -348,6 +348,7 @@ def decide(
     t = _triage(job, obs, now)
     if (
         nodes == 1  # a gang is replaced after its notice, never beside it (one gang at a time)
+        and t.handing_over is None  # a switch in flight: never a third instance
         and t.keep is not None
         and ov.worth_overlapping(job, t.keep, t.notice_until, now)
     ):
