@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -136,6 +136,8 @@ class Run:
     refused: list[Effect] = field(default_factory=list)  # launches refused for capacity
     notes: list[str] = field(default_factory=list)
     live: list[int] = field(default_factory=list)  # the job's live instances after each pass
+    #: each launch the daemon sent: attempt, market, the agent's spec (daemon runs)
+    sent: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     left: int = 0  # live instances of the job once it ended (orphans)
 
     def granularity(self, cloud: str = "aws") -> float:
@@ -245,12 +247,22 @@ class Agent:
         )
 
 
+class _Sim(SimProvider):
+    """The sim provider, keeping what each launch asked for (attempt, market, the agent's spec)."""
+
+    sent: ClassVar[list[tuple[int, str, dict[str, Any]]]] = []
+
+    def launch(self, request: Any) -> Instance:
+        _Sim.sent.append((request.attempt, request.market.value, dict(request.job_spec or {})))
+        return super().launch(request)
+
+
 def _reconciler(store: Any, clock: list[datetime], catalog: Catalog, step_s: float) -> Any:
     from provisioner.control.reconciler import Reconciler
 
     def factory(name: str, options: dict[str, Any]) -> SimProvider:
         assert name == "sim"
-        return SimProvider(catalog=catalog, **options)
+        return _Sim(catalog=catalog, **options)
 
     return Reconciler(
         store,
@@ -290,6 +302,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
     }
     catalog = Catalog.from_offers(case.offers(), "equivalence")
     sim = SimProvider(catalog=catalog, **options)
+    _Sim.sent = []
     ck = tmp / "ck"
     policy_path = tmp / "policy.yaml"
     policy_path.write_text(case.policy + f"\ncheckpoint:\n  uri: file://{ck}\n")
@@ -330,6 +343,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
             rec.close()
         run = _daemon_run(store, sim, job_id, case.step_s, notes)
         run.live = live_n
+        run.sent = list(_Sim.sent)
         run.left = sum(1 for i in sim.list({TAG_JOB: job_id}) if i.state.alive)
         return run
     finally:

@@ -298,6 +298,10 @@ def test_looks_are_made_before_break(tmp_path: Path) -> None:
     assert (spot_at + changeover, "terminate", "on-demand") in accepted, accepted
     assert not any(k == spot_at and kind == "terminate" for k, kind, _ in accepted)
     assert runs["accepted-look"].live[spot_at] == 2  # the overlap
+    # the new agent is told to wait for the old one's checkpoint (taken as it is stopped)
+    od_n = next(n for n, m, _ in runs["accepted-look"].sent if m == "on-demand")
+    look = [spec for n, m, spec in runs["accepted-look"].sent if m == "spot" and n > od_n]
+    assert look and look[0]["handover_from"] == od_n and look[0]["handover_until"], look
     assert runs["accepted-look"].live[spot_at + changeover] == 1  # handed over
     lost = _od_to_spot(runs["look-preempted"])
     assert ("terminate", "on-demand") not in [(kind, m) for _, kind, m in lost], lost

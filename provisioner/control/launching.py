@@ -229,7 +229,9 @@ class Launching(JobPassBase):
         if row.nodes > 1:
             return None
         for a in reversed(self.attempts):
-            if a.attempt < row.attempt and a.state == "running" and a.instance_id:
+            seen = self.memo.instances.get(a.instance_id or "")  # as observed this pass
+            alive = seen is not None and seen[0].alive
+            if a.attempt < row.attempt and a.state == "running" and alive:
                 return a.attempt, row.created_at + timedelta(hours=CHANGEOVER_H) + HANDOVER_WAIT
         return None
 
