@@ -6,8 +6,11 @@ p3.2xlarge prices), then runs the grid C in {24, 48} h x C/D in {0.5, 0.7, 0.8, 
 {6, 12} min x {one zone, three zones} on the 2023-02-15 nine-zone set. Every window is
 checked: the optimum <= every policy, the lower bound <= the optimum, no policy with the
 safety net misses its deadline, and (Table 3 setting, d = 0) Greedy equals the optimum.
-Then gangs (issue 10, ``cost_gang.py``): 4-, 8- and 16-node jobs on the multi-node sets, next
-to one node on the same traces (``--gang-only``: those cells alone).
+Then gangs (``cost_gang.py``): 4-, 8- and 16-node jobs on the multi-node sets, next to one node
+on the same traces (``--gang-only``: those cells alone; ``--no-gang``: without them). Switches
+from a running instance are made before break, as decide() makes them (one instance; a gang is
+stopped first), in the policies and the optimum alike; launches, overlap hours and looks refused
+per window are printed beside the cost.
 
     .venv/bin/python benchmarks/cost_bench.py [--out out/cost_bench] [--windows 300] [--quick]
 

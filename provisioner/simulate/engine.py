@@ -25,6 +25,12 @@ the instance runs and is billed until it runs out) and decide() sees it; one lon
 both billed, the old one's work kept until its capacity goes (an upper bound on its bill: the
 daemon terminates it as soon as its checkpoint is in).
 
+A switch from a running instance is made before break (decide() launches first, ``replaces``
+naming it): the old instance works on, billed, until decide() stops it once the new one's
+changeover is over; a launch refused for capacity leaves it running (``refusals`` counts them);
+a new spot instance lost in the overlap hands back to it. ``overlap_hours``: the time two
+instances were billed at once.
+
 A gang (``Scenario.nodes`` > 1) is what decide() sees after :func:`provisioner.core.gang.fold`:
 one unit per attempt, so the engine hands decide() units directly (the fold leaves them be).
 The candidates carry ``nodes`` (per-node prices, as the planner's do, so budget rules see the

@@ -15,9 +15,12 @@ in ``decide()``.
 Like the engine, it tells the strategy what a daemon can know (``observed=True``, the
 default): a zone counts as without capacity only for
 :data:`~provisioner.core.views.CAPACITY_ERRORS_WITHIN` after a launch there was refused, and
-capacity is up since the latest refusal or preemption seen there. A refused spot launch (the
-instance it replaces already stopped) asks the strategy again, up to the engine's
-``MAX_PASSES`` a step. ``observed=False``: the oracle (every zone's capacity now, and how long
+capacity is up since the latest refusal or preemption seen there. A refused spot launch asks
+the strategy again, up to the engine's ``MAX_PASSES`` a step. Switches are made before break as
+in ``decide()`` (single instances past their own changeover; ``Scenario.make_before_break``
+False: the old order, stop then launch, for comparison): the running instance works on and is
+billed through the new one's changeover, a refused launch leaves it running, a new spot
+instance lost in the overlap hands back to it, and no second switch starts meanwhile. ``observed=False``: the oracle (every zone's capacity now, and how long
 it has lasted), an upper bound no daemon can reach.
 """
 
