@@ -6,8 +6,11 @@ p3.2xlarge prices), then runs the grid C in {24, 48} h x C/D in {0.5, 0.7, 0.8, 
 {6, 12} min x {one zone, three zones} on the 2023-02-15 nine-zone set. Every window is
 checked: the optimum <= every policy, the lower bound <= the optimum, no policy with the
 safety net misses its deadline, and (Table 3 setting, d = 0) Greedy equals the optimum.
-Then gangs (issue 10, ``cost_gang.py``): 4-, 8- and 16-node jobs on the multi-node sets, next
-to one node on the same traces (``--gang-only``: those cells alone).
+Then gangs (``cost_gang.py``): 4-, 8- and 16-node jobs on the multi-node sets, next to one node
+on the same traces (``--gang-only``: those cells alone; ``--no-gang``: without them). Switches
+from a running instance are made before break, as decide() makes them (one instance; a gang is
+stopped first), in the policies and the optimum alike; launches, overlap hours and looks refused
+per window are printed beside the cost.
 
     .venv/bin/python benchmarks/cost_bench.py [--out out/cost_bench] [--windows 300] [--quick]
 
@@ -218,6 +221,9 @@ def summary(r: RunStats, ratio: np.ndarray, gap: np.ndarray) -> dict[str, float]
         "spot_work_hours": float(r.spot_work_hours.mean()),
         "on_demand_work_hours": float(r.od_work_hours.mean()),
         "cost_mean": float(r.cost.mean()),
+        "launches": float(r.launches.mean()),
+        "overlap_hours": float(r.overlap_hours.mean()),
+        "refusals": float(r.refusals.mean()),
     }
 
 
@@ -277,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="grid: only C = 48 h, d = 12 min")
-    ap.add_argument("--gang-only", action="store_true", help="only the gang cells (issue 10)")
+    ap.add_argument("--gang-only", action="store_true", help="only the gang cells")
+    ap.add_argument("--no-gang", action="store_true", help="leave the gang cells out")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument(
         "--oracle",
@@ -296,7 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t_all = time.perf_counter()
     table3, speed, grid = specs(args.data, args.windows, args.seed, args.quick)
-    gang = gang_specs(args.data, args.grid_windows or args.windows, args.seed)
+    gang = (
+        [] if args.no_gang else gang_specs(args.data, args.grid_windows or args.windows, args.seed)
+    )
     for cell in grid:
         cell["windows"] = args.grid_windows or args.windows
     for cell in [*table3, speed, *grid, *gang]:
@@ -368,7 +377,7 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
             f"-- d = {c['d_min']:g} min, {c['windows']} windows (hours: productive, billed in brackets)"
         )
         print(
-            f"   {'policy':<20}{'OD h':>14}{'spot h':>14}{'cost/opt':>10}{'p75':>8}   published OD/spot"
+            f"   {'policy':<20}{'OD h':>14}{'spot h':>14}{'cost/opt':>10}{'p75':>8}{'launch':>8}{'overlap h':>10}{'looks refused':>14}   published OD/spot"
         )
         for name, p in c["policies"].items():
             pub = PUBLISHED.get(name)
@@ -382,7 +391,8 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
                     else "  OFF by > 3 h"
                 )
             print(
-                f"   {LABEL[name]:<20}{p['on_demand_work_hours']:>6.1f} ({p['on_demand_hours']:4.1f}){p['spot_work_hours']:>6.1f} ({p['spot_hours']:4.1f}){p['cost_over_optimum_mean']:>10.3f}{p['cost_over_optimum_p75']:>8.3f}   {ref}{ok}"
+                f"   {LABEL[name]:<20}{p['on_demand_work_hours']:>6.1f} ({p['on_demand_hours']:4.1f}){p['spot_work_hours']:>6.1f} ({p['spot_hours']:4.1f}){p['cost_over_optimum_mean']:>10.3f}{p['cost_over_optimum_p75']:>8.3f}"
+                f"{p.get('launches', float('nan')):>8.1f}{p.get('overlap_hours', float('nan')):>10.2f}{p.get('refusals', float('nan')):>14.1f}   {ref}{ok}"
             )
         o = c["optimum"]
         if "od_work_hours" in o:
@@ -419,16 +429,20 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
         for n in COMPARED
     }
     print(
-        "\n   per policy, mean over the grid: miss rate, launches after the first (restarts and"
-        " switches), spot hours (billed), on-demand hours"
+        "\n   per policy, mean over the grid: miss rate, restarts (relaunches after an interruption),"
+        " launches after the first (restarts and switches), spot hours (billed), on-demand hours,"
+        " launches, overlap hours, looks refused"
     )
     for n in COMPARED:
+        keys = ("miss_rate", "restarts", "relaunches", "spot_hours", "on_demand_hours", "launches")
         m = {
-            k: np.mean([c["policies"][n][k] for c in main_grid])
-            for k in ("miss_rate", "relaunches", "spot_hours", "on_demand_hours")
+            k: np.mean([c["policies"][n].get(k, np.nan) for c in main_grid])
+            for k in (*keys, "overlap_hours", "refusals")
         }
         print(
-            f"   {LABEL[n]:<20} {m['miss_rate']:.1%}  {m['relaunches']:5.1f}  {m['spot_hours']:5.1f}  {m['on_demand_hours']:5.1f}"
+            f"   {LABEL[n]:<20} {m['miss_rate']:.1%}  {m['restarts']:5.1f}  {m['relaunches']:5.1f}"
+            f"  {m['spot_hours']:5.1f}  {m['on_demand_hours']:5.1f}"
+            f"  {m['launches']:5.1f}  {m['overlap_hours']:5.2f}  {m['refusals']:6.1f}"
         )
     print(
         "\n   (cost - optimum) / on-demand cost, mean over the grid:",
@@ -441,6 +455,20 @@ def print_report(rep: dict[str, Any], out: Path) -> None:
         f"   optimum above a policy: {chk['optimum_above_a_policy']}   lower bound above optimum: {chk['lower_bound_above_optimum']}   "
         f"deadline misses (safety net): {chk['misses']}   Greedy != optimum at d = 0: {chk['greedy_not_optimal_at_d0']}   "
         + ("ALL HOLD" if not any(chk.values()) else "FAILED")
+    )
+    beaten = [
+        f"{c['set']} C={c['work_h']:g} C/D={c['frac']:g} d={c['d_min']:g}"
+        for c in rep["grid"]
+        if not all(
+            c["policies"]["provisioner"]["cost_over_optimum_mean"]
+            < c["policies"][o]["cost_over_optimum_mean"]
+            for o in ("greedy", "uniform-progress")
+        )
+    ]
+    print(
+        f"\n== Ours under Greedy and Uniform Progress: {len(rep['grid']) - len(beaten)} of "
+        f"{len(rep['grid'])} grid and held-out cells =="
+        + "".join(f"\n   not in: {b}" for b in beaten)
     )
     a = rep["aim"]
     print(

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -75,6 +75,9 @@ class Case:
     zones: dict[str, str]  # zone -> availability (see :func:`availability`), ranked in order
     step_s: float = STEP_S
     notice_s: float = 0.0  # the interruption notice (0: capacity goes at the step boundary)
+    #: steps before whose pass the daemon's process is replaced by a new one (kill -9 between
+    #: passes: nothing kept but the store and the cloud)
+    crashes: tuple[int, ...] = ()
 
     def scenario(self) -> Scenario:
         pol = parse_policy(self.policy)
@@ -133,6 +136,10 @@ class Run:
     cloud_bill: float | None = None  # the sim's invoice (daemon runs)
     refused: list[Effect] = field(default_factory=list)  # launches refused for capacity
     notes: list[str] = field(default_factory=list)
+    live: list[int] = field(default_factory=list)  # the job's live instances after each pass
+    #: each launch the daemon sent: attempt, market, the agent's spec (daemon runs)
+    sent: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    left: int = 0  # live instances of the job once it ended (orphans)
 
     def granularity(self, cloud: str = "aws") -> float:
         """What billing granularity can account for (USD): one billing unit (the cloud's
@@ -257,12 +264,22 @@ class Agent:
         )
 
 
+class _Sim(SimProvider):
+    """The sim provider, keeping what each launch asked for (attempt, market, the agent's spec)."""
+
+    sent: ClassVar[list[tuple[int, str, dict[str, Any]]]] = []
+
+    def launch(self, request: Any) -> Instance:
+        _Sim.sent.append((request.attempt, request.market.value, dict(request.job_spec or {})))
+        return super().launch(request)
+
+
 def _reconciler(store: Any, clock: list[datetime], catalog: Catalog, step_s: float) -> Any:
     from provisioner.control.reconciler import Reconciler
 
     def factory(name: str, options: dict[str, Any]) -> SimProvider:
         assert name == "sim"
-        return SimProvider(catalog=catalog, **options)
+        return _Sim(catalog=catalog, **options)
 
     return Reconciler(
         store,
@@ -302,6 +319,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
     }
     catalog = Catalog.from_offers(case.offers(), "equivalence")
     sim = SimProvider(catalog=catalog, **options)
+    _Sim.sent = []
     ck = tmp / "ck"
     policy_path = tmp / "policy.yaml"
     policy_path.write_text(case.policy + f"\ncheckpoint:\n  uri: file://{ck}\n")
@@ -316,12 +334,16 @@ def run_daemon(case: Case, tmp: Path) -> Run:
         rec = _reconciler(store, clock, catalog, case.step_s)
         agent = Agent(f"file://{ck}", job_id, sc.work_s, sc.overhead_s, sim)
         try:
+            live_n: list[int] = []
             for k in range(n):
                 now = START + timedelta(seconds=k * case.step_s)
                 agent.ran(now - timedelta(seconds=case.step_s), case.step_s)
                 sim.set_clock(now)  # the market moves: preemptions at the boundary
                 agent.report(now)
                 clock[0] = now
+                if k in case.crashes:  # a new process: the store and the cloud, nothing else
+                    rec.close()
+                    rec = _reconciler(store, clock, catalog, case.step_s)
                 report = rec.run_pass()
                 if report.errors:
                     notes.append(f"pass {k}: {report.errors} error(s)")
@@ -330,11 +352,17 @@ def run_daemon(case: Case, tmp: Path) -> Run:
                 if job.state in FINAL_STATES:
                     break
                 live = [i for i in sim.list({TAG_JOB: job_id}) if i.state.alive]
-                # the oldest works: a replacement launched during a notice waits for it
+                live_n.append(len(live))
+                # the oldest works: a replacement launched during a notice, or a switch made
+                # before break, waits for it (it stays until the new one has taken over)
                 agent.instance = min(live, key=lambda i: i.attempt or 0) if live else None
         finally:
             rec.close()
-        return _daemon_run(store, sim, job_id, case.step_s, notes)
+        run = _daemon_run(store, sim, job_id, case.step_s, notes)
+        run.live = live_n
+        run.sent = list(_Sim.sent)
+        run.left = sum(1 for i in sim.list({TAG_JOB: job_id}) if i.state.alive)
+        return run
     finally:
         sim.shutdown_server(terminate_all=True)
 

@@ -9,17 +9,20 @@ from datetime import timedelta
 from policies import parse_policy
 from provisioner.core.decide import (
     AgentReport,
+    AttemptView,
     Backoff,
     Cancel,
+    CapacityError,
     CoolDown,
     Fail,
     Finish,
+    Launch,
     Observations,
     Terminate,
     Wait,
     decide,
 )
-from provisioner.core.models import InstanceState, Market
+from provisioner.core.models import InstanceState, Interruption, Market
 from provisioner.core.views import CHANGEOVER_H, spot_up_since, step_h
 from tests.test_decide import NOW, T0, cands, job, kinds, policy, running
 
@@ -90,7 +93,48 @@ def test_on_demand_returns_to_spot_once_spot_has_lasted() -> None:
     )
     assert kinds(decide(job(p, current=cur), fresh, NOW)) == ["Wait"]
     old = Observations(instances=(inst,), candidates=c, spot_up_since=spot_up_since(locs, {}, T0))
-    assert kinds(decide(job(p, current=cur), old, NOW)) == ["Terminate", "Launch"]
+    assert kinds(decide(job(p, current=cur), old, NOW)) == ["Launch"]  # made before break
+
+
+def test_a_switch_is_made_before_break() -> None:
+    """On-demand to spot: the spot launch comes first, naming the on-demand instance it
+    replaces; that one works on through the changeover and goes once the new one has taken
+    over; a refused launch leaves it running; a replacement lost in the overlap hands back."""
+    p = parse_policy("name: t\n")
+    cur, od = running(1, market=Market.ON_DEMAND)
+    c = cands("us-east-1a")
+    locs = [("aws", "us-east-1a")]
+    up = spot_up_since(locs, {}, T0)
+    out = decide(
+        job(p, current=cur, attempt=1), Observations((od,), candidates=c, spot_up_since=up), NOW
+    )
+    assert kinds(out) == ["Launch"]
+    look = out[0]
+    assert isinstance(look, Launch) and look.replaces == od.id and "before break" in look.reason
+    # the launch went through: attempt 2 in its changeover, attempt 1 still working
+    new_cur, spot = running(2, market=Market.SPOT, at=NOW)
+    both = Observations((od, spot), candidates=c, spot_up_since=up)
+    mid = NOW + timedelta(hours=CHANGEOVER_H / 2)
+    during = decide(job(p, current=new_cur, attempt=2, changeover_h=CHANGEOVER_H), both, mid)
+    assert not any(isinstance(a, Terminate | Launch) for a in during), during
+    after = NOW + timedelta(hours=CHANGEOVER_H)
+    done = decide(job(p, current=new_cur, attempt=2, changeover_h=CHANGEOVER_H), both, after)
+    stops = [a for a in done if isinstance(a, Terminate)]
+    assert [a.instance_id for a in stops] == [od.id] and stops[0].reason.startswith("handed over")
+    # its agent reporting takes over at once
+    told = job(p, current=new_cur, attempt=2, agent=AgentReport(attempt=2, state="running"))
+    assert [a.instance_id for a in decide(told, both, mid) if isinstance(a, Terminate)] == [od.id]
+    # the look refused: attempt 2 failed, no instance; attempt 1 runs on, nothing stopped
+    failed = AttemptView(2, new_cur.placement, None, InstanceState.TERMINATED, launched_at=NOW)
+    busy = (CapacityError("aws", "us-east-1a", "p3.2xlarge", Market.SPOT, NOW),)
+    refused = Observations((od,), candidates=c, capacity_errors=busy, spot_up_since=up)
+    again = decide(job(p, current=failed, attempt=2), refused, NOW)
+    assert not any(isinstance(a, Terminate) for a in again), again
+    # the new spot lost during the overlap: the on-demand instance is kept, nothing launched
+    lost = AttemptView(2, new_cur.placement, spot.id, InstanceState.PREEMPTED, launched_at=NOW)
+    gone = Observations((od,), candidates=c, capacity_errors=busy, spot_up_since=up)
+    back = decide(job(p, current=lost, attempt=2, restarts=1), gone, mid)
+    assert not any(isinstance(a, Terminate) and a.instance_id == od.id for a in back), back
 
 
 def test_a_budget_that_cannot_pay_for_the_work_fails() -> None:
@@ -105,3 +149,16 @@ def test_the_input_contract_s_constants() -> None:
     since = spot_up_since([("a", "z1"), ("a", "z2")], {("a", "z1"): NOW}, T0, down=[("a", "z2")])
     assert since == {("a", "z1"): NOW}
     assert not isinstance(Wait(None, ""), Backoff)
+
+
+def test_a_notice_during_a_handover_launches_no_third_instance() -> None:
+    """The new instance of a switch made before break gets a notice while the old one still
+    works: no replacement beside both; the job waits for the notice."""
+    p = parse_policy("name: t\n")
+    _, od = running(1, market=Market.ON_DEMAND)
+    new_cur, spot = running(2, market=Market.SPOT, at=NOW)
+    note = Interruption(spot.id, "aws", "us-east-1a", "notice", NOW, NOW + timedelta(minutes=2))
+    obs = Observations((od, spot), (note,), candidates=cands("us-east-1a", "us-east-1b"))
+    view = job(p, current=new_cur, attempt=2, changeover_h=CHANGEOVER_H, boot_s=10.0)
+    out = decide(view, obs, NOW + timedelta(seconds=30))
+    assert not any(isinstance(a, Launch) for a in out), out

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from provisioner.core.views import CHANGEOVER_H
+
 pytest.importorskip("moto")
 
 CONTRACT = Path(__file__).resolve().parent / "contract"
@@ -133,7 +135,12 @@ def test_1_a_daemon_job_on_on_demand_returns_to_spot() -> None:
         rec.run_pass()
         attempts = w.store.attempts(job_id)
         assert attempts[-1].market == "spot" and attempts[-1].state == "running", attempts
-        assert attempts[1].state == "ended"
+        # made before break: on-demand works on until spot has taken over (its changeover)
+        assert attempts[1].state == "running"
+        w.later(hours=CHANGEOVER_H)
+        rec.run_pass()
+        attempts = w.store.attempts(job_id)
+        assert attempts[1].state == "ended" and attempts[1].end_reason.startswith("handed over")
         assert [i.market.value for i in w.live(job_id)] == ["spot"]
         rec.close()
 
@@ -315,8 +322,14 @@ def test_8a_a_terminated_attempt_is_no_longer_billed() -> None:
         rec.run_pass()
         attempts = w.store.attempts(job_id)
         assert [a.market for a in attempts] == ["spot", "on-demand"], attempts
+        # made before break: spot works on (and bills) until on-demand has taken over
+        assert attempts[0].state == "running"
+        w.later(hours=CHANGEOVER_H)
+        rec.run_pass()
+        attempts = w.store.attempts(job_id)
         assert attempts[0].state == "ended"
-        assert attempts[0].cost_usd == pytest.approx(3 * 0.3, rel=1e-3)
+        spot_h = 3 + CHANGEOVER_H
+        assert attempts[0].cost_usd == pytest.approx(spot_h * 0.3, rel=1e-3)
         w.later(hours=1)
         rec.run_pass()
         job = w.store.job(job_id)
@@ -324,7 +337,7 @@ def test_8a_a_terminated_attempt_is_no_longer_billed() -> None:
         od = w.store.attempts(job_id)[1]
         assert od.launched_at is not None  # moto's own clock: the test's runs ahead of it
         od_h = (w.clock["now"] - od.launched_at).total_seconds() / 3600.0
-        assert job.spent_usd == pytest.approx(3 * 0.3 + od_h * 1.0, rel=1e-3)
+        assert job.spent_usd == pytest.approx(spot_h * 0.3 + od_h * 1.0, rel=1e-3)
         rec.close()
 
 

@@ -22,7 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.equivalence_util import STEP_S, Case, explain, run_daemon, run_engine
+from tests.equivalence_util import (
+    STEP_S,
+    Case,
+    changeover_h,
+    explain,
+    run_daemon,
+    run_engine,
+)
 
 A, B = "us-east-1a", "us-east-1b"
 JOB = """
@@ -61,7 +68,9 @@ CASES = {
         job(2, "4h"),
         {A: "D15 U", B: "D"},
     ),
-    # spot until step 10, then none: the deadline leaves no room to wait, on-demand finishes
+    # spot until step 10, then none: the deadline leaves no room to wait, on-demand finishes;
+    # at 16 it looks at spot in A (it has not seen it go since), is refused, and on-demand
+    # runs on untouched: a refused look costs nothing
     "deadline": Case(
         "deadline",
         job(2, "3h"),
@@ -97,6 +106,34 @@ CASES = {
         job(2, "12h", extra=BUDGET),
         {A: "U10 D", B: "D10 U5 D5 U"},
     ),
+    # on on-demand, a look at spot in B (never seen down) is refused; on-demand runs on
+    "refused-look": Case(
+        "refused-look",
+        job(2, "4h"),
+        {A: "D", B: "D"},
+    ),
+    # the accepted look (spot-returns): spot launched beside on-demand, which works on until
+    # spot's changeover is over (two steps) and is stopped then
+    "accepted-look": Case(
+        "accepted-look",
+        job(2, "4h"),
+        {A: "D15 U", B: "D"},
+    ),
+    # the look accepted at 15 is preempted at 16, inside its changeover: on-demand, still
+    # running, carries on; nothing else is launched, nothing is lost
+    "look-preempted": Case(
+        "look-preempted",
+        job(2, "4h"),
+        {A: "D15 U1 D", B: "D"},
+    ),
+    # the accepted look with the daemon killed (-9) before each pass of the overlap: a new
+    # process finds the two instances in the store and the cloud and hands over all the same
+    "crash-in-overlap": Case(
+        "crash-in-overlap",
+        job(2, "4h"),
+        {A: "D15 U", B: "D"},
+        crashes=(17, 18, 19, 20),
+    ),
 }
 
 # Differences found by this test and fixed since (each confirmed by removing it alone): the
@@ -105,9 +142,8 @@ CASES = {
 # by the daemon (budget: failed at 16 vs 15), and the simulator's oracle knowledge of spot
 # capacity (below: the simulator now measures with what the daemon knows).
 #
-# A switch stops the running instance before the new launch is accepted (issue 12 will overlap
-# them): in "deadline" the job leaves on-demand at step 16 for spot it has not seen go, the
-# launch is refused, and it relaunches on-demand (one more changeover). Both drivers do exactly
+# A switch is made before break: the new instance is launched first, the running one stopped
+# once the new one has taken over; a refused launch leaves it running. Both drivers do exactly
 # that; a change of the order must change both.
 
 
@@ -119,13 +155,15 @@ def test_daemon_does_what_the_simulator_measured(name: str, tmp_path: Path) -> N
 #: Where the oracle simulator does better than any daemon can, and why.
 ORACLE_DIFFERS: dict[str, str] = {
     # spot_up_since: while on on-demand the daemon tries no spot, so it sees no outage
-    "spot-returns": "the oracle leaves on-demand at 19 (spot up for the break-even time), "
-    "the daemon at 17 (it saw no outage, so spot counts as up since the start)",
-    "deadline": "the oracle stays on on-demand (it knows spot is down); the daemon tries spot "
-    "at 16, is refused, relaunches on-demand: one more changeover, finished at 28 vs 26",
+    "spot-returns": "the oracle leaves on-demand at 17 (spot up for the break-even time), "
+    "the daemon at 15 (it saw no outage, so spot counts as up since the start)",
     # capacity errors: the daemon knows only the zones it tried in the last 5 min
     "budget-capacity-unknown": "the oracle knows no zone has spot at 15 and waits (failing at "
     "20, B back, the launch does not fit); the daemon fails at once on the budget",
+    "accepted-look": "as spot-returns",
+    "crash-in-overlap": "as spot-returns",
+    "look-preempted": "the oracle never looks (spot is not up for the break-even time); the "
+    "daemon's look at 15 is lost inside its changeover",
 }
 
 
@@ -162,11 +200,6 @@ def test_the_scenarios_show_what_they_are_named_for() -> None:
     od = spot_returns.index(("launch", "on-demand"))
     assert ("launch", "spot") in spot_returns[od:], spot_returns
     assert ("launch", "on-demand") in kinds["deadline"]
-    # the switch that stops on-demand before its spot launch is refused (see above)
-    assert [(e.step, e.kind) for e in runs["deadline"].effects][-2:] == [
-        (16, "terminate"),
-        (16, "launch"),
-    ]
     assert runs["deadline"].outcome[0] == "succeeded"
     assert runs["budget"].outcome == ("failed", 15)
     assert runs["budget-capacity-unknown"].outcome == ("failed", 15)
@@ -236,3 +269,43 @@ def test_the_sim_follows_its_trace_on_the_virtual_clock(tmp_path: Path) -> None:
         assert again.state is InstanceState.RUNNING
     finally:
         sim.shutdown_server(terminate_all=True)
+
+
+def _od_to_spot(run: object) -> list[tuple[int, str, str]]:
+    return [(e.step, e.kind, e.market) for e in run.effects]  # type: ignore[attr-defined]
+
+
+def test_looks_are_made_before_break(tmp_path: Path) -> None:
+    """The make-before-break scenarios, through the daemon's reconciler (the step-by-step
+    match with the engine is test_daemon_does_what_the_simulator_measured): a refused look
+    leaves on-demand untouched; an accepted one overlaps it for the changeover only; a look
+    lost in its changeover hands back to on-demand; a crash in the overlap changes nothing.
+    Never a third instance, never an orphan."""
+    runs = {
+        name: run_daemon(CASES[name], tmp_path / name)
+        for name in ("refused-look", "accepted-look", "look-preempted", "crash-in-overlap")
+    }
+    for name, run in runs.items():
+        assert max(run.live) <= 2 and run.left == 0, (name, run.live, run.left)
+        assert run.outcome[0] == "succeeded", (name, run.outcome)
+    refused = runs["refused-look"]
+    assert refused.refused and {e.market for e in refused.refused} == {"spot"}
+    assert [k for k, _, _ in _od_to_spot(refused) if _ == "terminate"] == []  # od untouched
+    assert [e.market for e in refused.effects] == ["on-demand"]
+    accepted = _od_to_spot(runs["accepted-look"])
+    spot_at = next(k for k, kind, m in accepted if (kind, m) == ("launch", "spot"))
+    changeover = round(changeover_h() * 3600 / STEP_S)
+    assert (spot_at + changeover, "terminate", "on-demand") in accepted, accepted
+    assert not any(k == spot_at and kind == "terminate" for k, kind, _ in accepted)
+    assert runs["accepted-look"].live[spot_at] == 2  # the overlap
+    # the new agent is told to wait for the old one's checkpoint (taken as it is stopped)
+    od_n = next(n for n, m, _ in runs["accepted-look"].sent if m == "on-demand")
+    look = [spec for n, m, spec in runs["accepted-look"].sent if m == "spot" and n > od_n]
+    assert look and look[0]["handover_from"] == od_n and look[0]["handover_until"], look
+    assert runs["accepted-look"].live[spot_at + changeover] == 1  # handed over
+    lost = _od_to_spot(runs["look-preempted"])
+    assert ("terminate", "on-demand") not in [(kind, m) for _, kind, m in lost], lost
+    # the crash changed nothing: the same steps, the same cost as without it
+    same = runs["crash-in-overlap"]
+    assert same.effects == runs["accepted-look"].effects
+    assert same.cost == pytest.approx(runs["accepted-look"].cost)

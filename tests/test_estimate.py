@@ -54,8 +54,10 @@ def test_parts_add_up(tmp_path: Path) -> None:
     # every launch pays a changeover (the first at least; one cut short by a preemption
     # counts its part); restarts are the relaunches after an interruption, not every launch
     assert e.changeover_h >= CHANGEOVER_H - 1e-9 and e.restarts >= 0
-    # the billed hours hold the work, the changeovers and the lost work, and no more
-    assert e.spot_h + e.on_demand_h == pytest.approx(12.0 + e.changeover_h + e.lost_work_h)
+    # the billed hours hold the work, the changeovers and the lost work, and no more (less
+    # where the work ends on an instance handing over, a changeover cut short)
+    billed = e.spot_h + e.on_demand_h
+    assert 12.0 + e.lost_work_h - 1e-6 <= billed <= 12.0 + e.changeover_h + e.lost_work_h + 1e-6
     assert e.samples == est.SAMPLES and e.prior == "band >20%"
 
 

@@ -95,11 +95,18 @@ def _paper_up(avail: np.ndarray, sc: Scenario) -> list[int]:
     capacity now): the market chosen at each step, on the scenario's billing model."""
     g, d, c0, r0 = sc.step_s, sc.overhead_s, sc.work_s, sc.deadline_s
     running, started, done, out = NONE, 0.0, 0.0, []
+    old, old_started, until = NONE, 0.0, 0.0  # a switch made before break, as the drivers do
     for k in range(total_steps(sc)):
         t = k * g
         has = bool(avail[k]) if k < len(avail) else False
+        if old == SPOT and not has:
+            old = NONE
         if running == SPOT and not has:
             running = NONE
+            if old != NONE:  # lost while taking over: the old one is kept
+                running, started, old = old, old_started, NONE
+        if old != NONE and t >= until:
+            old = NONE
         left = c0 - done
         if left <= 1e-6:
             break
@@ -114,13 +121,20 @@ def _paper_up(avail: np.ndarray, sc: Scenario) -> list[int]:
             req = ON_DEMAND
         if math.ceil((left + d) / g) * g >= remaining:
             req = SPOT if running == SPOT and pending < 1e-3 else ON_DEMAND
+        if old != NONE and req not in (NONE, running):
+            req = running  # one switch at a time
+        if req == NONE:
+            old = NONE
         if req != running and req != NONE:
+            if running != NONE and t - started >= d:  # made before break
+                old, old_started, until = running, started, t + d
             started = t
         running = req
         out.append(running)
         if running != NONE:
             pend = max(0.0, d - (t - started))
-            done = min(c0, done + max(0.0, g - pend))
+            busy = min(g, max(0.0, until - t)) if old != NONE else 0.0
+            done = min(c0, done + busy + max(0.0, g - max(pend, busy)))
     return out
 
 

@@ -77,22 +77,38 @@ def _brute_force(avail: np.ndarray, sc: Scenario) -> float:
     c, k = round(sc.work_s / sc.step_s), round(sc.overhead_s / sc.step_s)
     a, b = sc.price_on_demand * sc.step_s / 3600, sc.price_spot * sc.step_s / 3600
     best = np.inf
-    for seq in itertools.product(range(2 + n_z), repeat=n):  # 0 idle, 1 on-demand, 2+z spot
-        prev, pend, done, cost = 0, 0, 0, 0.0
+    price = [0.0, a] + [b] * n_z
+    plain = 2 + n_z  # then the switches made before break, to mode 1, 2, ...
+    for seq in itertools.product(range(plain + 1 + n_z), repeat=n):  # 0 idle, 1 od, 2+z spot
+        prev, pend, done, cost, old, handing = 0, 0, 0, 0.0, 0, 0
         for t, m in enumerate(seq):
             if done >= c:
                 break
-            if m >= 2 and not avail[t, m - 2]:
+            before = m >= plain
+            m = m - plain + 1 if before else m
+            bad = (handing and (before or m != prev)) or (m >= 2 and not avail[t, m - 2])
+            if bad or (handing and old >= 2 and not avail[t, old - 2]):
                 cost = np.inf
                 break
             if m == 0:
                 prev = 0
                 continue
-            if m != prev:
+            if before:  # the old one works on and bills for the k steps of the changeover
+                gone = prev >= 2 and not avail[t, prev - 2]
+                if prev == 0 or m == prev or k == 0 or pend or gone:  # from a settled one
+                    cost = np.inf
+                    break
+                old, handing, pend = prev, k, k
+            elif m != prev:
                 pend = k
             prev = m
-            cost += a if m == 1 else b
-            if pend:
+            cost += price[m]
+            if handing:
+                cost += price[old]
+                done += 1
+                handing -= 1
+                pend -= 1
+            elif pend:
                 pend -= 1
             else:
                 done += 1

@@ -89,7 +89,10 @@ def test_a_gang_is_up_while_at_least_n_of_its_zone_s_nodes_are() -> None:
 def test_a_gang_pays_every_node_in_every_driver(nodes: int) -> None:
     """Where the gang's availability is the single node's (every node moves together), every
     figure is the single node's times ``nodes``: engine, replay, optimum, lower bound."""
-    one = Scenario(work_s=4 * 3600, deadline_s=6 * 3600, overhead_s=720, step_s=STEP)
+    # a gang's switches stop the old one first: the single node's, in the same order
+    one = Scenario(
+        work_s=4 * 3600, deadline_s=6 * 3600, overhead_s=720, step_s=STEP, make_before_break=False
+    )
     gang = Scenario(work_s=4 * 3600, deadline_s=6 * 3600, overhead_s=720, step_s=STEP, nodes=nodes)
     col = per_node_markov(6 * total_steps(one), 1, seed=nodes)
     lockstep = nodes_trace(np.repeat(col, nodes, axis=1), STEP)
@@ -107,9 +110,7 @@ def test_a_gang_pays_every_node_in_every_driver(nodes: int) -> None:
         r1, rn = replay(get_strategy(name), av, one), replay(get_strategy(name), av, gang)
         assert np.allclose(rn.cost, nodes * r1.cost, rtol=1e-12), name
         assert np.array_equal(rn.launches, r1.launches), name  # one changeover per gang launch
-        e1 = run_windows(BENCH, av, one, world, strategy=name)
         en = run_windows(BENCH, av, gang, world, strategy=name)
-        assert np.allclose(en.cost, nodes * e1.cost, rtol=1e-12), name
         assert np.allclose(en.cost, rn.cost, rtol=0, atol=1e-9), name  # engine == replay
 
 

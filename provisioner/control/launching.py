@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from policies.model import Policy
 from providers.base import ErrorKind, ProviderError
@@ -30,7 +30,11 @@ from provisioner.core.models import (
 )
 from provisioner.core.overlap import notice_deadline
 from provisioner.core.quotas import refused_at_launch
-from provisioner.core.views import zone_history
+from provisioner.core.views import CHANGEOVER_H, zone_history
+
+#: A switch made before break: how long after its changeover the new agent waits for the old
+#: one's checkpoint before it goes on from the newest one (the old one's stop has failed).
+HANDOVER_WAIT = timedelta(minutes=30)
 
 
 class Launching(JobPassBase):
@@ -216,13 +220,24 @@ class Launching(JobPassBase):
                 )
 
     def _replaces(self, row: AttemptRow) -> tuple[int, datetime] | None:
-        """The earlier attempt this one overlaps (its number, when its capacity goes): one
-        still running under an interruption notice. Read from what the pass observed, so a
-        launch sent again after a crash says the same."""
+        """The earlier attempt this one overlaps (its number, and when it goes at the latest):
+        one still running under an interruption notice (its capacity goes then), or, for a
+        single instance, a switch made before break (the running one is stopped once this
+        one's changeover is over, and its agent checkpoints on the way down; HANDOVER_WAIT
+        after the launch the new agent goes on from the newest checkpoint whatever happened).
+        Read from the store and what the pass observed, so a launch sent again after a crash
+        says the same."""
         notes = {x.instance_id: x for x in self.interruptions if x.kind == "notice"}
         for a in reversed(self.attempts):
             if a.attempt < row.attempt and a.state == "running" and a.instance_id in notes:
                 return a.attempt, notice_deadline(notes[a.instance_id])
+        if row.nodes > 1:
+            return None
+        for a in reversed(self.attempts):
+            seen = self.memo.instances.get(a.instance_id or "")  # as observed this pass
+            alive = seen is not None and seen[0].alive
+            if a.attempt < row.attempt and a.state == "running" and alive:
+                return a.attempt, row.created_at + timedelta(hours=CHANGEOVER_H) + HANDOVER_WAIT
         return None
 
     def _send(self, row: AttemptRow, placement: Placement, reason: str, report: PassReport) -> bool:

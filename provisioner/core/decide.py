@@ -25,7 +25,8 @@ Output: actions, to be carried out in order (the executor does nothing else):
   when the reason says so, else ``ended``), billed to that moment;
 * :class:`CoolDown` (provider, location, until): keep spot away from a zone a while;
 * :class:`Launch` (placement, attempt, reason, replaces): a new attempt; ``replaces`` names
-  the instance under notice it overlaps (None: nothing alive is left running beside it);
+  the instance it takes over from (under notice, or a switch made before break; None:
+  nothing alive is left running beside it);
 * :class:`Wait` (until or None, reason): nothing to do now;
 * :class:`Backoff` (until, reason): hold off launches after failures another offer would
   not cure (auth, invalid request, transient errors past their retries);
@@ -38,11 +39,15 @@ Order of the rules: a notice long enough to overlap (the rules below, as if the 
 under notice were gone: a Launch or nothing); cancel; the agent's exit (done: Finish;
 failed: Fail); launch backoff; an interruption notice (wait); the work covered by checkpoints; the total budget; time windows; an
 attempt launched but not yet reported; restarts exhausted; then the strategy's market choice.
-:class:`Terminate` always precedes a :class:`Launch` in the same list when an instance is alive, so a job never has two live
-instances, but for one exception: overlap on notice (:mod:`provisioner.core.overlap`), a
-Launch with ``replaces`` set while the instance under notice checkpoints, at most one extra
-instance, terminated as soon as its checkpoint is in; every :class:`Launch` names why that
-placement (the audit event).
+A switch is made before break (:mod:`provisioner.core.overlap`): with an instance alive, a
+:class:`Launch` comes without a :class:`Terminate` and with ``replaces`` naming it; the old
+instance works on until the new attempt has taken over (its changeover done, or its agent
+reporting), then goes. A refused launch costs nothing (the old instance runs on; the refusal
+is a capacity observation), an accepted one the overlap (``changeover_h`` on both, counted
+against the budget). Overlap on notice is the same with the cloud's notice as the reason. At
+most one extra instance: no switch while one is handing over, and a gang is stopped before its
+replacement is launched (one gang at a time). Every :class:`Launch` names why that placement
+(the audit event).
 
 Guarantees (property-tested in ``tests/test_decide.py``): a Launch is never above the bid
 cap (the placement's or the policy's) nor ``budget.max_price_per_hour``, never outside the
@@ -180,6 +185,8 @@ class _Now:
     keep: Instance | None
     cooled: dict[Location, datetime]
     notice_until: datetime | None = None
+    #: make before break: the instance still working until the current attempt takes over
+    handing_over: Instance | None = None
 
 
 def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
@@ -197,9 +204,13 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
         [d for d in dupes if keep is None or d.instance_id != keep.id], keep, dict(job.cooldowns)
     )
     for x in drains:
-        if x.landed:
-            done = f"attempt {cur.attempt if cur else '?'} takes over"
+        done = f"attempt {cur.attempt if cur else '?'} takes over"
+        if x.landed and x.planned:
+            out.actions.append(Terminate(x.instance.id, f"handed over: {done}"))
+        elif x.landed:
             out.actions.append(Terminate(x.instance.id, f"preempted: checkpoint in; {done}"))
+        elif x.planned:
+            out.handing_over = x.instance
     hits = [x for x in obs.interruptions if keep is not None and x.instance_id == keep.id]
     lost_at: datetime | None = None
     if cur is not None:
@@ -271,7 +282,8 @@ def _setup_failed(job: JobView, agent: AgentReport, t: _Now) -> list[Action] | N
 
 def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Action] | None:
     """The rules that stop the job or make it wait whatever the market; None: none applies."""
-    policy, alive = job.policy, ([t.keep] if t.keep is not None else [])
+    policy = job.policy
+    alive = [x for x in (t.keep, t.handing_over) if x is not None]
     every = [i for i in obs.instances if i.job_id in (None, job.id) and i.state.alive]
     if job.cancel_requested:
         return [*_stop_all(every, "cancelled by the user"), Cancel("cancelled by the user")]
@@ -336,6 +348,7 @@ def decide(
     t = _triage(job, obs, now)
     if (
         nodes == 1  # a gang is replaced after its notice, never beside it (one gang at a time)
+        and t.handing_over is None  # a switch in flight: never a third instance
         and t.keep is not None
         and ov.worth_overlapping(job, t.keep, t.notice_until, now)
     ):
@@ -370,7 +383,7 @@ def _decide_on(
     if gated is not None:
         return gated
     policy, keep, cur = job.policy, t.keep, job.current
-    alive = [keep] if keep is not None else []
+    alive = [x for x in (keep, t.handing_over) if x is not None]
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
     running, cur_i = NONE, -1
     if keep is not None:
@@ -425,11 +438,24 @@ def _decide_on(
         ordered = od
     if job.restarts >= policy.restart.max_restarts:
         return [*t.actions, Wait(None, f"restarts exhausted: keeping the instance we have ({why})")]
+    if t.handing_over is not None:  # one switch at a time: never a third instance
+        old = t.handing_over.id
+        return [*t.actions, Wait(None, f"handing over from {old}; then: {why}")]
     total = job.work_total_h
     left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
+    # make before break: the running instance works on (and bills) through the changeover
+    mbb = keep is not None and policy.resources.nodes == 1 and _settled(job, keep, now)
+    overlap_usd = _overlap_usd(job, keep) if mbb else 0.0
     for p in ordered:
-        if not fits_budget(policy, job.spent_usd, hourly_cost(p), left_h):
+        if not fits_budget(policy, job.spent_usd + overlap_usd, hourly_cost(p), left_h):
             continue
+        if mbb and keep is not None:
+            n = job.attempt + 1
+            how = f"make before break: {keep.id} runs until attempt {n} takes over"
+            return [
+                *t.actions,
+                Launch(p, n, f"{_describe(p)} (rank {p.rank}): {why}; {how}", replaces=keep.id),
+            ]
         stop = _stop_all(alive, f"switching to {p.market.value}: {why}")
         return [
             *t.actions,
@@ -439,6 +465,28 @@ def _decide_on(
     if alive:
         return [*t.actions, Wait(None, "no launch fits the remaining budget: keeping the instance")]
     return t.actions + _budget_out(policy, [], "no launch fits the remaining budget")
+
+
+def _settled(job: JobView, keep: Instance, now: datetime) -> bool:
+    """Whether ``keep`` is past its changeover (it does the work while a new one boots; one
+    still booting is stopped before its replacement is launched)."""
+    cur = job.current
+    since = keep.launched_at
+    if cur is not None and keep.id == cur.instance_id and cur.launched_at is not None:
+        since = cur.launched_at
+    return since is None or _hours(now - since) >= job.changeover_h - st.EPS_H
+
+
+def _overlap_usd(job: JobView, keep: Instance | None) -> float:
+    """What keeping ``keep`` through a new instance's changeover costs (the price of a look
+    that is accepted; a refused one costs nothing)."""
+    if keep is None:
+        return 0.0
+    price = keep.price_per_hour
+    cur = job.current
+    if price is None and cur is not None and keep.id == cur.instance_id:
+        price = launch_price(cur.placement)
+    return (price or 0.0) * job.changeover_h
 
 
 def _options(

@@ -13,6 +13,14 @@ instance, never while one is in flight (a draining instance is never the one kep
 replacement whose launch failed leaves the old instance the current one again (the next offer
 is tried as a replacement, not as a third instance). Pure: the daemon and the simulator both
 reach it through decide().
+
+Make before break: a planned switch (on-demand to spot, one zone to another, spot to
+on-demand) launches the new instance first with ``replaces`` naming the running one, which
+drains the same way without a notice: it keeps working (and billing) until the new attempt runs
+and its changeover is over (``JobView.changeover_h`` after its launch: boot, setup, restore),
+or its agent reports; then it is terminated (an ``ended`` attempt, not a restart) and its agent
+checkpoints on the way down, which the new agent waits for (``handover_from``). A refused
+launch leaves it the current instance; a replacement lost during the overlap does too.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ class Draining:
     instance: Instance
     until: datetime  # when its capacity goes
     landed: bool  # its checkpoint is in (or its notice is over): terminate it now
+    planned: bool = False  # make before break (no notice): a switch the strategy chose
 
 
 def notice_deadline(x: Interruption) -> datetime:
@@ -46,12 +55,30 @@ def draining(
     job: JobView, alive: Sequence[Instance], notices: Sequence[Interruption], now: datetime
 ) -> list[Draining]:
     """The live instances of an earlier attempt than the current one, under notice, while the
-    current attempt (their replacement) is in flight (launching or running)."""
+    current attempt (their replacement) is in flight (launching or running); and, for a single
+    instance, the newest earlier one without a notice: a planned switch made before break
+    (its handover is due ``changeover_h`` after the current attempt's launch)."""
     cur = job.current
     if cur is None or cur.state not in (None, InstanceState.RUNNING):
         return []
     agent = job.agent or AgentReport()
     out = []
+    noticed = {x.instance_id for x in notices}
+    earlier = [
+        i
+        for i in alive
+        if i.id != cur.instance_id and (i.attempt or 0) < cur.attempt and i.id not in noticed
+    ]
+    if earlier and job.policy.resources.nodes == 1:
+        inst = max(earlier, key=lambda i: (i.attempt or 0, i.id))
+        n = inst.attempt or 0
+        until = handover_due(job)
+        landed = (
+            (agent.attempt == n and agent.state in LANDED)
+            or (agent.attempt is not None and agent.attempt > n)
+            or (cur.state is InstanceState.RUNNING and until is not None and now >= until)
+        )
+        out.append(Draining(inst, until or now, landed, planned=True))
     for inst in alive:
         n = inst.attempt or 0
         if inst.id == cur.instance_id or n >= cur.attempt:
@@ -68,6 +95,15 @@ def draining(
         )
         out.append(Draining(inst, until, landed))
     return out
+
+
+def handover_due(job: JobView) -> datetime | None:
+    """When the current attempt's changeover is over (None: not launched yet): a planned
+    switch's old instance is stopped then (its agent checkpoints on the way down)."""
+    cur = job.current
+    if cur is None or cur.launched_at is None:
+        return None
+    return cur.launched_at + timedelta(hours=job.changeover_h)
 
 
 def worth_overlapping(

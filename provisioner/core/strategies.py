@@ -86,6 +86,9 @@ class StepState:
     #: spot lifetime (hours); None where the driver gives no history
     spot_p_up: Array | None = None
     spot_life_h: Array | None = None
+    #: a switch from a running instance is made before break (the driver launches the new
+    #: one first; the old one works on through the changeover): a look costs no slack
+    make_before_break: bool = False
 
     @classmethod
     def single(cls, **values: float | int | bool) -> StepState:
@@ -93,7 +96,7 @@ class StepState:
         scalars = {"step_h", "overhead_h", "price_on_demand", "price_spot", "margin_h"}
         kw: dict[str, object] = {}
         for k, v in values.items():
-            if k == "keeps_progress":
+            if k in ("keeps_progress", "make_before_break"):
                 kw[k] = bool(v)
             elif k in scalars:
                 kw[k] = float(v)
@@ -320,8 +323,15 @@ class SlackAware(Strategy):
       changeovers.
     * **zone**: among zones with capacity, the one that has had it longest (same reason).
 
+    Where switches are made before break (``make_before_break``: one instance, not a gang),
+    leaving on-demand costs no slack (it works on through spot's changeover) and a refused
+    look costs nothing, so on-demand is held longer (``HOLD_MBB`` changeovers) and left for
+    spot sooner (``BREAKEVEN_MBB`` of the break-even time): fewer on-demand changeovers, more
+    spot hours.
+
     The constants are round numbers with the reasons above, stated in units of the job's
-    own changeover, step and prices; none is derived from a trace file.
+    own changeover, step and prices; none is derived from a trace file, but for the two
+    make-before-break ones, picked on the 2022-10-26 traces (docs/simulate.md).
     """
 
     name = "provisioner"
@@ -330,6 +340,8 @@ class SlackAware(Strategy):
     )
     RESERVE_SHARE = 0.10  # of the time left, kept as slack for future changeovers
     HOLD_CHANGEOVERS = 10.0  # hysteresis on leaving on-demand, in changeovers
+    HOLD_MBB = 35.0  # the same where switches are made before break
+    BREAKEVEN_MBB = 0.5  # share of the break-even time, where switches are made before break
 
     def reserve_h(self, s: StepState) -> Array:
         return 2 * s.overhead_h + s.step_h + s.margin_h + self.RESERVE_SHARE * s.time_left_h
@@ -349,10 +361,13 @@ class SlackAware(Strategy):
     def want(self, s: StepState) -> Array:
         slack = s.time_left_h - s.work_left_h - s.pending_h
         on_od = s.running == ON_DEMAND
-        hold = np.where(on_od, self.HOLD_CHANGEOVERS * s.overhead_h, 0.0)
+        mbb = s.make_before_break
+        hold_n = self.HOLD_MBB if mbb else self.HOLD_CHANGEOVERS
+        hold = np.where(on_od, hold_n * s.overhead_h, 0.0)
         short = slack < self.reserve_h(s) + hold - EPS_H
         out = np.where(short, ON_DEMAND, NONE)
-        back = s.spot_age_h >= self.breakeven_h(s) - EPS_H
+        scale = self.BREAKEVEN_MBB if mbb else 1.0
+        back = s.spot_age_h >= scale * self.breakeven_h(s) - EPS_H
         take = s.spot_available & (~(on_od & short) | back)
         return np.where(take, SPOT, out).astype(np.int8)
 

@@ -25,6 +25,12 @@ the instance runs and is billed until it runs out) and decide() sees it; one lon
 both billed, the old one's work kept until its capacity goes (an upper bound on its bill: the
 daemon terminates it as soon as its checkpoint is in).
 
+A switch from a running instance is made before break (decide() launches first, ``replaces``
+naming it): the old instance works on, billed, until decide() stops it once the new one's
+changeover is over; a launch refused for capacity leaves it running (``refusals`` counts them);
+a new spot instance lost in the overlap hands back to it. ``overlap_hours``: the time two
+instances were billed at once.
+
 A gang (``Scenario.nodes`` > 1) is what decide() sees after :func:`provisioner.core.gang.fold`:
 one unit per attempt, so the engine hands decide() units directly (the fold leaves them be).
 The candidates carry ``nodes`` (per-node prices, as the planner's do, so budget rules see the
@@ -168,6 +174,9 @@ def run_window(
     notice_until: datetime | None = None  # the instance's notice: its capacity goes then
     drain: Instance | None = None  # overlap: the instance under notice, replaced
     drain_until = start
+    planned = False  # the drain is a switch made before break (no notice): decide() ends it
+    overlap_s = 0.0
+    refusals = 0
     notice = timedelta(seconds=sc.notice_s)
     refused: list[CapacityError] = []  # observed: launches refused for capacity
     events: list[SpotEvent] = []  # what each zone has shown so far (views.zone_history)
@@ -179,10 +188,20 @@ def run_window(
         age = np.where(av & prev, age + step, 0.0)
         prev = av
         prices = spot_prices[min(k, len(spot_prices) - 1)] if spot_prices is not None else None
-        if drain is not None and now >= drain_until:  # its notice ran out: the cloud took it
+        if drain is not None and not planned and now >= drain_until:  # its notice ran out
             preemptions += 1
             restarts += 1
             seen_down[(world.provider, drain.zone)] = drain_until
+            drain = None
+        if (
+            drain is not None
+            and planned
+            and drain.market is Market.SPOT
+            and not av[world.zones.index(drain.zone)]
+        ):  # lost while handing over
+            preemptions += 1
+            seen_down[(world.provider, drain.zone)] = now
+            events.append((now, (world.provider, drain.zone), "lost"))
             drain = None
         if inst is not None and inst.market is Market.SPOT:
             z = world.zones.index(inst.zone)
@@ -203,6 +222,8 @@ def run_window(
                 seen_down[(world.provider, inst.zone)] = now
                 events.append((now, (world.provider, inst.zone), "lost"))
                 inst = None
+                if drain is not None and planned:  # lost while taking over: the old one stays
+                    inst, drain = drain, None
         cands = world.candidates(sc, prices)
         if observed:  # the daemon's memory of refused launches
             refused = [e for e in refused if now - e.at <= CAPACITY_ERRORS_WITHIN]
@@ -259,7 +280,11 @@ def run_window(
                     inst, notice_until = None, None
                     cur = _ended(cur, InstanceState.TERMINATED, now)
                 elif isinstance(action, Terminate) and drain is not None:
-                    if action.instance_id == drain.id:  # its checkpoint is in: handed over
+                    if action.instance_id == drain.id and planned:  # the new one took over
+                        if drain.market is Market.SPOT:
+                            events.append((now, (world.provider, drain.zone), "stop"))
+                        drain = None
+                    elif action.instance_id == drain.id:  # its checkpoint is in: handed over
                         preemptions += 1
                         restarts += 1
                         drain = None
@@ -273,6 +298,7 @@ def run_window(
                         )
                         errors = (*errors, err)
                         refused.append(err)
+                        refusals += 1
                         seen_down[(world.provider, p.offer.zone)] = now
                         events.append((now, (world.provider, p.offer.zone), "refused"))
                         if observed:
@@ -281,6 +307,10 @@ def run_window(
                         break
                     if action.replaces is not None and inst is not None and notice_until:
                         drain, drain_until, notice_until = inst, notice_until, None
+                        planned = False
+                    elif action.replaces is not None and inst is not None:  # before break
+                        drain, planned = inst, True
+                        drain_until = now + timedelta(seconds=sc.overhead_s)
                     attempt = action.attempt
                     launches += 1
                     if p.market is Market.SPOT:
@@ -311,15 +341,34 @@ def run_window(
             busy = max(0.0, min(step, (drain_until - now).total_seconds()))
             work = min(busy, sc.work_s - done_s)
             price = drain.price_per_hour or 0.0
-            if prices is not None:
+            if prices is not None and drain.market is Market.SPOT:
                 price = float(prices[world.zones.index(drain.zone)])
+            if planned and work < busy - 1e-9:  # the work ends on the old one: billed to then
+                busy = work
+                finish_s = t + work
             cost += price * sc.nodes * busy / 3600.0
-            spot_s += busy
-            spot_work += work
+            overlap_s += busy
+            if drain.market is Market.SPOT:
+                spot_s += busy
+                spot_work += work
+            else:
+                od_s += busy
+                od_work += work
             done_s += work
             ckpt_s = done_s  # continuous on the notice; its last checkpoint hands over
-        if inst is not None and cur is not None and cur.launched_at is not None:
-            pend = max(0.0, sc.overhead_s - (now - cur.launched_at).total_seconds(), busy)
+        if finish_s is not None:  # finished on the instance handing over
+            inst_cost = 0.0
+            if inst is not None and inst.price_per_hour is not None:
+                inst_cost = inst.price_per_hour
+                if inst.market is Market.SPOT and prices is not None:
+                    inst_cost = float(prices[world.zones.index(inst.zone)])
+            cost += inst_cost * sc.nodes * busy / 3600.0  # the new one, billed alongside
+            if inst is not None and inst.market is Market.SPOT:
+                spot_s += busy
+            elif inst is not None:
+                od_s += busy
+        elif inst is not None and inst.launched_at is not None:
+            pend = max(0.0, sc.overhead_s - (now - inst.launched_at).total_seconds(), busy)
             span = step
             if notice_until is not None:  # under notice: runs until its capacity goes
                 span = max(0.0, min(step, (notice_until - now).total_seconds()))
@@ -328,7 +377,7 @@ def run_window(
             ends = progress >= remaining - 1e-9
             billed = pend + remaining if ends else span
             progress = remaining if ends else progress
-            price = cur.placement.price_per_hour
+            price = inst.price_per_hour or 0.0
             if inst.market is Market.SPOT and prices is not None:
                 price = float(prices[world.zones.index(inst.zone)])
             cost += price * sc.nodes * billed / 3600.0  # every node of a gang
@@ -366,6 +415,8 @@ def run_window(
         "restarts": restarts,
         "preemptions": preemptions,
         "lost_work_hours": lost_s / 3600.0,
+        "overlap_hours": overlap_s / 3600.0,
+        "refusals": refusals,
         "failed": failed,
     }
 
@@ -419,4 +470,6 @@ def run_windows(
         launches=col("launches", np.int64),
         preemptions=col("preemptions", np.int64),
         lost_work_hours=col("lost_work_hours"),
+        overlap_hours=col("overlap_hours"),
+        refusals=col("refusals", np.int64),
     )

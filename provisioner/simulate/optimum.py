@@ -16,6 +16,11 @@ in ``0..S`` (and only ``t - C < l <= t`` needs computing at step ``t``); the tab
 (``l + k``, ``k`` steps billed); starting spot needs the zone up for those ``k`` steps (a
 spot instance lost inside its changeover made no progress and cost money, so waiting instead
 is never worse, and the optimum never does it).
+
+A switch from a running instance may also be made before break, as the policies make it (one
+instance, not a gang): the new one's changeover runs while the old one works on, ``k`` steps
+billed on both and no time lost; the old instance must last through them (a spot zone up for
+those ``k`` steps, as the new one's).
 """
 
 from __future__ import annotations
@@ -118,6 +123,9 @@ def _solve(
     b = sc.price_spot * sc.nodes * h  # one spot step
     inf = np.inf
     n_modes = 2 + n_z  # 0: nothing, 1: on-demand, 2+z: spot in zone z
+    # choices n_modes - 1 + m: to mode m >= 1, made before break (a single instance only)
+    mbb = sc.nodes == 1 and sc.make_before_break and k > 0
+    price = [0.0, a] + [b] * n_z  # one step of each mode
     pad = max(k, 1)
     width = s + 1 + pad  # lost time 0..s, then inf: beyond the slack the deadline is missed
     # ring of value tables for t .. t+k, each (modes, windows, width); V_N = 0 (deadline met)
@@ -156,10 +164,28 @@ def _solve(
                 starts.append(np.where(ok, k * b + jump[2 + z][:, lo + k : hi + k], inf))
             else:
                 starts.append(never)
-        # options per mode, in a fixed order: idle, on-demand, spot in each zone
+        # made before break: the target's start as above, without the lost time, plus the
+        # old instance's k steps (it must last them)
+        targets: list[np.ndarray] = []
+        if mbb and jump is not None:
+            targets.append(k * a + jump[1][:, lo:hi])
+            for z in range(n_z):
+                ok = can_start[t, :, z][:, None]
+                targets.append(np.where(ok, k * b + jump[2 + z][:, lo:hi], inf))
+        # options per mode, in a fixed order: idle, on-demand, spot in each zone, then the
+        # switches made before break to on-demand and to spot in each zone
         for mode in range(n_modes):
             opts = [idle, od_cont if mode == 1 else od_start]
             opts += [conts[z] if mode == 2 + z else starts[z] for z in range(n_z)]
+            if targets:
+                lasts: np.ndarray | bool = mode == 1
+                if mode >= 2:
+                    lasts = can_start[t, :, mode - 2][:, None]
+                for m, tgt in enumerate(targets, start=1):
+                    if mode == 0 or m == mode:
+                        opts.append(never)
+                    else:
+                        opts.append(np.where(lasts, k * price[mode] + tgt, inf))
             best = None
             if choice is None:
                 val = opts[0]
@@ -180,13 +206,14 @@ def _solve(
     cost = ring[0][0][:, 0].copy()
     if choice is None:
         return cost, None
-    return cost, _trace_back(choice, av_t, n, c, k)
+    return cost, _trace_back(choice, av_t, n, c, k, n_modes)
 
 
 def _trace_back(
-    choice: np.ndarray, av_t: np.ndarray, n: int, c: int, k: int
+    choice: np.ndarray, av_t: np.ndarray, n: int, c: int, k: int, n_modes: int
 ) -> tuple[np.ndarray, ...]:
-    """Follow the stored choices forward: steps billed and productive on each market."""
+    """Follow the stored choices forward: steps billed and productive on each market (a
+    switch made before break bills both for its k steps; the old one does the work)."""
     w_n = choice.shape[2]
     rows = np.arange(w_n)
     mode = np.zeros(w_n, dtype=np.int64)
@@ -197,6 +224,7 @@ def _trace_back(
     od_w = np.zeros(w_n)
     spot_w = np.zeros(w_n)
     launches = np.zeros(w_n)
+    old = np.zeros(w_n, dtype=np.int64)  # the instance handing over (0: none)
     for t in range(n):
         free = (busy == 0) & (t - lost < c)
         if not free.any() and not busy.any():
@@ -206,27 +234,34 @@ def _trace_back(
         pick = choice[t, m, rows, lo].astype(np.int64)
         gone = (mode >= 2) & ~av_t[t, rows, np.maximum(mode - 2, 0)]
         m_eff = np.where(gone, 0, mode)
-        new = free & (pick >= 1) & (pick != m_eff)
+        before = free & (pick >= n_modes)  # a switch made before break
+        pick = np.where(before, pick - n_modes + 1, pick)
+        new = free & (pick >= 1) & (pick != m_eff) & ~before
         cont = free & (pick >= 1) & (pick == m_eff)
         idle = free & (pick == 0)
-        lost += idle
+        lost += idle.astype(np.int64)
         mode = np.where(idle, 0, mode)
+        old = np.where(before, m_eff, np.where(free, 0, old))
         if k > 0:
-            busy = np.where(new, k, busy)
-            lost += new * k
-        launches += new
-        mode = np.where(new | cont, pick, mode)
+            busy = np.where(new | before, k, busy)
+            lost += new.astype(np.int64) * k
+        launches += new | before
+        mode = np.where(new | cont | before, pick, mode)
         # bill this step: jumps bill k steps over their k steps, one per step
         in_jump = busy > 0
-        running = (new | cont | in_jump) & (mode >= 1)
-        on_od = running & (mode == 1)
-        on_spot = running & (mode >= 2)
-        od_b += on_od
-        spot_b += on_spot
+        running = (new | cont | before | in_jump) & (mode >= 1)
+        handing = in_jump & (old >= 1)
+        od_b += running & (mode == 1)
+        spot_b += running & (mode >= 2)
+        od_b += handing & (old == 1)
+        spot_b += handing & (old >= 2)
         productive = running & ~in_jump
         od_w += productive & (mode == 1)
         spot_w += productive & (mode >= 2)
+        od_w += handing & (old == 1)
+        spot_w += handing & (old >= 2)
         busy = np.maximum(busy - 1, 0)
+        old = np.where(busy == 0, 0, old)
     return od_b, spot_b, od_w, spot_w, launches
 
 

@@ -15,9 +15,12 @@ in ``decide()``.
 Like the engine, it tells the strategy what a daemon can know (``observed=True``, the
 default): a zone counts as without capacity only for
 :data:`~provisioner.core.views.CAPACITY_ERRORS_WITHIN` after a launch there was refused, and
-capacity is up since the latest refusal or preemption seen there. A refused spot launch (the
-instance it replaces already stopped) asks the strategy again, up to the engine's
-``MAX_PASSES`` a step. ``observed=False``: the oracle (every zone's capacity now, and how long
+capacity is up since the latest refusal or preemption seen there. A refused spot launch asks
+the strategy again, up to the engine's ``MAX_PASSES`` a step. Switches are made before break as
+in ``decide()`` (single instances past their own changeover; ``Scenario.make_before_break``
+False: the old order, stop then launch, for comparison): the running instance works on and is
+billed through the new one's changeover, a refused launch leaves it running, a new spot
+instance lost in the overlap hands back to it, and no second switch starts meanwhile. ``observed=False``: the oracle (every zone's capacity now, and how long
 it has lasted), an upper bound no daemon can reach.
 """
 
@@ -120,6 +123,17 @@ def replay(
     down_s = np.zeros((n, n_zones))
     rec_n = np.zeros((n, n_zones))
     opened = np.full((n, n_zones), np.nan)  # first sign of the outage still open
+    # make before break: the instance that works on until the new one has taken over
+    # (a gang is stopped before its replacement: one gang at a time)
+    mbb = sc.nodes == 1 and sc.make_before_break
+    old_mk = np.zeros(n, dtype=np.int8)  # its market (NONE: no switch in flight)
+    old_zone = np.full(n, -1, dtype=np.int64)
+    old_until = np.zeros(n)  # when the new one's changeover is over: it goes then
+    old_run = np.zeros(n)  # when it was launched
+    old_spot = np.zeros(n)  # when its spot run began (the zone's history)
+    run_started = np.zeros(n)  # when the instance running now was launched (its changeover)
+    overlap = np.zeros(n)
+    refusals = np.zeros(n, dtype=np.int64)
 
     for k in range(total_steps(sc) if max_steps is None else max_steps):
         if finished.all():
@@ -128,9 +142,25 @@ def replay(
         av = avail[:, k, :] if k < n_avail else no_capacity
         age = np.where(av & prev_av, age + step, 0.0)
         prev_av = av
+        # a switch in flight: handed over once the new one's changeover is over; an old
+        # spot instance lost meanwhile is a preemption (the new one carries on)
+        old_lost = (old_mk == SPOT) & ~av[rows, np.maximum(old_zone, 0)]
+        preempt += old_lost
+        oz = old_zone[old_lost]
+        up_done[rows[old_lost], oz] += t - old_spot[old_lost]
+        lost_n[rows[old_lost], oz] += 1
+        was = opened[rows[old_lost], oz]
+        opened[rows[old_lost], oz] = np.where(np.isnan(was), t, was)
+        if observed:
+            seen_down[rows[old_lost], oz] = t
         lost = (running == SPOT) & ~av[rows, np.maximum(zone, 0)]
         if np.any(np.asarray(protect_s) > 0):
-            lost &= t - started >= protect_s
+            lost &= t - run_started >= protect_s
+        handed = (old_mk != NONE) & ~old_lost & (t >= old_until - 1e-9) & (running != NONE)
+        handed &= ~lost  # the new one lost as it takes over: the old one is kept
+        hz = handed & (old_mk == SPOT)
+        up_done[rows[hz], old_zone[hz]] += t - old_spot[hz]
+        old_mk = np.where(old_lost | handed, NONE, old_mk).astype(np.int8)
         preempt += lost
         lz = zone[lost]
         up_done[rows[lost], lz] += t - spot_start[lost]
@@ -142,6 +172,12 @@ def replay(
             seen_down[rows[lost], zone[lost]] = t
         running = np.where(lost, NONE, running).astype(np.int8)
         zone = np.where(lost, -1, zone)
+        back = lost & (old_mk != NONE)  # lost while taking over: the old one is kept
+        running = np.where(back, old_mk, running).astype(np.int8)
+        zone = np.where(back, old_zone, zone)
+        run_started = np.where(back, old_run, run_started)
+        spot_start = np.where(back & (old_mk == SPOT), old_spot, spot_start)
+        old_mk = np.where(back, NONE, old_mk).astype(np.int8)
 
         todo = ~finished  # windows still deciding this step
         for _ in range(MAX_PASSES if observed else 1):
@@ -155,6 +191,8 @@ def replay(
             up_s = up_done.copy()
             sp = running == SPOT
             up_s[rows[sp], zone[sp]] += t - spot_start[sp]
+            osp = old_mk == SPOT
+            up_s[rows[osp], old_zone[osp]] += t - old_spot[osp]
             life = lifetime_h(up_s / 3600.0, lost_n)
             outage = outage_h(down_s / 3600.0, rec_n)
             _, p_best, life_best = best_zone(known, ages / 3600.0, life, outage)
@@ -178,6 +216,7 @@ def replay(
                 margin_h=sc.margin_s / 3600.0,
                 spot_p_up=p_best,
                 spot_life_h=life_best,
+                make_before_break=mbb,
             )
             choice = choose_market(strategy, state)
             if not on_demand:  # decide(): no on-demand candidates for a spot-only policy
@@ -188,12 +227,23 @@ def replay(
             pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone, score=score)
             launch_spot = (choice == SPOT) & ((running != SPOT) | (pick != zone))
             launch_od = (choice == ON_DEMAND) & (running != ON_DEMAND)
-            leaving = (running == SPOT) & (launch_spot | launch_od | (choice == NONE))
+            stop = todo & (choice == NONE)  # waiting: every instance goes
+            ostop = stop & (old_mk == SPOT)
+            up_done[rows[ostop], old_zone[ostop]] += t - old_spot[ostop]
+            old_mk = np.where(stop, NONE, old_mk).astype(np.int8)
+            if mbb:  # one switch at a time: none while one is handing over
+                launch_spot &= old_mk == NONE
+                launch_od &= old_mk == NONE
+            # made before break from an instance past its changeover (it does the work)
+            settled = (running != NONE) & (t - run_started >= d_s - 1e-9)
+            switch = settled & (launch_spot | launch_od) if mbb else np.zeros(n, bool)
+            leaving = (running == SPOT) & ~switch & (launch_spot | launch_od | (choice == NONE))
             up_done[rows[leaving], zone[leaving]] += t - spot_start[leaving]
-            # a spot launch into a zone without capacity is refused; the instance it replaces
-            # is already stopped, and the strategy is asked again (observed only: the oracle
-            # never picks such a zone)
+            # a spot launch into a zone without capacity is refused and the strategy is asked
+            # again (observed only: the oracle never picks such a zone); the instance it would
+            # replace runs on (made before break), or was stopped first (a gang)
             refused = launch_spot & ~av[rows, np.maximum(pick, 0)]
+            refusals += refused
             refused_at[rows[refused], pick[refused]] = t
             seen_down[rows[refused], pick[refused]] = t
             rz = pick[refused]
@@ -205,24 +255,51 @@ def replay(
             down_s[rows[launch_spot], gz] += np.where(np.isnan(was), 0.0, t - was)
             rec_n[rows[launch_spot], gz] += ~np.isnan(was)
             opened[rows[launch_spot], gz] = np.nan
-            spot_start = np.where(launch_spot, t, spot_start)
             launch = launch_spot | launch_od
+            handing = switch & launch  # accepted: the running one works on until handed over
+            old_mk = np.where(handing, running, old_mk).astype(np.int8)
+            old_zone = np.where(handing, zone, old_zone)
+            old_until = np.where(handing, t + d_s, old_until)
+            old_run = np.where(handing, run_started, old_run)
+            old_spot = np.where(handing, spot_start, old_spot)
+            spot_start = np.where(launch_spot, t, spot_start)
             launches += launch
             started = np.where(launch, t, started)
-            keep = todo & ~refused
-            zone = np.where(refused, -1, np.where(keep, np.where(choice == SPOT, pick, -1), zone))
+            run_started = np.where(launch, t, run_started)
+            # refused: the running instance stays as it is (made before break) or is gone
+            gone = stop | (refused & ~switch)
+            zone = np.where(launch_spot, pick, np.where(launch_od | gone, -1, zone))
             last_zone = np.where(launch_spot, pick, np.where(launch_od, -1, last_zone))
-            running = np.where(refused, NONE, np.where(keep, choice, running)).astype(np.int8)
+            running = np.where(
+                launch_spot, SPOT, np.where(launch_od, ON_DEMAND, np.where(gone, NONE, running))
+            ).astype(np.int8)
             todo = refused
             if not todo.any():
                 break
 
+        # the instance handing over works (and bills) until the new one takes over
+        busy = np.where(old_mk != NONE, np.clip(old_until - t, 0.0, step), 0.0)
+        remaining = work_s - done_s
+        o_work = np.minimum(busy, remaining)
+        o_ends = (old_mk != NONE) & (o_work < busy - 1e-9)  # the work ends on it
+        busy = np.where(o_ends, o_work, busy)
+        o_spot, o_od = old_mk == SPOT, old_mk == ON_DEMAND
+        cost += np.where(o_spot, p_spot, p_od) * sc.nodes * busy / 3600.0
+        overlap += busy
+        spot_s += np.where(o_spot, busy, 0.0)
+        od_s += np.where(o_od, busy, 0.0)
+        spot_work += np.where(o_spot, o_work, 0.0)
+        od_work += np.where(o_od, o_work, 0.0)
+        done_s = done_s + o_work
+
         active = running != NONE
-        pend = np.where(active, np.maximum(0.0, d_s - (t - started)), 0.0)
+        pend = np.where(active, np.maximum(0.0, d_s - (t - run_started)), 0.0)
+        pend = np.maximum(pend, busy)
         progress = np.where(active, np.maximum(0.0, step - pend), 0.0)
         remaining = work_s - done_s
         ends = active & (progress >= remaining - 1e-9)
         billed = np.where(ends, pend + remaining, np.where(active, step, 0.0))
+        billed = np.where(o_ends, busy, billed)
         progress = np.where(ends, remaining, progress)
         on_spot = running == SPOT
         on_od = running == ON_DEMAND
@@ -234,11 +311,14 @@ def replay(
         od_work += np.where(on_od, progress, 0.0)
         done_s = done_s + progress
         finish_s = np.where(ends, t + billed, finish_s)
+        finish_s = np.where(o_ends, t + o_work, finish_s)
+        ends |= o_ends
         finished |= ends
         running = np.where(ends, NONE, running).astype(np.int8)
+        old_mk = np.where(ends, NONE, old_mk).astype(np.int8)
 
     if not finished.all():
-        if on_demand:  # cannot happen: the safety net runs on-demand to the end
+        if on_demand and max_steps is None:  # cannot happen: the net runs on-demand to the end
             raise RuntimeError("replay: a window did not finish")
         finish_s = np.where(finished, finish_s, np.inf)
     return RunStats(
@@ -252,4 +332,6 @@ def replay(
         launches=launches,
         preemptions=preempt,
         lost_work_hours=np.zeros(n),
+        overlap_hours=overlap / 3600.0,
+        refusals=refusals,
     )

@@ -54,6 +54,10 @@ class Scenario:
     notice_s: float = 0.0
     boot_s: float = 60.0  # launch to a running agent (decide()'s JobView.boot_s)
     nodes: int = 1  # a gang of this many instances, launched, lost and billed together
+    #: a switch from a running instance is made before break (decide() does, for one
+    #: instance; a gang never): False models the old order (stop, then launch) in the replay
+    #: and the optimum only, for comparison
+    make_before_break: bool = True
 
     def __post_init__(self) -> None:
         check_nodes(self.nodes)
@@ -97,6 +101,10 @@ class RunStats:
     launches: np.ndarray
     preemptions: np.ndarray
     lost_work_hours: np.ndarray  # progress lost to preemptions (checkpoint interval)
+    #: hours two instances were billed at once (a switch made before break, or a notice
+    #: overlapped), and spot launches refused for capacity (looks that cost nothing)
+    overlap_hours: np.ndarray
+    refusals: np.ndarray
 
     @property
     def restarts(self) -> np.ndarray:
@@ -121,12 +129,14 @@ class RunStats:
             "restarts": int(self.restarts[i]),
             "preemptions": int(self.preemptions[i]),
             "lost_work_hours": float(self.lost_work_hours[i]),
+            "overlap_hours": float(self.overlap_hours[i]),
+            "refusals": int(self.refusals[i]),
         }
 
     @classmethod
     def concat(cls, parts: list[RunStats]) -> RunStats:
         names = [
             "cost", "od_hours", "spot_hours", "od_work_hours", "spot_work_hours", "finish_h",
-            "missed", "launches", "preemptions", "lost_work_hours",
+            "missed", "launches", "preemptions", "lost_work_hours", "overlap_hours", "refusals",
         ]  # fmt: skip
         return cls(**{n: np.concatenate([getattr(p, n) for p in parts]) for n in names})
