@@ -444,8 +444,8 @@ def _decide_on(
     total = job.work_total_h
     left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
     # make before break: the running instance works on (and bills) through the changeover
-    mbb = keep is not None and policy.resources.nodes == 1 and _settled(job, keep, now)
-    overlap_usd = _overlap_usd(job, keep) if mbb else 0.0
+    mbb = keep is not None and policy.resources.nodes == 1 and ov.settled(job, keep, now)
+    overlap_usd = ov.overlap_usd(job, keep) if mbb else 0.0
     for p in ordered:
         if not fits_budget(policy, job.spent_usd + overlap_usd, hourly_cost(p), left_h):
             continue
@@ -465,28 +465,6 @@ def _decide_on(
     if alive:
         return [*t.actions, Wait(None, "no launch fits the remaining budget: keeping the instance")]
     return t.actions + _budget_out(policy, [], "no launch fits the remaining budget")
-
-
-def _settled(job: JobView, keep: Instance, now: datetime) -> bool:
-    """Whether ``keep`` is past its changeover (it does the work while a new one boots; one
-    still booting is stopped before its replacement is launched)."""
-    cur = job.current
-    since = keep.launched_at
-    if cur is not None and keep.id == cur.instance_id and cur.launched_at is not None:
-        since = cur.launched_at
-    return since is None or _hours(now - since) >= job.changeover_h - st.EPS_H
-
-
-def _overlap_usd(job: JobView, keep: Instance | None) -> float:
-    """What keeping ``keep`` through a new instance's changeover costs (the price of a look
-    that is accepted; a refused one costs nothing)."""
-    if keep is None:
-        return 0.0
-    price = keep.price_per_hour
-    cur = job.current
-    if price is None and cur is not None and keep.id == cur.instance_id:
-        price = launch_price(cur.placement)
-    return (price or 0.0) * job.changeover_h
 
 
 def _options(

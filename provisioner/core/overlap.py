@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from provisioner.core.models import Instance, InstanceState, Interruption
+from provisioner.core.rules import launch_price
+from provisioner.core.strategies import EPS_H
 from provisioner.core.views import AgentReport, JobView
 
 #: Agent states that say the checkpoint taken on the notice is in the checkpoint store.
@@ -125,3 +127,28 @@ def worth_overlapping(
     if job.restarts + 1 >= job.policy.restart.max_restarts:
         return False
     return (until - now).total_seconds() >= job.boot_s
+
+
+# -- switches made before break --------------------------------------------------------------
+
+
+def settled(job: JobView, keep: Instance, now: datetime) -> bool:
+    """Whether ``keep`` is past its changeover (it does the work while a new one boots; one
+    still booting is stopped before its replacement is launched)."""
+    cur = job.current
+    since = keep.launched_at
+    if cur is not None and keep.id == cur.instance_id and cur.launched_at is not None:
+        since = cur.launched_at
+    return since is None or (now - since).total_seconds() / 3600.0 >= job.changeover_h - EPS_H
+
+
+def overlap_usd(job: JobView, keep: Instance | None) -> float:
+    """What keeping ``keep`` through a new instance's changeover costs (the price of a look
+    that is accepted; a refused one costs nothing)."""
+    if keep is None:
+        return 0.0
+    price = keep.price_per_hour
+    cur = job.current
+    if price is None and cur is not None and keep.id == cur.instance_id:
+        price = launch_price(cur.placement)
+    return (price or 0.0) * job.changeover_h
