@@ -195,7 +195,11 @@ def measure(notice_s: float, count: int, tree: Path) -> list[Reaction]:
     )
     ckpt = tmp / "ckpt"
     _, job_id = submit(
-        _policy(tmp / "policy.yaml", ckpt), provider="sim", provider_options=options, store=store
+        _policy(tmp / "policy.yaml", ckpt),
+        provider="sim",
+        provider_defaults=False,
+        provider_options=options,
+        store=store,
     )
     env = dict(os.environ)
     env.pop("NOTIFY_SOCKET", None)

@@ -173,3 +173,76 @@ def test_6_brackets_in_output_survive(tmp_path: Path) -> None:
     policy.write_text("name: job\njob:\n  command: [python, x.py]\n")
     done = _cli("policy", "check", str(policy))
     assert done.returncode == 0 and f"{policy}: ok (job," in done.stdout
+
+
+# -- item 1: the Python API is the CLI -------------------------------------------------------
+
+
+def _launch_digest(store: Store, job_id: str) -> dict[str, Any]:
+    """One supervising pass for the job: what its first launch recorded of the plan."""
+    from provisioner.control.reconciler import Reconciler, cancel_job
+
+    rec = Reconciler(store, job_ids=[job_id])
+    try:
+        rec.run_pass()
+    finally:
+        store.release_jobs(rec.owner)
+        rec.close()
+    cancel_job(store, job_id)
+    launch = next(e for e in store.events(job_id) if e.kind == "launch")
+    plan = dict((launch.data or {})["plan"])
+    keep = ("candidates", "eligible", "top", "chosen")
+    return {k: plan[k] for k in keep}
+
+
+def test_1_api_and_cli_plan_the_same_candidates_and_placement(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``provisioner.up()`` takes the road ``provisioner up`` takes: the sim's defaults (every
+    cloud mimicked), so the same candidates and the same placement."""
+    import provisioner
+    from tests.e2e_util import REPO
+
+    text = (REPO / "policies" / "spot-finetune.yaml").read_text()
+    text = text.replace("workdir: ../examples", f"workdir: {REPO / 'examples'}")
+    text = text.replace("file://./checkpoints", f"file://{tmp_path / 'ck'}")
+    policy = tmp_path / "p.yaml"
+    policy.write_text(text)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    monkeypatch.chdir(tmp_path)
+    done = _cli("up", "--policy", str(policy), "--detach", "--json", "--store", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    by_cli = json.loads(done.stdout)["id"]
+    job = provisioner.up(str(policy), provider="sim", store=url)
+    store = job.store
+    assert store.job(job.id).provider_options == store.job(by_cli).provider_options
+    assert store.job(job.id).provider_options["mimic"] == "all"
+    api_plan, cli_plan = _launch_digest(store, job.id), _launch_digest(store, by_cli)
+    assert api_plan["candidates"] == cli_plan["candidates"] > 0
+    assert api_plan["top"][0] == cli_plan["top"][0]
+    assert api_plan["chosen"] == cli_plan["chosen"] is not None
+
+
+def test_1_one_state_word_and_money_rounded(tmp_path: Path) -> None:
+    """The job's state is ``succeeded`` everywhere (no "finished" beside it), and the API's
+    money is rounded to the micro-dollar."""
+    from datetime import UTC, datetime
+
+    from provisioner.api import Job
+    from provisioner.core import decide as d
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    row = store.submit(
+        name="x", policy_yaml="name: x\n", policy_path=None, provider="sim",
+        provider_options={}, now=datetime.now(UTC), deadline=None, work_total_h=None,
+    )  # fmt: skip
+    store.update_job(row.id, spent_usd=0.1 + 0.2 + 0.0033699999999999997 - 0.3)
+    assert repr(Job(store, row.id).spent_usd) == "0.00337"
+    from tests.test_decide import NOW, job
+
+    (fin,) = [
+        a
+        for a in d.decide(job(agent=d.AgentReport(state="done")), d.Observations(), NOW)
+        if isinstance(a, d.Finish)
+    ]
+    assert "finished" not in fin.reason  # the state word is "succeeded", the reason says why

@@ -68,16 +68,15 @@ def up(
     (checkpoints are kept) and exits 130. Exit 0: the job succeeded; 3: nothing eligible;
     5: the job failed or was stopped.
     """
-    from provisioner.api import Job, submit
+    from provisioner.api import Job, job_provider_options, submit
     from provisioner.cli.checks import check_provider
     from provisioner.control.store import live_replicas
     from provisioner.core.planner import PlanContext, PlanError, plan_offers
-    from provisioner.providers_config import provider_defaults
 
     # Everything is checked before anything is written: a refused `up` leaves no job behind.
     policy = load_policy_or_exit(policy_path)
-    opts = {**provider_defaults(provider), **_parse_options(options)}
-    check_provider(provider, opts)
+    given = _parse_options(options)
+    check_provider(provider, job_provider_options(provider, given))
     try:
         plan = plan_offers(policy, _catalog(), PlanContext(now=datetime.now(UTC)), top=3)
     except PlanError as exc:
@@ -88,7 +87,7 @@ def up(
         render_plan(plan, _catalog())
         raise SystemExit(EXIT_NOTHING_ELIGIBLE)
     store = _store(store_url, create=True)
-    job_id = _submit(submit, policy_path, provider, opts, store, as_json)
+    job_id = _submit(submit, policy_path, provider, given, store, as_json)
     job = Job(store, job_id)
     daemon = bool(live_replicas(store, datetime.now(UTC)))
     if detach or daemon:
