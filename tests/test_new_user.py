@@ -246,3 +246,35 @@ def test_1_one_state_word_and_money_rounded(tmp_path: Path) -> None:
         if isinstance(a, d.Finish)
     ]
     assert "finished" not in fin.reason  # the state word is "succeeded", the reason says why
+
+
+# -- item 7: every shipped policy plans; policy check says when one can run nowhere -----------
+
+
+def test_7_every_shipped_policy_plans_a_placement_on_the_builtin_catalog() -> None:
+    import provisioner
+    from tests.e2e_util import REPO
+
+    shipped = sorted((REPO / "policies").glob("*.yaml"))
+    assert len(shipped) >= 6
+    for path in shipped:
+        plan = provisioner.plan(str(path), top=1, estimate=False)
+        assert plan.placements, (path.name, plan.rejected, plan.required_vram_gb)
+
+
+def test_7_policy_check_says_when_a_policy_matches_no_offer(tmp_path: Path) -> None:
+    nowhere = tmp_path / "nowhere.yaml"
+    nowhere.write_text(
+        'name: x\njob:\n  command: ["true"]\nresources:\n  gpus: [H100]\n  gpu_count: 3\n'
+    )
+    done = _cli("policy", "check", str(nowhere))
+    assert done.returncode == 0, done.stderr  # valid: a refreshed catalog may hold an offer
+    assert "can run nowhere" in done.stdout and ": ok" not in done.stdout
+    assert "matches no offer of the built-in catalog" in done.stderr
+    assert "gpu_count" in done.stderr and "provisioner plan --policy" in done.stderr
+    as_json = json.loads(_cli("policy", "check", str(nowhere), "--json").stdout)
+    assert as_json[0]["matches_catalog"] is False
+    from tests.e2e_util import REPO
+
+    ok = _cli("policy", "check", str(REPO / "policies" / "spot-finetune.yaml"))
+    assert ": ok (" in ok.stdout and "matches no offer" not in ok.stderr
