@@ -278,3 +278,200 @@ def test_7_policy_check_says_when_a_policy_matches_no_offer(tmp_path: Path) -> N
 
     ok = _cli("policy", "check", str(REPO / "policies" / "spot-finetune.yaml"))
     assert ": ok (" in ok.stdout and "matches no offer" not in ok.stderr
+
+
+# -- item 3: each checkpoint told once, credited to the attempt that wrote it -----------------
+
+
+def _ckpt_job(tmp_path: Path) -> tuple[Store, str, Any]:
+    from provisioner.agent.store import CheckpointStore
+    from provisioner.api import submit
+    from tests.e2e_util import REPO
+
+    text = (REPO / "policies" / "spot-finetune.yaml").read_text()
+    text = text.replace("workdir: ../examples", f"workdir: {REPO / 'examples'}")
+    text = text.replace("file://./checkpoints", f"file://{tmp_path / 'ck'}")
+    policy = tmp_path / "p.yaml"
+    policy.write_text(text)
+    options = {"state_dir": str(tmp_path / "sim"), "mimic": "aws", "run_agent": False}
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    _, job_id = submit(
+        policy, provider="sim", provider_options=options, provider_defaults=False, store=store
+    )
+    return store, job_id, CheckpointStore(f"file://{tmp_path / 'ck'}", job_id)
+
+
+def _record(attempt: int, last: str, own: list[str], **kw: Any) -> dict[str, Any]:
+    from provisioner.agent.store import step_of
+
+    at = "2026-01-01T00:00:00.000Z"
+    return {
+        "attempt": attempt,
+        "state": "running",
+        "step": step_of(last),
+        "total_steps": 600,
+        "last_checkpoint": last,
+        "last_checkpoint_step": step_of(last),
+        "last_checkpoint_at": at,
+        "checkpoints": [{"name": n, "step": step_of(n), "at": at} for n in own],
+        "updated_at": at,
+        **kw,
+    }
+
+
+def _told(store: Store, job_id: str) -> list[tuple[str, Any]]:
+    return [
+        ((e.data or {})["checkpoint"], (e.data or {})["attempt"])
+        for e in store.events(job_id)
+        if e.kind == "checkpoint"
+    ]
+
+
+def test_3_a_controller_that_reads_progress_seldom_tells_every_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """The daemon reads progress once in a while: two checkpoints between two reads are both
+    told (the agent lists its uploads), each once."""
+    from datetime import timedelta
+
+    from provisioner.control.reconciler import Reconciler, cancel_job
+
+    store, job_id, ck = _ckpt_job(tmp_path)
+    rec = Reconciler(store, job_ids=[job_id], progress_every=timedelta(hours=1))
+    try:
+        rec.run_pass()  # launches attempt 1
+        assert [a.attempt for a in store.attempts(job_id)] == [1]
+        ck.write_progress(
+            _record(1, "ckpt-000000200", ["ckpt-000000100", "ckpt-000000200"],
+                    last_checkpoint_attempt=1)
+        )  # fmt: skip
+        rec.run_pass()
+        rec.run_pass()
+    finally:
+        store.release_jobs(rec.owner)
+        rec.close()
+    assert _told(store, job_id) == [("ckpt-000000100", 1), ("ckpt-000000200", 1)]
+    cancel_job(store, job_id)
+
+
+def test_3_the_checkpoint_an_attempt_resumed_from_is_the_earlier_attempt_s(
+    tmp_path: Path,
+) -> None:
+    """Attempt 2 resumes from the checkpoint attempt 1 wrote on its notice, and reports it
+    before it writes one of its own: it is attempt 1's; attempt 2's own is attempt 2's."""
+    from provisioner.control.reconciler import Reconciler, cancel_job
+
+    store, job_id, ck = _ckpt_job(tmp_path)
+    rec = Reconciler(store, job_ids=[job_id])
+    try:
+        rec.run_pass()
+        ck.write_progress(_record(2, "ckpt-000000236", [], last_checkpoint_attempt=None))
+        rec.run_pass()
+        ck.write_progress(
+            _record(2, "ckpt-000000300", ["ckpt-000000300"], last_checkpoint_attempt=2)
+        )
+        rec.run_pass()
+    finally:
+        store.release_jobs(rec.owner)
+        rec.close()
+    assert _told(store, job_id) == [("ckpt-000000236", 1), ("ckpt-000000300", 2)]
+    cancel_job(store, job_id)
+
+
+# -- item 8: 80 columns in a terminal: ids and money whole; NO_COLOR: no escape codes --------
+
+
+def _in_a_terminal(*args: str, columns: int = 80, no_color: bool = True) -> str:
+    """The CLI run in a pseudo-terminal ``columns`` wide; what it wrote, CRLF as LF."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from tests.e2e_util import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": str(columns), "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    if no_color:
+        env["NO_COLOR"] = "1"
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", *args],
+        stdin=slave, stdout=slave, stderr=slave, env=env, cwd=REPO, close_fds=True,
+    )  # fmt: skip
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other end closed: the command is done
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    return out.decode(errors="replace").replace("\r\n", "\n")
+
+
+def _store_with_a_job(tmp_path: Path) -> tuple[str, str]:
+    from datetime import UTC, datetime, timedelta
+
+    from provisioner.control.store.schema import AttemptRow
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    t0 = datetime.now(UTC) - timedelta(hours=2)
+    job = store.submit(
+        name="llama-7b-lora-finetune-eu", policy_yaml="name: x\n", policy_path=None,
+        provider="sim", provider_options={}, now=t0, deadline=None, work_total_h=6.0,
+    )  # fmt: skip
+    store.add_attempt(
+        AttemptRow(
+            job_id=job.id, attempt=1, token="t", provider="azure", region="swedencentral",
+            zone="swedencentral-2", instance_type="Standard_NC24ads_A100_v4", gpu="A100-80GB",
+            gpu_count=1, market="spot", price_per_hour=0.4912, instance_id="sim-fcd8dec8304b",
+            state="ended", created_at=t0, launched_at=t0, ended_at=t0 + timedelta(hours=1),
+            end_reason="job finished", cost_usd=0.4912, estimate_usd=0.7974,
+        )
+    )  # fmt: skip
+    store.update_job(job.id, state="succeeded", spent_usd=0.4912, attempt=1)
+    store.close()
+    return url, job.id
+
+
+def test_8_at_80_columns_ids_and_money_are_never_cut(tmp_path: Path) -> None:
+    url, job_id = _store_with_a_job(tmp_path)
+    jobs = _in_a_terminal("jobs", "--all", "--store", url)
+    assert job_id in jobs and "0.4912" in jobs and "…" not in jobs, jobs
+    cost = _in_a_terminal("cost", job_id, "--store", url)
+    assert job_id in cost and "sim-fcd8dec8304b" in cost and "…" not in cost, cost
+    assert "0.4912" in cost and "0.7974" in cost
+    plan = _in_a_terminal("plan", "--policy", "policies/spot-finetune.yaml", "--top", "3")
+    assert "…" not in plan and "Standard_NC24ads_A100_v4" in plan, plan
+    rows = [line for line in plan.splitlines() if line[:2] in ("1 ", "2 ", "3 ")]
+    assert len(rows) == 3 and all(len(r) <= 80 for r in rows), plan
+    assert "left out at 80 columns" in plan
+    for out in (jobs, cost, plan):
+        assert "\x1b[" not in out  # NO_COLOR: no escape codes at all, bold included
+    bold = _in_a_terminal("jobs", "--all", "--store", url, no_color=False)
+    assert "\x1b[" in bold and job_id in bold  # a terminal without NO_COLOR keeps its styles
+
+
+def test_8_a_pipe_gets_every_column_whatever_columns_says(tmp_path: Path) -> None:
+    url, job_id = _store_with_a_job(tmp_path)
+    done = _cli("cost", job_id, "--store", url, env={"COLUMNS": "80"})
+    header = next(line for line in done.stdout.splitlines() if "attempt" in line)
+    for col in ("where", "type", "USD/h", "OD USD", "lost h", "ended"):
+        assert col in header, done.stdout
+    assert "left out" not in done.stdout and "\x1b[" not in done.stdout

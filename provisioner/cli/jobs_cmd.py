@@ -121,12 +121,13 @@ def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
     if as_json:
         print_json([job_summary(store, j) for j in rows])
         return
-    from rich.table import Table
-
+    from provisioner.cli.common import fitted_table
     from provisioner.console import console
 
-    t = Table(box=None, header_style="bold")
-    for c in (
+    if not rows:
+        console().print("no jobs" + ("" if show_all else " (active; --all for finished ones)"))
+        return
+    headers = [
         "job",
         "state",
         "provider",
@@ -135,23 +136,30 @@ def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
         "spent $",
         "progress",
         "submitted",
-    ):
-        t.add_column(c)
-    for j in rows:
-        ptxt = progress_text(j)
-        t.add_row(
+    ]
+    table = [
+        [
             j.id,
             j.state,
             j.provider,
             str(j.attempt),
             str(j.restarts),
             f"{j.spent_usd:.4f}",
-            ptxt,
+            progress_text(j),
             _ago(j.submitted_at),
-        )
-    console().print(
-        t if rows else "no jobs" + ("" if show_all else " (active; --all for finished ones)")
-    )
+        ]
+        for j in rows
+    ]
+    t, note = fitted_table(headers, table, keep=JOBS_KEEP, drop_order=JOBS_DROP_ORDER)
+    console().print(t)
+    if note:
+        console().print(note, markup=False)
+
+
+#: What `jobs` never leaves out on a narrow screen (the id users pass to status, logs and down,
+#: and money), and what goes first (provisioner.cli.common.fitted_table).
+JOBS_KEEP = frozenset({"job", "state", "spent $"})
+JOBS_DROP_ORDER = ("restarts", "attempt", "provider", "submitted", "progress")
 
 
 @click.command()
