@@ -475,3 +475,29 @@ def test_8_a_pipe_gets_every_column_whatever_columns_says(tmp_path: Path) -> Non
     for col in ("where", "type", "USD/h", "OD USD", "lost h", "ended"):
         assert col in header, done.stdout
     assert "left out" not in done.stdout and "\x1b[" not in done.stdout
+
+
+# -- item 5: cost --since <future> ---------------------------------------------------------
+
+
+def test_5_cost_since_the_future_lists_nothing_at_minus_100_percent(tmp_path: Path) -> None:
+    url, job_id = _store_with_a_job(tmp_path)
+    future = "2099-01-01T00:00:00Z"
+    doc = json.loads(_cli("cost", "--all", "--since", future, "--store", url, "--json").stdout)
+    assert doc["jobs"] == [] and doc["attempts"] == [] and doc["total_usd"] == 0
+    done = _cli("cost", "--all", "--since", future, "--store", url)
+    assert done.returncode == 0 and "nothing ran between --since and --until" in done.stdout
+    assert "-100" not in done.stdout and job_id not in done.stdout
+    # a window that holds part of the job: its cost there, no difference against the whole
+    # job's estimate
+    one = json.loads(_cli("cost", job_id, "--until", _an_hour_and_a_half_ago(), "--store", url,
+                          "--json").stdout)  # fmt: skip
+    assert 0 < one["total_usd"] < 0.4912 and one["jobs"][0]["diff_pct"] is None
+    text = _cli("cost", job_id, "--until", _an_hour_and_a_half_ago(), "--store", url).stdout
+    assert "no difference against a part of it" in text
+
+
+def _an_hour_and_a_half_ago() -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) - timedelta(minutes=90)).isoformat()

@@ -279,6 +279,10 @@ def _print(doc: dict[str, Any], by: str) -> None:
              ", ".join(f"{k} {v:.4f}" for k, v in r["by_cloud"].items())]
             for r in rows
         ]  # fmt: skip
+    if not table:
+        window = " between --since and --until" if doc["since"] or doc["until"] else ""
+        out.print(f"nothing ran{window}", markup=False)
+        return
     t, note = fitted_table(cols, table, keep=COST_KEEP, drop_order=COST_DROP_ORDER)
     out.print(t)
     if note:
@@ -307,9 +311,14 @@ def _print(doc: dict[str, Any], by: str) -> None:
         j = doc["jobs"][0]
         lo, hi = j["estimate_p10_usd"], j["estimate_p90_usd"]
         band = f" (P10-P90 {lo:.4f}-{hi:.4f})" if lo is not None and hi is not None else ""
+        diff = doc.get("diff_usd")
         out.print(
-            f"estimate at launch {doc['estimate_usd']:.4f} USD{band}, difference "
-            f"{doc['diff_usd']:+.4f} USD",
+            f"estimate at launch {doc['estimate_usd']:.4f} USD{band}, "
+            + (
+                f"difference {diff:+.4f} USD"
+                if diff is not None
+                else "the whole job's: no difference against a part of it (--since/--until)"
+            ),
             markup=False,
         )
     for r in doc["attempts"]:
