@@ -501,3 +501,74 @@ def _an_hour_and_a_half_ago() -> str:
     from datetime import UTC, datetime, timedelta
 
     return (datetime.now(UTC) - timedelta(minutes=90)).isoformat()
+
+
+# -- item 14: docs for users ---------------------------------------------------------------
+
+
+def test_14_docs_never_cite_internal_issue_numbers() -> None:
+    import re
+
+    from tests.e2e_util import REPO
+
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    cited = [
+        f"{p.name}:{n}: {line.strip()}"
+        for p in pages
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bissue [0-9]", line, re.IGNORECASE)
+    ]
+    assert cited == []
+
+
+def _policy_fields(
+    model: Any = None, prefix: str = "", seen: frozenset[Any] = frozenset()
+) -> list[str]:
+    """Every field of the policy model, as dotted paths (``resources.workload.mfu``)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from policies.model import Policy
+
+    out = []
+    for name, field in (model or Policy).model_fields.items():
+        path = prefix + name
+        out.append(path)
+        stack = [field.annotation]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                if t not in seen:
+                    out += _policy_fields(t, path + ".", seen | {t})
+            else:
+                stack.extend(typing.get_args(t))
+    return out
+
+
+def test_14_policy_md_documents_every_field_of_the_policy_model() -> None:
+    """Each field is in policy.md's key table: by its dotted path, or in the row of the
+    section that holds it (``resources.workload``'s row lists ``mfu``)."""
+    import re
+
+    from tests.e2e_util import REPO
+
+    doc = (REPO / "docs" / "policy.md").read_text(encoding="utf-8")
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    keyed = [(re.findall(r"`([^`]+)`", row.split("|")[1]), row) for row in rows]
+    fields = _policy_fields()
+    assert {"job.env", "job.image", "job.disk_gb", "resources.workload.mfu"} <= set(fields)
+
+    def named(path: str, names: list[str]) -> bool:
+        return path in names or any(n.startswith(path + ".") for n in names)
+
+    missing = []
+    for path in fields:
+        parts = path.split(".")
+        above = [".".join(parts[:i]) for i in range(1, len(parts))]
+        if not any(
+            named(path, names) or (any(named(a, names) for a in above) and f"`{parts[-1]}`" in row)
+            for names, row in keyed
+        ):
+            missing.append(path)
+    assert missing == []
