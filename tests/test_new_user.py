@@ -572,3 +572,25 @@ def test_14_policy_md_documents_every_field_of_the_policy_model() -> None:
         ):
             missing.append(path)
     assert missing == []
+
+
+# -- item 9: the demo's bill against its estimate, explained --------------------------------
+
+
+def test_9_the_demo_s_cost_says_time_was_compressed_and_the_billing_minimum(
+    tmp_path: Path,
+) -> None:
+    url, job_id = _store_with_a_job(tmp_path)
+    store = Store(url)
+    store.update_job(job_id, provider_options={"seconds_per_hour": 60, "mimic": "all"})
+    store.close()
+    out = _cli("cost", job_id, "--store", url).stdout
+    assert "60 s per simulated hour" in out and "per second, 60 s minimum" in out, out
+    assert "far below the estimate" in out
+    many = _cli("cost", "--all", "--store", url).stdout
+    assert "60 s per simulated hour" in many
+    from provisioner.cli.cost_cmd import demo_note
+
+    real = Store(url).job(job_id)
+    real.provider_options = {"seconds_per_hour": 3600}
+    assert demo_note(real) is None  # real time: nothing to explain

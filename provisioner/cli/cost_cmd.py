@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -163,7 +164,14 @@ def cost(
     if as_json:
         print_json(doc)
     elif not to_stdout:
-        _print(doc, by)
+        ran = {c.job.id for c in costs}
+        notes = [n for j in jobs if j.id in ran and (n := demo_note(j))]
+        if len(notes) > 1:  # one line for them all
+            notes = [
+                f"note: {len(notes)} of these jobs ran on the sim with compressed time: "
+                + notes[0].split(": ", 2)[2]
+            ]
+        _print(doc, by, notes)
     raise SystemExit(EXIT_OK)
 
 
@@ -235,7 +243,24 @@ COST_DROP_ORDER = ("ended", "lost h", "OD USD", "saved", "where", "type", "USD/h
                    "name", "attempts", "diff USD", "diff %", "state", "market", "by cloud")  # fmt: skip
 
 
-def _print(doc: dict[str, Any], by: str) -> None:
+def demo_note(job: Any) -> str | None:
+    """For a job the sim ran with compressed time: why its bill is far below its estimate."""
+    opts = job.provider_options or {}
+    sph = opts.get("seconds_per_hour")
+    if job.provider != "sim" or not isinstance(sph, int | float) or sph >= 3600:
+        return None
+    from providers.facts import billing_for
+
+    rule = billing_for("sim").rule
+    return (
+        f"note: the sim ran {job.id} with {sph:g} s per simulated hour: the estimate is for "
+        "the job's hours of work at real speed, the bill for the seconds its instances ran, "
+        f"{rule} per launch (the billing rule of the cloud the sim plays), so the bill is far "
+        "below the estimate"
+    )
+
+
+def _print(doc: dict[str, Any], by: str, notes: Sequence[str] = ()) -> None:
     from provisioner.cli.common import fitted_table
     from provisioner.console import console
 
@@ -330,6 +355,8 @@ def _print(doc: dict[str, Any], by: str) -> None:
                 "cny_to_usd or fx_rates)",
                 markup=False,
             )
+    for note in notes:
+        out.print(note, markup=False)
 
 
 def _require_matplotlib() -> None:

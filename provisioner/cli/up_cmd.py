@@ -302,6 +302,11 @@ def _print_cost(job: Any, out: Any) -> None:
         f"[bold]{escape(row.id)}[/] {row.state}: cost ${c['total_usd']:.4f} ({markets}); "
         f"restarts {row.restarts}"
     )
+    from provisioner.cli.cost_cmd import demo_note
+
+    note = demo_note(row)
+    if note:
+        out.print(note, markup=False, highlight=False)
     if row.result:
         res = row.result
         keys = {k: res[k] for k in ("final_loss", "params_sha256", "steps") if k in res}
