@@ -594,3 +594,58 @@ def test_9_the_demo_s_cost_says_time_was_compressed_and_the_billing_minimum(
     real = Store(url).job(job_id)
     real.provider_options = {"seconds_per_hour": 3600}
     assert demo_note(real) is None  # real time: nothing to explain
+
+
+# -- item 11: gangs shown with their node count and the gang's price -------------------------
+
+
+def _gang_store(tmp_path: Path) -> tuple[str, str]:
+    url, job_id = _store_with_a_job(tmp_path)
+    store = Store(url)
+    store.update_attempt(job_id, 1, nodes=2, state="running", ended_at=None)
+    store.update_job(job_id, state="running")
+    store.close()
+    return url, job_id
+
+
+def test_11_a_gang_shows_its_nodes_and_the_gang_s_price(tmp_path: Path) -> None:
+    url, job_id = _gang_store(tmp_path)
+    status = _cli("status", job_id, "--store", url).stdout
+    assert "2 nodes x 1x A100-80GB" in status, status
+    assert "$0.9824/h (2 x $0.4912/h per node)" in status
+    doc = json.loads(_cli("status", job_id, "--store", url, "--json").stdout)
+    assert doc["placement"]["nodes"] == 2 and doc["placement"]["gang_price_per_hour"] == 0.9824
+    # up's live table (what stays on screen when the job ends)
+    import io
+    import time
+
+    from rich.console import Console
+
+    from provisioner.api import Job
+    from provisioner.cli.up_cmd import _view
+
+    out = Console(width=200, record=True, file=io.StringIO())
+    out.print(_view(Job(Store(url), job_id), time.monotonic()))
+    text = out.export_text()
+    assert "2 nodes x 1x A100-80GB" in text and "$0.9824/h (2 x $0.4912/h per node)" in text
+
+
+def test_11_the_dashboard_shows_a_gang_s_nodes_and_price(tmp_path: Path) -> None:
+    import urllib.request
+
+    from provisioner.dashboard import DashboardServer
+
+    url, job_id = _gang_store(tmp_path)
+    server = DashboardServer(Store(url), port=0)
+    server.start()
+    try:
+        base = server.url.rstrip("/")
+        pages = {}
+        for path in ("/", f"/jobs/{job_id}"):
+            with urllib.request.urlopen(base + path, timeout=10) as r:
+                pages[path] = r.read().decode()
+    finally:
+        server.close()
+    for path, html in pages.items():
+        assert "2 nodes</span> ×" in html, path
+        assert "$0.9824" in html and "2 × $0.4912" in html, path

@@ -244,7 +244,7 @@ def _view(job: Any, start: float) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    from provisioner.cli.jobs_cmd import progress_text
+    from provisioner.cli.jobs_cmd import gang_text, price_text, progress_text
 
     row = job.refresh()
     atts = job.store.attempts(job.id)
@@ -263,8 +263,8 @@ def _view(job: Any, start: float) -> Any:
         t.add_row(
             "placement",
             escape(
-                f"{cur.provider}:{cur.zone} {cur.instance_type} ({cur.gpu_count}x {cur.gpu}) "
-                f"{cur.market} ${cur.price_per_hour:.4f}/h [{cur.state}]"
+                f"{cur.provider}:{cur.zone} {cur.instance_type} ({gang_text(cur)}) "
+                f"{cur.market} {price_text(cur)} [{cur.state}]"
             ),
         )
     prog = row.progress or {}
