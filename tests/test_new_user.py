@@ -649,3 +649,36 @@ def test_11_the_dashboard_shows_a_gang_s_nodes_and_price(tmp_path: Path) -> None
     for path, html in pages.items():
         assert "2 nodes</span> ×" in html, path
         assert "$0.9824" in html and "2 × $0.4912" in html, path
+
+
+# -- item 10: simulate on traces the policy could never run on ------------------------------
+
+
+def test_10_simulate_refuses_traces_outside_the_policy_or_lets_them_stand_in(
+    tmp_path: Path,
+) -> None:
+    """A shipped EU policy on a US V100 trace: refused with both reasons (exit 2); with
+    --stand-in the trace stands for the policy's placements and the report says so."""
+    import numpy as np
+
+    from tests.e2e_util import REPO
+
+    rng = np.random.default_rng(0)
+    data = (rng.random(400) > 0.3).astype(int).tolist()
+    trace = tmp_path / "us-east-1c_v100_1.json"
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 600}, "data": data}))
+    policy = str(REPO / "policies" / "spot-finetune.yaml")
+    done = _cli("simulate", "--policy", policy, "--trace", str(trace))
+    assert done.returncode == 2, done.stderr
+    assert "aws:us-east-1 is outside the policy's residency (allow EEA)" in done.stderr
+    assert "V100 has 16 GB, the job needs 21.9 GB per GPU" in done.stderr
+    assert "--stand-in" in done.stderr and "Traceback" not in done.stderr
+    ok = _cli("simulate", "--policy", policy, "--trace", str(trace), "--stand-in", "--json")
+    assert ok.returncode in (0, 6), ok.stderr
+    report = json.loads(ok.stdout)
+    assert len(report["stand_in"]) == 2 and report["windows"]
+    # a trace the policy allows (no residency, no GPU list, no sizing) is taken as it is
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("name: x\njob:\n  compute_hours: 6\ndeadline: 48h\n")
+    fine = _cli("simulate", "--policy", str(plain), "--trace", str(trace), "--json")
+    assert fine.returncode in (0, 6) and json.loads(fine.stdout)["stand_in"] == []
