@@ -682,3 +682,39 @@ def test_10_simulate_refuses_traces_outside_the_policy_or_lets_them_stand_in(
     plain.write_text("name: x\njob:\n  compute_hours: 6\ndeadline: 48h\n")
     fine = _cli("simulate", "--policy", str(plain), "--trace", str(trace), "--json")
     assert fine.returncode in (0, 6) and json.loads(fine.stdout)["stand_in"] == []
+
+
+# -- item 13: one flag vocabulary, in one table ----------------------------------------------
+
+
+def test_13_every_flag_of_every_command_is_in_the_readme_s_flag_table() -> None:
+    import re
+
+    import click
+
+    from provisioner.cli import cli
+    from tests.e2e_util import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Flags: one meaning each", 1)[1].split("\n\n", 2)[1]
+    named = set(re.findall(r"`(-{1,2}[a-z][a-z-]*)", table))
+    flags: dict[str, set[str]] = {}
+
+    def walk(cmd: Any, name: str) -> None:
+        if isinstance(cmd, click.Group):
+            ctx = click.Context(cmd)
+            for sub in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, sub), f"{name} {sub}".strip())
+            return
+        for p in cmd.params:
+            if isinstance(p, click.Option):
+                for opt in (*p.opts, *p.secondary_opts):
+                    flags.setdefault(opt, set()).add(name)
+
+    walk(cli, "")
+    assert sorted(set(flags) - named - {"--help"}) == []
+    # one name each: --top for a row count, --provider for a cloud, --output for logs' output
+    assert "--top" in {o for o, c in flags.items() if "catalog show" in c}
+    assert "--catalog-provider" in flags and "--report-file" in flags
+    done = _cli("catalog", "show", "--top", "2")
+    assert done.returncode == 0 and "2 of" in done.stdout
