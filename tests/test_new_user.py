@@ -718,3 +718,31 @@ def test_13_every_flag_of_every_command_is_in_the_readme_s_flag_table() -> None:
     assert "--catalog-provider" in flags and "--report-file" in flags
     done = _cli("catalog", "show", "--top", "2")
     assert done.returncode == 0 and "2 of" in done.stdout
+
+
+def test_3_under_a_notice_the_relaunch_reads_the_work_left_afresh(tmp_path: Path) -> None:
+    """A daemon reads progress seldom; under an interruption notice it reads it every pass, so
+    the replacement's launch reason counts the work the last checkpoint holds (as ``up``)."""
+    from datetime import timedelta
+
+    from providers.sim import SimProvider
+    from provisioner.control.reconciler import Reconciler, cancel_job
+
+    store, job_id, ck = _ckpt_job(tmp_path)
+    sim = SimProvider(state_dir=str(tmp_path / "sim"), mimic="aws", run_agent=False)
+    rec = Reconciler(store, job_ids=[job_id], progress_every=timedelta(hours=1))
+    try:
+        rec.run_pass()  # launches attempt 1
+        rec.run_pass()  # reads progress once: none yet
+        ck.write_progress(
+            _record(1, "ckpt-000000400", ["ckpt-000000400"], last_checkpoint_attempt=1)
+        )
+        (first,) = store.attempts(job_id)
+        sim.preempt(str(first.instance_id), notice_s=600)
+        assert wait_for(lambda: rec.run_pass() is not None and len(store.attempts(job_id)) > 1, 60)
+    finally:
+        store.release_jobs(rec.owner)
+        rec.close()
+    launches = [e.message for e in store.events(job_id) if e.kind == "launch"]
+    assert "work left 2.00 h" in launches[-1], launches  # 6 h x (1 - 400/600)
+    cancel_job(store, job_id)
