@@ -223,6 +223,6 @@ def up(
     store: Store | str | None = None,
 ) -> Job:
     """Submit a job under ``policy`` as ``provisioner up --detach`` does (the same provider
-    defaults, the same checks); call :meth:`Job.wait` to see it through."""
+    defaults, the same checks of the job's road); call :meth:`Job.wait` to see it through."""
     st, job_id = submit(policy, provider=provider, provider_options=provider_options, store=store)
     return Job(st, job_id)
