@@ -1,6 +1,6 @@
 """The agent's probe at the start of each attempt, before the job starts.
 
-The probe runs in its own process (``python -m provisioner probe --json --report-file FILE``): a
+The probe runs in its own process (``python -m provisioner probe --json --output FILE``): a
 GPU context or a torch import in the agent would hold GPU memory for the job's whole life,
 and a hung driver call is ended by a timeout. The report goes to the checkpoint store beside
 ``progress.json`` (``<root>/probes/attempt-<n>.json``); the progress record carries a short
@@ -50,7 +50,7 @@ def run_probe_process(mode: str, timeout_s: float, workdir: Path) -> dict[str, A
         return doc
     fd, out = tempfile.mkstemp(prefix="probe-", suffix=".json", dir=workdir)
     os.close(fd)
-    argv = [sys.executable, "-m", "provisioner", "probe", "--json", "--report-file", out]
+    argv = [sys.executable, "-m", "provisioner", "probe", "--json", "--output", out]
     if mode == "full":
         argv.append("--full")
     try:
