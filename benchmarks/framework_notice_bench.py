@@ -120,6 +120,7 @@ def one_framework(name: str, count: int, notice_s: float, tmp: Path) -> list[dic
     _, job_id = submit(
         _policy(tmp / "p.yaml", BIG[name], ck),
         provider="sim",
+        provider_defaults=False,
         provider_options=options,
         store=store,
     )

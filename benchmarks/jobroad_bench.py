@@ -73,7 +73,9 @@ def one_run(mb: int, root: Path) -> dict[str, Any]:
     }
     store = Store(f"sqlite:///{root / 's.db'}")
     t0 = time.perf_counter()
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     pack_s = time.perf_counter() - t0
     sim = SimProvider(**options)
     ckpt = CheckpointStore(f"file://{root / 'ck'}", job_id)

@@ -199,7 +199,11 @@ def measure(notice_s: float, count: int, tree: Path, cloud: str = "aws") -> list
     )
     ckpt = tmp / "ckpt"
     _, job_id = submit(
-        _policy(tmp / "policy.yaml", ckpt), provider="sim", provider_options=options, store=store
+        _policy(tmp / "policy.yaml", ckpt),
+        provider="sim",
+        provider_defaults=False,
+        provider_options=options,
+        store=store,
     )
     env = dict(os.environ)
     env.pop("NOTIFY_SOCKET", None)

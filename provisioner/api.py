@@ -41,8 +41,12 @@ def submit(
     now: datetime | None = None,
     job_id: str | None = None,
     say: Callable[[str], None] | None = None,
+    provider_defaults: bool = True,
 ) -> tuple[Store, str]:
-    """Validate the policy, prepare what its VMs will need (the checkpoint store, the secrets'
+    """The road ``provisioner up`` takes: the provider's options are its defaults (the sim's
+    demo defaults, or the provider's section of ``~/.config/provisioner/providers.yaml``) with
+    ``provider_options`` over them, as on the command line (``provider_defaults=False``: the
+    options exactly as given). Validate the policy, prepare what its VMs will need (the checkpoint store, the secrets'
     references, the code packed into the store or its git commit pinned, the package a
     cloud's VM installs: :mod:`provisioner.submission`) and record the job in the store;
     returns (store, job id).
@@ -61,6 +65,7 @@ def submit(
         text = Path(path).read_text(encoding="utf-8")
         pol = parse_policy(text, path)  # what the store keeps is what was validated
     prov = provider or DEFAULT_PROVIDER
+    provider_options = job_provider_options(prov, provider_options, defaults=provider_defaults)
     ready = prepare(
         pol,
         provider=prov,
@@ -91,6 +96,16 @@ def submit(
     return st, job.id
 
 
+def job_provider_options(
+    provider: str, given: dict[str, Any] | None, *, defaults: bool = True
+) -> dict[str, Any]:
+    """The options a job's provider is built with: the provider's defaults (see
+    :func:`provisioner.providers_config.provider_defaults`) with ``given`` over them."""
+    from provisioner.providers_config import provider_defaults
+
+    return {**(provider_defaults(provider) if defaults else {}), **(given or {})}
+
+
 class Job:
     """A handle on one job in the store."""
 
@@ -113,7 +128,8 @@ class Job:
 
     @property
     def spent_usd(self) -> float:
-        return float(self.refresh().spent_usd)
+        """What the job has been billed so far, in US dollars to the micro-dollar."""
+        return round(float(self.refresh().spent_usd), 6)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -206,6 +222,7 @@ def up(
     provider_options: dict[str, Any] | None = None,
     store: Store | str | None = None,
 ) -> Job:
-    """Submit a job under ``policy``; call :meth:`Job.wait` to see it through."""
+    """Submit a job under ``policy`` as ``provisioner up --detach`` does (the same provider
+    defaults, the same checks of the job's road); call :meth:`Job.wait` to see it through."""
     st, job_id = submit(policy, provider=provider, provider_options=provider_options, store=store)
     return Job(st, job_id)

@@ -27,6 +27,7 @@ def console(stderr: bool = False) -> Console:
     return Console(
         stderr=stderr,
         no_color=no_color,
+        color_system=None if no_color else "auto",  # NO_COLOR: no escape codes, bold included
         highlight=False,
         soft_wrap=not tty,
         width=None if tty else UNWRAPPED,

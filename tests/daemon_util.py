@@ -181,7 +181,13 @@ def submit(store: Store, policy: Path, n: int, provider: str, options: dict[str,
     from provisioner.api import submit as submit_job
 
     return [
-        submit_job(policy, provider=provider, provider_options=options, store=store)[1]
+        submit_job(
+            policy,
+            provider=provider,
+            provider_defaults=False,
+            provider_options=options,
+            store=store,
+        )[1]
         for _ in range(n)
     ]
 

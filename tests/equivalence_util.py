@@ -328,7 +328,12 @@ def run_daemon(case: Case, tmp: Path) -> Run:
     try:
         sim.set_clock(START)
         _, job_id = submit(
-            policy_path, provider="sim", provider_options=options, store=store, now=START
+            policy_path,
+            provider="sim",
+            provider_defaults=False,
+            provider_options=options,
+            store=store,
+            now=START,
         )
         clock = [START]
         rec = _reconciler(store, clock, catalog, case.step_s)

@@ -197,7 +197,9 @@ def run_preempted(
         "idle_exit_s": 120,
     }
     store = Store(f"sqlite:///{tmp / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     job = Job(store, job_id)
     sim = SimProvider(**options)
     preempted: list[str] = []

@@ -308,6 +308,11 @@ def test_periodic_checkpoints_are_asked_for_and_synced(tmp_path: Path) -> None:
     progress = read_progress(store, "p")
     assert progress is not None and progress["state"] == "interrupted", out
     assert progress["last_checkpoint"] == CheckpointStore(store, "p").latest()
+    # it wrote them: each listed, oldest first, the newest last (a controller that reads
+    # progress seldom tells them all, each credited to this attempt)
+    own = [c["name"] for c in progress["checkpoints"]]
+    assert progress["last_checkpoint_attempt"] == spec.attempt
+    assert len(own) >= 2 and own[-1] == progress["last_checkpoint"] and own == sorted(own)
 
 
 def test_a_job_without_a_handler_is_not_killed_by_the_checkpoint_signal(tmp_path: Path) -> None:

@@ -232,7 +232,9 @@ def test_a_real_job_preempted_and_restarted_on_the_sim(browser: Any, tmp_path: P
     st = Store(f"sqlite:///{tmp_path / 's.db'}")
     srv = None
     try:
-        _, job_id = submit(policy, provider="sim", provider_options=options, store=st)
+        _, job_id = submit(
+            policy, provider="sim", provider_defaults=False, provider_options=options, store=st
+        )
         job = Job(st, job_id)
         assert job.wait(timeout=150, poll_s=0.5) == "succeeded", job.refresh().reason
         srv = DashboardServer(st, port=0)

@@ -65,7 +65,12 @@ class World:
             "package_spec": "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
         }
         _, job_id = submit(
-            path, provider="aws", provider_options=options, store=self.store, now=self.clock["now"]
+            path,
+            provider="aws",
+            provider_defaults=False,
+            provider_options=options,
+            store=self.store,
+            now=self.clock["now"],
         )
         return job_id
 

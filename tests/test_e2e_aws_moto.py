@@ -208,7 +208,9 @@ def test_job_survives_a_spot_preemption_on_aws_through_moto(
             "region": REGION,
             "package_spec": "provisioner[aws] @ https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl",
         }
-        _, job_id = submit(policy, provider="aws", provider_options=options, store=store)
+        _, job_id = submit(
+            policy, provider="aws", provider_defaults=False, provider_options=options, store=store
+        )
         provider = harness.provider()
         rec = Reconciler(
             store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider

@@ -112,7 +112,9 @@ def test_a_job_in_an_image_survives_a_preemption(
     policy = _policy(tmp_path, "example/trainer:1")
     options = {**OPTIONS, "state_dir": str(sim_dir), "preempt_first_after_s": 6}
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     job = Job(store, job_id)
     assert job.wait(timeout=200, poll_s=0.5) == "succeeded", job.refresh().reason
     assert any(a.state == "preempted" for a in store.attempts(job_id))
@@ -154,7 +156,9 @@ def test_an_image_that_cannot_be_pulled_is_a_setup_failure_not_a_preemption(
     policy = _policy(tmp_path, "example/missing-image:1")
     options = {**OPTIONS, "state_dir": str(sim_dir), "preempt_first_after_s": None}
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     job = Job(store, job_id)
     assert job.wait(timeout=120, poll_s=0.5) == "failed"
     row = job.refresh()

@@ -43,7 +43,9 @@ def test_cost_reconciles_with_the_billed_attempts_of_a_preempted_job(
     }
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = Store(url)
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     state = Job(store, job_id).wait(timeout=150, poll_s=0.5)
     assert state == "succeeded", Job(store, job_id).refresh().reason
 

@@ -131,7 +131,9 @@ def test_gang_survives_one_node_preemption_bit_identical(tmp_path: Path, sim_dir
         "idle_exit_s": 120,
     }
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     job = Job(store, job_id)
     sim = SimProvider(**options)
 

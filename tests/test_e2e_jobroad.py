@@ -151,7 +151,9 @@ restart:
     }
     db = tmp_path / "s.db"
     store = Store(f"sqlite:///{db}")
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     job = Job(store, job_id)
     state = job.wait(timeout=240, poll_s=0.5)
     assert state == "succeeded", job.refresh().reason

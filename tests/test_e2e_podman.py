@@ -122,7 +122,9 @@ restart:
         "idle_exit_s": 120,
     }
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     job = Job(store, job_id)
     assert job.wait(timeout=300, poll_s=0.5) == "succeeded", job.refresh().reason
     attempts = store.attempts(job_id)

@@ -69,7 +69,13 @@ def test_a_job_that_stops_using_its_gpu_is_reported_and_stopped(
 ) -> None:
     policy = idle_policy(tmp_path / "p.yaml", tmp_path / "ck", "stop", idle_seconds=600)
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options(sim_dir), store=store)
+    _, job_id = submit(
+        policy,
+        provider="sim",
+        provider_defaults=False,
+        provider_options=options(sim_dir),
+        store=store,
+    )
     job = Job(store, job_id)
     assert job.wait(timeout=120, poll_s=0.5) == "stopped"
     row = job.refresh()
@@ -88,7 +94,13 @@ def test_a_job_that_stops_using_its_gpu_is_reported_and_stopped(
 def test_report_only_tells_once_and_the_job_finishes(tmp_path: Path, sim_dir: Path) -> None:
     policy = idle_policy(tmp_path / "p.yaml", tmp_path / "ck", "report", idle_seconds=6)
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options(sim_dir), store=store)
+    _, job_id = submit(
+        policy,
+        provider="sim",
+        provider_defaults=False,
+        provider_options=options(sim_dir),
+        store=store,
+    )
     assert Job(store, job_id).wait(timeout=150, poll_s=0.5) == "succeeded"
     events = store.events(job_id)
     assert [e.kind for e in events].count("idle") == 1
@@ -104,7 +116,9 @@ def test_a_node_measured_under_the_floor_is_replaced_and_its_type_avoided(
     policy.write_text(text)
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     opts = options(sim_dir)
-    _, job_id = submit(policy, provider="sim", provider_options=opts, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=opts, store=store
+    )
     # the type the planner picks first is made slow: its simulated GPUs deliver half
     rec = Reconciler(store)
     row = store.job(job_id)
@@ -144,7 +158,9 @@ def test_a_crash_between_the_probe_row_and_the_termination_is_finished_next_pass
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = Store(url)
     opts = options(sim_dir)
-    _, job_id = submit(policy, provider="sim", provider_options=opts, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=opts, store=store
+    )
     rec = Reconciler(store)
     row = store.job(job_id)
     assert row is not None

@@ -48,7 +48,9 @@ def test_job_survives_preemptions_in_two_notice_formats(tmp_path: Path, sim_dir:
         "idle_exit_s": 120,
     }
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    _, job_id = submit(policy, provider="sim", provider_options=options, store=store)
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
     job = Job(store, job_id)
     sim = SimProvider(**options)  # the same server: to take the second zone's capacity back
 

@@ -75,6 +75,7 @@ def test_a_gang_short_of_a_node_is_torn_down_and_the_next_plan_says_why(
     _, job_id = submit(
         gang_policy(tmp_path / "g.yaml", tmp_path / "ck"),
         provider="sim",
+        provider_defaults=False,
         provider_options=options,
         store=store,
     )

@@ -157,7 +157,12 @@ def test_every_launch_keeps_the_rules(
         path.write_text(yaml.safe_dump(doc))
         options = {"package_spec": f"provisioner[aws] @ {WHEEL}"}
         _, job_id = submit(
-            path, provider="aws", provider_options=options, store=store, now=clock["now"]
+            path,
+            provider="aws",
+            provider_defaults=False,
+            provider_options=options,
+            store=store,
+            now=clock["now"],
         )
         rec = Reconciler(
             store,

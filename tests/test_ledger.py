@@ -257,7 +257,9 @@ def test_the_ledger_of_a_preempted_job_on_the_sim_adds_up_to_the_cent(
     store = Store(url)
     try:
         policy = write_policy(tmp_path / "p.yaml", steps=500, ckpt=tmp_path / "ck")
-        _, jid = submit(policy, provider="sim", provider_options=options, store=store)
+        _, jid = submit(
+            policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+        )
         assert Job(store, jid).wait(timeout=150, poll_s=0.5) == "succeeded"
     finally:
         SimProvider(sim_dir).shutdown_server(terminate_all=True)

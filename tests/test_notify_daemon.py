@@ -217,7 +217,9 @@ def test_a_preempted_job_on_the_sim_tells_each_target_in_order(
     d = DaemonProc(cfg, tmp_path / "d.log").start()
     try:
         assert d.ready(store)
-        _, jid = submit(policy, provider="sim", provider_options=options, store=store)
+        _, jid = submit(
+            policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+        )
 
         def done() -> bool:
             job = store.job(jid)

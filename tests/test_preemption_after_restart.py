@@ -103,7 +103,12 @@ def run_job(cloud: str, *, ours: bool) -> tuple[Store, str, Any]:
         path.write_text(POLICY)
         options = {"package_spec": f"provisioner[{cloud}] @ {WHEEL}"}
         _, job_id = submit(
-            path, provider=cloud, provider_options=options, store=store, now=clock["now"]
+            path,
+            provider=cloud,
+            provider_defaults=False,
+            provider_options=options,
+            store=store,
+            now=clock["now"],
         )
 
         def reconciler(provider: Provider) -> Reconciler:

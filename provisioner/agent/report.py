@@ -65,6 +65,11 @@ def progress_record(agent: Agent) -> dict[str, Any]:
         "last_checkpoint": last,
         "last_checkpoint_step": step_of(last),
         "last_checkpoint_at": iso(s.uploaded_at if s else None),
+        # who wrote it: this attempt when it uploaded it, else an earlier one (resumed from)
+        "last_checkpoint_attempt": agent.spec.attempt if s and s.uploaded_at else None,
+        "checkpoints": [
+            {"name": n, "step": step_of(n), "at": iso(at)} for n, at in (s.history if s else [])
+        ],
         "resumed_from": agent.resumed_from,
         "upload_error": s.error if s else None,
         "notice": None if agent.notice is None else notice_record(agent).to_doc(),

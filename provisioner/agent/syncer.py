@@ -15,6 +15,10 @@ from provisioner.agent.store import CheckpointStore
 log = logging.getLogger("provisioner.agent")
 
 
+#: How many of its latest uploads an agent's progress record lists.
+HISTORY = 16
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -28,6 +32,9 @@ class Syncer(threading.Thread):
         self.local_dir = local_dir
         self.uploaded = uploaded  # name of the newest checkpoint known to be in the store
         self.uploaded_at: datetime | None = None
+        #: this agent's uploads, oldest first (the last HISTORY): each reported, so that a
+        #: controller that reads progress seldom still sees every checkpoint
+        self.history: list[tuple[str, datetime]] = []
         self.error: str | None = None
         self.frozen = False  # the notice's checkpoint is in: its replacement resumes from it
         self._wake = threading.Event()
@@ -60,6 +67,7 @@ class Syncer(threading.Thread):
             return
         self.error = None
         self.uploaded, self.uploaded_at = name, _now()
+        self.history = [*self.history, (name, self.uploaded_at)][-HISTORY:]
         log.info("checkpoint %s uploaded in %.2fs", name, time.monotonic() - started)
 
     def wait_idle(self, timeout: float) -> bool:

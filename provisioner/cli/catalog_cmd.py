@@ -32,7 +32,13 @@ def catalog() -> None:
     help="Only offers priced on this market.",
 )
 @click.option(
-    "--limit", default=50, show_default=True, type=click.IntRange(0), help="Rows to print (0: all)."
+    "--top",
+    "--limit",
+    "limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Rows to print (0: all); --limit is the older name.",
 )
 @json_option
 def show(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -163,7 +164,14 @@ def cost(
     if as_json:
         print_json(doc)
     elif not to_stdout:
-        _print(doc, by)
+        ran = {c.job.id for c in costs}
+        notes = [n for j in jobs if j.id in ran and (n := demo_note(j))]
+        if len(notes) > 1:  # one line for them all
+            notes = [
+                f"note: {len(notes)} of these jobs ran on the sim with compressed time: "
+                + notes[0].split(": ", 2)[2]
+            ]
+        _print(doc, by, notes)
     raise SystemExit(EXIT_OK)
 
 
@@ -226,52 +234,84 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
 
-def _print(doc: dict[str, Any], by: str) -> None:
-    from rich.table import Table
+#: What a narrow screen never loses in each view of `cost` (ids and money), and what goes
+#: first (provisioner.cli.common.fitted_table).
+COST_KEEP = frozenset(
+    {"job", "attempt", "instance", "cost USD", "est USD", "cloud", "day (UTC)", "billed as"}
+)
+COST_DROP_ORDER = ("ended", "lost h", "OD USD", "saved", "where", "type", "USD/h", "hours",
+                   "name", "attempts", "diff USD", "diff %", "state", "market", "by cloud")  # fmt: skip
 
+
+def demo_note(job: Any) -> str | None:
+    """For a job the sim ran with compressed time: why its bill is far below its estimate."""
+    opts = job.provider_options or {}
+    sph = opts.get("seconds_per_hour")
+    if job.provider != "sim" or not isinstance(sph, int | float) or sph >= 3600:
+        return None
+    from providers.facts import billing_for
+
+    rule = billing_for("sim").rule
+    return (
+        f"note: the sim ran {job.id} with {sph:g} s per simulated hour: the estimate is for "
+        "the job's hours of work at real speed, the bill for the seconds its instances ran, "
+        f"{rule} per launch (the billing rule of the cloud the sim plays), so the bill is far "
+        "below the estimate"
+    )
+
+
+def _print(doc: dict[str, Any], by: str, notes: Sequence[str] = ()) -> None:
+    from provisioner.cli.common import fitted_table
     from provisioner.console import console
 
     rows = doc["rows"]
-    t = Table(box=None, header_style="bold")
     out = console()
+    table: list[list[str]]
     if by == "attempt":
         converted = any(r["billed"]["currency"] not in ("USD", None) for r in rows)
         cols = ["job", "attempt", "instance", "where", "type", "market", "USD/h", "hours",
                 "cost USD", *(["billed as"] if converted else []), "est USD", "OD USD", "saved",
                 "lost h", "ended"]  # fmt: skip
-        for c in cols:
-            t.add_column(c)
-        for r in rows:
-            t.add_row(
+        table = [
+            [
                 r["job_id"], str(r["attempt"]), r["instance_id"] or "-",
                 f"{r['provider']}:{r['zone']}", r["instance_type"], r["market"],
                 f"{r['price_per_hour']:.4f}", f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}",
                 *([_billed_text(r["billed"])] if converted else []),
                 _money(r["estimate_usd"]), _money(r["on_demand_usd"]), _pct(r["saved_pct"]),
                 f"{r['lost_work_h']:.3f}", r["end_reason"] or r["state"],
-            )  # fmt: skip
+            ]
+            for r in rows
+        ]  # fmt: skip
     elif by == "job":
-        for c in ["job", "name", "state", "attempts", "hours", "cost USD", "est USD", "diff USD", "diff %", "OD USD", "saved"]:  # fmt: skip
-            t.add_column(c)
-        for r in rows:
-            pct = "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
-            t.add_row(
+        cols = ["job", "name", "state", "attempts", "hours", "cost USD", "est USD", "diff USD", "diff %", "OD USD", "saved"]  # fmt: skip
+        table = [
+            [
                 r["job_id"], r["name"], r["state"], str(r["attempts"]), f"{r['hours']:.3f}",
-                f"{r['cost_usd']:.4f}", _money(r["estimate_usd"]), _money(r["diff_usd"]), pct,
+                f"{r['cost_usd']:.4f}", _money(r["estimate_usd"]), _money(r["diff_usd"]),
+                "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%",
                 _money(r["on_demand_usd"]), _pct(r["saved_pct"]),
-            )  # fmt: skip
+            ]
+            for r in rows
+        ]  # fmt: skip
     elif by == "cloud":
-        for c in ["cloud", "attempts", "hours", "cost USD"]:
-            t.add_column(c)
-        for r in rows:
-            t.add_row(r["provider"], str(r["attempts"]), f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}")  # fmt: skip
+        cols = ["cloud", "attempts", "hours", "cost USD"]
+        table = [[r["provider"], str(r["attempts"]), f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}"] for r in rows]  # fmt: skip
     else:
-        for c in ["day (UTC)", "hours", "cost USD", "by cloud"]:
-            t.add_column(c)
-        for r in rows:
-            clouds = ", ".join(f"{k} {v:.4f}" for k, v in r["by_cloud"].items())
-            t.add_row(r["day"], f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}", clouds)
+        cols = ["day (UTC)", "hours", "cost USD", "by cloud"]
+        table = [
+            [r["day"], f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}",
+             ", ".join(f"{k} {v:.4f}" for k, v in r["by_cloud"].items())]
+            for r in rows
+        ]  # fmt: skip
+    if not table:
+        window = " between --since and --until" if doc["since"] or doc["until"] else ""
+        out.print(f"nothing ran{window}", markup=False)
+        return
+    t, note = fitted_table(cols, table, keep=COST_KEEP, drop_order=COST_DROP_ORDER)
     out.print(t)
+    if note:
+        out.print(note, markup=False)
     m = doc["by_market_usd"]
     out.print(
         f"total {doc['total_usd']:.4f} USD (spot {m.get('spot', 0.0):.4f} USD, "
@@ -296,9 +336,14 @@ def _print(doc: dict[str, Any], by: str) -> None:
         j = doc["jobs"][0]
         lo, hi = j["estimate_p10_usd"], j["estimate_p90_usd"]
         band = f" (P10-P90 {lo:.4f}-{hi:.4f})" if lo is not None and hi is not None else ""
+        diff = doc.get("diff_usd")
         out.print(
-            f"estimate at launch {doc['estimate_usd']:.4f} USD{band}, difference "
-            f"{doc['diff_usd']:+.4f} USD",
+            f"estimate at launch {doc['estimate_usd']:.4f} USD{band}, "
+            + (
+                f"difference {diff:+.4f} USD"
+                if diff is not None
+                else "the whole job's: no difference against a part of it (--since/--until)"
+            ),
             markup=False,
         )
     for r in doc["attempts"]:
@@ -310,6 +355,8 @@ def _print(doc: dict[str, Any], by: str) -> None:
                 "cny_to_usd or fx_rates)",
                 markup=False,
             )
+    for note in notes:
+        out.print(note, markup=False)
 
 
 def _require_matplotlib() -> None:

@@ -75,6 +75,20 @@ def progress_text(job: Any) -> str:
     return "-"
 
 
+def gang_text(a: Any) -> str:
+    """An attempt's GPUs: ``1x A100``, or for a gang ``2 nodes x 1x A100``."""
+    nodes = a.nodes or 1
+    return f"{nodes} nodes x {a.gpu_count}x {a.gpu}" if nodes > 1 else f"{a.gpu_count}x {a.gpu}"
+
+
+def price_text(a: Any) -> str:
+    """An attempt's price: ``$0.4912/h``, or for a gang the gang's hour and the node's."""
+    nodes = a.nodes or 1
+    if nodes > 1:
+        return f"${a.price_per_hour * nodes:.4f}/h ({nodes} x ${a.price_per_hour:.4f}/h per node)"
+    return f"${a.price_per_hour:.4f}/h"
+
+
 def job_summary(store: Any, job: Any) -> dict[str, Any]:
     attempts = store.attempts(job.id)
     cur = attempts[-1] if attempts else None
@@ -98,8 +112,10 @@ def job_summary(store: Any, job: Any) -> dict[str, Any]:
             "zone": cur.zone,
             "instance_type": cur.instance_type,
             "gpu": f"{cur.gpu_count}x {cur.gpu}",
+            "nodes": cur.nodes or 1,
             "market": cur.market,
             "price_per_hour": cur.price_per_hour,
+            "gang_price_per_hour": round(cur.price_per_hour * (cur.nodes or 1), 6),
             "bid_cap_per_hour": cur.bid_cap_per_hour,
             "instance_id": cur.instance_id,
             "attempt_state": cur.state,
@@ -121,12 +137,13 @@ def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
     if as_json:
         print_json([job_summary(store, j) for j in rows])
         return
-    from rich.table import Table
-
+    from provisioner.cli.common import fitted_table
     from provisioner.console import console
 
-    t = Table(box=None, header_style="bold")
-    for c in (
+    if not rows:
+        console().print("no jobs" + ("" if show_all else " (active; --all for finished ones)"))
+        return
+    headers = [
         "job",
         "state",
         "provider",
@@ -135,23 +152,30 @@ def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
         "spent $",
         "progress",
         "submitted",
-    ):
-        t.add_column(c)
-    for j in rows:
-        ptxt = progress_text(j)
-        t.add_row(
+    ]
+    table = [
+        [
             j.id,
             j.state,
             j.provider,
             str(j.attempt),
             str(j.restarts),
             f"{j.spent_usd:.4f}",
-            ptxt,
+            progress_text(j),
             _ago(j.submitted_at),
-        )
-    console().print(
-        t if rows else "no jobs" + ("" if show_all else " (active; --all for finished ones)")
-    )
+        ]
+        for j in rows
+    ]
+    t, note = fitted_table(headers, table, keep=JOBS_KEEP, drop_order=JOBS_DROP_ORDER)
+    console().print(t)
+    if note:
+        console().print(note, markup=False)
+
+
+#: What `jobs` never leaves out on a narrow screen (the id users pass to status, logs and down,
+#: and money), and what goes first (provisioner.cli.common.fitted_table).
+JOBS_KEEP = frozenset({"job", "state", "spent $"})
+JOBS_DROP_ORDER = ("restarts", "attempt", "provider", "submitted", "progress")
 
 
 @click.command()
@@ -185,10 +209,12 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
         + (f" — {escape(job.reason)}" if job.reason else "")
     )
     pl = doc["placement"]
-    if pl:
+    atts = store.attempts(job.id)
+    cur = atts[-1] if atts else None
+    if pl and cur is not None:
         out.print(
             f"  attempt {job.attempt}: {pl['provider']}:{pl['zone'] or pl['region']} {pl['instance_type']} "
-            f"({pl['gpu']}) {pl['market']} ${pl['price_per_hour']:.4f}/h"
+            f"({gang_text(cur)}) {pl['market']} {price_text(cur)}"
             + (f" (cap ${pl['bid_cap_per_hour']:.4f}/h)" if pl["bid_cap_per_hour"] else "")
             + f", instance {pl['instance_id'] or '-'} [{pl['attempt_state']}]",
             markup=False,

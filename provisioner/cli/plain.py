@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TextIO
 
 from provisioner.console import UNWRAPPED
@@ -34,7 +34,9 @@ class Plain:
     def style(self, text: str, *styles: str) -> str:
         if not self.tty:
             return text
-        codes = [_CODES[s] for s in styles if s == "bold" or not self.no_color]
+        if self.no_color:  # NO_COLOR: no escape codes at all, bold included
+            return text
+        codes = [_CODES[s] for s in styles if s in _CODES]
         return f"\x1b[{';'.join(codes)}m{text}\x1b[0m" if codes else text
 
     def line(self, *parts: tuple[str, tuple[str, ...]] | str) -> None:
@@ -68,11 +70,18 @@ class Plain:
         self.stream.write("".join(out) + "\n")
 
     def table(
-        self, headers: Sequence[str], right: Sequence[bool], rows: Sequence[Sequence[str]]
+        self,
+        headers: Sequence[str],
+        right: Sequence[bool],
+        rows: Sequence[Sequence[str]],
+        *,
+        force: bool = False,
     ) -> bool:
-        """Columns two spaces apart, a bold header; False (nothing written) when too wide."""
+        """Columns two spaces apart, a bold header; False (nothing written) when too wide,
+        unless ``force`` (then lines run past the width: the terminal folds them, nothing is
+        cut)."""
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-        if sum(widths) + 2 * (len(widths) - 1) > self.width:
+        if sum(widths) + 2 * (len(widths) - 1) > self.width and not force:
             return False
 
         def cells(values: Sequence[str], styles: tuple[str, ...] = ()) -> str:
@@ -87,3 +96,46 @@ class Plain:
         for r in rows:
             self.stream.write(cells(r) + "\n")
         return True
+
+
+def fit_columns(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    *,
+    keep: Collection[str],
+    drop_order: Sequence[str] = (),
+    gap: int = 2,
+    edge: int = 0,
+) -> list[int]:
+    """The indices of the columns to show in ``width`` characters, cells never cut: columns
+    are left out, whole, until the rest fits. Those in ``keep`` (ids and money) always
+    stay; the others go, first those named nowhere (right to left), then ``drop_order``'s,
+    in its order. What stays may still be wider than ``width`` when ``keep``'s alone is."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    shown = list(range(len(headers)))
+
+    def total() -> int:
+        return sum(widths[i] for i in shown) + gap * max(0, len(shown) - 1) + edge
+
+    unnamed = [i for i, h in enumerate(headers) if h not in keep and h not in drop_order]
+    order = [*reversed(unnamed), *(headers.index(h) for h in drop_order if h in headers)]
+    for i in order:
+        if total() <= width:
+            break
+        if headers[i] not in keep:
+            shown.remove(i)
+    for i in reversed(order):  # one left out early may fit beside the rest after all
+        if i not in shown and headers[i] not in keep:
+            shown.append(i)
+            if total() > width:
+                shown.remove(i)
+    return sorted(shown)
+
+
+def left_out_note(headers: Sequence[str], shown: Sequence[int], width: int) -> str | None:
+    """A line that names the columns left out at this width, or None."""
+    gone = [h for i, h in enumerate(headers) if i not in shown]
+    if not gone:
+        return None
+    return f"left out at {width} columns: {', '.join(gone)} (--json or a wider terminal shows them)"

@@ -32,7 +32,11 @@ from provisioner.cli.common import (
     help="Catalog CSV (repeatable; own layout, SkyPilot vms.csv, GCP price list). Default: built-in.",
 )
 @click.option(
-    "--provider", default=None, help="Provider of catalog rows that have no Provider column."
+    "--catalog-provider",
+    "--provider",
+    "provider",
+    default=None,
+    help="Provider of --catalog rows that have no Provider column (--provider is the older name).",
 )
 @click.option(
     "--top",

@@ -36,10 +36,12 @@ from provisioner.cli.common import fail, json_option, print_json
     "--gpu", "gpu_model", default=None, help="Compare with this GPU's datasheet (A100, H100, ...)."
 )
 @click.option(
+    "--report-file",
     "--output",
+    "output",
     type=click.Path(dir_okay=False, writable=True),
     default=None,
-    help="Also write the JSON report here.",
+    help="Also write the JSON report to FILE (--output is the older name).",
 )
 @json_option
 def probe(

@@ -35,6 +35,22 @@ PLAN_COLUMNS = [
 ]
 
 
+#: Columns a narrow screen never loses (what names a placement, and its money); the others
+#: are left out whole when the table does not fit, those named nowhere first, then these in
+#: this order (a cell is never cut: provisioner.cli.plain.fit_columns).
+PLAN_KEEP = frozenset({"#", "provider", "region/zone", "instance", "market", "USD/h", "est USD"})
+PLAN_DROP_ORDER = (
+    "TFLOPS/USD",
+    "P10-P90 USD",
+    "band",
+    "RTT ms",
+    "cap USD/h",
+    "est h",
+    "miss",
+    "GPUs",
+)
+
+
 def _est_cells(pl: Placement) -> list[str]:
     """Expected cost (the interruption-aware estimate, else hours x price), its P10-P90 and
     the chance of missing the deadline."""
@@ -49,7 +65,7 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
     """The plan as a head line, a table of placements and the rejections. Printed without rich
     (:mod:`provisioner.cli.plain`: `plan` starts faster) unless the table is wider than the
     screen, where rich wraps its cells."""
-    from provisioner.cli.plain import Plain
+    from provisioner.cli.plain import Plain, fit_columns, left_out_note
 
     out = Plain()
     p = plan.policy
@@ -94,8 +110,16 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
             for pl in plan.placements
         ]
         headers = [c for c, _ in PLAN_COLUMNS]
-        if not out.table(headers, [j == "right" for _, j in PLAN_COLUMNS], rows):
-            _rich_table(PLAN_COLUMNS, rows)
+        shown = fit_columns(headers, rows, out.width, keep=PLAN_KEEP, drop_order=PLAN_DROP_ORDER)
+        out.table(
+            [headers[i] for i in shown],
+            [PLAN_COLUMNS[i][1] == "right" for i in shown],
+            [[r[i] for i in shown] for r in rows],
+            force=True,
+        )
+        left_out = left_out_note(headers, shown, out.width)
+        if left_out:
+            out.line(left_out)
         if any(pl.estimate is not None for pl in plan.placements):
             out.line(
                 "est USD: expected cost with interruptions, restarts and on-demand fallback "
@@ -114,17 +138,6 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
         for r in plan.rejections.values():
             ex = "; ".join(r.examples[:2])
             out.line(f"  {r.reason:<14} {r.count:>7}  e.g. {ex}")
-
-
-def _rich_table(columns: list[tuple[str, str]], rows: list[list[str]]) -> None:
-    from rich.table import Table
-
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col, justify in columns:
-        t.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for row in rows:
-        t.add_row(*row)
-    console().print(t)
 
 
 def billing_notes(providers: set[str]) -> list[str]:

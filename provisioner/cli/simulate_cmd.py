@@ -99,6 +99,14 @@ def _hours(value: str | None, option: str) -> float | None:
     type=click.Path(dir_okay=False),
     help="Write a PNG of the first window.",
 )
+@click.option(
+    "--stand-in",
+    "stand_in",
+    is_flag=True,
+    default=False,
+    help="Let traces from zones or GPUs the policy does not allow stand for its placements "
+    "(only their pattern of spot availability is used); without it such traces are refused.",
+)
 @json_option
 def simulate(
     policy_path: str,
@@ -116,6 +124,7 @@ def simulate(
     checkpoint_loss: bool,
     oracle: bool,
     plot_path: str | None,
+    stand_in: bool,
     as_json: bool,
 ) -> None:
     """Replay spot traces through the daemon's own decision function for a policy.
@@ -137,6 +146,17 @@ def simulate(
         fail(f"unknown strategy {strategy!r} (known: {', '.join(sorted(STRATEGIES))})")
     try:
         traces = [load_trace(p) for p in trace_paths]
+        unfit = trace_mismatches(policy, traces)
+        if unfit and not stand_in:
+            fail(
+                "; ".join(unfit) + ". The simulation would price capacity this job may never "
+                "use: give traces of zones and GPUs the policy allows, or pass --stand-in to let "
+                "these stand for its placements (only their pattern of spot availability is used)"
+            )
+        if unfit:  # standing for the policy's placements: its residency holds for them
+            from policies.model import Residency
+
+            policy = policy.model_copy(update={"residency": Residency()})
         changeover_h = _hours(changeover, "--changeover") or 0.0
         step_h = _hours(step, "--step")
         sc = scenario_for(
@@ -165,12 +185,50 @@ def simulate(
         plot_timeline(
             tl, report["zones"], plot_path, title=title, deadline_h=report["deadline_hours"]
         )
+    report["stand_in"] = unfit  # traces that stand for placements they do not match
     if as_json:
         print_json(report)
     else:
         _render(report, plot_path)
     bad = report["summary"]["deadlines_missed"] or report["summary"]["failed"]
     raise SystemExit(EXIT_UNMEETABLE if bad else EXIT_OK)
+
+
+def trace_mismatches(policy: Any, traces: list[Any]) -> list[str]:
+    """How each trace does not match what the policy may run on: its zone's region outside
+    the policy's residency, or its GPU (the file name's second part, ``us-east-1c_v100_1``)
+    not allowed or too small. A trace whose region or GPU is not known is taken as it is."""
+    from policies.gpus import canonical_gpu, gpu_spec
+    from provisioner.core.planner import required_vram
+    from provisioner.core.regions import regions
+    from provisioner.core.rules import residency_violation
+
+    known = regions()
+    need_gb, _ = required_vram(policy)
+    allowed = {canonical_gpu(g) or g for g in policy.resources.gpus or []}
+    out = []
+    for t in traces:
+        clouds = [
+            p for p in ("aws", "gcp", "azure", "alibaba", "tencent") if (p, t.region) in known
+        ]
+        if clouds:
+            why = residency_violation(policy, clouds[0], t.region)
+            if why is not None:
+                res = policy.residency
+                rule = f"allow {', '.join(res.allow)}" if res.allow else f"{why.replace('_', ' ')}"
+                out.append(f"trace {t.name}: {clouds[0]}:{t.region} is outside the policy's "
+                           f"residency ({rule})")  # fmt: skip
+        parts = t.name.split("_")
+        gpu = canonical_gpu(parts[1]) if len(parts) > 1 else None
+        spec = gpu_spec(gpu) if gpu else None
+        if gpu and allowed and gpu not in allowed:
+            out.append(f"trace {t.name}: its GPU {gpu} is not one of resources.gpus")
+        elif spec is not None and need_gb is not None and spec.vram_gb < need_gb:
+            out.append(
+                f"trace {t.name}: its GPU {gpu} has {spec.vram_gb:g} GB, the job needs "
+                f"{need_gb:.1f} GB per GPU"
+            )
+    return out
 
 
 def _require_matplotlib() -> None:
@@ -220,6 +278,8 @@ def _render(report: dict[str, Any], plot_path: str | None) -> None:
             f"{s['restarts']:.1f}", f"{s['lost_work_hours']:.2f}",
         )  # fmt: skip
     out.print(table)
+    for why in report.get("stand_in") or []:
+        out.print(f"stand-in: {why}", markup=False)
     ref = (
         f"on-demand only ${s['on_demand_only_cost']:.2f}, lower bound ${s['lower_bound_cost']:.2f}"
     )

@@ -68,16 +68,15 @@ def up(
     (checkpoints are kept) and exits 130. Exit 0: the job succeeded; 3: nothing eligible;
     5: the job failed or was stopped.
     """
-    from provisioner.api import Job, submit
+    from provisioner.api import Job, job_provider_options, submit
     from provisioner.cli.checks import check_provider, check_sdk
     from provisioner.control.store import live_replicas
     from provisioner.core.planner import PlanContext, PlanError, plan_offers
-    from provisioner.providers_config import provider_defaults
 
     # Everything is checked before anything is written: a refused `up` leaves no job behind.
     policy = load_policy_or_exit(policy_path)
-    opts = {**provider_defaults(provider), **_parse_options(options)}
-    check_provider(provider, opts)
+    given = _parse_options(options)
+    check_provider(provider, job_provider_options(provider, given))
     check_sdk(provider)
     try:
         plan = plan_offers(policy, _catalog(), PlanContext(now=datetime.now(UTC)), top=3)
@@ -89,7 +88,7 @@ def up(
         render_plan(plan, _catalog())
         raise SystemExit(EXIT_NOTHING_ELIGIBLE)
     store = _store(store_url, create=True)
-    job_id = _submit(submit, policy_path, provider, opts, store, as_json)
+    job_id = _submit(submit, policy_path, provider, given, store, as_json)
     job = Job(store, job_id)
     daemon = bool(live_replicas(store, datetime.now(UTC)))
     if detach or daemon:
@@ -246,7 +245,7 @@ def _view(job: Any, start: float) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    from provisioner.cli.jobs_cmd import progress_text
+    from provisioner.cli.jobs_cmd import gang_text, price_text, progress_text
 
     row = job.refresh()
     atts = job.store.attempts(job.id)
@@ -265,8 +264,8 @@ def _view(job: Any, start: float) -> Any:
         t.add_row(
             "placement",
             escape(
-                f"{cur.provider}:{cur.zone} {cur.instance_type} ({cur.gpu_count}x {cur.gpu}) "
-                f"{cur.market} ${cur.price_per_hour:.4f}/h [{cur.state}]"
+                f"{cur.provider}:{cur.zone} {cur.instance_type} ({gang_text(cur)}) "
+                f"{cur.market} {price_text(cur)} [{cur.state}]"
             ),
         )
     prog = row.progress or {}
@@ -304,6 +303,11 @@ def _print_cost(job: Any, out: Any) -> None:
         f"[bold]{escape(row.id)}[/] {row.state}: cost ${c['total_usd']:.4f} ({markets}); "
         f"restarts {row.restarts}"
     )
+    from provisioner.cli.cost_cmd import demo_note
+
+    note = demo_note(row)
+    if note:
+        out.print(note, markup=False, highlight=False)
     if row.result:
         res = row.result
         keys = {k: res[k] for k in ("final_loss", "params_sha256", "steps") if k in res}

@@ -437,7 +437,8 @@ class JobRunner(Launching, ProgressReading):
             updates["result"] = self.read_result(self.memo.progress or {})
             self.event(
                 "finished",
-                f"job {action.reason} after {self.job.restarts} restart(s); spent ${spent:.4f}",
+                f"job succeeded after {self.job.restarts} restart(s) ({action.reason}); "
+                f"spent ${spent:.4f}",
             )
             return "succeeded"
         if isinstance(action, d.Cancel):

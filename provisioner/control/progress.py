@@ -101,14 +101,15 @@ class ProgressReading(JobPassBase):
 
     def progress_for(self, live: list[Instance]) -> dict[str, Any] | None:
         """The job's progress: read again when the memo's copy is older than the reconciler's
-        ``progress_every`` (see :meth:`due`), when the live instances changed, or when
-        none is live."""
+        ``progress_every`` (see :meth:`due`), when the live instances changed, when one is
+        under an interruption notice, or when none is live."""
         memo, every = self.memo, self.env.progress_every
         ids = frozenset(i.id for i in live)
         fresh = (
             memo.progress_at is not None
             and ids
             and ids == memo.live
+            and not self.interruptions  # under a notice: what was checkpointed, every pass
             and not self.due(memo.progress_at, every)
             and not local_notice(memo)  # an agent's notice on a local store: read at once
         )
@@ -208,21 +209,24 @@ class ProgressReading(JobPassBase):
         ck = progress.get("last_checkpoint")
         if not ck or ck == self.memo.checkpoint:
             return
+        told = self.memo.checkpoint or (self.job.progress or {}).get("last_checkpoint")
         self.memo.checkpoint = ck
-        if ck == (self.job.progress or {}).get("last_checkpoint"):
+        if ck == told:
             return  # recorded before (this process or the one before it)
-        at = parse_time(progress.get("last_checkpoint_at"))
-        step = progress.get("last_checkpoint_step")
-        self.store.add_event(
-            self.job.id,
-            "checkpoint",
-            f"checkpoint {ck} in the checkpoint store"
-            + (f" (step {step})" if step is not None else "")
-            + f", attempt {progress.get('attempt', '?')}",
-            at=at or self.now,
-            checkpoint=ck,
-            attempt=progress.get("attempt"),
-        )
+        attempt = progress.get("attempt")
+        for name, step, at, by in _untold(progress, told):
+            if by is None and isinstance(attempt, int):  # resumed from: an earlier attempt's
+                by = max((a.attempt for a in self.attempts if a.attempt < attempt), default=None)
+            self.store.add_event(
+                self.job.id,
+                "checkpoint",
+                f"checkpoint {name} in the checkpoint store"
+                + (f" (step {step})" if step is not None else "")
+                + f", attempt {by if by is not None else '?'}",
+                at=parse_time(at) or self.now,
+                checkpoint=name,
+                attempt=by,
+            )
 
     def note_checkpoint_warning(self, progress: dict[str, Any]) -> None:
         """A ``checkpoint-warning`` event, once per attempt, when the job's progress file says
@@ -260,3 +264,29 @@ class ProgressReading(JobPassBase):
         return doc or {
             k: progress.get(k) for k in ("step", "total_steps", "last_checkpoint", "job")
         }
+
+
+def _untold(progress: dict[str, Any], told: str | None) -> list[tuple[str, Any, Any, int | None]]:
+    """The checkpoints of a progress record not yet told, oldest first: (name, step, upload
+    time, the attempt that wrote it, None: an earlier one). The agent lists its own uploads
+    (``checkpoints``), so a controller that reads progress seldom misses none of them."""
+    from provisioner.agent.store import step_of
+
+    attempt = progress.get("attempt")
+    own = [c for c in progress.get("checkpoints") or [] if isinstance(c, dict) and c.get("name")]
+    names = [str(c["name"]) for c in own]
+    if told in names:
+        own = own[names.index(str(told)) + 1 :]
+    else:
+        floor = step_of(told)
+        own = [c for c in own if floor is None or (step_of(c["name"]) or 0) > floor]
+    out = [(str(c["name"]), c.get("step"), c.get("at"), attempt) for c in own]
+    ck = str(progress["last_checkpoint"])
+    if not any(name == ck for name, *_ in out):
+        by = attempt
+        if "last_checkpoint_attempt" in progress:  # an agent that says who wrote it
+            by = progress["last_checkpoint_attempt"]
+        out.append(
+            (ck, progress.get("last_checkpoint_step"), progress.get("last_checkpoint_at"), by)
+        )
+    return out

@@ -43,7 +43,8 @@ def attempt_costs(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> list[AttemptCost]:
-    """Every attempt of ``jobs``, billed, split by UTC day and clipped to ``[since, until)``."""
+    """Every attempt of ``jobs``, billed, split by UTC day and clipped to ``[since, until)``;
+    with a window, only the attempts that ran in it."""
     by_job = store.attempts_for([j.id for j in jobs])
     cuts = [t for t in (since, until) if t is not None]
     out = []
@@ -55,6 +56,8 @@ def attempt_costs(
                 end = a.ended_at or now
                 billed = a.cost_usd if a.ended_at is not None else attempt_cost(a, now)
                 pieces = clip(split(billed, a.launched_at, end, cuts), since, until)
+            if cuts and not pieces:
+                continue  # it ran wholly outside the window (or never ran): not in it
             out.append(AttemptCost(job, a, billed, pieces))
     return out
 
@@ -111,10 +114,13 @@ def job_docs(costs: Sequence[AttemptCost]) -> list[dict[str, Any]]:
         j["attempts"] += 1
         j["hours"] += c.hours
         j["cost_usd"] += c.cost_usd
+    clipped = {c.job.id for c in costs if abs(c.cost_usd - c.billed_usd) > 1e-9}
     for j in out.values():
         j["hours"] = round(j["hours"], 6)
         j["cost_usd"] = round(j["cost_usd"], 6)
-        j.update(_diff(j["cost_usd"], j["estimate_usd"]))
+        # the estimate is the whole job's: no difference against a part of it (a window)
+        est = None if j["job_id"] in clipped else j["estimate_usd"]
+        j.update(_diff(j["cost_usd"], est))
     return list(out.values())
 
 

@@ -289,7 +289,7 @@ def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Actio
         return [*_stop_all(every, "cancelled by the user"), Cancel("cancelled by the user")]
     agent = job.agent or AgentReport()
     if agent.state == "done":
-        return [*_stop_all(every, "job finished"), Finish("finished")]
+        return [*_stop_all(every, "job finished"), Finish("the job's command completed")]
     if agent.state == "failed" and not every:
         return [*t.actions, Fail(f"job exited {agent.exit_code}")]
     setup = _setup_failed(job, agent, t)

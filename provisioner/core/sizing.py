@@ -73,8 +73,9 @@ def estimate_vram(w: Workload, gpu_count: int = 1) -> VRAMEstimate:
     shard = max(1, gpu_count)
     grads = opt = act = 0.0
     if w.method is Method.INFERENCE:
+        # tensor-parallel serving splits both the weights and the KV cache (by heads)
         weights = p * b / shard
-        act = 2 * layers * hidden * tokens * b  # KV cache
+        act = 2 * layers * hidden * tokens * b / shard  # KV cache
     elif w.method is Method.FULL:
         weights = p * b / shard
         grads = p * b / shard

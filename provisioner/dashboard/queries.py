@@ -152,8 +152,10 @@ def _placement(a: AttemptRow | None) -> dict[str, Any] | None:
         "instance_type": a.instance_type,
         "gpu": a.gpu,
         "gpu_count": a.gpu_count,
+        "nodes": a.nodes or 1,  # a gang: this many instances, each as described
         "market": a.market,
-        "price_per_hour": a.price_per_hour,
+        "price_per_hour": a.price_per_hour,  # per node
+        "gang_price_per_hour": a.price_per_hour * (a.nodes or 1),
         "bid_cap_per_hour": a.bid_cap_per_hour,
         "instance_id": a.instance_id,
         "state": a.state,
