@@ -723,7 +723,7 @@ def test_13_every_flag_of_every_command_is_in_the_readme_s_flag_table() -> None:
 def test_3_under_a_notice_the_relaunch_reads_the_work_left_afresh(tmp_path: Path) -> None:
     """A daemon reads progress seldom; under an interruption notice it reads it every pass, so
     the replacement's launch reason counts the work the last checkpoint holds (as ``up``)."""
-    from datetime import timedelta
+    from datetime import UTC, datetime, timedelta
 
     from providers.sim import SimProvider
     from provisioner.control.reconciler import Reconciler, cancel_job
@@ -734,11 +734,21 @@ def test_3_under_a_notice_the_relaunch_reads_the_work_left_afresh(tmp_path: Path
     try:
         rec.run_pass()  # launches attempt 1
         rec.run_pass()  # reads progress once: none yet
-        ck.write_progress(
-            _record(1, "ckpt-000000400", ["ckpt-000000400"], last_checkpoint_attempt=1)
-        )
         (first,) = store.attempts(job_id)
         sim.preempt(str(first.instance_id), notice_s=600)
+        # the agent's record under the notice (no cloud's API reports it: the agent does)
+        now = datetime.now(UTC)
+        notice = {
+            "seen_at": now.isoformat(),
+            "deadline": (now + timedelta(seconds=600)).isoformat(),
+            "raw": "instance-action: terminate",
+            "source": "metadata",
+        }
+        ck.write_progress(
+            _record(
+                1, "ckpt-000000400", ["ckpt-000000400"], last_checkpoint_attempt=1, notice=notice
+            )
+        )
         assert wait_for(lambda: rec.run_pass() is not None and len(store.attempts(job_id)) > 1, 60)
     finally:
         store.release_jobs(rec.owner)

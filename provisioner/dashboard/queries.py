@@ -145,11 +145,7 @@ def _placement(a: AttemptRow | None) -> dict[str, Any] | None:
     if a is None:
         return None
     return {
-        "attempt": a.attempt,
-        "provider": a.provider,
-        "region": a.region,
-        "zone": a.zone,
-        "instance_type": a.instance_type,
+        **{k: getattr(a, k) for k in ("attempt", "provider", "region", "zone", "instance_type")},
         "gpu": a.gpu,
         "gpu_count": a.gpu_count,
         "nodes": a.nodes or 1,  # a gang: this many instances, each as described
