@@ -335,13 +335,13 @@ def test_the_replacement_starts_during_the_notice_on_aws_through_moto(
                     noticed[iid] = meta.deadlines[iid] = time.time() + 20  # the warning, shortened
 
                     def reclaim(iid: str = iid) -> None:  # at the deadline, if still there
-                        time.sleep(20.5)
+                        time.sleep(20.5)  # behaviour under test: reclaimed at its deadline
                         if iid in hv.running():
                             hv.power_off(iid)
                             harness.preempt(iid)
 
                     threading.Thread(target=reclaim, daemon=True).start()
-                time.sleep(0.3)
+                time.sleep(0.3)  # this hand-driven controller's pass interval (a daemon's)
         finally:
             hv.close()
             rec.close()

@@ -248,13 +248,13 @@ def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
                     noticed[cur.instance_id] = meta.deadlines[name] = time.time() + NOTICE_S
 
                     def evict(name: str = name) -> None:  # at NotBefore, if still there
-                        time.sleep(NOTICE_S + 0.5)
+                        time.sleep(NOTICE_S + 0.5)  # behaviour under test: evicted at NotBefore
                         if name in hv.running():
                             hv.power_off(name)
                             harness.preempt(name)
 
                     threading.Thread(target=evict, daemon=True).start()
-                time.sleep(0.3)
+                time.sleep(0.3)  # this hand-driven controller's pass interval (a daemon's)
         finally:
             hv.close()
             rec.close()
