@@ -22,7 +22,7 @@ EVENTS = (
     "preempted",  # an attempt's capacity was taken back
     "restarted",  # a new attempt runs after a preemption
     "failed",  # the job ended failed
-    "finished",  # the job ended succeeded
+    "succeeded",  # the job ended succeeded
     "budget",  # spend crossed one of budget_levels (percent of budget.max_total)
     "deadline",  # a launch's estimate gives a miss chance at or above deadline_miss
     "capacity",  # every eligible offer answered no capacity or no quota lately
@@ -59,11 +59,18 @@ def target_name(value: str) -> str:
 TargetName = Annotated[str, AfterValidator(target_name)]
 
 
+#: Event names a policy may still use for one of EVENTS (the job's state word is the event's).
+ALIASES = {"finished": "succeeded"}
+
+
 def event_names(values: list[str]) -> list[str]:
+    out = []
     for v in values:
+        v = ALIASES.get(v, v)
         if v not in EVENTS:
             raise ValueError(f"{v!r} is not an event to notify of (one of {', '.join(EVENTS)})")
-    return list(dict.fromkeys(values))
+        out.append(v)
+    return list(dict.fromkeys(out))
 
 
 class Notify(_Model):

@@ -29,6 +29,9 @@ _LAZY = {
     "Market": ("provisioner.core.models", "Market"),
     "up": ("provisioner.api", "up"),
     "Job": ("provisioner.api", "Job"),
+    "JobFailed": ("provisioner.api", "JobFailed"),
+    "Refused": ("provisioner.preflight", "Refused"),
+    "NothingEligible": ("provisioner.preflight", "NothingEligible"),
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -36,10 +39,12 @@ __all__ = [*_LAZY, "__version__"]
 if TYPE_CHECKING:
     from policies.loader import PolicyError, load_policy
     from policies.model import Policy
+    from provisioner.api import Job, JobFailed, up
     from provisioner.catalog_files import Catalog
     from provisioner.core.models import Market, Offer, Placement
     from provisioner.core.planner import Plan, PlanContext
     from provisioner.planning import plan
+    from provisioner.preflight import NothingEligible, Refused
 
 
 def __getattr__(name: str) -> Any:

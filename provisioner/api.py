@@ -42,6 +42,7 @@ def submit(
     job_id: str | None = None,
     say: Callable[[str], None] | None = None,
     provider_defaults: bool = True,
+    check: bool = True,
 ) -> tuple[Store, str]:
     """The road ``provisioner up`` takes: the provider's options are its defaults (the sim's
     demo defaults, or the provider's section of ``~/.config/provisioner/providers.yaml``) with
@@ -51,7 +52,13 @@ def submit(
     cloud's VM installs: :mod:`provisioner.submission`) and record the job in the store;
     returns (store, job id).
     A policy that cannot run raises :class:`~policies.loader.PolicyError` with each problem's
-    place, and nothing is written."""
+    place, and nothing is written. Before that, what ``up`` refuses is refused here too
+    (:func:`provisioner.preflight.check_submission`): an unknown provider or provider option,
+    a cloud whose SDK is not installed, and a policy with nothing eligible in the built-in
+    catalog raise :class:`~provisioner.preflight.Refused` (``NothingEligible`` for the last,
+    with the plan's rejections), and nothing is written (``check=False``: the caller has
+    already run that check)."""
+    from provisioner.preflight import check_submission
     from provisioner.submission import prepare
 
     if isinstance(policy, Policy):
@@ -66,6 +73,8 @@ def submit(
         pol = parse_policy(text, path)  # what the store keeps is what was validated
     prov = provider or DEFAULT_PROVIDER
     provider_options = job_provider_options(prov, provider_options, defaults=provider_defaults)
+    if check:
+        check_submission(pol, path or pol.name, prov, provider_options)
     ready = prepare(
         pol,
         provider=prov,

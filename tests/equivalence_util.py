@@ -394,7 +394,7 @@ def _daemon_run(store: Any, sim: SimProvider, job_id: str, step_s: float, notes:
         elif ev.kind == "failed":
             effects.append(effect(k, "fail"))
             outcome = ("failed", k)
-        elif ev.kind == "finished":
+        elif ev.kind in ("succeeded", "finished"):
             outcome = ("succeeded", k)
         elif ev.kind in ("error", "guard", "provider-error"):
             notes.append(f"step {k}: {ev.kind}: {ev.message}")

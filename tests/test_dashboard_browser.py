@@ -241,7 +241,7 @@ def test_a_real_job_preempted_and_restarted_on_the_sim(browser: Any, tmp_path: P
         srv.start()
         load(browser, srv.url + f"jobs/{job_id}")
         kinds = [g.get_attribute("data-kind") for g in css(browser, "svg.timeline g.mark")]
-        for kind in ("launch", "notice", "checkpoint", "preemption", "restart", "finished"):
+        for kind in ("launch", "notice", "checkpoint", "preemption", "restart", "succeeded"):
             assert kind in kinds, (kind, kinds)
         lanes = [g.get_attribute("class") for g in css(browser, "svg.timeline g.lane")]
         assert "lane-preempted" in (lanes[0] or "") and len(lanes) >= 2
@@ -249,7 +249,7 @@ def test_a_real_job_preempted_and_restarted_on_the_sim(browser: Any, tmp_path: P
         # the notice first; the replacement launched during it (overlap on notice, the sim's
         # notice is long enough for a boot), so its restart may come before the preemption
         assert rows.index("notice") < min(rows.index("preemption"), rows.index("restart"))
-        assert rows.index("restart") < rows.index("finished")
+        assert rows.index("restart") < rows.index("succeeded")
         # every launch stored the plan it was chosen from
         plans = css(browser, "details.plan")
         assert plans and all(p.get_attribute("data-source") == "stored" for p in plans)

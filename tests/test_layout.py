@@ -104,7 +104,8 @@ LAYERS = {
     "provisioner.providers_config": 3,  # provider defaults read by the CLI
     "provisioner.jobcode": 3,  # the job's code: packed at `up`, fetched by the agent
     "provisioner.job": 3,  # the job's side on the VM (stdlib; framework integrations, lazily)
-    "provisioner.submission": 3,  # what `up` checks and prepares before a job is written
+    "provisioner.submission": 3,
+    "provisioner.preflight": 3,  # what `up` and the API refuse before a job is written  # what `up` checks and prepares before a job is written
     "provisioner.data": 0,  # package data (CSV files), no code
     "provisioner.cli": 4,
     "provisioner.api": 4,

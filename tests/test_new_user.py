@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from provisioner.control.store import Store
 from tests.daemon_util import DaemonProc, wait_for, write_config
 
@@ -246,6 +248,66 @@ def test_1_one_state_word_and_money_rounded(tmp_path: Path) -> None:
         if isinstance(a, d.Finish)
     ]
     assert "finished" not in fin.reason  # the state word is "succeeded", the reason says why
+
+
+def _api_policy(tmp_path: Path, gpu_count: int = 1) -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        'name: x\njob:\n  command: ["true"]\n'
+        f"resources:\n  gpus: [H100]\n  gpu_count: {gpu_count}\n"
+        f"checkpoint:\n  uri: file://{tmp_path / 'ck'}\n"
+    )
+    return path
+
+
+def test_1_the_api_refuses_what_up_refuses_before_writing_anything(tmp_path: Path) -> None:
+    """An unknown provider, an option the provider does not take and a policy with nothing
+    eligible: ``up`` exits 2, 2 and 3; ``provisioner.up()`` raises the same words, and neither
+    leaves a job in the store."""
+    import provisioner
+    from provisioner.preflight import NothingEligible, Refused
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    policy, nowhere = _api_policy(tmp_path), _api_policy(tmp_path / "n", gpu_count=3)
+    cases: list[tuple[dict[str, Any], Path, int, str, list[str]]] = [
+        ({"provider": "simm"}, policy, 2, "unknown provider", ["--provider", "simm"]),
+        (
+            {"provider": "sim", "provider_options": {"regoin": "x"}},
+            policy,
+            2,
+            "-o regoin: not an option of the sim provider",
+            ["-o", "regoin=x"],
+        ),
+        ({"provider": "sim"}, nowhere, 3, "nothing eligible", []),
+    ]
+    for kwargs, path, code, words, flags in cases:
+        with pytest.raises(Refused) as caught:
+            provisioner.up(str(path), store=url, **kwargs)
+        assert words in str(caught.value) and caught.value.exit_code == code
+        done = _cli("up", "--policy", str(path), "--store", url, *flags, cwd=tmp_path)
+        assert done.returncode == code, (done.stdout, done.stderr)
+        if code == 2:
+            assert words in done.stderr and "Traceback" not in done.stderr
+    with pytest.raises(NothingEligible) as none:
+        provisioner.up(str(nowhere), store=url)
+    assert none.value.plan.rejected and "provisioner plan --policy" in str(none.value)
+    assert Store(url).jobs() == []
+
+
+def test_1_a_job_s_success_is_told_as_succeeded_as_its_state_says() -> None:
+    """The notification of a job that succeeded is the ``succeeded`` event (the state word);
+    a policy that still lists ``finished`` gets it, and a store row written before the rename
+    is told the same way."""
+    from policies.notify import Notify
+    from provisioner.control.notify.route import Router
+
+    assert Notify(targets=["t"], events=["finished"]).events == ["succeeded"]
+    router = Router.of(["t"])
+    for kind in ("succeeded", "finished"):
+        told = router.notice("j1", "train", None, kind, "job succeeded after 0 restart(s)")
+        assert told is not None and told.event == "succeeded", kind
+        assert told.title.endswith("(j1) succeeded")
 
 
 # -- item 7: every shipped policy plans; policy check says when one can run nowhere -----------

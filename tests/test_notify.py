@@ -241,7 +241,7 @@ def test_the_outbox_rows_are_written_in_the_events_transaction(store: Store) -> 
 def test_a_queue_is_claimed_whole_by_one_owner_until_its_lease_ends(store: Store) -> None:
     jid = _job(store)
     _tell(store, jid, "preempted", ("a",), n=3)
-    _tell(store, jid, "finished", ("b",))
+    _tell(store, jid, "succeeded", ("b",))
     [qa, qb] = store.claim_notifications("r1", T0, timedelta(seconds=30))
     assert [r.target for r in qa] == ["a"] * 3 and [r.target for r in qb] == ["b"]
     assert store.claim_notifications("r2", T0 + timedelta(seconds=10), timedelta(seconds=30)) == []
@@ -310,18 +310,18 @@ def test_messages_reach_a_webhook_and_a_mailbox_in_order(
     book = TargetBook({"team": slack.url, "mail": mail.url}, {}, {})
     d = Deliverer(store, book, "r1", FAST)
     jid = _job(store)
-    for event in ("preempted", "restarted", "finished"):
+    for event in ("preempted", "restarted", "succeeded"):
         _tell(store, jid, event, ("team", "mail"))
     _drain(d, lambda: len(slack.messages) == 3 and len(mail.messages) == 3)
     want = [
         f"provisioner: job train ({jid}) preempted",
         f"provisioner: job train ({jid}) restarted (restart 1)",
-        f"provisioner: job train ({jid}) finished",
+        f"provisioner: job train ({jid}) succeeded",
     ]
     assert slack.titles() == want and mail.titles() == want
     assert [m.text for m in slack.messages] == ["preempted number 1", "restarted number 1",
-                                                 "finished number 1"]  # fmt: skip
-    assert "finished number 1" in mail.messages[-1].text
+                                                 "succeeded number 1"]  # fmt: skip
+    assert "succeeded number 1" in mail.messages[-1].text
     assert {r.state for r in store.notifications(jid)} == {"sent"}
     d.tick()
     assert len(slack.messages) == 3 and len(mail.messages) == 3  # nothing twice
@@ -333,7 +333,7 @@ def test_a_receiver_that_answers_500_gets_everything_after_in_order(
     slack.failing.set()
     d = Deliverer(store, TargetBook({"team": slack.url}, {}, {}), "r1", FAST)
     jid = _job(store)
-    for event in ("preempted", "restarted", "finished"):
+    for event in ("preempted", "restarted", "succeeded"):
         _tell(store, jid, event, ("team",))
     _drain(d, lambda: slack.failures >= 5)  # retried on the (short) schedule, still down
     assert slack.messages == []
@@ -342,7 +342,7 @@ def test_a_receiver_that_answers_500_gets_everything_after_in_order(
     assert all(r.tries == 0 for r in store.notifications(jid)[1:])  # the queue waits behind it
     slack.failing.clear()  # the receiver is back
     _drain(d, lambda: len(slack.messages) == 3)
-    assert [m.text.split()[0] for m in slack.messages] == ["preempted", "restarted", "finished"]
+    assert [m.text.split()[0] for m in slack.messages] == ["preempted", "restarted", "succeeded"]
 
 
 def test_the_rate_limit_folds_the_rest_into_one_summary(store: Store, slack: SlackReceiver) -> None:
@@ -386,7 +386,7 @@ def test_an_unknown_target_a_dead_end_and_old_rows(store: Store, slack: SlackRec
         tries=2, first_retry=timedelta(milliseconds=10), max_retry=timedelta(milliseconds=10)
     )
     d2 = Deliverer(store, d.book, "r1", few)
-    _tell(store, jid, "finished", ("team",))
+    _tell(store, jid, "succeeded", ("team",))
     _drain(d2, lambda: store.notifications(jid)[-1].state == "failed")
     assert sum(e.kind == "notify-failed" for e in store.events(jid)) == 2
     # rows older than max_age are dropped, not sent

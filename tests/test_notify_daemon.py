@@ -2,7 +2,7 @@
 127.0.0.1 (a Slack-format webhook server, an SMTP server):
 
 * a job preempted and restarted on the sim sends exactly ``preempted``, ``restarted``,
-  ``finished`` to each target, in order; its target's token is in no store row, log line or
+  ``succeeded`` to each target, in order; its target's token is in no store row, log line or
   dashboard page;
 * at least once across kill -9: a daemon killed between the send and the mark (at the
   ``after-notify-send`` failpoint, and by a real SIGKILL while the receiver holds the message)
@@ -65,7 +65,7 @@ def _three(store: Store, target: str = "team", name: str = "done") -> str:
     ).id  # fmt: skip
     store.update_job(jid, state="succeeded")
     router = Router.of([target])
-    for i, kind in enumerate(("preempted", "restarted", "finished"), start=1):
+    for i, kind in enumerate(("preempted", "restarted", "succeeded"), start=1):
         text = f"{name} message {i}"
         store.add_event(
             jid, kind, text, notify=router.notice(jid, name, None, kind, text, {"restart": 1})
@@ -204,7 +204,7 @@ def test_a_preempted_job_on_the_sim_tells_each_target_in_order(
     }  # fmt: skip
     policy = write_policy(
         tmp_path / "p.yaml", steps=400, ckpt=tmp_path / "ck",
-        extra="notify: {targets: [team, mail], events: [preempted, restarted, finished, failed]}",
+        extra="notify: {targets: [team, mail], events: [preempted, restarted, succeeded, failed]}",
     )  # fmt: skip
     cfg = _config(
         tmp_path, url, {"team": slack.url, "mail": mail.url},
@@ -231,7 +231,7 @@ def test_a_preempted_job_on_the_sim_tells_each_target_in_order(
         want = [
             f"provisioner: job e2e ({jid}) preempted",
             f"provisioner: job e2e ({jid}) restarted (restart 1)",
-            f"provisioner: job e2e ({jid}) finished",
+            f"provisioner: job e2e ({jid}) succeeded",
         ]
         assert slack.titles() == want
         assert wait_for(lambda: len(mail.messages) == 3, 10) and mail.titles() == want

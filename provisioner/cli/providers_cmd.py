@@ -9,11 +9,9 @@ SDK, variables and files each cloud uses is its fact (``cloud_facts(name)``: ``s
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from collections.abc import Mapping
-from importlib.machinery import all_suffixes
 from pathlib import Path
 
 import click
@@ -21,29 +19,7 @@ import click
 from providers.base import ProviderInfo, provider_names
 from providers.facts import cloud_facts, known_clouds
 from provisioner.cli.common import json_option, print_json
-
-
-def module_available(name: str) -> bool:
-    """Whether ``name`` can be imported, found without importing it or its parent packages.
-
-    The top-level package is found by the import system; the rest of the dotted name is looked
-    up in its directories (namespace packages such as ``google.cloud`` included).
-    """
-    top, *rest = name.split(".")
-    spec = importlib.util.find_spec(top)
-    if spec is None:
-        return False
-    locations = [Path(p) for p in spec.submodule_search_locations or ()]
-    for i, part in enumerate(rest):
-        if i == len(rest) - 1 and any(
-            (loc / f"{part}{suffix}").is_file() for loc in locations for suffix in all_suffixes()
-        ):
-            return True
-        locations = [loc / part for loc in locations if (loc / part).is_dir()]
-        if not locations:
-            return False
-    return True
-
+from provisioner.preflight import module_available
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 

@@ -69,24 +69,21 @@ def up(
     5: the job failed or was stopped.
     """
     from provisioner.api import Job, job_provider_options, submit
-    from provisioner.cli.checks import check_provider, check_sdk
     from provisioner.control.store import live_replicas
-    from provisioner.core.planner import PlanContext, PlanError, plan_offers
+    from provisioner.preflight import NothingEligible, Refused, check_submission
 
     # Everything is checked before anything is written: a refused `up` leaves no job behind.
     policy = load_policy_or_exit(policy_path)
     given = _parse_options(options)
-    check_provider(provider, job_provider_options(provider, given))
-    check_sdk(provider)
     try:
-        plan = plan_offers(policy, _catalog(), PlanContext(now=datetime.now(UTC)), top=3)
-    except PlanError as exc:
-        fail(f"{policy_path}: {exc}")
-    if not plan.placements:
+        check_submission(policy, policy_path, provider, job_provider_options(provider, given))
+    except NothingEligible as exc:
         from provisioner.cli.render import render_plan
 
-        render_plan(plan, _catalog())
-        raise SystemExit(EXIT_NOTHING_ELIGIBLE)
+        render_plan(exc.plan, _catalog())
+        raise SystemExit(EXIT_NOTHING_ELIGIBLE) from None
+    except Refused as exc:
+        fail(str(exc))
     store = _store(store_url, create=True)
     job_id = _submit(submit, policy_path, provider, given, store, as_json)
     job = Job(store, job_id)
@@ -130,7 +127,12 @@ def _submit(
 
         try:
             _, job_id = submit(
-                policy_path, provider=provider, provider_options=opts, store=store, say=say
+                policy_path,
+                provider=provider,
+                provider_options=opts,
+                store=store,
+                say=say,
+                check=False,  # checked before the store was opened
             )
         except PolicyError as exc:
             status.stop()

@@ -436,7 +436,7 @@ class JobRunner(Launching, ProgressReading):
         if isinstance(action, d.Finish):
             updates["result"] = self.read_result(self.memo.progress or {})
             self.event(
-                "finished",
+                "succeeded",
                 f"job succeeded after {self.job.restarts} restart(s) ({action.reason}); "
                 f"spent ${spent:.4f}",
             )

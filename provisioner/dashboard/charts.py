@@ -92,7 +92,7 @@ _MARK_SHAPES = {
     "checkpoint": '<circle cx="{x}" cy="{y}" r="4.5"/>',
     "preemption": '<path d="M{xa},{ya} l10,10 m0,-10 l-10,10"/>',
     "launch-failed": '<path d="M{xb},{yb} l7,7 m0,-7 l-7,7"/>',
-    "finished": '<path d="M{x},{y1} v12 M{x},{y1} h8 l-2,3 l2,3 h-8"/>',
+    "succeeded": '<path d="M{x},{y1} v12 M{x},{y1} h8 l-2,3 l2,3 h-8"/>',
 }
 
 
@@ -115,7 +115,7 @@ def _mark(kind: str, x: float, y: float) -> Markup:
 def timeline_svg(tl: dict[str, Any], width: int = 1000) -> Markup:
     """The attempts as bars on a time axis (one lane each, by market and how they ended) and
     the marks (launch, notice, checkpoint, preemption, restart, ...) with their reasons as
-    tooltips. The job's own events (submitted, finished) sit on the top lane."""
+    tooltips. The job's own events (submitted, succeeded) sit on the top lane."""
     lanes: list[dict[str, Any]] = tl["lanes"]
     gutter, lane_h, top = 210, 30, 10
     rows = 1 + len(lanes)

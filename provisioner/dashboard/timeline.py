@@ -21,7 +21,8 @@ EVENT_MARKS = {
     "submitted": "submitted",
     "notice": "notice",
     "checkpoint": "checkpoint",
-    "finished": "finished",
+    "succeeded": "succeeded",
+    "finished": "succeeded",  # the same event in stores written before it was renamed
     "failed": "failed",
     "cancelled": "cancelled",
     "lost": "lost",

@@ -21,7 +21,8 @@ EVENT_OF_KIND: dict[str, str] = {
     "restarted": "restarted",
     "failed": "failed",
     "policy-error": "failed",
-    "finished": "finished",
+    "succeeded": "succeeded",
+    "finished": "succeeded",  # the same event in stores written before it was renamed
     "budget": "budget",
     "deadline-risk": "deadline",
     "no-capacity": "capacity",
@@ -37,7 +38,7 @@ def _headline(event: str, data: Mapping[str, Any]) -> str:
     return {
         "preempted": "preempted",
         "failed": "failed",
-        "finished": "finished",
+        "succeeded": "succeeded",
         "deadline": "may miss its deadline",
         "capacity": "no capacity anywhere it may run",
         "price": "every offer is above its price caps",
