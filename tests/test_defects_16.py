@@ -71,6 +71,7 @@ class World:
             provider_options=options,
             store=self.store,
             now=self.clock["now"],
+            check=False,  # planned on this world's one-offer catalog, not the built-in one
         )
         return job_id
 
