@@ -257,6 +257,25 @@ def test_cli_simulate_json_and_plot(tmp_path: Path) -> None:
     assert "upper bound no daemon reaches" in CliRunner().invoke(cli, argv).output
 
 
+def test_cli_simulate_counts_a_failed_window_once(tmp_path: Path) -> None:
+    """Every window ends on the budget: none met (not -N of N), exit 6, and no cost / optimum
+    drawn from spend that paid for no finished job."""
+    from provisioner.cli import cli
+
+    pol = tmp_path / "p.yaml"
+    pol.write_text(
+        "name: poor\njob:\n  compute_hours: 8\ndeadline: 10h\n"
+        "budget:\n  max_total: 1\n  on_exhausted: stop\n"
+    )
+    argv = ["simulate", "--policy", str(pol), "--trace", str(_trace_file(tmp_path))]
+    res = CliRunner().invoke(cli, [*argv, "--windows", "2", "--json"])
+    assert res.exit_code == 6, res.output
+    s = json.loads(res.output)["summary"]
+    assert s["failed"] == 2 and s["deadlines_met"] == 0 and "cost_over_optimum" not in s
+    text = CliRunner().invoke(cli, [*argv, "--windows", "2"], env={"COLUMNS": "160"}).output
+    assert "0/2 met" in text and "-2/2" not in text and "cost / optimum" not in text
+
+
 def test_cli_simulate_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
     """On a plain install (no `plot` extra) --plot exits 2 naming the extra, no traceback: a
     real subprocess in which importing matplotlib fails as if it were not installed."""

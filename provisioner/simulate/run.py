@@ -220,10 +220,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "lost_work_hours": mean("lost_work_hours"),
         "deadlines_missed": int(sum(bool(r["deadline_missed"]) for r in rows)),
         "failed": int(sum(bool(r["failed"]) for r in rows)),
+        # a failed window usually missed its deadline too: each window counted once
+        "deadlines_met": int(sum(not r["deadline_missed"] and not r["failed"] for r in rows)),
         "on_demand_only_cost": mean("on_demand_only_cost"),
         "lower_bound_cost": mean("lower_bound_cost"),
         "optimum_cost": mean("optimum_cost"),
     }
-    if all(r.get("optimum_cost") for r in rows):
-        out["cost_over_optimum"] = float(np.mean([r["cost"] / r["optimum_cost"] for r in rows]))
+    ran = [r for r in rows if not r["failed"]]  # a failed window's spend is no job's cost
+    if ran and all(r.get("optimum_cost") for r in ran):
+        out["cost_over_optimum"] = float(np.mean([r["cost"] / r["optimum_cost"] for r in ran]))
+        out["cost_over_optimum_windows"] = len(ran)
     return out
