@@ -63,7 +63,7 @@ ADVISOR = "catalog/aws_spot_advisor_2025-06-28_flat.csv"
 HISTORY_H = 168.0  # the week before a window the trace prior is fitted on
 JOBS = ((12.0, 15.0), (48.0, 60.0))  # (work, deadline) hours
 P_OD, P_SPOT = 3.06, 0.97  # p3.2xlarge, us-east-1 (the simulator's reference prices)
-PRIORS = ("new", "trace")
+PRIORS = ("new", "trace", "cross")
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,7 @@ def run_zone(
     seed: int,
     modes: tuple[str, ...],
     half_life_h: float | None = priors.HISTORY_HALF_LIFE_H,
+    cross: tuple[float, float, float, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Realised costs of ``n`` windows and each prior's estimate made at their starts."""
     step = est.FINE_STEP_S  # the truth at the finest step, whatever step the estimate takes
@@ -143,7 +144,15 @@ def run_zone(
     rule = est.CloudRule(est.cloud_rule("aws").billing, 0.0, 120.0)
     prior = est.band_rates(z.band)
     for mode in modes:
-        if mode == "new":  # one estimate per zone: what `plan` prints, whatever the window
+        if mode == "cross":  # the new account's prior, refitted without this set
+            if cross is None:
+                continue
+            [got] = est.estimate_placements(
+                [placement(z, work_h)], policy, deadline_h, seed=seed, rules={"aws": rule},
+                rates={0: reference_rates(cross, z.band)},
+            )  # fmt: skip
+            e = [got.estimate] * n
+        elif mode == "new":  # one estimate per zone: what `plan` prints, whatever the window
             [got] = est.estimate_placements(
                 [placement(z, work_h)], policy, deadline_h, seed=seed, rules={"aws": rule}
             )
@@ -162,6 +171,65 @@ def run_zone(
         out[f"{mode}_mean"] = np.asarray([x.mean_usd for x in e if x])
         out[f"{mode}_p10"] = np.asarray([x.p10_usd for x in e if x])
         out[f"{mode}_p90"] = np.asarray([x.p90_usd for x in e if x])
+    return out
+
+
+def fit_reference(files: list[Path]) -> tuple[float, float, float, float]:
+    """(failure shape, failure mean /h, recovery shape, recovery mean /h) fitted on the days
+    of ``files`` as the module's reference is (:func:`calibrate`)."""
+    step, chunk = priors.CALIBRATION_STEP_S, priors.CALIBRATION_CHUNK_H
+    rows = np.concatenate([priors.chunk_counts(load_trace(f).available_on(step), step, chunk)
+                           for f in files])  # fmt: skip
+    k_up, m_up = priors.fit_gamma(rows[:, 0], rows[:, 1])
+    k_dn, m_dn = priors.fit_gamma(rows[:, 2], rows[:, 3])
+    return k_up, m_up, k_dn, m_dn
+
+
+def reference_rates(ref: tuple[float, float, float, float], band: str) -> priors.Rates:
+    """A new account's prior for a zone in ``band`` from a reference fit (as
+    :func:`provisioner.simulate.priors.new_account_rates` does from the module's)."""
+    k_up, m_up, k_dn, m_dn = ref
+    scale = priors.band_risk(band) / priors.band_risk(priors.REF_BAND)
+    return priors.Rates(
+        1.0 / (m_up * scale), 1.0 / m_dn, "cross", up_now=None, up_shape=k_up, down_shape=k_dn
+    )
+
+
+def by_zone(data: Path, windows: int, seed: int) -> None:
+    """The realised mean cost of each zone and instance type that appears in several trace
+    sets (different weeks): what any prior made before history gives it is one figure."""
+    advisor = data / ADVISOR
+    bands = priors.load_advisor_bands(advisor) if advisor.is_file() else {}
+    seen: dict[tuple[str, str, float], list[tuple[str, float]]] = {}
+    for label, files in trace_sets(data):
+        for z in zones(data, files, bands):
+            for work_h, deadline_h in JOBS:
+                got = run_zone(z, windows, work_h, deadline_h, seed, ())
+                if got:
+                    key = (z.trace.zone, z.instance_type, work_h)
+                    seen.setdefault(key, []).append(
+                        (label.rsplit("/", 1)[-1], float(got["real"].mean()))
+                    )
+    print("the same zone and type in different weeks (realised mean cost per set):")
+    for (zone, itype, work_h), got in sorted(seen.items()):
+        if len(got) < 2:
+            continue
+        vals = [m for _, m in got]
+        each = "  ".join(f"{lab} ${m:.2f}" for lab, m in got)
+        print(f"   {zone} {itype} {work_h:g} h: {each}  max/min {max(vals) / min(vals):.2f}")
+
+
+def cross_fits(data: Path) -> dict[str, tuple[float, float, float, float]]:
+    """For each trace set, the reference refitted on every other set's traces (a file that is
+    also in the set left out, byte for byte, is left out too)."""
+    sets = dict(trace_sets(data))
+    digest = {f: hashlib.sha1(f.read_bytes()).hexdigest() for fs in sets.values() for f in fs}
+    out = {}
+    for label, files in sets.items():
+        mine = {digest[f] for f in files}
+        rest = [f for other, fs in sets.items() if other != label for f in fs
+                if digest[f] not in mine]  # fmt: skip
+        out[label] = fit_reference(rest)
     return out
 
 
@@ -229,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--sets", default="", help="only the trace sets whose path holds this")
     ap.add_argument("--convergence", action="store_true", help="the estimate against the step")
+    ap.add_argument(
+        "--by-zone", action="store_true", help="each zone's realised cost in each week it appears"
+    )
     args = ap.parse_args(argv)
     if not (args.data / "traces").is_dir():
         print(f"estimate_bench: no traces under {args.data / 'traces'} (give --data); skipped")
@@ -236,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.windows = 30
     modes = tuple(args.prior or PRIORS)
+    if args.by_zone:
+        by_zone(args.data, args.windows, args.seed)
+        return 0
+    fits = cross_fits(args.data) if "cross" in modes else {}
     if args.calibrate:
         calibrate(args.data)
     if args.convergence:
@@ -260,7 +335,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {label} ({tag}): {len(zs)} traces, bands {band_list} ==")
         for work_h, deadline_h in JOBS:
             parts = [
-                run_zone(z, args.windows, work_h, deadline_h, args.seed, modes, half_life)
+                run_zone(
+                    z,
+                    args.windows,
+                    work_h,
+                    deadline_h,
+                    args.seed,
+                    modes,
+                    half_life,
+                    fits.get(label),
+                )
                 for z in zs
             ]
             parts = [p for p in parts if p]
@@ -270,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
             real = cat["real"]
             for mode in modes:
+                if f"{mode}_mean" not in cat:
+                    continue
                 m = cat[f"{mode}_mean"]
                 mae = float(np.mean(np.abs(m - real) / real))
                 bias = float(m.mean() / real.mean() - 1)
