@@ -10,9 +10,10 @@ what they do alike; each cloud's folder fills in its hooks:
 - ``_run(region, request, image, tags)``: sends ``RunInstances``, returns the new id;
 - ``_terminate_call(region, ids)``: one terminate call for a batch of ids.
 
-Preemption is level-triggered: an instance reads PREEMPTED from what the cloud reports on it
-in each answer (Alibaba's ``Recycling`` lock, Tencent's going-away state that no operation of
-ours explains), never from what this process remembers. A reclaimed instance the cloud has
+Reclaims are level-triggered: read from what the cloud reports on the instance in each answer,
+never from what this process remembers. Alibaba's ``Recycling`` lock is the reclaim notice (the
+instance runs on, minutes before ECS releases it: a ``notice`` interruption while it stands);
+Tencent's going-away state that no operation of ours explains is the preemption itself. A reclaimed instance the cloud has
 already released is in no list; the control loop, which knows the attempt was spot and whether
 it terminated it, reads that as a preemption (:mod:`provisioner.control.jobpass`).
 
@@ -393,18 +394,26 @@ class RegionalProvider(Provider):
         out: builtins.list[Interruption] = []
         for region in self.regions:
             for inst in self._spot_candidates(region):
-                if inst.market is Market.SPOT and inst.state is InstanceState.PREEMPTED:
+                kind = self._reclaim_kind(inst)
+                if kind is not None:
                     out.append(
                         Interruption(
                             instance_id=inst.id,
                             provider=self.name,
                             zone=inst.zone,
-                            kind="preempted",
+                            kind=kind,
                             at=at,
                             raw=self._preemption_raw(inst),
                         )
                     )
         return out
+
+    def _reclaim_kind(self, inst: Instance) -> str | None:
+        """How a spot candidate is being taken back: "notice" (still running, going soon),
+        "preempted" (gone or going now), or None (it is not)."""
+        if inst.market is Market.SPOT and inst.state is InstanceState.PREEMPTED:
+            return "preempted"
+        return None
 
     def close(self) -> None:
         self._clients.clear()

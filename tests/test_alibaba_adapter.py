@@ -596,19 +596,23 @@ def test_list_follows_next_token(
     assert [c.params.get("NextToken") for c in listed] == [None, "2", "4"]
 
 
-def test_preemption_is_the_recycling_lock(
+def test_the_recycling_lock_is_the_reclaim_notice(
     server: AlibabaFakeServer, provider: AlibabaProvider
 ) -> None:
+    """ECS locks a reclaimed spot instance with ``Recycling`` minutes before it releases it:
+    the instance still runs (its job checkpoints on the metadata's termination time), so the
+    lock is a notice, not the preemption; the release is."""
     since = datetime.now(UTC) - timedelta(seconds=1)
     inst = provider.launch(request())
     server.preempt(inst.id)
 
     got = provider.get(inst.id)
-    assert got.state is InstanceState.PREEMPTED
+    assert got.state is InstanceState.RUNNING and got.state.alive
     assert got.raw_state == "Running"  # still there, locked, until ECS releases it
     assert "Recycling" in got.state_reason
     [found] = provider.interruptions(since)
-    assert (found.instance_id, found.kind, found.zone) == (inst.id, "preempted", "cn-hangzhou-h")
+    assert (found.instance_id, found.kind, found.zone) == (inst.id, "notice", "cn-hangzhou-h")
+    assert found.deadline is None  # the API does not say when: the VM's metadata does
     assert "Recycling" in found.raw
     # dated when seen: a window that starts after this call has nothing yet
     assert provider.interruptions(datetime.now(UTC) + timedelta(seconds=1)) == []
@@ -627,7 +631,7 @@ def test_preemption_is_read_from_the_cloud_on_every_call_not_remembered(
     inst = provider.launch(request())
     server.preempt(inst.id)
     fresh = make_provider(server)  # a restarted daemon: it never saw the instance alive
-    assert fresh.get(inst.id).state is InstanceState.PREEMPTED
+    assert fresh.get(inst.id).state is InstanceState.RUNNING  # locked: under notice
     for adapter in (fresh, provider, provider):  # level-triggered: while the lock stands
         assert [i.instance_id for i in adapter.interruptions(since)] == [inst.id]
     assert server.calls("DescribeInstances")[-1].params["LockReason"] == "Recycling"

@@ -168,3 +168,48 @@ def test_an_instance_we_terminated_that_is_gone_is_not_a_preemption(cloud: str) 
     job = store.job(job_id)
     assert job is not None and job.restarts == 0
     store.close()
+
+
+def test_an_alibaba_reclaim_notice_leaves_the_instance_to_checkpoint() -> None:
+    """The Recycling lock is the notice: the controller keeps the locked instance (its job
+    checkpoints on the metadata's termination time) instead of ending it at once; its release
+    minutes later is the preemption (restart counted, zone cooled)."""
+    tmp = tempfile.mkdtemp()
+    clock = {"now": datetime.now(UTC)}
+    with alibaba() as (server, make, offer):
+        store = Store(f"sqlite:///{tmp}/s.db")
+        path = Path(tmp) / "p.yaml"
+        path.write_text(POLICY)
+        _, job_id = submit(
+            path, provider="alibaba", provider_defaults=False, store=store, now=clock["now"],
+            provider_options={"package_spec": f"provisioner[alibaba] @ {WHEEL}"},
+        )  # fmt: skip
+        provider = make()
+        rec = Reconciler(
+            store,
+            catalog=Catalog.from_offers([offer]),
+            provider_factory=lambda _n, _o: provider,
+            clock=lambda: clock["now"],
+        )
+        rec.run_pass()
+        [inst] = [i for i in provider.list({TAG_JOB: job_id}) if i.state.alive]
+        server.preempt(inst.id)  # locked: Recycling
+        for _ in range(3):  # passes while the lock stands
+            clock["now"] += timedelta(seconds=20)
+            rec.run_pass()
+        assert provider.get(inst.id).state.alive  # not terminated by us
+        assert not [e for e in store.events(job_id) if e.kind == "terminate"]
+        [first] = store.attempts(job_id)
+        assert first.state == "running"
+        notices = [e for e in store.events(job_id) if e.kind == "notice"]
+        assert len(notices) == 1 and inst.id in notices[0].message
+        server.release(inst.id)  # ECS takes it
+        clock["now"] += timedelta(minutes=3)
+        rec.run_pass()
+        attempts = store.attempts(job_id)
+        assert attempts[0].state == "preempted", attempts[0].end_reason
+        job = store.job(job_id)
+        assert job is not None and job.restarts == 1
+        rec.close()
+        provider.close()
+        store.close()

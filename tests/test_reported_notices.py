@@ -156,6 +156,16 @@ def test_the_apis_notice_is_kept_where_both_report_one() -> None:
     assert merged([api, gone], [mine, other]) == [api, gone, other]
 
 
+def test_an_api_notice_without_a_time_takes_the_agents() -> None:
+    """Alibaba's Recycling lock says nothing of when the instance goes; the VM's metadata
+    does, and the agent reports it: the one notice keeps that deadline."""
+    lock = Interruption("i-1", "alibaba", "cn-hangzhou-h", "notice", NOW, raw="Recycling")
+    when = NOW + timedelta(minutes=5)
+    mine = Interruption("i-1", "alibaba", "cn-hangzhou-h", "notice", NOW, when)
+    [one] = merged([lock], [mine])
+    assert one.deadline == when and one.raw == "Recycling"
+
+
 def test_the_agent_report_comes_from_the_same_record() -> None:
     rec = ProgressRecord.from_doc(record(state="interrupted", exit_code=0))
     rep = agent_report(rec)

@@ -57,10 +57,10 @@ class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPricing):
             str(lock.get("LockReason", "")) for lock in nested(raw, "OperationLocks", "LockReason")
         ]
         market = Market.SPOT if raw.get("SpotStrategy") in SPOT_STRATEGIES else Market.ON_DEMAND
-        if market is Market.SPOT and RECYCLING in locks:
-            state = InstanceState.PREEMPTED
-        else:
-            state = STATES.get(status, InstanceState.TERMINATED)
+        # the Recycling lock is the reclaim notice: the instance runs on (its job checkpoints)
+        # until ECS releases it minutes later (then it is in no list: the control loop reads
+        # a spot attempt's instance gone as preempted); interruptions() reports the notice
+        state = STATES.get(status, InstanceState.TERMINATED)
         tags = {
             str(t.get("TagKey")): str(t.get("TagValue", ""))
             for t in nested(raw, "Tags", "Tag")
@@ -135,6 +135,13 @@ class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPricing):
 
     def _preemption_raw(self, inst: Instance) -> str:
         return f"OperationLocks.LockReason={RECYCLING}"
+
+    def _reclaim_kind(self, inst: Instance) -> str | None:
+        if inst.market is not Market.SPOT:
+            return None
+        if inst.state.alive and RECYCLING in inst.state_reason.split(","):
+            return "notice"  # locked, still running: released minutes later
+        return "preempted" if inst.state is InstanceState.PREEMPTED else None
 
     def _run(self, region: str, request: LaunchRequest, image: str, tags: dict[str, str]) -> str:
         offer = request.offer

@@ -39,7 +39,7 @@ FACTS = CloudFacts(
             "DescribeInstances OperationLocks LockReason=Recycling; the system event "
             "Instance:PreemptibleInstanceInterruption (CloudMonitor/EventBridge)"
         ),
-        api_read=False,  # the adapter reads the Recycling lock as the preemption itself
+        api_read=True,  # the Recycling lock, read as the notice while the instance runs
         docs="https://www.alibabacloud.com/help/en/ecs/user-guide/interruption-events-of-preemptible-instances",
     ),
 )

@@ -43,8 +43,8 @@ class SimConfig:
     #: the job themselves (the equivalence test writes its progress on a virtual clock)
     run_agent: bool = True
     #: whether the API reports the notices it serves on the metadata endpoint: None, as the
-    #: mimicked cloud's API does (``CloudFacts.notice_sources.api_read``: none of the five
-    #: today); True, every one (a cloud whose API reports notices); False, none
+    #: mimicked cloud's API does (``CloudFacts.notice_sources.api_read``: of the five, only
+    #: Alibaba's, whose Recycling lock is the notice); True, every one; False, none
     api_notices: bool | None = None
     #: a virtual clock (epoch seconds), moved only by ``POST /v1/clock``; None: the real clock.
     #: Under it the market, launches, notices, preemptions and billing all read this time.

@@ -19,6 +19,7 @@ simulator records as it replays a trace.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -165,13 +166,17 @@ def reported_notices(
 
 def merged(api: Sequence[Interruption], reported: Iterable[Interruption]) -> list[Interruption]:
     """The provider's interruptions and the agents' notices, one notice per instance (the
-    API's where both report it)."""
+    API's where both report it, with the agent's deadline where the API gives none: Alibaba's
+    Recycling lock says nothing of when, the VM's metadata does)."""
     out = list(api)
-    have = {(x.instance_id, x.kind) for x in out}
+    have = {(x.instance_id, x.kind): i for i, x in enumerate(out)}
     for x in reported:
-        if (x.instance_id, x.kind) not in have:
+        i = have.get((x.instance_id, x.kind))
+        if i is None:
+            have[(x.instance_id, x.kind)] = len(out)
             out.append(x)
-            have.add((x.instance_id, x.kind))
+        elif out[i].deadline is None and x.deadline is not None:
+            out[i] = dataclasses.replace(out[i], deadline=x.deadline)
     return out
 
 

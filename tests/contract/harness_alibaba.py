@@ -74,8 +74,15 @@ class AlibabaHarness:
     def inject_error(self, code: str, *, times: int = 1, operation: str = "launch") -> None:
         self.server.inject_error(OPERATIONS.get(operation, operation), code, times=times)
 
+    #: ECS shows the reclaim in its API first, as a notice (the Recycling lock on a running
+    #: instance), then releases the instance
+    reclaim_notice = True
+
     def preempt(self, instance_id: str) -> None:
         self.server.preempt(instance_id)
+
+    def release(self, instance_id: str) -> None:
+        self.server.release(instance_id)
 
     def launch_requests(self) -> list[dict[str, Any]]:
         return [dict(r.params) for r in self.server.calls("RunInstances")]

@@ -151,6 +151,18 @@ def test_preemption_is_seen_by_get_and_interruptions(harness: Harness, provider:
     inst = provider.launch(request_for(harness, Market.SPOT, cap=0.5))
     since = datetime.now(UTC) - timedelta(seconds=5)
     harness.preempt(inst.id)
+    if getattr(harness, "reclaim_notice", False):
+        # the API shows the reclaim as a notice while the instance runs, then releases it
+        running = provider.get(inst.id)
+        assert running.state is InstanceState.RUNNING
+        [notice] = [i for i in provider.interruptions(since) if i.instance_id == inst.id]
+        assert notice.kind == "notice" and notice.provider == harness.name
+        harness.release(inst.id)
+        with pytest.raises(ProviderError) as gone:
+            provider.get(inst.id)
+        assert gone.value.kind is ErrorKind.NOT_FOUND
+        assert not [i for i in provider.interruptions(since) if i.instance_id == inst.id]
+        return
 
     got = provider.get(inst.id)
     assert got.state is InstanceState.PREEMPTED
