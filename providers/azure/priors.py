@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from providers.azure.client import AzureClient
@@ -64,15 +65,16 @@ class AzurePriors(AzureClient):
 
         locations = list(regions or self.locations)
         query = eviction_query(locations, instance_types)
-        graph, rows, token = self.graph, [], None
+        graph, token = self.graph, None
+        rows: builtins.list[dict[str, Any]] = []
         while True:
             request = QueryRequest(
                 subscriptions=[self.subscription_id],
                 query=query,
                 options=QueryRequestOptions(skip_token=token, result_format="objectArray"),
             )
-            answer = self._call(
-                "Resource Graph SpotResources", lambda r=request: graph.resources(r)
+            answer: Any = self._call(
+                "Resource Graph SpotResources", partial(graph.resources, request)
             )
             rows.extend(answer.data or [])
             token = answer.skip_token
