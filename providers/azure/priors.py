@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from providers.azure.client import AzureClient
+from providers.base import ProviderUnavailable
 from provisioner.core.zone_priors import EVICTION_RATE, ZonePrior, eviction_risk
 
 
@@ -51,7 +52,13 @@ class AzurePriors(AzureClient):
     def graph(self) -> Any:
         with self._lock:
             if self._graph is None:
-                from azure.mgmt.resourcegraph import ResourceGraphClient
+                try:
+                    from azure.mgmt.resourcegraph import ResourceGraphClient
+                except ImportError as exc:  # an install from before the extra had it
+                    raise ProviderUnavailable(
+                        "azure: Resource Graph needs azure-mgmt-resourcegraph: "
+                        "pip install 'provisioner[azure]'"
+                    ) from exc
 
                 kw = self._client_kwargs()
                 kw.pop("polling_interval", None)

@@ -111,7 +111,7 @@ def _refresh(
     options: tuple[str, ...],
     url: str | None,
 ) -> list[Any]:
-    from providers.base import ProviderError, get
+    from providers.base import ProviderError, ProviderUnavailable, get
     from providers.capabilities import Priors
     from provisioner.cli.checks import check_provider, check_sdk
     from provisioner.cli.jobs_cmd import _store
@@ -140,6 +140,8 @@ def _refresh(
             rows = prov.priors(where or None, types)
         except ProviderError as exc:
             fail(str(exc), EXIT_PROVIDER)
+        except ProviderUnavailable as exc:
+            fail(str(exc))
     finally:
         prov.close()
     _store(url, create=True).save_priors(rows, replace=provider_name)
