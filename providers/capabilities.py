@@ -25,6 +25,11 @@ needs one asks ``isinstance(provider, LivePrices)`` and says what it does withou
   Azure usages, Alibaba account attributes, Tencent account quota); ``provisioner quotas --refresh`` caches them in the store and ``plan`` rejects
   offers beyond what is left (provisioner/core/quotas.py).
 
+- :class:`Priors`: reads what the cloud says of a zone's spot capacity (AWS Spot placement
+  scores and price history, Azure Resource Graph eviction rates, Alibaba DescribeSpotAdvice);
+  ``provisioner priors --refresh`` caches them and the planner, decide() and the estimate
+  use them (provisioner/core/zone_priors.py). GCP and Tencent publish no such figures.
+
 A protocol with no members would match every object, so each one names at least one method.
 """
 
@@ -41,6 +46,7 @@ from providers.base import PriceQuote
 from provisioner.core.models import Offer
 from provisioner.core.quotas import Quota
 from provisioner.core.tco import Commitment
+from provisioner.core.zone_priors import ZonePrior
 
 
 @runtime_checkable
@@ -51,6 +57,19 @@ class LivePrices(Protocol):
     def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
         """Live spot and on-demand prices of the GPU types in ``regions`` (default: the
         adapter's own)."""
+        ...
+
+
+@runtime_checkable
+class Priors(Protocol):
+    """An adapter that reads the cloud's availability priors (placement scores, eviction
+    rates, interruption rates) per zone or region and instance type."""
+
+    def priors(
+        self, regions: Iterable[str] | None = None, instance_types: Iterable[str] = ()
+    ) -> builtins.list[ZonePrior]:
+        """The priors of ``instance_types`` (Azure, Alibaba: none given, all the cloud has) in
+        ``regions`` (default: the adapter's own), as read now."""
         ...
 
 

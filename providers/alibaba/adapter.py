@@ -27,6 +27,7 @@ from providers.alibaba.client import nested, parse_time
 from providers.alibaba.errors import NAME
 from providers.alibaba.offers import AlibabaPricing
 from providers.alibaba.placement import AlibabaPlacement
+from providers.alibaba.priors import AlibabaPriors
 from providers.alibaba.quotas import AlibabaQuotas
 from provisioner.core.models import (
     TAG_MANAGED,
@@ -47,7 +48,7 @@ STATES: dict[str, InstanceState] = {
 }  # Deleted, Released, anything unknown: TERMINATED
 
 
-class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPricing):
+class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPriors, AlibabaPricing):
     """Alibaba Cloud ECS spot and pay-as-you-go instances."""
 
     def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from providers.aws.commitments import AWSCommitments
 from providers.aws.instances import AWSInstances
 from providers.aws.placement import AWSPlacement
+from providers.aws.priors import AWSPriors
 from providers.aws.quotas import AWSQuotas
 from providers.base import Provider
 
 
-class AWSProvider(AWSCommitments, AWSQuotas, AWSPlacement, AWSInstances, Provider):
+class AWSProvider(AWSCommitments, AWSQuotas, AWSPriors, AWSPlacement, AWSInstances, Provider):
     """EC2 in one or more regions.
 
     ``credentials``: a dict with ``aws_access_key_id``/``aws_secret_access_key``
@@ -27,7 +28,8 @@ class AWSProvider(AWSCommitments, AWSQuotas, AWSPlacement, AWSInstances, Provide
 
     A gang's nodes go into one cluster placement group (:mod:`providers.aws.placement`); a
     launch with ``fabric="efa"`` asks for one EFA per network card, as many as the type takes. ``quotas()`` reads the GPU
-    families' vCPU quotas from Service Quotas (:mod:`providers.aws.quotas`).
+    families' vCPU quotas from Service Quotas (:mod:`providers.aws.quotas`); ``priors()`` the
+    Spot placement scores and price volatility per zone (:mod:`providers.aws.priors`).
     """
 
     name = "aws"

@@ -1,4 +1,5 @@
-"""Azure virtual machines through ``azure-mgmt-compute`` and ``azure-mgmt-network``.
+"""Azure virtual machines through ``azure-mgmt-compute`` and ``azure-mgmt-network`` (and Spot
+eviction rates through ``azure-mgmt-resourcegraph``).
 
 What this adapter does, and the Azure facts behind it (see shared/reference/clouds.md):
 

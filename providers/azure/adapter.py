@@ -5,11 +5,14 @@ from __future__ import annotations
 from providers.azure.commitments import AzureCommitments
 from providers.azure.launch import AzureLaunch
 from providers.azure.placement import AzurePlacement
+from providers.azure.priors import AzurePriors
 from providers.azure.quotas import AzureQuotas
 from providers.base import Provider
 
 
-class AzureProvider(AzureCommitments, AzureQuotas, AzurePlacement, AzureLaunch, Provider):
+class AzureProvider(
+    AzureCommitments, AzureQuotas, AzurePriors, AzurePlacement, AzureLaunch, Provider
+):
     """Azure VMs in one subscription and resource group.
 
     ``subscription_id`` (default ``$AZURE_SUBSCRIPTION_ID``), ``resource_group``,

@@ -41,6 +41,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "quotas",
         "The account's GPU quotas per cloud and region, as last read (--refresh reads them).",
     ),
+    "priors": (
+        "provisioner.cli.priors_cmd",
+        "priors",
+        "What each cloud says of its zones' spot capacity, as last read (--refresh reads it).",
+    ),
     "up": ("provisioner.cli.up_cmd", "up", "Submit a job and supervise it through interruptions."),
     "jobs": ("provisioner.cli.jobs_cmd", "jobs", "List jobs."),
     "daemon": ("provisioner.cli.daemon_cmd", "daemon", "Run the controller (under systemd)."),

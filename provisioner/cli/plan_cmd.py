@@ -72,8 +72,11 @@ def plan(
     catalog = load_catalog_or_exit(catalogs, provider)
     store = _existing_store(store_url)
     # the account's quotas as last read (`provisioner quotas --refresh`, quota errors at launch)
+    # and the clouds' availability priors (`provisioner priors --refresh`)
     context = PlanContext(
-        now=datetime.now(UTC), quotas=tuple(store.quotas()) if store is not None else ()
+        now=datetime.now(UTC),
+        quotas=tuple(store.quotas()) if store is not None else (),
+        priors=_zone_risks(store),
     )
     # each offer at its freshest price: the live quotes `catalog refresh` stored, else the row
     catalog, origins = freshest(catalog, store.prices() if store is not None else [])
@@ -90,7 +93,7 @@ def plan(
         fail(f"{policy_path}: {exc}")
     from provisioner.simulate.estimate import estimate_plan
 
-    result = estimate_plan(result, context.now)
+    result = estimate_plan(result, context.now, priors=context.priors)
     if as_json:
         from provisioner.cli.render import billing_by_provider
 
@@ -107,6 +110,18 @@ def plan(
         render_plan(result, catalog)
         _price_notes(result, origins, context.now)
     raise SystemExit(EXIT_OK if result.placements else EXIT_NOTHING_ELIGIBLE)
+
+
+def _zone_risks(store: Any) -> dict[Any, Any]:
+    """The store's availability priors as one risk per zone and type ({}: none cached)."""
+    if store is None:
+        return {}
+    rows = store.priors()
+    if not rows:
+        return {}
+    from provisioner.core.zone_priors import zone_risks
+
+    return zone_risks(rows)
 
 
 def _no_sqlite_file(url: str | None) -> bool:

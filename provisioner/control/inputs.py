@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -302,6 +302,7 @@ def observations(
     plan: Plan,
     now: datetime,
     record: ProgressRecord | None = None,
+    zone_priors: Mapping[Any, Any] | None = None,
 ) -> Observations:
     """What the providers say now, as decide() sees it: the provider's interruptions, and the
     notice the agent reports (``record``; :func:`reported_notices`) where the provider's API
@@ -327,6 +328,7 @@ def observations(
         capacity_errors=errors,
         spot_up_since=spot_up_since(spot, outages(attempts), job.submitted_at),
         spot_history=zone_history(spot_events(attempts), now),
+        zone_priors=zone_priors or {},
     )
 
 
@@ -374,6 +376,7 @@ def candidate_plan(
     now: Any,
     measured: Any = None,
     short: Shortfalls = frozenset(),
+    priors: Mapping[Any, Any] | None = None,
 ) -> Plan:
     # pacing=False: a running job is paced by decide() against what is left, not filtered by
     # whole-job estimates here (which left a job no budget could pay for waiting forever)
@@ -384,6 +387,7 @@ def candidate_plan(
         measured=measured or {},
         pacing=False,
         node_capacity=dict(short),
+        priors=priors or {},
     )
     return plan_offers(policy, catalog, ctx, top=CANDIDATES)
 

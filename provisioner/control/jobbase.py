@@ -59,6 +59,7 @@ class PassEnv:
     plan_for: Callable[..., Plan]  # (job, policy, cooled locations, now[, gang shortfalls])
     batch: PassBatch  # rows written at the end of the pass
     measured: Any  # provisioner.probe.watch.MeasuredFigures (probe figures for the planner)
+    priors: Any = None  # provisioner.control.priorfigures.PriorFigures (availability priors)
     failpoints: Failpoints = field(default_factory=Failpoints)
     interval_s: float = 5.0  # how soon the next pass comes: decide()'s step
     decide_every: timedelta = timedelta(0)

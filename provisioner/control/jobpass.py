@@ -324,8 +324,9 @@ class JobRunner(Launching, ProgressReading):
             plan = self.plan = self.env.plan_for(job, policy, cooled, now, short)
         else:
             plan = self.plan = self.env.plan_for(job, policy, cooled, now)
+        risks = None if self.env.priors is None else self.env.priors.get(now)
         obs = inputs.observations(
-            job, self.attempts, seen, self.interruptions, plan, now, self.record_of(progress)
+            job, self.attempts, seen, self.interruptions, plan, now, self.record_of(progress), risks
         )
         return d.decide(view, obs, now)
 

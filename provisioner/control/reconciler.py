@@ -61,6 +61,7 @@ from provisioner.control.passguard import (
     is_store_error,
     unblock,
 )
+from provisioner.control.priorfigures import figures
 from provisioner.control.records import (
     PassBatch,
     PassReport,
@@ -119,7 +120,7 @@ class Reconciler:
         self._catalogs: dict[str, Catalog] = {}
         self._feed = InterruptionFeed(store)
         self._swept: dict[str, datetime] = {}  # provider -> last placement-group sweep
-        self._plans: dict[tuple[str, frozenset[tuple[str, str]], frozenset[Any], int], Plan] = {}
+        self._plans: dict[tuple[str, frozenset[tuple[str, str]], frozenset[Any], Any], Plan] = {}
         #: how soon the next pass comes (the driver's loop: the daemon's reconcile_interval,
         #: ``up``'s one second): the step decide() is told
         self.pass_interval_s = pass_interval_s
@@ -136,10 +137,8 @@ class Reconciler:
         #: (0: every pass); a job without a live instance is read every pass.
         self.progress_every = progress_every
         self._memos: dict[str, JobMemo] = {}
-        from provisioner.probe.watch import MeasuredFigures
-
-        #: probe results per (provider, instance type, GPU), handed to the planner as data
-        self.measured = MeasuredFigures(store)
+        #: probe results and the clouds' availability priors: data for the planner and decide()
+        self.measured, self.priors = figures(store)
         self.notify = Router()  # the policies' own targets; the daemon adds its defaults
         self.reference = OnDemandReference(self.catalog_for)  # the ledger's, kept at launch
         self.refresh_prices()
@@ -207,18 +206,18 @@ class Reconciler:
         is pure, so sharing is exact)."""
         from provisioner.control.inputs import candidate_plan
 
-        measured = self.measured.get(now)
+        measured, risks = self.measured.get(now), self.priors.get(now)
         key = (
             self._provider_key(job) + "\0" + job.policy_yaml,
             cooled,
             short,
-            int(now.timestamp() // 60) * 1_000_000 + self.measured.version,
+            (int(now.timestamp() // 60), self.measured.version, self.priors.version),
         )
         got = self._plans.get(key)
         if got is None:
             if len(self._plans) > 10_000:
                 self._plans.clear()
-            got = candidate_plan(policy, self.catalog_for(job), cooled, now, measured, short)
+            got = candidate_plan(policy, self.catalog_for(job), cooled, now, measured, short, risks)
             self._plans[key] = got
         return got
 
@@ -276,6 +275,7 @@ class Reconciler:
             plan_for=self.plan_for,
             batch=self.batch,
             measured=self.measured,
+            priors=self.priors,
             failpoints=self.failpoints,
             interval_s=self.pass_interval_s,
             decide_every=self.decide_every,

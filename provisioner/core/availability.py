@@ -33,9 +33,12 @@ PRIOR_OUTAGE_H = 2.0
 PRIOR_N = 1.0
 
 
-def lifetime_h(up_h: np.ndarray | float, lost: np.ndarray | float) -> np.ndarray:
-    """Posterior mean spot lifetime (hours) after ``up_h`` hours up and ``lost`` preemptions."""
-    return (PRIOR_LIFE_H * PRIOR_N + np.asarray(up_h, dtype=float)) / (
+def lifetime_h(
+    up_h: np.ndarray | float, lost: np.ndarray | float, prior_h: np.ndarray | float = PRIOR_LIFE_H
+) -> np.ndarray:
+    """Posterior mean spot lifetime (hours) after ``up_h`` hours up and ``lost`` preemptions
+    (``prior_h``: the prior mean, per zone where a cloud's availability prior seeds it)."""
+    return (np.asarray(prior_h, dtype=float) * PRIOR_N + np.asarray(up_h, dtype=float)) / (
         PRIOR_N + np.asarray(lost, dtype=float)
     )
 
@@ -90,12 +93,16 @@ def for_options(
     known: np.ndarray,
     since_down_h: np.ndarray,
     saving: np.ndarray | None = None,
+    prior_life: Sequence[float] | None = None,
 ) -> tuple[float, float, np.ndarray]:
     """For one job's spot options (``decide()``): the best usable option's ``p_up`` and mean
     lifetime, and each option's score (expected spot hours, times what an hour there saves
     against on-demand where ``saving`` is given: with several zones at different prices, the
-    score ranks them by expected saving)."""
-    life = lifetime_h(np.asarray([h.up_h for h in hist]), np.asarray([h.lost for h in hist]))
+    score ranks them by expected saving). ``prior_life``: each option's prior mean lifetime
+    where a cloud's availability prior is known (provisioner.core.zone_priors.prior_life_h;
+    None: :data:`PRIOR_LIFE_H` for all)."""
+    prior = PRIOR_LIFE_H if prior_life is None else np.asarray(prior_life, dtype=float)
+    life = lifetime_h(np.asarray([h.up_h for h in hist]), np.asarray([h.lost for h in hist]), prior)
     out = outage_h(np.asarray([h.down_h for h in hist]), np.asarray([h.recovered for h in hist]))
     _, p, lf = best_zone(known[None, :], since_down_h[None, :], life[None, :], out[None, :])
     _, score = zone_scores(known, since_down_h, life, out)

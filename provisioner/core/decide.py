@@ -118,6 +118,7 @@ from provisioner.core.views import (
     ZoneHistory,
     cooldown_over,
 )
+from provisioner.core.zone_priors import prior_life_h
 
 #: a spot location with nothing seen yet (one shared, immutable record)
 NO_HISTORY = ZoneHistory()
@@ -405,7 +406,8 @@ def _decide_on(
     hist = [known.get(loc) or NO_HISTORY for loc in locs] if known else [NO_HISTORY] * len(locs)
     base = od[0].price_per_hour if od else 0.0
     saving = [max(0.0, base - price) for price in prices]
-    p_up, life, score = av.for_options(hist, avail, ages, np.asarray(saving) if od else None)
+    seed = prior_life_h(obs.zone_priors, [p.offer for p in spot])  # None: no prior known
+    p_up, life, score = av.for_options(hist, avail, ages, np.asarray(saving) if od else None, seed)
     strat = _strategy_for(job, strategy)
     state = sv.state(job, now, running, spot, avail, od, ages, (p_up, life))
     wish = int(np.asarray(strat.want(state))[0])

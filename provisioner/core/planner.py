@@ -45,6 +45,7 @@ from provisioner.core.planrows import (
 from provisioner.core.quotas import Quota, blocking
 from provisioner.core.quotas import why as quota_why
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
+from provisioner.core.zone_priors import Key, ZoneRisk, risk_column
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +99,9 @@ class PlanContext:
     #: the account's quotas (provisioner.core.quotas.Quota, cached in the store by
     #: `provisioner quotas --refresh`); an offer beyond what is left of one is rejected
     quotas: tuple[Quota, ...] = ()
+    #: the clouds' availability priors per (provider, zone or region, type) (zone_risks() of
+    #: `provisioner priors --refresh`): a spot offer's interruption risk where one is known
+    priors: Mapping[Key, ZoneRisk] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -410,9 +414,8 @@ def plan_offers(
             )
         rtt_all = mean_rtt[j_all]
         is_spot = np.asarray([markets[m] is Market.SPOT for m in m_all], dtype=bool)
-        score, tpd = score_rows(
-            policy, cost, price_all, rtt_all, cols.band_risk[rows][j_all], is_spot, tflops[j_all]
-        )
+        risk_all = risk_column(cols.band_risk[rows][j_all], rows[j_all], catalog.offers, ctx.priors)
+        score, tpd = score_rows(policy, cost, price_all, rtt_all, risk_all, is_spot, tflops[j_all])
         k = len(score) if top is None else min(top, len(score))
         part = np.argpartition(score, k - 1)[:k] if k < len(score) else np.arange(len(score))
         order = part[np.lexsort((price_all[part], score[part]))]

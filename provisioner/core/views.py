@@ -43,9 +43,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from policies.model import Policy
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
+
+if TYPE_CHECKING:
+    from provisioner.core.zone_priors import ZoneRisk
 
 Location = tuple[str, str]  # (provider, zone or region)
 
@@ -233,3 +237,6 @@ class Observations:
     capacity_errors: tuple[CapacityError, ...] = ()  # recent ones: treated as no capacity
     spot_up_since: Mapping[Location, datetime] = field(default_factory=dict)
     spot_history: Mapping[Location, ZoneHistory] = field(default_factory=dict)
+    #: the clouds' availability priors (provisioner.core.zone_priors.zone_risks): a spot
+    #: option's zone with no history starts from its prior's lifetime, not the default
+    zone_priors: Mapping[tuple[str, str, str], ZoneRisk] = field(default_factory=dict)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -37,6 +37,7 @@ from provisioner.core.billing import Billing
 from provisioner.core.models import CostEstimate, Market, Placement
 from provisioner.core.strategies import DEFAULT_STRATEGY, get_strategy
 from provisioner.core.views import CHANGEOVER_H
+from provisioner.core.zone_priors import Key, ZoneRisk, for_offer
 from provisioner.simulate.priors import (
     CALIBRATION_STEP_S,
     Rates,
@@ -79,10 +80,22 @@ FALLBACK_DISCOUNT = 0.35
 NO_SPOT_SHARE = 0.10
 
 
-def band_rates(band: str) -> Rates:
+def band_rates(band: str, prior: ZoneRisk | None = None) -> Rates:
     """The prior for a zone in Spot Advisor ``band`` with no recorded history ("" or unknown:
-    the planner's default risk): :func:`provisioner.simulate.priors.new_account_rates`."""
-    return new_account_rates(band)
+    the planner's default risk), refined by the cloud's own ``prior`` of the zone where one is
+    known: :func:`provisioner.simulate.priors.new_account_rates`."""
+    return new_account_rates(band, prior)
+
+
+def prior_rates(placements: Sequence[Placement], risks: Mapping[Key, ZoneRisk]) -> dict[int, Rates]:
+    """The priors of the placements whose zone has an availability prior (by index), for
+    :func:`estimate_placements`'s ``rates``; the others keep their band's."""
+    out: dict[int, Rates] = {}
+    for i, p in enumerate(placements):
+        zr = for_offer(risks, p.offer) if risks else None
+        if zr is not None:
+            out[i] = band_rates(p.offer.interruption_band, zr)
+    return out
 
 
 def gang_rates(r: Rates, nodes: int) -> Rates:
@@ -312,8 +325,12 @@ def _on_demand(
     )
 
 
-def estimate_plan(plan: Plan, now: datetime, *, seed: int = 0) -> Plan:
-    """``plan`` with an estimate on each of its placements, the deadline counted from ``now``."""
+def estimate_plan(
+    plan: Plan, now: datetime, *, seed: int = 0, priors: Mapping[Key, ZoneRisk] | None = None
+) -> Plan:
+    """``plan`` with an estimate on each of its placements, the deadline counted from ``now``
+    (``priors``: the clouds' availability priors, refining the bands of the zones they know)."""
     horizon = None if plan.deadline is None else (plan.deadline - now).total_seconds() / 3600.0
-    placements = estimate_placements(plan.placements, plan.policy, horizon, seed=seed)
+    rates = prior_rates(plan.placements, priors) if priors else None
+    placements = estimate_placements(plan.placements, plan.policy, horizon, seed=seed, rates=rates)
     return replace(plan, placements=placements)

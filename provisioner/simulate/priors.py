@@ -15,6 +15,9 @@ what real zones do; a single fixed rate gives a range far narrower than the outc
   (:func:`load_advisor_bands`, the flat CSV or AWS's JSON); a zone without a band (clouds that
   publish none) takes the planner's default risk. Whether the zone is up now is unknown: each
   run starts up with its rates' stationary share.
+  What the cloud says of the zone itself (an AWS placement score, an Azure eviction rate, an
+  Alibaba 30-day interruption rate, cached by ``provisioner priors --refresh``) refines the
+  band: its monthly risk stands in for the band's (:mod:`provisioner.core.zone_priors`).
 * **With history** (:func:`fit_rates`): the Gamma posterior given what the zone showed
   (its falls over its up hours, its recoveries over its down hours) and the state it is in
   now. The shape grows by one per period seen, so a long history leaves the prior behind and
@@ -41,6 +44,7 @@ import numpy as np
 from provisioner.core.catalog import BAND_RISK, BANDS
 from provisioner.core.planrows import DEFAULT_SPOT_RISK
 from provisioner.core.views import ZoneHistory
+from provisioner.core.zone_priors import ZoneRisk
 
 #: The step the reference was fitted at (and the estimate's finest step), seconds.
 CALIBRATION_STEP_S = 300.0
@@ -82,10 +86,16 @@ def band_risk(band: str) -> float:
     return DEFAULT_SPOT_RISK if risk is None else risk
 
 
-def new_account_rates(band: str) -> Rates:
-    """The prior of a zone in ``band`` with no recorded history (see the module)."""
+def new_account_rates(band: str, prior: ZoneRisk | None = None) -> Rates:
+    """The prior of a zone in ``band`` with no recorded history (see the module). ``prior``:
+    what the cloud says of the zone (an AWS placement score, an Azure eviction rate, an
+    Alibaba 30-day interruption rate, a price volatility; provisioner.core.zone_priors), which
+    refines the band's monthly risk: it replaces it, or scales it (a volatility alone)."""
     source = f"band {band}" if band in BAND_RISK else "default band"
-    scale = band_risk(band) / BAND_RISK[REF_BAND]
+    r = band_risk(band)
+    if prior is not None:
+        r, source = prior.apply(r), f"{source}, {prior.source}"
+    scale = r / BAND_RISK[REF_BAND]
     return Rates(
         1.0 / (REF_FAIL_RATE * scale),
         1.0 / REF_BACK_RATE,

@@ -176,6 +176,8 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
             "max-spot-instance-vcpu-count": "500",
             "used-spot-instance-vcpu-count": "0",
         }
+        #: DescribeSpotAdvice: (zone, instance type) -> (InterruptionRate, InterruptRateDesc)
+        self.spot_advice: dict[tuple[str, str], tuple[float, str]] = {}
         self._lock = threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -446,6 +448,34 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
             if n in self.account_attributes
         ]
         return {"AccountAttributeItems": {"AccountAttributeItem": items}}
+
+    def _do_DescribeSpotAdvice(self, params: dict[str, str]) -> dict[str, Any]:
+        """The 30-day interruption rate of spot types per zone of the region (``RegionId``
+        required; ``InstanceTypes.N``, at most 10, and ``ZoneId`` narrow it), as
+        ``AvailableSpotZones.AvailableSpotZone[].AvailableSpotResources.AvailableSpotResource[]``."""
+        region = self._region(params)
+        types = [v for k, v in sorted(params.items()) if k.startswith("InstanceTypes.")]
+        if len(types) > 10:
+            raise ApiError("InvalidParameter", "InstanceTypes: at most 10 instance types.")
+        zones: dict[str, list[dict[str, Any]]] = {}
+        for (zone, itype), (rate, desc) in sorted(self.spot_advice.items()):
+            if not zone.startswith(region) or (types and itype not in types):
+                continue
+            if params.get("ZoneId") and zone != params["ZoneId"]:
+                continue
+            zones.setdefault(zone, []).append(
+                {
+                    "InstanceType": itype,
+                    "InterruptionRate": rate,
+                    "InterruptRateDesc": desc,
+                    "AverageSpotDiscount": 35,
+                }
+            )
+        rows = [
+            {"ZoneId": z, "AvailableSpotResources": {"AvailableSpotResource": r}}
+            for z, r in zones.items()
+        ]
+        return {"RegionId": region, "AvailableSpotZones": {"AvailableSpotZone": rows}}
 
     def _do_DescribeInstances(self, params: dict[str, str]) -> dict[str, Any]:
         region = self._region(params)

@@ -352,6 +352,10 @@ class AzureServer(LocalHTTPServer):
         #: ``currentValue``, ``limit``, ``name.value``, ``name.localizedValue``;
         #: https://learn.microsoft.com/rest/api/compute/usage/list)
         self.usages: dict[str, list[dict[str, Any]]] = {}
+        #: Resource Graph's SpotResources rows (tests/fakes/azure_graph.py spot_row), answered
+        #: ``graph_page_size`` at a time
+        self.spot_resources: list[dict[str, Any]] = []
+        self.graph_page_size = 2
         self._state = _State()
         self._inject: dict[str, list[_Injected]] = {}
         self._lock = threading.RLock()
@@ -611,6 +615,7 @@ class AzureServer(LocalHTTPServer):
         yield ppg + r"/(?P<name>[^/]+)", "GET", self._ppg_get
         yield ppg + r"/(?P<name>[^/]+)", "DELETE", self._ppg_delete
         yield ppg, "GET", self._ppg_list
+        yield r"/providers/Microsoft\.ResourceGraph/resources", "POST", self._graph
         yield (
             r"/subscriptions/(?P<sub>[^/]+)/providers/Microsoft\.Compute/locations/"
             r"(?P<location>[^/]+)/usages",
@@ -625,6 +630,12 @@ class AzureServer(LocalHTTPServer):
             "GET",
             self._op_get,
         )
+
+    def _graph(self, _query: Any, body: Any) -> tuple[int, Any, dict[str, str]]:
+        """Resource Graph ``resources``: the SpotResources eviction rates (azure_graph.py)."""
+        from tests.fakes.azure_graph import answer
+
+        return answer(self.spot_resources, self.subscription_id, body, self.graph_page_size)
 
     def _usages(
         self, _query: Any, _body: Any, sub: str, location: str

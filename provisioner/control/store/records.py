@@ -1,5 +1,5 @@
 """The store's queries on the tables beside jobs: attempts, instances, events, cooldowns,
-prices and quotas."""
+prices, quotas and availability priors."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from provisioner.control.store.schema import (
     InstanceRow,
     JobRow,
     PriceRow,
+    PriorRow,
     QuotaRow,
 )
 from provisioner.core.quotas import Quota
+from provisioner.core.zone_priors import ZonePrior
 
 
 class RecordQueries(OutboxQueries):
@@ -293,6 +295,51 @@ class RecordQueries(OutboxQueries):
                     at=_aware(r.at),
                 )
                 for r in rows.all()
+            ]
+
+    # -- availability priors --------------------------------------------------------------------
+
+    def save_priors(self, priors: Iterable[ZonePrior], *, replace: str | None = None) -> int:
+        """Store availability priors as read (one row per provider, region, zone, type and
+        kind). ``replace``: a provider whose every stored prior is replaced (a full refresh)."""
+        n = 0
+        with self.session() as s:
+            if replace is not None:
+                s.execute(delete(PriorRow).where(PriorRow.provider == replace))
+            for p in priors:
+                s.merge(
+                    PriorRow(
+                        provider=p.provider,
+                        region=p.region,
+                        zone=p.zone,
+                        instance_type=p.instance_type,
+                        kind=p.kind,
+                        value=p.value,
+                        label=p.label,
+                        at=p.at,
+                    )
+                )
+                n += 1
+        return n
+
+    def priors(self, provider: str | None = None) -> list[ZonePrior]:
+        with self.session() as s:
+            q = select(PriorRow)
+            if provider:
+                q = q.where(PriorRow.provider == provider)
+            order = (PriorRow.provider, PriorRow.region, PriorRow.zone, PriorRow.instance_type)
+            return [
+                ZonePrior(
+                    provider=r.provider,
+                    region=r.region,
+                    zone=r.zone,
+                    instance_type=r.instance_type,
+                    kind=r.kind,
+                    value=r.value,
+                    label=r.label,
+                    at=_aware(r.at),
+                )
+                for r in s.scalars(q.order_by(*order, PriorRow.kind)).all()
             ]
 
     def prices(self, provider: str | None = None) -> list[PriceRow]:

@@ -217,6 +217,22 @@ class QuotaRow(Base):
     at: Mapped[datetime]
 
 
+class PriorRow(Base):
+    """A cloud's availability figure for a type in a zone or region as last read
+    (provisioner.core.zone_priors.ZonePrior; migration 0008_priors)."""
+
+    __tablename__ = "zone_priors"
+
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    zone: Mapped[str] = mapped_column(String(64), primary_key=True)
+    instance_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+    label: Mapped[str] = mapped_column(String(32), default="")
+    at: Mapped[datetime]
+
+
 class ReplicaRow(Base):
     """A running daemon replica and its heartbeat (``provisioner up`` hands jobs to one)."""
 
