@@ -58,7 +58,6 @@ from provisioner.simulate.replay import replay  # noqa: E402
 from provisioner.simulate.scenario import Scenario  # noqa: E402
 from provisioner.simulate.traces import Trace, load_trace, window_starts  # noqa: E402
 
-CALIBRATION = "cant_be_late/availability/1-node/aws-10-26-2022"
 ADVISOR = "catalog/aws_spot_advisor_2025-06-28_flat.csv"
 HISTORY_H = 168.0  # the week before a window the trace prior is fitted on
 JOBS = ((12.0, 15.0), (48.0, 60.0))  # (work, deadline) hours
@@ -219,33 +218,40 @@ def by_zone(data: Path, windows: int, seed: int) -> None:
         print(f"   {zone} {itype} {work_h:g} h: {each}  max/min {max(vals) / min(vals):.2f}")
 
 
-def cross_fits(data: Path) -> dict[str, tuple[float, float, float, float]]:
-    """For each trace set, the reference refitted on every other set's traces (a file that is
-    also in the set left out, byte for byte, is left out too)."""
+def reference_files(data: Path, leave_out: str | None = None) -> list[Path]:
+    """The traces the new account's reference prior is fitted on: every AWS trace (the
+    reference band, ``>20%``, is theirs), each distinct file once; ``leave_out``: without the
+    files of that set (byte for byte, wherever else they appear)."""
     sets = dict(trace_sets(data))
     digest = {f: hashlib.sha1(f.read_bytes()).hexdigest() for fs in sets.values() for f in fs}
-    out = {}
+    skip = {digest[f] for f in sets.get(leave_out or "", [])}
+    out, seen = [], set(skip)
     for label, files in sets.items():
-        mine = {digest[f] for f in files}
-        rest = [f for other, fs in sets.items() if other != label for f in fs
-                if digest[f] not in mine]  # fmt: skip
-        out[label] = fit_reference(rest)
+        if "gcp" in label:
+            continue
+        for f in files:
+            if digest[f] not in seen:
+                seen.add(digest[f])
+                out.append(f)
     return out
 
 
+def cross_fits(data: Path) -> dict[str, tuple[float, float, float, float]]:
+    """For each trace set, the reference refitted on every other set's AWS traces: the
+    prior a new account gets, measured on traces it was not fitted on."""
+    return {label: fit_reference(reference_files(data, label)) for label, _ in trace_sets(data)}
+
+
 def calibrate(data: Path) -> None:
-    """Refit the new account's reference prior on the calibration set and print it."""
-    step, chunk = priors.CALIBRATION_STEP_S, priors.CALIBRATION_CHUNK_H
-    files = sorted((data / "traces" / CALIBRATION).glob("*.json"))
-    rows = np.concatenate([priors.chunk_counts(load_trace(f).available_on(step), step, chunk)
-                           for f in files])  # fmt: skip
-    k_up, m_up = priors.fit_gamma(rows[:, 0], rows[:, 1])
-    k_dn, m_dn = priors.fit_gamma(rows[:, 2], rows[:, 3])
+    """Refit the new account's reference prior on every AWS trace and print it."""
+    files = reference_files(data)
+    k_up, m_up, k_dn, m_dn = fit_reference(files)
     print(
-        f"calibration ({CALIBRATION}, {len(files)} traces, {len(rows)} days at {step:g} s): "
-        f"failure rate Gamma shape {k_up:.3f} mean {m_up:.3f}/h; recovery rate shape "
-        f"{k_dn:.3f} mean {m_dn:.3f}/h (in use: {priors.FAIL_SHAPE:g}, {priors.REF_FAIL_RATE:g}; "
-        f"{priors.BACK_SHAPE:g}, {priors.REF_BACK_RATE:g})"
+        f"calibration (every AWS trace, {len(files)} distinct files, days at "
+        f"{priors.CALIBRATION_STEP_S:g} s): failure rate Gamma shape {k_up:.3f} mean "
+        f"{m_up:.3f}/h; recovery rate shape {k_dn:.3f} mean {m_dn:.3f}/h (in use: "
+        f"{priors.FAIL_SHAPE:g}, {priors.REF_FAIL_RATE:g}; {priors.BACK_SHAPE:g}, "
+        f"{priors.REF_BACK_RATE:g})"
     )
 
 
@@ -330,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.sets not in label:
             continue
         zs = zones(args.data, files, bands)
-        tag = "calibration" if label == CALIBRATION else "held out"
+        tag = "AWS: in the new prior's fit" if "gcp" not in label else "not in the fit"
         band_list = ", ".join(sorted({z.band or "none" for z in zs}))
         print(f"== {label} ({tag}): {len(zs)} traces, bands {band_list} ==")
         for work_h, deadline_h in JOBS:

@@ -362,7 +362,7 @@ def test_estimate_bench_prints_coverage_bias_and_error_per_job_and_prior() -> No
     assert code == 0, out
     assert "2 traces, bands none" in out  # the three identical us-central1 files count once
     rows = [ln for ln in out.splitlines() if "inside P10-P90" in ln]
-    assert [r.split()[4] for r in rows] == ["new", "trace"]  # the 12 h job, both priors
+    assert [r.split()[4] for r in rows] == ["new", "trace", "cross"]  # the 12 h job, each prior
     assert "48 h job: traces too short" in out
     for r in rows:
         assert re.search(r"bias [+-]\d+\.\d%.*abs error +\d+\.\d%.*inside P10-P90 +\d+\.\d%", r)
