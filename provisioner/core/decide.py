@@ -80,6 +80,7 @@ from policies.model import MarketChoice, Policy
 from provisioner.core import availability as av
 from provisioner.core import gang
 from provisioner.core import overlap as ov
+from provisioner.core import signals as sig
 from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
 from provisioner.core.actions import (
@@ -337,6 +338,8 @@ def decide(
 ) -> list[Action]:
     """What to do for ``job`` now. See the module docstring for the contract."""
     nodes = job.policy.resources.nodes
+    rest, rebalance = sig.split(obs.interruptions)  # early signals: provisioner.core.signals
+    obs = replace(obs, interruptions=rest)
     if nodes > 1:  # a gang: its instances as one unit (provisioner.core.gang)
         cur = job.current
         leaders = {cur.attempt: cur.instance_id} if cur and cur.instance_id else {}
@@ -359,7 +362,10 @@ def decide(
             why = f"; overlapping the notice of {t.keep.id}"
             over = replace(new[0], replaces=t.keep.id, reason=new[0].reason + why)
             return [over if a is new[0] else a for a in out]
-    return _decide_on(job, obs, now, t, strategy)
+    look = sig.on_rebalance(
+        job, obs, now, t, rebalance, lambda n: _decide_on(job, obs, now, n, strategy)
+    )
+    return look or _decide_on(job, obs, now, t, strategy)
 
 
 def _hand_over(job: JobView, t: _Now, now: datetime) -> _Now:
