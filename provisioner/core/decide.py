@@ -338,8 +338,7 @@ def decide(
 ) -> list[Action]:
     """What to do for ``job`` now. See the module docstring for the contract."""
     nodes = job.policy.resources.nodes
-    rest, rebalance = sig.split(obs.interruptions)  # early signals: provisioner.core.signals
-    obs = replace(obs, interruptions=rest)
+    obs, rb = sig.split(obs)  # early signals (provisioner.core.signals): kept apart
     if nodes > 1:  # a gang: its instances as one unit (provisioner.core.gang)
         cur = job.current
         leaders = {cur.attempt: cur.instance_id} if cur and cur.instance_id else {}
@@ -362,9 +361,7 @@ def decide(
             why = f"; overlapping the notice of {t.keep.id}"
             over = replace(new[0], replaces=t.keep.id, reason=new[0].reason + why)
             return [over if a is new[0] else a for a in out]
-    look = sig.on_rebalance(
-        job, obs, now, t, rebalance, lambda n: _decide_on(job, obs, now, n, strategy)
-    )
+    look = sig.on_rebalance(job, obs, now, t, rb, lambda x: _decide_on(job, obs, now, x, strategy))
     return look or _decide_on(job, obs, now, t, strategy)
 
 
@@ -406,6 +403,8 @@ def _decide_on(
                 cur_i, avail = len(spot) - 1, np.append(avail, True)
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
+        elif running == SPOT:  # a replacement lost in its overlap: it took over again
+            cur_i = sig.running_at(keep, locs, avail)
     ages = sv.ages(obs, now, locs, avail)
     known = obs.spot_history
     hist = [known.get(loc) or NO_HISTORY for loc in locs] if known else [NO_HISTORY] * len(locs)

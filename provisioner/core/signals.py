@@ -26,16 +26,18 @@ costs nothing: the instance runs on, and the next pass may look again while the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from provisioner.core import overlap as ov
 from provisioner.core.actions import Action, CoolDown, Launch, Terminate
-from provisioner.core.models import Instance, Interruption, Market
+from provisioner.core.models import Instance, InstanceState, Interruption, Market
 from provisioner.core.rules import fits_budget, hourly_cost, spot_split
-from provisioner.core.views import JobView, Observations
+from provisioner.core.views import JobView, Location, Observations
 
 #: the prior probability that a rebalance recommendation is followed by an interruption
 FOLLOWED = 0.5
@@ -46,13 +48,23 @@ COOLDOWN = timedelta(minutes=30)
 REASON = "rebalance recommendation"
 
 
-def split(
-    interruptions: Sequence[Interruption],
-) -> tuple[tuple[Interruption, ...], dict[str, Interruption]]:
-    """The interruptions without the rebalance recommendations, and those by instance id."""
-    rest = tuple(x for x in interruptions if x.kind != "rebalance")
-    signals = {x.instance_id: x for x in interruptions if x.kind == "rebalance"}
-    return rest, signals
+def split(obs: Observations) -> tuple[Observations, dict[str, Interruption]]:
+    """``obs`` without the rebalance recommendations, and those by instance id."""
+    signals = {x.instance_id: x for x in obs.interruptions if x.kind == "rebalance"}
+    if not signals:
+        return obs, signals
+    rest = tuple(x for x in obs.interruptions if x.kind != "rebalance")
+    return replace(obs, interruptions=rest), signals
+
+
+def running_at(keep: Instance, locs: list[Location], avail: np.ndarray) -> int:
+    """The index of the spot option ``keep`` runs in (-1: none), marked available: capacity
+    is there, even in a zone cooled since it launched (a look's replacement lost in its
+    overlap hands back to it: it stays, as the simulator's replay has it)."""
+    i = next((i for i, loc in enumerate(locs) if loc == (keep.provider, keep.zone)), -1)
+    if i >= 0:
+        avail[i] = True
+    return i
 
 
 def look_value(
@@ -72,8 +84,10 @@ def eligible(
 ) -> bool:
     """Whether a recommendation on ``keep`` may start a look (see the module)."""
     cur = job.current
-    if signal is None or keep is None or cur is None or keep.id != cur.instance_id:
+    if signal is None or keep is None or cur is None:
         return False
+    if keep.id != cur.instance_id and cur.state in (None, InstanceState.RUNNING):
+        return False  # the current attempt is another instance's (a switch in flight)
     if keep.market is not Market.SPOT or job.policy.resources.nodes != 1:
         return False
     if job.restarts >= job.policy.restart.max_restarts:
@@ -102,9 +116,8 @@ def on_rebalance(
         return None  # a notice is overlapped as such; a switch in flight: no third instance
     if not eligible(job, keep, signal, now):
         return None
-    assert keep is not None and signal is not None and job.current is not None
-    o = job.current.placement.offer
-    loc = (o.provider, o.location)
+    assert keep is not None and signal is not None
+    loc = (keep.provider, keep.zone or keep.region)
     until = now + max(COOLDOWN, job.policy.restart.zone_cooldown)
     cooled, acts = dict(t.cooled), list(t.actions)
     if cooled.get(loc) is None or cooled[loc] < until:
