@@ -18,7 +18,7 @@ from provisioner.core.decide import (
     Terminate,
     decide,
 )
-from provisioner.core.models import InstanceState, Interruption, Market
+from provisioner.core.models import Instance, InstanceState, Interruption, Market
 from provisioner.core.rules import launch_price
 from tests.test_decide import NOW, cands, instance, job, kinds, offer, place, policy, running
 
@@ -153,7 +153,7 @@ def test_a_look_respects_caps_residency_and_one_extra_instance(
     pol = policy(extra)
     at = NOW - timedelta(hours=age_h)
     cur, inst = running(1, at=at)
-    insts = (inst,)
+    insts: tuple[Instance, ...] = (inst,)
     view = job(pol, current=cur, attempt=1, work_done_h=done)
     if handing:  # a switch made before break in flight
         p2 = place(offer("us-east-1b"))
