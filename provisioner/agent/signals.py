@@ -57,7 +57,7 @@ class EarlyReader(NoticeReader):
 
     def _notice(self, raw: str, deadline: datetime | None, event_id: str = "") -> Notice:
         now = datetime.now(UTC)  # ``deadline`` here: when the signal was issued
-        return Notice(self.cloud, now, min(deadline or now, now), raw, event_id)
+        return Notice(self.cloud, now, deadline or now, raw, event_id)
 
     def read(self) -> EarlySignal | None:
         n = self.poll()

@@ -361,8 +361,7 @@ def decide(
             why = f"; overlapping the notice of {t.keep.id}"
             over = replace(new[0], replaces=t.keep.id, reason=new[0].reason + why)
             return [over if a is new[0] else a for a in out]
-    look = sig.on_rebalance(job, obs, now, t, rb, lambda x: _decide_on(job, obs, now, x, strategy))
-    return look or _decide_on(job, obs, now, t, strategy)
+    return sig.decide_with(job, obs, now, t, rb, lambda j, x: _decide_on(j, obs, now, x, strategy))
 
 
 def _hand_over(job: JobView, t: _Now, now: datetime) -> _Now:

@@ -37,7 +37,7 @@ from provisioner.core import overlap as ov
 from provisioner.core.actions import Action, CoolDown, Launch, Terminate
 from provisioner.core.models import Instance, InstanceState, Interruption, Market
 from provisioner.core.rules import fits_budget, hourly_cost, spot_split
-from provisioner.core.views import JobView, Location, Observations
+from provisioner.core.views import AttemptView, JobView, Location, Observations
 
 #: the prior probability that a rebalance recommendation is followed by an interruption
 FOLLOWED = 0.5
@@ -61,7 +61,8 @@ def running_at(keep: Instance, locs: list[Location], avail: np.ndarray) -> int:
     """The index of the spot option ``keep`` runs in (-1: none), marked available: capacity
     is there, even in a zone cooled since it launched (a look's replacement lost in its
     overlap hands back to it: it stays, as the simulator's replay has it)."""
-    i = next((i for i, loc in enumerate(locs) if loc == (keep.provider, keep.zone)), -1)
+    here = [i for i, loc in enumerate(locs) if loc[1] == keep.zone]  # the provider may be
+    i = next((i for i in here if locs[i][0] == keep.provider), here[0] if here else -1)  # a sim
     if i >= 0:
         avail[i] = True
     return i
@@ -98,32 +99,72 @@ def eligible(
     return ov.settled(job, keep, now)
 
 
-def on_rebalance(
+def decide_with(
     job: JobView,
     obs: Observations,
     now: datetime,
     t: Any,
     signals: Mapping[str, Interruption],
-    decide_on: Callable[[Any], list[Action]],
+    decide_on: Callable[[JobView, Any], list[Action]],
+) -> list[Action]:
+    """decide()'s last step with the early signals: the look on a recommendation for
+    ``t.keep`` (:func:`look`) where one is worth it, else ``decide_on(job, t)`` (the strategy's
+    choice). A look refused for capacity leaves the daemon a failed attempt as the current
+    one; the strategy sees the running instance's attempt as current instead, as the simulator
+    has it (a refused launch makes no attempt there)."""
+    job = _after_refusal(job, t.keep, obs, signals)
+    out = look(job, obs, now, t, signals, decide_on)
+    return out if out is not None else decide_on(job, t)
+
+
+def _after_refusal(
+    job: JobView, keep: Instance | None, obs: Observations, signals: Mapping[str, Interruption]
+) -> JobView:
+    cur = job.current
+    if keep is None or keep.id not in signals or cur is None or keep.market is not Market.SPOT:
+        return job
+    if cur.instance_id is not None or cur.state is not InstanceState.TERMINATED:
+        return job
+    if (keep.attempt or 0) >= cur.attempt:
+        return job
+    here = [p for p in spot_split(job.policy, obs.candidates).spot if p.offer.location == keep.zone]
+    if here:
+        placed = here[0]
+    else:  # its zone is cooled down: the planner left it out; the look's offer, moved there
+        price = keep.price_per_hour or cur.placement.price_per_hour
+        offer = replace(cur.placement.offer, region=keep.region, zone=keep.zone, spot_price=price)
+        placed = replace(cur.placement, offer=offer, market=Market.SPOT, price_per_hour=price)
+    was = AttemptView(keep.attempt or 0, placed, keep.id, InstanceState.RUNNING, keep.launched_at)
+    return replace(job, current=was)
+
+
+def look(
+    job: JobView,
+    obs: Observations,
+    now: datetime,
+    t: Any,
+    signals: Mapping[str, Interruption],
+    decide_on: Callable[[JobView, Any], list[Action]],
 ) -> list[Action] | None:
     """The look on a recommendation for ``t.keep`` (decide()'s triaged situation): a CoolDown
     of the signalled zone and a Launch replacing it; None: none (or none worth it).
-    ``decide_on(situation)``: what decide() does in a situation (here: ``t`` with the instance
-    gone, its zone kept away, the CoolDown taken)."""
+    ``decide_on(job, situation)``: what decide() does in a situation (here: ``t`` with the
+    instance gone, its zone kept away, the CoolDown taken)."""
     keep = t.keep
     signal = signals.get(keep.id) if keep is not None else None
     if t.notice_until is not None or t.handing_over is not None:
         return None  # a notice is overlapped as such; a switch in flight: no third instance
     if not eligible(job, keep, signal, now):
         return None
-    assert keep is not None and signal is not None
-    loc = (keep.provider, keep.zone or keep.region)
+    assert keep is not None and signal is not None and job.current is not None
+    offer = job.current.placement.offer  # the offers' provider (a sim's instance says "sim")
+    loc = (offer.provider, offer.location if keep.id == job.current.instance_id else keep.zone)
     until = now + max(COOLDOWN, job.policy.restart.zone_cooldown)
     cooled, acts = dict(t.cooled), list(t.actions)
     if cooled.get(loc) is None or cooled[loc] < until:
         cooled[loc] = until
         acts.append(CoolDown(loc[0], loc[1], until, f"{REASON}: replace elsewhere"))
-    out = decide_on(replace(t, actions=acts, keep=None, cooled=cooled))
+    out = decide_on(job, replace(t, actions=acts, keep=None, cooled=cooled))
     new = [a for a in out if isinstance(a, Launch)]
     if len(new) != 1 or not all(isinstance(a, Launch | CoolDown | Terminate) for a in out):
         return None
