@@ -61,8 +61,9 @@ def running_at(keep: Instance, locs: list[Location], avail: np.ndarray) -> int:
     """The index of the spot option ``keep`` runs in (-1: none), marked available: capacity
     is there, even in a zone cooled since it launched (a look's replacement lost in its
     overlap hands back to it: it stays, as the simulator's replay has it)."""
-    here = [i for i, loc in enumerate(locs) if loc[1] == keep.zone]  # the provider may be
-    i = next((i for i in here if locs[i][0] == keep.provider), here[0] if here else -1)  # a sim
+    # by zone, the provider's first: a sim's instance names "sim", its offers the cloud
+    here = [i for i, loc in enumerate(locs) if loc[1] == keep.zone]
+    i = next((i for i in here if locs[i][0] == keep.provider), here[0] if here else -1)
     if i >= 0:
         avail[i] = True
     return i
