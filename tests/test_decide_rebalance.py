@@ -9,6 +9,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from policies import parse_policy
 from provisioner.core import signals
 from provisioner.core.decide import (
     AttemptView,
@@ -183,3 +184,56 @@ def test_a_look_respects_caps_residency_and_one_extra_instance(
         if regions is not None:
             assert p.offer.region == regions
         assert a.replaces in (None, "i-1")
+
+
+def test_after_a_refused_look_the_running_instance_stays_in_its_cooled_zone() -> None:
+    """The daemon's view after a refused look: the failed attempt is the current one, the
+    signalled zone cooled and left out of the planner's candidates, the other zone refused.
+    The strategy sees the running instance's attempt as current (as the simulator has it):
+    nothing is stopped, nothing launched in the zone it runs in."""
+    from provisioner.core.views import CapacityError
+
+    _, inst = running(1, at=NOW - timedelta(hours=1))
+    failed = AttemptView(
+        2, place(offer("us-east-1b")), None, InstanceState.TERMINATED, launched_at=NOW
+    )
+    short = parse_policy("name: t\njob:\n  compute_hours: 2\ndeadline: 22h\n")  # 12 h left at NOW
+    view = job(
+        short,
+        current=failed,
+        attempt=2,
+        work_done_h=0.3,
+        cooldowns={("aws", "us-east-1a"): NOW + signals.COOLDOWN},
+    )
+    o = Observations(
+        instances=(inst,),
+        interruptions=(rebalance(),),
+        candidates=cands("us-east-1b"),  # us-east-1a cooled: not among the candidates
+        capacity_errors=(CapacityError("aws", "us-east-1b", "p3.2xlarge", Market.SPOT, NOW),),
+    )
+    out = decide(view, o, NOW)
+    assert not any(isinstance(a, Terminate) for a in out), out
+    assert not any(isinstance(a, Launch) and a.placement.offer.zone == "us-east-1a" for a in out), (
+        out
+    )
+
+
+def test_a_replacement_lost_in_its_overlap_leaves_the_old_one_in_its_zone() -> None:
+    """The look's new instance was preempted during its changeover: the old one, in a zone
+    cooled by the look, is the job's again and stays (no switch to the zone it runs in)."""
+    _, inst = running(1, at=NOW - timedelta(hours=1))
+    lost = AttemptView(
+        2,
+        place(offer("us-east-1b")),
+        "i-2",
+        InstanceState.PREEMPTED,
+        launched_at=NOW - timedelta(minutes=6),
+        ended_at=NOW,
+    )
+    view = job(current=lost, attempt=2, cooldowns={("aws", "us-east-1a"): NOW + signals.COOLDOWN})
+    o = Observations(instances=(inst,), candidates=cands("us-east-1a", "us-east-1b"))
+    out = decide(view, o, NOW)
+    assert not any(isinstance(a, Terminate) and a.instance_id == "i-1" for a in out), out
+    assert not any(isinstance(a, Launch) and a.placement.offer.zone == "us-east-1a" for a in out), (
+        out
+    )
