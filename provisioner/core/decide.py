@@ -38,7 +38,8 @@ Output: actions, to be carried out in order (the executor does nothing else):
 Order of the rules: a notice long enough to overlap (the rules below, as if the instance
 under notice were gone: a Launch or nothing); cancel; the agent's exit (done: Finish;
 failed: Fail); launch backoff; an interruption notice (wait); the work covered by checkpoints; the total budget; time windows; an
-attempt launched but not yet reported; restarts exhausted; then the strategy's market choice.
+attempt launched but not yet reported; restarts exhausted; a rebalance recommendation's look
+(:mod:`provisioner.core.signals`: an early signal, never a notice); the strategy's choice.
 A switch is made before break (:mod:`provisioner.core.overlap`): with an instance alive, a
 :class:`Launch` comes without a :class:`Terminate` and with ``replaces`` naming it; the old
 instance works on until the new attempt has taken over (its changeover done, or its agent
