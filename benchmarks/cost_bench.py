@@ -26,6 +26,7 @@ property of the oracle and always runs on it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -44,6 +45,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from cost_chart import draw  # noqa: E402
 from cost_gang import gang_specs, print_gang  # noqa: E402
 
+from provisioner.core.rebalance import RebalanceModel  # noqa: E402
 from provisioner.core.strategies import COMPARED, get_strategy  # noqa: E402
 from provisioner.simulate.optimum import lower_bound_cost, optimum  # noqa: E402
 from provisioner.simulate.replay import replay, total_steps  # noqa: E402
@@ -148,6 +150,8 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     sc = scenario(
         spec["work_h"], spec["frac"], spec["d_min"], gap, spec.get("step_s"), spec.get("nodes", 1)
     )
+    if spec.get("early_signals"):  # the rebalance model's defaults (docs/simulate.md)
+        sc = dataclasses.replace(sc, rebalance=RebalanceModel(seed=spec["seed"]))
     opts: list[np.ndarray] = []
     lbs: list[np.ndarray] = []
     ups: list[np.ndarray] = []  # share of the steps with spot (for the job, a gang's) somewhere
@@ -293,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         "default: what the daemon knows",
     )
     ap.add_argument(
+        "--early-signals",
+        action="store_true",
+        help="model AWS's rebalance recommendation (docs/simulate.md, its defaults)",
+    )
+    ap.add_argument(
         "--from-json", type=Path, default=None, help="re-print and re-chart a saved run"
     )
     args = ap.parse_args(argv)
@@ -310,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         cell["windows"] = args.grid_windows or args.windows
     for cell in [*table3, speed, *grid, *gang]:
         cell["oracle"] = args.oracle
+        cell["early_signals"] = args.early_signals
     if args.gang_only:
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             cells = list(pool.map(run_cell, gang))
@@ -327,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         gang_cells = list(pool.map(run_cell, gang))
         t_gang = time.perf_counter() - t_gang
     report: dict[str, Any] = {
-        "meta": {"windows_per_trace": args.windows, "seed": args.seed, "knowledge": "oracle" if args.oracle else "daemon", "data": str(args.data), "prices": {"on_demand": 3.06, "spot": 0.97}},
+        "meta": {"windows_per_trace": args.windows, "seed": args.seed, "knowledge": "oracle" if args.oracle else "daemon", "early_signals": args.early_signals, "data": str(args.data), "prices": {"on_demand": 3.06, "spot": 0.97}},
         "table3": t3,
         "speed": {"cell": f"{SET_2023} x1, C=48 h, C/D=0.8, d=12 min", "windows": speed_cell["windows"], "policies": len(COMPARED) + 1, "seconds": speed_s, "detail": speed_cell["seconds"]},
         "grid": cells, "gang": gang_cells, "gang_seconds": t_gang,

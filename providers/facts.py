@@ -83,6 +83,9 @@ class CloudFacts:
     docs: str = ""  # where these facts come from
     #: where a notice can be read before the capacity goes: on the VM, through the API
     notice_sources: NoticeSources = NoticeSources(vm="the instance metadata endpoint")
+    #: an early signal before the notice on the VM (AWS: the rebalance recommendation), read
+    #: like the notice; None: the cloud serves none (docs/daemon.md, "Early signals")
+    early: NoticePoll | None = None
 
 
 @cache

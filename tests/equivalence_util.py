@@ -34,6 +34,7 @@ from providers.sim import SimProvider
 from provisioner.core.catalog import Catalog
 from provisioner.core.decide import Action, Fail, Launch, Terminate
 from provisioner.core.models import TAG_JOB, Instance, Offer
+from provisioner.core.rebalance import RebalanceModel
 from provisioner.simulate.engine import World, run_window
 from provisioner.simulate.replay import total_steps
 from provisioner.simulate.scenario import P3_2XLARGE_ON_DEMAND, P3_2XLARGE_SPOT, Scenario
@@ -78,6 +79,8 @@ class Case:
     #: steps before whose pass the daemon's process is replaced by a new one (kill -9 between
     #: passes: nothing kept but the store and the cloud)
     crashes: tuple[int, ...] = ()
+    #: early signals: the rebalance recommendation's model, the engine's and the sim's
+    rebalance: RebalanceModel | None = None
 
     def scenario(self) -> Scenario:
         pol = parse_policy(self.policy)
@@ -91,6 +94,7 @@ class Case:
             price_spot=P3_2XLARGE_SPOT,
             checkpoint_s=0.0,
             notice_s=self.notice_s,
+            rebalance=self.rebalance,
         )
 
     def steps(self) -> int:
@@ -228,6 +232,19 @@ class Agent:
         raw = "aws: spot/instance-action terminate"
         return {"seen_at": rec["notice_at"], "deadline": rec["deadline"], "raw": raw}
 
+    def rebalance(self) -> dict[str, Any] | None:
+        """The rebalance recommendation the sim serves on the instance's metadata endpoint,
+        read over HTTP as the node agent reads it, and reported as it reports it."""
+        from providers.facts import cloud_facts
+        from provisioner.agent.signals import EarlyReader
+
+        inst, early = self.instance, cloud_facts("aws").early
+        if inst is None or early is None:
+            return None
+        url = self.sim.sandbox(inst.id)["metadata_url"]
+        got = EarlyReader("aws", url, early, timeout=5.0).read()
+        return None if got is None else got.to_doc()
+
     def ran(self, since: datetime, step_s: float) -> None:
         """Credit the step from ``since`` to the instance that ran it (if any)."""
         inst = self.instance
@@ -259,6 +276,7 @@ class Agent:
                     "last_checkpoint_at": at,
                     "updated_at": at,
                     "notice": self.notice(),
+                    "rebalance": self.rebalance(),
                 }
             ),
         )
@@ -290,6 +308,18 @@ def _reconciler(store: Any, clock: list[datetime], catalog: Catalog, step_s: flo
     )
 
 
+def _rebalance_options(model: RebalanceModel | None) -> dict[str, Any]:
+    """The sim's options for the case's rebalance model (none: no recommendation served)."""
+    if model is None:
+        return {"rebalance_lead_s": 0.0}
+    return {
+        "rebalance_lead_s": model.lead_s,
+        "rebalance_precede_p": model.precede_p,
+        "rebalance_false_per_day": model.false_per_day,
+        "seed": model.seed,
+    }
+
+
 def run_daemon(case: Case, tmp: Path) -> Run:
     from provisioner.api import submit
     from provisioner.control.store import FINAL_STATES, Store
@@ -315,6 +345,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
         "market_notice_s": case.notice_s,  # as the engine: none, or one served at the step
         "notice_floor_s": 0.0,
         "run_agent": False,
+        **_rebalance_options(case.rebalance),
         "idle_exit_s": 120.0,
     }
     catalog = Catalog.from_offers(case.offers(), "equivalence")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.core.rebalance import RebalanceModel
 from tests.equivalence_util import (
     STEP_S,
     Case,
@@ -134,6 +135,31 @@ CASES = {
         {A: "D15 U", B: "D"},
         crashes=(17, 18, 19, 20),
     ),
+    # early signals: a rebalance recommendation three steps before A's capacity goes (step 8)
+    # starts a look at 5 in B, made before break; A hands over once B's changeover is over
+    # (7), before the notice would have come: nothing lost, no preemption
+    "rebalance": Case(
+        "rebalance",
+        job(2, "12h", cooldown="30m"),
+        {A: "U8 D", B: "U"},
+        rebalance=RebalanceModel(lead_s=3 * STEP_S, precede_p=1.0, false_per_day=0.0),
+    ),
+    # a false alarm: recommendations not followed by an interruption (A and B always up);
+    # each is worth a look elsewhere, which costs its overlap
+    "rebalance-false-alarm": Case(
+        "rebalance-false-alarm",
+        job(2, "12h"),
+        {A: "U", B: "U"},
+        rebalance=RebalanceModel(lead_s=3 * STEP_S, precede_p=1.0, false_per_day=12.0, seed=1),
+    ),
+    # the look on the recommendation is refused (B has no capacity): A runs on untouched
+    # until its capacity goes at 8, then the job waits for spot
+    "rebalance-refused-look": Case(
+        "rebalance-refused-look",
+        job(2, "12h"),
+        {A: "U8 D", B: "D"},
+        rebalance=RebalanceModel(lead_s=3 * STEP_S, precede_p=1.0, false_per_day=0.0),
+    ),
 }
 
 # Differences found by this test and fixed since (each confirmed by removing it alone): the
@@ -214,6 +240,36 @@ def test_the_scenarios_show_what_they_are_named_for() -> None:
     assert sum(k[0] == "terminate" for k in kinds["windows"]) >= 1
     assert sum(k[0] == "launch" for k in kinds["windows"]) >= 2
     assert runs["windows"].outcome[0] == "succeeded"
+
+
+def test_the_rebalance_scenarios_show_what_they_are_named_for() -> None:
+    from policies import parse_policy
+    from provisioner.simulate.engine import World, run_window
+    from tests.equivalence_util import START
+
+    def steps(name: str) -> list[tuple[int, str, str]]:
+        return [(e.step, e.kind, e.zone) for e in run_engine(CASES[name]).effects]
+
+    # the look at 5 (three steps before A goes), A handed over at 7: a step sooner than
+    # relaunching at 8, for the same cost (the overlap is work done)
+    assert steps("rebalance") == [(0, "launch", A), (5, "launch", B), (7, "terminate", A)]
+    off = run_engine(replace(CASES["rebalance"], rebalance=None))
+    on = run_engine(CASES["rebalance"])
+    assert on.outcome[1] < off.outcome[1] and abs(on.cost - off.cost) < 1e-9
+    # a false alarm: a look, and its overlap paid for nothing
+    alarm = steps("rebalance-false-alarm")
+    assert alarm[0] == (0, "launch", A) and (alarm[1][1], alarm[1][2]) == ("launch", B), alarm
+    quiet = run_engine(replace(CASES["rebalance-false-alarm"], rebalance=None))
+    assert run_engine(CASES["rebalance-false-alarm"]).cost > quiet.cost
+    # the refused look: asked for, refused, A runs on untouched until its capacity goes
+    case = CASES["rebalance-refused-look"]
+    row = run_window(
+        parse_policy(case.policy), case.avail(), case.scenario(), World(list(case.zones)),
+        start=START,
+    )  # fmt: skip
+    assert row["refusals"] >= 1 and row["preemptions"] == 1 and row["overlap_hours"] == 0
+    assert steps("rebalance-refused-look")[:1] == [(0, "launch", A)]
+    assert all(e.step >= 8 for e in run_engine(case).effects[1:])
 
 
 def test_the_sim_follows_its_trace_on_the_virtual_clock(tmp_path: Path) -> None:

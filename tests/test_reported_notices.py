@@ -204,3 +204,35 @@ def test_the_daemons_poll_sees_a_notice_in_a_local_progress_file(tmp_path: Path)
     assert not local_notice(memo)  # read by the pass: nothing new
     memo.progress_file = None
     assert not local_notice(memo)  # a bucket: the poll never reads it
+
+
+def test_a_reported_rebalance_is_an_early_signal_of_that_attempts_instance() -> None:
+    """The agent's ``rebalance`` (AWS's recommendation) reaches decide() as an interruption
+    with ``kind="rebalance"`` and no deadline, of the running attempt that reported it; it is
+    not a notice (a record with one and no notice has no notice)."""
+    from provisioner.control.inputs import reported_rebalance
+
+    doc = record(
+        notice=None,
+        state="running",
+        rebalance={
+            "seen_at": "2026-05-01T12:00:03.000Z",
+            "at": "2026-05-01T11:58:00.000Z",
+            "raw": '{"noticeTime": "2026-05-01T11:58:00Z"}',
+        },
+    )
+    rec = ProgressRecord.from_doc(doc)
+    assert rec is not None and rec.notice is None
+    assert rec.rebalance_at == datetime(2026, 5, 1, 11, 58, tzinfo=UTC)
+    attempts = [attempt(1, "ended", "i-1"), attempt(2, "running", "i-2")]
+    (it,) = reported_rebalance(rec, attempts)
+    assert (it.instance_id, it.kind, it.deadline) == ("i-2", "rebalance", None)
+    assert it.at == rec.rebalance_at and "noticeTime" in it.raw
+    assert reported_notices(rec, attempts, NOW) == []
+    # no longer served, or the attempt no longer running: nothing
+    gone = ProgressRecord.from_doc(record(notice=None, rebalance=None))
+    assert reported_rebalance(gone, attempts) == []
+    assert reported_rebalance(rec, [attempt(2, "preempted", "i-2")]) == []
+    # junk reads as absent
+    junk = ProgressRecord.from_doc(record(rebalance={"at": 5}))
+    assert junk is not None and junk.rebalance_at is None

@@ -1,7 +1,7 @@
 """AWS: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
 from providers.aws.errors import ERRORS
-from providers.aws.notice import POLL
+from providers.aws.notice import POLL, REBALANCE
 from providers.facts import CloudFacts, Credentials, NoticeSources
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
 
@@ -15,6 +15,7 @@ FACTS = CloudFacts(
     user_data_limit_encoded=False,
     metadata_base="http://169.254.169.254",
     notice=POLL,
+    early=REBALANCE,
     credentials=Credentials(
         env=(
             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),

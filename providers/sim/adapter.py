@@ -142,6 +142,9 @@ class SimProvider(Provider):
         market_notice_s: float | None = None,
         run_agent: bool = True,
         api_notices: bool | None = None,
+        rebalance_lead_s: float = 600.0,
+        rebalance_precede_p: float = 0.8,
+        rebalance_false_per_day: float = 0.5,
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
@@ -175,6 +178,9 @@ class SimProvider(Provider):
             "market_notice_s": None if market_notice_s is None else float(market_notice_s),
             "run_agent": bool(run_agent),
             "api_notices": None if api_notices is None else bool(api_notices),
+            "rebalance_lead_s": float(rebalance_lead_s),  # early signals: docs/simulate.md
+            "rebalance_precede_p": float(rebalance_precede_p),
+            "rebalance_false_per_day": float(rebalance_false_per_day),
         }
         self._catalog = catalog
         self._offers: list[Offer] | None = None

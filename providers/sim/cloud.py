@@ -83,10 +83,7 @@ class SimCloud:
         sandbox_.set_subreaper()
 
     def _market(self) -> Market:
-        c = self.config
-        return Market(
-            traces=c.traces, seed=c.seed, mtbp_hours=c.mtbp_hours, outage_hours=c.outage_hours
-        )
+        return Market(**self.config.market_options())
 
     # -- time --------------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from provisioner.core.rebalance import RebalanceModel
+
 
 class SimError(Exception):
     """An API error in the mimicked cloud's words: HTTP status, kind (ErrorKind value), code."""
@@ -49,6 +51,13 @@ class SimConfig:
     #: a virtual clock (epoch seconds), moved only by ``POST /v1/clock``; None: the real clock.
     #: Under it the market, launches, notices, preemptions and billing all read this time.
     clock: float | None = None
+    #: early signals: AWS's rebalance recommendation, served on an AWS-mimicking spot
+    #: instance's metadata from the market's outages (provisioner.core.rebalance, a model):
+    #: this many simulated seconds before its zone's capacity goes (0: none served), before
+    #: that share of outages, and false alarms (not followed by one) at this rate per zone
+    rebalance_lead_s: float = 600.0
+    rebalance_precede_p: float = 0.8
+    rebalance_false_per_day: float = 0.5
 
     MARKET_KEYS = (
         "seconds_per_hour",
@@ -57,6 +66,9 @@ class SimConfig:
         "outage_hours",
         "traces",
         "trace_offset_hours",
+        "rebalance_lead_s",
+        "rebalance_precede_p",
+        "rebalance_false_per_day",
     )
 
     @classmethod
@@ -70,7 +82,26 @@ class SimConfig:
             raise SimError(400, "invalid", "InvalidParameter", "seconds_per_hour must be > 0")
         if cfg.market_notice_s is not None and cfg.market_notice_s < 0:
             raise SimError(400, "invalid", "InvalidParameter", "market_notice_s must be >= 0")
+        try:
+            cfg.rebalance_model()
+        except ValueError as exc:
+            raise SimError(400, "invalid", "InvalidParameter", str(exc)) from None
         return cfg
+
+    def rebalance_model(self) -> RebalanceModel:
+        return RebalanceModel(
+            self.rebalance_lead_s, self.rebalance_precede_p, self.rebalance_false_per_day, self.seed
+        )
+
+    def market_options(self) -> dict[str, Any]:
+        """What :class:`providers.sim.market.Market` is made of."""
+        return {
+            "traces": self.traces,
+            "seed": self.seed,
+            "mtbp_hours": self.mtbp_hours,
+            "outage_hours": self.outage_hours,
+            "rebalance": self.rebalance_model(),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

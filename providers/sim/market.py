@@ -21,6 +21,9 @@ import bisect
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from provisioner.core.rebalance import RebalanceModel
 
 
 @dataclass
@@ -95,12 +98,15 @@ class Market:
         seed: int = 0,
         mtbp_hours: float | None = None,
         outage_hours: float = 0.5,
+        rebalance: RebalanceModel | None = None,
     ) -> None:
         self.traces = {zone: load_trace(path) for zone, path in (traces or {}).items()}
         self.seed = seed
         self.mtbp_hours = mtbp_hours
         self.outage_hours = outage_hours
         self._models: dict[str, StochasticZone] = {}
+        self.rebalance = rebalance
+        self._spans: dict[str, tuple[float, list[tuple[float, float]]]] = {}
 
     def available(self, zone: str, t: float) -> bool:
         trace = self.traces.get(zone)
@@ -120,3 +126,59 @@ class Market:
         """The trace's spot price in ``zone`` at ``t``; None: use the catalog's."""
         trace = self.traces.get(zone)
         return trace.price_at(t) if trace is not None else None
+
+    # -- early signals ---------------------------------------------------------------------
+
+    def _outages(self, zone: str, until: float) -> tuple[float, list[tuple[float, float]]]:
+        """The zone's outages (``[down, up)``, simulated seconds) over one period of its trace
+        (the period; a trace loops), or up to ``until`` of its model (period 0)."""
+        trace = self.traces.get(zone)
+        if trace is not None:
+            out, down = [], None
+            for t, up in zip(trace.times, trace.available, strict=True):
+                if not up and down is None:
+                    down = t
+                elif up and down is not None:
+                    out.append((down, t))
+                    down = None
+            if down is not None:
+                out.append((down, trace.period))
+            return trace.period, out
+        self.available(zone, until)  # the spells drawn so far reach past ``until``
+        model = self._models.get(zone)
+        ch = model._changes if model is not None else []
+        return 0.0, [(ch[i], ch[i + 1]) for i in range(0, len(ch) - 1, 2)]
+
+    def rebalance_since(self, zone: str, launched: float, t: float) -> float | None:
+        """When the rebalance recommendation served now (simulated time ``t``) to a spot
+        instance launched at ``launched`` in ``zone`` was issued; None: none is served
+        (:class:`~provisioner.core.rebalance.RebalanceModel`)."""
+        rb = self.rebalance
+        if rb is None or not rb.on:
+            return None
+        trace = self.traces.get(zone)
+        if trace is None and self.mtbp_hours is None:
+            return None  # capacity never goes: no signal, no false alarm drawn either
+        if trace is not None:
+            if zone not in self._spans:
+                period, outages = self._outages(zone, 0.0)
+                self._spans[zone] = (period, rb.windows(zone, outages, period))
+            period, spans = self._spans[zone]
+            loop = (t // period) * period if period > 0 else 0.0
+            shifted = [(a + loop, b + loop) for a, b in spans]
+            return rb.served_since(shifted, launched, t)
+        _, outages = self._outages(zone, t + 3 * rb.lead_s)
+        return rb.served_since(rb.windows(zone, outages, t + rb.lead_s), launched, t)
+
+
+def rebalance_real(cloud: Any, inst: dict[str, Any]) -> float | None:
+    """The real (or virtual-clock) epoch time at which the rebalance recommendation now served
+    to ``inst`` was issued, for the metadata service (AWS-mimicking spot instances only)."""
+    if inst.get("cloud") != "aws" or inst.get("market") != "spot" or inst["state"] != "running":
+        return None
+    now = cloud.now()
+    sim_now, sim_launch = cloud.sim_time(now), cloud.sim_time(inst["launched_real"])
+    at = cloud.market.rebalance_since(inst["zone"], sim_launch, sim_now)
+    if at is None:
+        return None
+    return float(now - (sim_now - at) / cloud.config.time_scale)

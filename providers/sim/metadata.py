@@ -7,6 +7,8 @@ it has in the cloud, with only the base URL changed:
   gives a token; every ``GET`` needs ``X-aws-ec2-metadata-token`` (IMDSv2 required: 401
   without it). ``/latest/meta-data/spot/instance-action``: 404 until the notice, then
   ``{"action": "terminate", "time": "2017-09-18T08:22:00Z"}``.
+  ``/latest/meta-data/events/recommendations/rebalance``: 404, then ``{"noticeTime": ...}``
+  while the market's model serves a rebalance recommendation (``providers.sim.market``).
 - gcp: ``Metadata-Flavor: Google`` is required (403 without it); answers carry it too.
   ``/computeMetadata/v1/instance/preempted``: ``FALSE``, then ``TRUE``.
 - azure: ``Metadata: true`` and ``api-version`` are required (400 without).
@@ -59,6 +61,7 @@ class MetadataView:
     cloud: str
     deadline: float | None  # real epoch seconds of the kill, once the notice is served
     event_id: str
+    rebalance: float | None = None  # AWS: when the rebalance recommendation served now was issued
 
 
 def _text(status: int, body: str, headers: dict[str, str] | None = None) -> Reply:
@@ -138,6 +141,10 @@ class MetadataService:
             if inst.deadline is None:
                 return _text(404, NOT_FOUND_HTML, {"Content-Type": "text/html"})
             return _json(200, {"action": "terminate", "time": _iso_z(inst.deadline)})
+        if req.path == "/latest/meta-data/events/recommendations/rebalance":
+            if inst.rebalance is None:
+                return _text(404, NOT_FOUND_HTML, {"Content-Type": "text/html"})
+            return _json(200, {"noticeTime": _iso_z(inst.rebalance)})
         simple = {
             "/latest/meta-data/instance-id": inst.id,
             "/latest/meta-data/placement/availability-zone": inst.zone,

@@ -48,6 +48,7 @@ from urllib.parse import parse_qsl, urlsplit
 from providers.sim.cloud import SimCloud
 from providers.sim.config import SimError
 from providers.sim.groups import groups_api
+from providers.sim.market import rebalance_real
 from providers.sim.metadata import MetadataView
 
 log = logging.getLogger("provisioner.sim.server")
@@ -133,6 +134,7 @@ class Handler(BaseHTTPRequestHandler):
                 inst["cloud"],
                 inst["deadline_real"],
                 inst["event_id"],
+                rebalance_real(cloud, inst),
             )
         status, headers, out = cloud.metadata_service.handle(
             view, method, "/" + sub, query, dict(self.headers.items()), body

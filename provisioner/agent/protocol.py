@@ -194,6 +194,9 @@ class ProgressRecord:
     updated_at: datetime | None = None
     notice: AgentNotice | None = None
     setup_error: dict[str, Any] | None = None
+    #: an early signal served now (AWS's rebalance recommendation): when it was issued
+    rebalance_at: datetime | None = None
+    rebalance_raw: str = ""
 
     @classmethod
     def from_doc(cls, doc: object) -> ProgressRecord | None:
@@ -201,7 +204,7 @@ class ProgressRecord:
         if not isinstance(doc, dict):
             return None
         attempt, code, setup = doc.get("attempt"), doc.get("exit_code"), doc.get("setup_error")
-        state = doc.get("state")
+        state, rb = doc.get("state"), doc.get("rebalance")
         return cls(
             attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
             state=state if isinstance(state, str) else None,
@@ -211,6 +214,8 @@ class ProgressRecord:
             updated_at=_time(doc.get("updated_at")),
             notice=AgentNotice.from_doc(doc.get("notice")),
             setup_error=setup if isinstance(setup, dict) else None,
+            rebalance_at=_time(rb.get("at") or rb.get("seen_at")) if isinstance(rb, dict) else None,
+            rebalance_raw=str(rb.get("raw") or "")[:200] if isinstance(rb, dict) else "",
         )
 
 

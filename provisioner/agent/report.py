@@ -73,6 +73,7 @@ def progress_record(agent: Agent) -> dict[str, Any]:
         "resumed_from": agent.resumed_from,
         "upload_error": s.error if s else None,
         "notice": None if agent.notice is None else notice_record(agent).to_doc(),
+        "rebalance": agent.early.to_doc(),  # an early signal (provisioner.agent.signals)
         "exit_code": agent.exit_code,
         "note": agent.note,
         "gpu": agent.gpu,

@@ -46,6 +46,7 @@ from provisioner.agent.logship import LogShipper, scrubber
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
 from provisioner.agent.report import job_file_stamp, progress_record
+from provisioner.agent.signals import EarlyWatch
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import CheckpointStore, write_text_uri
 from provisioner.agent.syncer import Syncer
@@ -82,6 +83,7 @@ class Agent:
         self.notice_file = self.workdir / protocol.NOTICE_FILE  # written on a notice only
         self.store = CheckpointStore(spec.checkpoint_uri, spec.job_id)
         self.reader = NoticeReader(spec.cloud, spec.base_metadata_url)
+        self.early = EarlyWatch(spec.cloud, spec.base_metadata_url)  # reported, not a notice
         self.state = "starting"
         self.started_at = _now()
         self.resumed_from: str | None = None
@@ -343,7 +345,7 @@ class Agent:
             if now >= next_gpu:
                 next_gpu = now + spec.gpu_sample_s
                 self._sample_gpus()
-            if now >= next_progress or self._progress_dirty():
+            if now >= next_progress or self._progress_dirty() or self.early.look(now):
                 next_progress = now + spec.progress_every_s
                 self.write_progress()
             time.sleep(TICK_S)

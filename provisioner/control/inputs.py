@@ -164,6 +164,34 @@ def reported_notices(
     return []
 
 
+def reported_rebalance(
+    record: ProgressRecord | None, attempts: Sequence[AttemptRow]
+) -> list[Interruption]:
+    """The early signal the agent reports being served now (AWS's rebalance recommendation),
+    as decide() reads it: an :class:`Interruption` with ``kind="rebalance"`` (no deadline: it
+    says nothing of when the capacity goes) of the instance of the attempt that reported it,
+    while that attempt runs (provisioner/core/signals.py)."""
+    if record is None or record.rebalance_at is None or record.attempt is None:
+        return []
+    for a in reversed(attempts):
+        if a.attempt == record.attempt and a.state == "running" and a.instance_id:
+            raw = (
+                f"{record.cloud}: {record.rebalance_raw}" if record.cloud else record.rebalance_raw
+            )
+            return [
+                Interruption(
+                    a.instance_id,
+                    a.provider,
+                    a.zone,
+                    "rebalance",
+                    record.rebalance_at,
+                    None,
+                    raw[:200],
+                )
+            ]
+    return []
+
+
 def merged(api: Sequence[Interruption], reported: Iterable[Interruption]) -> list[Interruption]:
     """The provider's interruptions and the agents' notices, one notice per instance (the
     API's where both report it, with the agent's deadline where the API gives none: Alibaba's

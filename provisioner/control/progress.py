@@ -59,9 +59,11 @@ def local_notice(memo: Any) -> bool:
         doc = json.loads(read_small(memo.progress_file).decode())
     except (OSError, ValueError):
         return False
-    notice = doc.get("notice") if isinstance(doc, dict) else None
-    seen = memo.progress.get("notice") if isinstance(memo.progress, dict) else None
-    return bool(notice) and notice != seen
+    if not isinstance(doc, dict):
+        return False
+    old = memo.progress if isinstance(memo.progress, dict) else {}
+    notice, rebalance = doc.get("notice"), doc.get("rebalance")  # and an early signal
+    return (bool(notice) and notice != old.get("notice")) or rebalance != old.get("rebalance")
 
 
 def local_changed(memo: Any) -> bool:
@@ -130,6 +132,9 @@ class ProgressReading(JobPassBase):
         agent overwrites the record once the checkpoint is in, but the instance under notice
         stays under notice until it goes); each is recorded once as a ``notice`` event."""
         memo = self.memo
+        for it in inputs.reported_rebalance(record, self.attempts):  # an early signal
+            self.interruptions = inputs.merged(self.interruptions, [it])
+            self._note_rebalance(it)
         for it in inputs.reported_notices(record, self.attempts, self.now):
             if it.instance_id not in memo.notices:
                 memo.notices[it.instance_id] = it
@@ -184,6 +189,19 @@ class ProgressReading(JobPassBase):
             at=it.at,
             instance=it.instance_id,
             deadline=it.deadline.isoformat() if it.deadline else None,
+        )
+
+    def _note_rebalance(self, it: Interruption) -> None:
+        if self.store.has_event(self.job.id, "rebalance", it.instance_id):
+            return  # recorded once per instance
+        self.store.add_event(
+            self.job.id,
+            "rebalance",
+            f"rebalance recommendation for {it.instance_id} in {it.zone}, reported by its agent "
+            f"({it.raw}): an early signal, not a notice (the job goes on); decide() may start "
+            "a replacement elsewhere, made before break",
+            at=it.at,
+            instance=it.instance_id,
         )
 
     def progress_worth_writing(self, progress: dict[str, Any]) -> bool:

@@ -38,7 +38,8 @@ Output: actions, to be carried out in order (the executor does nothing else):
 Order of the rules: a notice long enough to overlap (the rules below, as if the instance
 under notice were gone: a Launch or nothing); cancel; the agent's exit (done: Finish;
 failed: Fail); launch backoff; an interruption notice (wait); the work covered by checkpoints; the total budget; time windows; an
-attempt launched but not yet reported; restarts exhausted; then the strategy's market choice.
+attempt launched but not yet reported; restarts exhausted; a rebalance recommendation's look
+(:mod:`provisioner.core.signals`: an early signal, never a notice); the strategy's choice.
 A switch is made before break (:mod:`provisioner.core.overlap`): with an instance alive, a
 :class:`Launch` comes without a :class:`Terminate` and with ``replaces`` naming it; the old
 instance works on until the new attempt has taken over (its changeover done, or its agent
@@ -80,6 +81,7 @@ from policies.model import MarketChoice, Policy
 from provisioner.core import availability as av
 from provisioner.core import gang
 from provisioner.core import overlap as ov
+from provisioner.core import signals as sig
 from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
 from provisioner.core.actions import (
@@ -338,6 +340,7 @@ def decide(
 ) -> list[Action]:
     """What to do for ``job`` now. See the module docstring for the contract."""
     nodes = job.policy.resources.nodes
+    obs, rb = sig.split(obs)  # early signals (provisioner.core.signals): kept apart
     if nodes > 1:  # a gang: its instances as one unit (provisioner.core.gang)
         cur = job.current
         leaders = {cur.attempt: cur.instance_id} if cur and cur.instance_id else {}
@@ -360,7 +363,7 @@ def decide(
             why = f"; overlapping the notice of {t.keep.id}"
             over = replace(new[0], replaces=t.keep.id, reason=new[0].reason + why)
             return [over if a is new[0] else a for a in out]
-    return _decide_on(job, obs, now, t, strategy)
+    return sig.decide_with(job, obs, now, t, rb, lambda j, x: _decide_on(j, obs, now, x, strategy))
 
 
 def _hand_over(job: JobView, t: _Now, now: datetime) -> _Now:
@@ -401,6 +404,8 @@ def _decide_on(
                 cur_i, avail = len(spot) - 1, np.append(avail, True)
             if cur_i >= 0:
                 avail[cur_i] = True  # it is running: capacity is there
+        elif running == SPOT:  # a replacement lost in its overlap: it took over again
+            cur_i = sig.running_at(keep, locs, avail)
     ages = sv.ages(obs, now, locs, avail)
     known = obs.spot_history
     hist = [known.get(loc) or NO_HISTORY for loc in locs] if known else [NO_HISTORY] * len(locs)

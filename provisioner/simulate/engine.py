@@ -71,6 +71,7 @@ from provisioner.core.models import (
     Offer,
     Placement,
 )
+from provisioner.core.rebalance import grid
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
 from provisioner.core.views import (
     CAPACITY_ERRORS_WITHIN,
@@ -180,6 +181,8 @@ def run_window(
     notice = timedelta(seconds=sc.notice_s)
     refused: list[CapacityError] = []  # observed: launches refused for capacity
     events: list[SpotEvent] = []  # what each zone has shown so far (views.zone_history)
+    rb = sc.rebalance if sc.rebalance is not None and sc.rebalance.on else None
+    rb_start = None if rb is None else grid(rb, avail, step, world.zones)  # early signals
 
     for k in range(k_max):
         t = k * step
@@ -259,6 +262,8 @@ def run_window(
                 for x, until in ((drain, drain_until), (inst, notice_until))
                 if x is not None and until is not None
             )
+            if rb_start is not None and inst is not None and inst.market is Market.SPOT:
+                notes = (*notes, *_rebalance(rb_start, k, inst, world, start))
             obs = Observations(
                 instances=tuple(x for x in (drain, inst) if x is not None),
                 interruptions=notes,
@@ -419,6 +424,18 @@ def run_window(
         "refusals": refusals,
         "failed": failed,
     }
+
+
+def _rebalance(
+    starts: np.ndarray, k: int, inst: Instance, world: World, start: datetime
+) -> tuple[Interruption, ...]:
+    """The rebalance recommendation served to ``inst`` at step ``k`` (the trace's model,
+    :func:`provisioner.core.rebalance.grid`), as the agent reports it."""
+    began = starts[k, world.zones.index(inst.zone)] if k < len(starts) else np.nan
+    if np.isnan(began):
+        return ()
+    at = max(start + timedelta(seconds=float(began)), inst.launched_at or start)
+    return (Interruption(inst.id, world.provider, inst.zone, "rebalance", at),)
 
 
 def gang_policy(policy: Policy, nodes: int) -> Policy:

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from provisioner.core import signals as sig
 from provisioner.core.availability import best_zone, lifetime_h, outage_h, zone_scores
+from provisioner.core.rebalance import grid
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
 from provisioner.core.views import CAPACITY_ERRORS_WITHIN
 from provisioner.simulate.scenario import RunStats, Scenario
@@ -65,6 +67,7 @@ def replay(
     protect_s: float | np.ndarray = 0.0,
     max_steps: int | None = None,
     on_demand: bool = True,
+    zone_keys: list[list[str]] | None = None,
 ) -> RunStats:
     """Simulate ``strategy`` on ``avail`` (windows, steps, zones) of booleans.
 
@@ -135,6 +138,75 @@ def replay(
     overlap = np.zeros(n)
     refusals = np.zeros(n, dtype=np.int64)
 
+    # early signals (provisioner.core.signals): AWS's rebalance recommendation, modelled from
+    # the trace (provisioner.core.rebalance), starts a look elsewhere made before break
+    rb = sc.rebalance
+    rb_start = None
+    if rb is not None and rb.on and mbb:
+        names = zone_keys or [[f"{w}:{z}" for z in range(n_zones)] for w in range(n)]
+        rb_start = np.stack([grid(rb, avail[w], step, names[w]) for w in range(n)])
+    cool_until = np.full((n, n_zones), -np.inf)
+    lost_h = max(0.0, d_h - sig.NOTICE_H)  # what a preemption after a signal would cost
+    gain_price = p_od if on_demand else p_spot
+    cool_s = sig.COOLDOWN.total_seconds()
+
+    def signalled(t: float, k: int, done: np.ndarray) -> np.ndarray:
+        """Windows whose running spot instance is served a recommendation now and for which a
+        look is worth its overlap (provisioner.core.signals.eligible and look_value)."""
+        assert rb_start is not None
+        if k >= rb_start.shape[1]:
+            return np.zeros(n, dtype=bool)
+        on = rb_start[rows, k, np.maximum(zone, 0)]
+        left_h = work_total_h - done / 3600.0
+        gain = sig.FOLLOWED * np.minimum(lost_h, np.maximum(left_h, 0.0)) * gain_price
+        cost = (1.0 - sig.FOLLOWED) * p_spot * d_h
+        ok = (running == SPOT) & (old_mk == NONE) & ~np.isnan(on) & (left_h > d_h)
+        return ok & (t - run_started >= d_s - 1e-9) & (gain > cost)
+
+    def ask(
+        t: float, known: np.ndarray, ages: np.ndarray, run: np.ndarray, todo: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The strategy's market and zone for each window (decide()'s choice), ``run`` the
+        market it is told is running (NONE: as if the instance were gone, for a look)."""
+        up_s = up_done.copy()
+        sp = running == SPOT
+        up_s[rows[sp], zone[sp]] += t - spot_start[sp]
+        osp = old_mk == SPOT
+        up_s[rows[osp], old_zone[osp]] += t - old_spot[osp]
+        life = lifetime_h(up_s / 3600.0, lost_n)
+        outage = outage_h(down_s / 3600.0, rec_n)
+        _, p_best, life_best = best_zone(known, ages / 3600.0, life, outage)
+        _, score = zone_scores(known, ages / 3600.0, life, outage)
+        since_h = (t - started) / 3600.0
+        pending_h = np.where(run != NONE, np.maximum(0.0, d_h - since_h), 0.0)
+        state = StepState(
+            elapsed_h=np.full(n, t / 3600.0),
+            time_left_h=(deadline_s - t) / 3600.0,
+            work_left_h=work_total_h - done_s / 3600.0,
+            work_total_h=work_total_h,
+            horizon_h=horizon_h,
+            running=run,
+            pending_h=pending_h,
+            spot_available=np.asarray(known.any(axis=1)),
+            spot_age_h=ages.max(axis=1) / 3600.0,
+            step_h=step / 3600.0,
+            overhead_h=d_h,
+            price_on_demand=p_od,
+            price_spot=p_spot,
+            margin_h=sc.margin_s / 3600.0,
+            spot_p_up=p_best,
+            spot_life_h=life_best,
+            make_before_break=mbb,
+        )
+        choice = choose_market(strategy, state)
+        if not on_demand:  # decide(): no on-demand candidates for a spot-only policy
+            od_wish = choice == ON_DEMAND
+            choice = np.where(od_wish, np.where(known.any(axis=1), SPOT, NONE), choice)
+        choice = np.where(todo, choice, run).astype(np.int8)
+        cur = np.where(run == SPOT, zone, -1)
+        pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone, score=score)
+        return choice, pick
+
     for k in range(total_steps(sc) if max_steps is None else max_steps):
         if finished.all():
             break
@@ -188,43 +260,21 @@ def replay(
                 ages = np.where(known, t - seen_down, 0.0)
             else:
                 known, ages = av, np.where(av, age, 0.0)
-            up_s = up_done.copy()
-            sp = running == SPOT
-            up_s[rows[sp], zone[sp]] += t - spot_start[sp]
-            osp = old_mk == SPOT
-            up_s[rows[osp], old_zone[osp]] += t - old_spot[osp]
-            life = lifetime_h(up_s / 3600.0, lost_n)
-            outage = outage_h(down_s / 3600.0, rec_n)
-            _, p_best, life_best = best_zone(known, ages / 3600.0, life, outage)
-            _, score = zone_scores(known, ages / 3600.0, life, outage)
-            since_h = (t - started) / 3600.0
-            pending_h = np.where(running != NONE, np.maximum(0.0, d_h - since_h), 0.0)
-            state = StepState(
-                elapsed_h=np.full(n, t / 3600.0),
-                time_left_h=(deadline_s - t) / 3600.0,
-                work_left_h=work_total_h - done_s / 3600.0,
-                work_total_h=work_total_h,
-                horizon_h=horizon_h,
-                running=running,
-                pending_h=pending_h,
-                spot_available=np.asarray(known.any(axis=1)),
-                spot_age_h=ages.max(axis=1) / 3600.0,
-                step_h=step / 3600.0,
-                overhead_h=d_h,
-                price_on_demand=p_od,
-                price_spot=p_spot,
-                margin_h=sc.margin_s / 3600.0,
-                spot_p_up=p_best,
-                spot_life_h=life_best,
-                make_before_break=mbb,
-            )
-            choice = choose_market(strategy, state)
-            if not on_demand:  # decide(): no on-demand candidates for a spot-only policy
-                od_wish = choice == ON_DEMAND
-                choice = np.where(od_wish, np.where(known.any(axis=1), SPOT, NONE), choice)
-            choice = np.where(todo, choice, running).astype(np.int8)
-            cur = np.where(running == SPOT, zone, -1)
-            pick = strategy.pick_zone(known, ages / 3600.0, cur, last_zone, score=score)
+            if rb_start is not None:  # a zone kept away after a look (decide()'s CoolDown)
+                known = known & ~(cool_until > t)
+                here = running == SPOT
+                known[rows[here], zone[here]] = True
+                ages = np.where(known, ages, 0.0)
+            choice, pick = ask(t, known, ages, running, todo)
+            if rb_start is not None:  # early signals: a look before the notice elsewhere
+                lk = todo & signalled(t, k, done_s)
+                if lk.any():
+                    kn = known.copy()
+                    kn[rows[lk], zone[lk]] = False
+                    c2, p2 = ask(t, kn, np.where(kn, ages, 0.0), np.where(lk, NONE, running), todo)
+                    lk &= ((c2 == SPOT) & (p2 >= 0)) | (c2 == ON_DEMAND)
+                    choice, pick = np.where(lk, c2, choice).astype(np.int8), np.where(lk, p2, pick)
+                    cool_until[rows[lk], zone[lk]] = t + cool_s
             launch_spot = (choice == SPOT) & ((running != SPOT) | (pick != zone))
             launch_od = (choice == ON_DEMAND) & (running != ON_DEMAND)
             stop = todo & (choice == NONE)  # waiting: every instance goes

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from provisioner.core.rebalance import RebalanceModel
+
 P3_2XLARGE_ON_DEMAND = 3.06  # USD/h, us-east-1/us-west-2 (SkyPilot catalog, shared/data)
 P3_2XLARGE_SPOT = 0.97  # USD/h, the spot price used for the Can't Be Late figures
 MAX_NODES = 64  # the policy's resources.nodes allows 1..64
@@ -58,6 +60,10 @@ class Scenario:
     #: instance; a gang never): False models the old order (stop, then launch) in the replay
     #: and the optimum only, for comparison
     make_before_break: bool = True
+    #: early signals: AWS's rebalance recommendation modelled from the trace (its lead time,
+    #: how often one precedes an outage, false alarms: provisioner.core.rebalance), on which
+    #: decide() may look elsewhere before the notice; None: none served
+    rebalance: RebalanceModel | None = None
 
     def __post_init__(self) -> None:
         check_nodes(self.nodes)
