@@ -35,6 +35,7 @@ from provisioner.core.decide import (
     JobView,
     Observations,
 )
+from provisioner.core.looks import schedule
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Offer, Placement
 from provisioner.core.planner import Plan, PlanContext, plan_offers
 from provisioner.core.views import (
@@ -286,6 +287,8 @@ def job_view(
         last_launch_failure_at=failed_at,
         boot_s=boot_s,
         setup_failures=setup_failures(attempts),
+        looks=schedule(spot_events(attempts)),
+        launch_calls=tuple((a.provider, a.created_at) for a in attempts),
     )
 
 

@@ -23,6 +23,9 @@ Both fill every field below, and take the timings from the same place:
 ``JobView.boot_s``             :data:`BOOT_S` (launch to a running agent), or the provider's
 ``JobView.setup_failures``     earlier attempts ended by a failed setup (the daemon only: a
                                trace has none)
+``JobView.looks``              the look schedule per spot location
+                               (:func:`provisioner.core.looks.schedule` of the spot events)
+``JobView.launch_calls``       the launch calls sent in the last hour (the call budget)
 ``Observations.interruptions`` notices and preemptions for the job's instances, a draining
                                one's (overlap) included
 ``Observations.candidates``    the planner's ranked placements, both markets
@@ -43,9 +46,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from policies.model import Policy
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
+
+if TYPE_CHECKING:
+    from provisioner.core.looks import Call, ZoneLooks
 
 Location = tuple[str, str]  # (provider, zone or region)
 
@@ -203,6 +210,10 @@ class JobView:
     boot_s: float = BOOT_S  # launch to a running agent: a notice this long is overlapped
     #: fingerprints of the earlier attempts' setup failures, oldest first
     setup_failures: tuple[str, ...] = ()
+    #: the look schedule per spot location (:func:`provisioner.core.looks.schedule`)
+    looks: Mapping[Location, ZoneLooks] = field(default_factory=dict)
+    #: launch calls of the last hour, (provider, sent at): the policy's call budget
+    launch_calls: tuple[Call, ...] = ()
 
     @classmethod
     def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:

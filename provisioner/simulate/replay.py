@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from provisioner.core import looks as lk
 from provisioner.core.availability import best_zone, lifetime_h, outage_h, zone_scores
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
 from provisioner.core.views import CAPACITY_ERRORS_WITHIN
@@ -116,6 +117,12 @@ def replay(
     seen_down = np.zeros((n, n_zones))  # observed: the latest outage seen (s; 0: the start)
     refused_at = np.full((n, n_zones), -np.inf)  # observed: the latest refused launch (s)
     within_s = CAPACITY_ERRORS_WITHIN.total_seconds()
+    in_a_row = np.zeros((n, n_zones), dtype=np.int64)  # the look schedule: refusals in a row
+    # the launch-call budget: the latest ``budget`` calls per window, a ring (oldest at ``ci``)
+    budget = int(sc.launch_calls_per_hour)
+    calls = np.full((n, budget), -np.inf)
+    ci = np.zeros(n, dtype=np.int64)
+    hour_s = lk.HOUR.total_seconds()
     # each zone's history so far (views.zone_history's four numbers, in seconds and counts)
     up_done = np.zeros((n, n_zones))  # spot seconds run there, instances ended
     spot_start = np.zeros(n)  # when the running spot instance was launched
@@ -181,8 +188,13 @@ def replay(
 
         todo = ~finished  # windows still deciding this step
         for _ in range(MAX_PASSES if observed else 1):
+            # a look from a working instance waits for the zone's schedule (core.looks)
+            settled = (running != NONE) & (t - run_started >= d_s - 1e-9)
             if observed:  # zones not refused lately, and the running one: capacity is there
-                known = t - refused_at > within_s
+                used = (t - calls < hour_s).sum(axis=1)
+                looking = settled & lk.tight(used, budget) if mbb else np.zeros(n, bool)
+                wait_s = np.where(looking[:, None], lk.hold_s(in_a_row), within_s)
+                known = t - refused_at > np.maximum(wait_s, within_s)
                 on_spot = running == SPOT
                 known[rows[on_spot], zone[on_spot]] = True
                 ages = np.where(known, t - seen_down, 0.0)
@@ -234,8 +246,11 @@ def replay(
             if mbb:  # one switch at a time: none while one is handing over
                 launch_spot &= old_mk == NONE
                 launch_od &= old_mk == NONE
+            # no launch call once the hour's budget is spent: the instance (if any) runs on
+            spent = t - calls[rows, ci] < hour_s
+            launch_spot &= ~spent
+            launch_od &= ~spent
             # made before break from an instance past its changeover (it does the work)
-            settled = (running != NONE) & (t - run_started >= d_s - 1e-9)
             switch = settled & (launch_spot | launch_od) if mbb else np.zeros(n, bool)
             leaving = (running == SPOT) & ~switch & (launch_spot | launch_od | (choice == NONE))
             up_done[rows[leaving], zone[leaving]] += t - spot_start[leaving]
@@ -244,13 +259,18 @@ def replay(
             # replace runs on (made before break), or was stopped first (a gang)
             refused = launch_spot & ~av[rows, np.maximum(pick, 0)]
             refusals += refused
+            in_a_row[rows[refused], pick[refused]] += 1
             refused_at[rows[refused], pick[refused]] = t
             seen_down[rows[refused], pick[refused]] = t
             rz = pick[refused]
             was = opened[rows[refused], rz]
             opened[rows[refused], rz] = np.where(np.isnan(was), t, was)
+            sent = launch_spot | launch_od  # a call each, refused or not
+            calls[rows[sent], ci[sent]] = t
+            ci = np.where(sent, (ci + 1) % budget, ci)
             launch_spot &= ~refused
             gz = pick[launch_spot]
+            in_a_row[rows[launch_spot], gz] = 0
             was = opened[rows[launch_spot], gz]
             down_s[rows[launch_spot], gz] += np.where(np.isnan(was), 0.0, t - was)
             rec_n[rows[launch_spot], gz] += ~np.isnan(was)

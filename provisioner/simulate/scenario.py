@@ -58,6 +58,9 @@ class Scenario:
     #: instance; a gang never): False models the old order (stop, then launch) in the replay
     #: and the optimum only, for comparison
     make_before_break: bool = True
+    #: launch calls per hour at most (the policy's ``restart.launch_calls_per_hour``; the
+    #: engine reads the policy's, the replay this)
+    launch_calls_per_hour: int = 60
 
     def __post_init__(self) -> None:
         check_nodes(self.nodes)
