@@ -91,6 +91,7 @@ class Case:
             price_spot=P3_2XLARGE_SPOT,
             checkpoint_s=0.0,
             notice_s=self.notice_s,
+            launch_calls_per_hour=pol.restart.launch_calls_per_hour,
         )
 
     def steps(self) -> int:

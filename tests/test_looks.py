@@ -1,0 +1,106 @@
+"""The look schedule and the launch-call budget (provisioner/core/looks.py), alone and through
+both drivers: the daemon's reconciler on the sim provider and the simulator's engine (and the
+vectorised replay) back off alike after repeated refusals, and never exceed the hourly budget."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from policies import parse_policy
+from provisioner.core import looks as lk
+from provisioner.core.strategies import get_strategy
+from provisioner.simulate.engine import World, run_window
+from provisioner.simulate.replay import replay
+from tests.equivalence_util import START, Case, explain, run_daemon, run_engine
+from tests.test_equivalence import A, B, job
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+LOC = ("aws", A)
+
+
+def test_refusals_in_a_row_double_the_hold_up_to_the_cap_and_a_launch_resets_it() -> None:
+    assert [lk.hold(n) for n in (1, 2, 3, 4, 5, 9)] == [
+        timedelta(minutes=m) for m in (5, 10, 20, 40, 40, 40)
+    ]
+    assert list(lk.hold_s(np.asarray([0, 1, 2, 3, 4, 50]))) == [300, 300, 600, 1200, 2400, 2400]
+    events = [(T0 + timedelta(minutes=m), LOC, "refused") for m in (0, 6, 12)]
+    sched = lk.schedule(events)
+    assert sched[LOC] == lk.ZoneLooks(3, T0 + timedelta(minutes=12))
+    assert lk.held(sched, LOC, T0 + timedelta(minutes=32))  # 20 min, its end included
+    assert not lk.held(sched, LOC, T0 + timedelta(minutes=32, seconds=1))
+    assert lk.next_look(sched, LOC) == T0 + timedelta(minutes=32)
+    up = lk.schedule([*events, (T0 + timedelta(minutes=13), LOC, "up")])
+    assert up[LOC].refused == 0 and not lk.held(up, LOC, T0 + timedelta(minutes=14))
+    later = (T0 + timedelta(minutes=20), LOC, "refused")
+    shuffled = lk.schedule([later, (T0 + timedelta(minutes=13), LOC, "up"), *events])
+    assert shuffled[LOC] == lk.ZoneLooks(1, later[0])  # in time order: one since the launch
+    assert lk.schedule([(T0, LOC, "lost"), (T0, LOC, "stop")]) == {}
+
+
+def test_the_budget_counts_every_call_for_an_hour_per_cloud() -> None:
+    calls = [("aws", T0 + timedelta(minutes=m)) for m in (0, 10, 20)] + [("gcp", T0)]
+    now = T0 + timedelta(minutes=30)
+    assert lk.budget_spent_until(calls, "aws", 4, now) is None
+    assert lk.budget_spent_until(calls, "aws", 3, now) == T0 + timedelta(hours=1)
+    assert lk.budget_spent_until(calls, "aws", 2, now) == T0 + timedelta(minutes=70)
+    assert lk.budget_spent_until(calls, "gcp", 2, now) is None
+    assert lk.budget_spent_until(calls, "aws", 3, T0 + timedelta(hours=1)) is None  # aged out
+    assert lk.recent_calls(calls, T0 + timedelta(minutes=65)) == (
+        ("aws", T0 + timedelta(minutes=10)),
+        ("aws", T0 + timedelta(minutes=20)),
+    )
+    assert lk.tight(5, 10) and not lk.tight(4, 10)
+
+
+def _case(cap: int) -> Case:
+    """Spot in A until step 10, then none anywhere: the job goes to on-demand and, from it,
+    looks at spot in A and B (both refused) whenever the strategy wants spot there."""
+    policy = job(2, "3h", cooldown=f"0s\n  launch_calls_per_hour: {cap}")
+    return Case(f"backoff-{cap}", policy, {A: "U10 D", B: "D"})
+
+
+def _engine_refusals(case: Case) -> tuple[int, int]:
+    sc, avail = case.scenario(), case.avail()
+    row = run_window(
+        parse_policy(case.policy), avail, sc, World(zones=list(case.zones)), start=START
+    )
+    fast = replay(get_strategy("provisioner"), avail[None], sc)
+    return int(row["refusals"]), int(fast.refusals[0])
+
+
+def _calls_per_hour(run: object, steps_per_hour: int) -> int:
+    steps = sorted(e.step for e in [*run.effects, *run.refused] if e.kind == "launch")  # type: ignore[attr-defined]
+    return max(
+        (sum(1 for s in steps if k <= s < k + steps_per_hour) for k in range(steps[-1] + 1)),
+        default=0,
+    )
+
+
+def test_repeated_refusals_back_off_alike_in_the_daemon_and_the_engine(tmp_path: Path) -> None:
+    tight, free = _case(10), _case(60)
+    runs = {c.name: (c, run_engine(c), run_daemon(c, tmp_path / c.name)) for c in (tight, free)}
+    for name, (case, engine, daemon) in runs.items():
+        why = explain(engine, daemon)
+        assert not daemon.notes, why
+        assert daemon.effects == engine.effects and daemon.outcome == engine.outcome, why
+        assert daemon.outcome[0] == "succeeded", why
+        assert max(daemon.live) <= 2 and daemon.left == 0, (name, daemon.live, daemon.left)
+        # the same refused looks in the engine, the replay and the daemon
+        assert _engine_refusals(case) == (len(daemon.refused), len(daemon.refused)), why
+    steps_per_hour = round(3600 / tight.step_s)
+    assert _calls_per_hour(runs[tight.name][2], steps_per_hour) <= 10
+    assert _calls_per_hour(runs[free.name][2], steps_per_hour) > 10  # the cap is what bounds it
+
+    def looks_from_od(run: object) -> list[int]:
+        od = next(e.step for e in run.effects if e.market == "on-demand")  # type: ignore[attr-defined]
+        return sorted({e.step for e in run.refused if e.step > od and e.zone == A})  # type: ignore[attr-defined]
+
+    held, every = looks_from_od(runs[tight.name][2]), looks_from_od(runs[free.name][2])
+    assert len(held) < len(every), (held, every)
+    # without pressure on the budget a look every other step (the 5-minute memory); with it,
+    # a zone refused three times in a row is held for 20 minutes (more than three steps)
+    assert set(np.diff(every)) == {2}, every
+    assert max(np.diff(held)) > 3, held
