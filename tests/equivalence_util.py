@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies import parse_policy
+from providers.facts import billing_for
 from providers.sim import SimProvider
 from provisioner.core.catalog import Catalog
 from provisioner.core.decide import Action, Fail, Launch, Terminate
@@ -92,6 +93,7 @@ class Case:
             checkpoint_s=0.0,
             notice_s=self.notice_s,
             launch_calls_per_hour=pol.restart.launch_calls_per_hour,
+            billing=billing_for("sim"),  # the sim bills as AWS: what a look costs there
         )
 
     def steps(self) -> int:

@@ -386,8 +386,7 @@ def _decide_on(
     policy, keep, cur = job.policy, t.keep, job.current
     alive = [x for x in (keep, t.handing_over) if x is not None]
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
-    if keep is not None and policy.resources.nodes == 1 and ov.settled(job, keep, now):
-        avail = lk.open_zones(job, locs, avail, now)  # a look from a working instance
+    avail = lk.open_zones(job, keep, locs, avail, now)  # looks due (from a working instance)
     running, cur_i = NONE, -1
     if keep is not None:
         running = SPOT if keep.market is Market.SPOT else ON_DEMAND
@@ -448,13 +447,10 @@ def _decide_on(
     left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
     # make before break: the running instance works on (and bills) through the changeover
     mbb = keep is not None and policy.resources.nodes == 1 and ov.settled(job, keep, now)
-    overlap_usd = ov.overlap_usd(job, keep) if mbb else 0.0
-    calls_until: datetime | None = None  # the launch-call budget of p's cloud is spent
-    for p in ordered:
-        spent = lk.calls_spent(job, p, now)
-        if spent is not None:
-            calls_until = spent if calls_until is None else min(calls_until, spent)
-            continue
+    # passed over: the launch-call budget spent, a look that does not pay (core.looks)
+    passed = [lk.pass_over(job, keep if mbb else None, p, now, why) for p in ordered]
+    for p in (p for p, w in zip(ordered, passed, strict=True) if w is None):
+        overlap_usd = ov.overlap_usd(job, keep, now, p) if mbb else 0.0
         if not fits_budget(policy, job.spent_usd + overlap_usd, hourly_cost(p), left_h):
             continue
         if mbb and keep is not None:
@@ -470,8 +466,8 @@ def _decide_on(
             *stop,
             Launch(p, job.attempt + 1, f"{_describe(p)} (rank {p.rank}): {why}"),
         ]
-    if calls_until is not None:
-        return [*t.actions, Wait(calls_until, lk.spent_reason(job, calls_until))]
+    if any(passed):
+        return [*t.actions, next(w for w in passed if w is not None)]
     if alive:
         return [*t.actions, Wait(None, "no launch fits the remaining budget: keeping the instance")]
     return t.actions + _budget_out(policy, [], "no launch fits the remaining budget")

@@ -35,7 +35,9 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from provisioner.core.models import Placement
+from provisioner.core import overlap as ov
+from provisioner.core.actions import Wait
+from provisioner.core.models import Instance, Placement
 from provisioner.core.views import CAPACITY_ERRORS_WITHIN, JobView, Location, SpotEvent
 
 #: The first hold after a refusal (the capacity-error memory), doubled per refusal in a row.
@@ -130,11 +132,13 @@ def tight(used: int, limit: int) -> bool:
 
 
 def open_zones(
-    job: JobView, locs: Sequence[Location], avail: np.ndarray, now: datetime
+    job: JobView, keep: Instance | None, locs: Sequence[Location], avail: np.ndarray, now: datetime
 ) -> np.ndarray:
     """``avail`` less the zones whose next look is not due, where their cloud's call budget is
-    tight (a look from a working instance)."""
-    if not job.looks or not locs:
+    tight, for a look from ``keep`` at work (one instance past its changeover)."""
+    if not job.looks or not locs or keep is None or job.policy.resources.nodes != 1:
+        return avail
+    if not ov.settled(job, keep, now):
         return avail
     limit = job.policy.restart.launch_calls_per_hour
     used: dict[str, int] = {}
@@ -143,6 +147,21 @@ def open_zones(
             used[p] = used.get(p, 0) + 1
     due = [not (tight(used.get(loc[0], 0), limit) and held(job.looks, loc, now)) for loc in locs]
     return avail & np.asarray(due, dtype=bool)
+
+
+def pass_over(
+    job: JobView, looking_from: Instance | None, p: Placement, now: datetime, why: str
+) -> Wait | None:
+    """Why a launch of ``p`` is not made now, as the Wait decide() returns when no candidate
+    is left: the call budget of ``p``'s cloud is spent (until a call ages out), or, for a look
+    from ``looking_from``, the look would cost more than it saves
+    (:func:`provisioner.core.overlap.look_pays`). None: go on with ``p``."""
+    spent = calls_spent(job, p, now)
+    if spent is not None:
+        return Wait(spent, spent_reason(job, spent))
+    if looking_from is not None and not ov.look_pays(job, looking_from, p, now):
+        return Wait(None, f"staying: a look would cost more than it saves ({why})")
+    return None
 
 
 def calls_spent(job: JobView, p: Placement, now: datetime) -> datetime | None:

@@ -26,6 +26,7 @@ Both fill every field below, and take the timings from the same place:
 ``JobView.looks``              the look schedule per spot location
                                (:func:`provisioner.core.looks.schedule` of the spot events)
 ``JobView.launch_calls``       the launch calls sent in the last hour (the call budget)
+``JobView.billing``            each cloud's billing rule (its facts; the sim's: AWS's)
 ``Observations.interruptions`` notices and preemptions for the job's instances, a draining
                                one's (overlap) included
 ``Observations.candidates``    the planner's ranked placements, both markets
@@ -52,6 +53,7 @@ from policies.model import Policy
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
 
 if TYPE_CHECKING:
+    from provisioner.core.billing import Billing
     from provisioner.core.looks import Call, ZoneLooks
 
 Location = tuple[str, str]  # (provider, zone or region)
@@ -214,6 +216,8 @@ class JobView:
     looks: Mapping[Location, ZoneLooks] = field(default_factory=dict)
     #: launch calls of the last hour, (provider, sent at): the policy's call budget
     launch_calls: tuple[Call, ...] = ()
+    #: each cloud's billing rule by provider (the cost of a look; absent: per second)
+    billing: Mapping[str, Billing] = field(default_factory=dict)
 
     @classmethod
     def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:

@@ -256,6 +256,7 @@ def run_window(
                 changeover_h=sc.overhead_s / 3600.0, step_h=step_h(step),
                 checkpoint_on_notice=sc.checkpoint_s <= 0, boot_s=sc.boot_s,
                 looks=schedule(events), launch_calls=recent_calls(calls, now),
+                billing={world.provider: sc.billing},
             )  # fmt: skip
             notes = tuple(
                 Interruption(x.id, world.provider, x.zone, "notice", until - notice, until)

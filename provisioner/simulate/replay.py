@@ -56,6 +56,23 @@ class PerWindow:
     price_spot: np.ndarray
 
 
+def _look_pays(
+    sc: Scenario, age_s: np.ndarray, left_s: np.ndarray, p_od: object, p_spot: object
+) -> np.ndarray:
+    """:func:`provisioner.core.overlap.look_pays` per window: the saving on the work left
+    against the on-demand instance billed through the changeover and to the end of its
+    billing at the handover, plus spot's billing minimum."""
+    rule = sc.billing
+    at = age_s + sc.overhead_s  # the on-demand instance's age at the handover
+    inc = float(rule.increment_s)
+    billed = np.maximum(np.ceil(np.maximum(at, 0.0) / inc - 1e-9) * inc, rule.minimum_s)
+    tail = np.maximum(0.0, billed - at)
+    cost = np.asarray(p_od) * (sc.overhead_s + tail) / 3600.0
+    cost = cost + np.asarray(p_spot) * rule.minimum_s / 3600.0
+    saving = (np.asarray(p_od) - np.asarray(p_spot)) * np.maximum(0.0, left_s) / 3600.0
+    return np.asarray(saving > cost)
+
+
 def replay(
     strategy: Strategy,
     avail: np.ndarray,
@@ -250,6 +267,12 @@ def replay(
             spent = t - calls[rows, ci] < hour_s
             launch_spot &= ~spent
             launch_od &= ~spent
+            # a look from on-demand at spot only where it pays (overlap.look_pays)
+            if mbb:
+                od_look = launch_spot & settled & (running == ON_DEMAND)
+                launch_spot &= ~od_look | _look_pays(
+                    sc, t - run_started, work_s - done_s, p_od, p_spot
+                )
             # made before break from an instance past its changeover (it does the work)
             switch = settled & (launch_spot | launch_od) if mbb else np.zeros(n, bool)
             leaving = (running == SPOT) & ~switch & (launch_spot | launch_od | (choice == NONE))

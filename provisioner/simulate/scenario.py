@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from provisioner.core.billing import PER_SECOND, Billing
+
 P3_2XLARGE_ON_DEMAND = 3.06  # USD/h, us-east-1/us-west-2 (SkyPilot catalog, shared/data)
 P3_2XLARGE_SPOT = 0.97  # USD/h, the spot price used for the Can't Be Late figures
 MAX_NODES = 64  # the policy's resources.nodes allows 1..64
@@ -61,6 +63,9 @@ class Scenario:
     #: launch calls per hour at most (the policy's ``restart.launch_calls_per_hour``; the
     #: engine reads the policy's, the replay this)
     launch_calls_per_hour: int = 60
+    #: the cloud's billing rule: what a look costs (decide()'s ``JobView.billing``); the
+    #: default bills per second, as the model does
+    billing: Billing = PER_SECOND
 
     def __post_init__(self) -> None:
         check_nodes(self.nodes)
