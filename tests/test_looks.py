@@ -91,6 +91,7 @@ def _calls_per_hour(run: object, steps_per_hour: int) -> int:
     )
 
 
+@pytest.mark.slow  # two daemon runs on the sim server (seconds)
 def test_repeated_refusals_back_off_alike_in_the_daemon_and_the_engine(tmp_path: Path) -> None:
     tight, free = _case(10), _case(60)
     runs = {c.name: (c, run_engine(c), run_daemon(c, tmp_path / c.name)) for c in (tight, free)}
