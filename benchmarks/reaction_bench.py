@@ -40,6 +40,7 @@ the sim's boot.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -154,7 +155,7 @@ def _one_notice(job: Job, notice_s: float) -> Reaction:
     )
 
 
-def _policy(path: Path, ckpt: Path) -> Path:
+def _policy(path: Path, ckpt: Path, market: str = "spot") -> Path:
     sys.path.insert(0, str(REPO))
     from tests.daemon_util import write_policy
 
@@ -165,6 +166,7 @@ def _policy(path: Path, ckpt: Path) -> Path:
         step_seconds=STEP_S,
         checkpoint_every=250,
         cooldown="10m",
+        market=market,
     )
 
 
@@ -233,6 +235,126 @@ def measure(notice_s: float, count: int, tree: Path, cloud: str = "aws") -> list
     return out
 
 
+# -- looks: a switch from on-demand to spot made before break ---------------------------------
+
+LOOK_ZONES = ("us-east-1a", "us-east-1b")
+
+
+@dataclass
+class Looks:
+    refused_calls: int  # spot launches refused while on-demand worked (the refused look)
+    refused_steps: tuple[int, int]  # the job's step on on-demand just before and 3 s after
+    refused_stall_s: float  # longest time without a step on on-demand around the refusal
+    refused_restores: int  # restores from a checkpoint during it (none expected)
+    look_at_s: float  # from the daemon's start to the accepted look's launch
+    overlap_s: float  # the old instance ran beside the new one this long
+    downtime_s: float | None  # the job's last step on the old -> its first step on the new
+
+
+def measure_looks(tree: Path) -> Looks:
+    """One job on on-demand (spot refused in both zones at its start), a look at spot in
+    both zones once the capacity errors are 5 minutes old: refused in ``LOOK_ZONES[0]`` (no
+    spot there all along), accepted in ``LOOK_ZONES[1]`` (spot back since 5 minutes after
+    the start), then the handover at the end of the changeover."""
+    from providers.sim import SimProvider
+    from provisioner.api import submit
+    from provisioner.control.store import Store
+
+    tmp = Path(tempfile.mkdtemp(prefix="looks-"))
+    traces = {}
+    for zone, data in zip(LOOK_ZONES, ([0] * 120, [0] * 5 + [1] * 115), strict=True):
+        traces[zone] = str(tmp / f"{zone}.json")
+        Path(traces[zone]).write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": data}))
+    options = {
+        "state_dir": str(tmp / "sim"), "mimic": "aws", "seconds_per_hour": 3600,
+        "mtbp_hours": None, "notice_floor_s": 1.0, "idle_exit_s": 1800,
+        "terminate_grace_s": 1.0, "zones": list(LOOK_ZONES), "trace": traces,
+    }  # fmt: skip
+    sim = SimProvider(**options)  # type: ignore[arg-type]
+    store_url = f"sqlite:///{tmp / 'store.db'}"
+    store = Store(store_url)
+    cfg = tmp / "daemon.yaml"
+    off = {"enabled": False}
+    cfg.write_text(
+        json.dumps(
+            {"store": store_url, "providers": {"sim": options}, "metrics": off, "dashboard": off}
+        )
+    )
+    ckpt = tmp / "ckpt"
+    policy = _policy(tmp / "policy.yaml", ckpt, market="spot-then-on-demand")
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
+    env = dict(os.environ)
+    env.pop("NOTIFY_SOCKET", None)
+    env["PYTHONPATH"] = str(tree)
+    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115 - the child keeps it
+    started = time.time()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "daemon", "--config", str(cfg)],
+        cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    log.close()
+    job = Job(sim, ckpt, job_id)
+    try:
+        old = _running_steadily(job, timeout=300)
+        if old.market.value != "on-demand":
+            raise SystemExit(f"the job started on {old.market.value}, not on-demand")
+        seen: list[tuple[float, str, int]] = []  # (time, instance, step) at each change
+        restores = {_read(job.progress).get("resumed_from")}
+        new = None
+        end = time.monotonic() + 1800
+        while time.monotonic() < end:
+            now = time.time()
+            live = job.live()
+            for inst in live:
+                step = job.step_on(inst.id)
+                last = [x for x in seen if x[1] == inst.id][-1:]
+                if step is not None and (not last or step > last[0][2]):
+                    seen.append((now, inst.id, step))
+            if new is None:
+                new = next((i for i in live if i.id != old.id), None)
+                restores.add(_read(job.progress).get("resumed_from"))
+            if new is not None and all(i.id != old.id for i in live):
+                mine = [x for x in seen if x[1] == new.id]
+                if len(mine) >= 2:  # the new one has stepped since it resumed
+                    break
+            time.sleep(0.05)
+        else:
+            raise SystemExit("the look was not accepted and handed over in 30 minutes")
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        sim.shutdown_server(terminate_all=True)
+    assert new is not None
+    refused = [
+        a for a in store.attempts(job_id)
+        if a.state == "failed" and a.market == "spot" and a.created_at.timestamp() > (old.launched_at or started).timestamp()
+    ]  # fmt: skip
+    t0 = min(a.created_at.timestamp() for a in refused) if refused else started
+    t1 = max((a.ended_at or a.created_at).timestamp() for a in refused) if refused else started
+    on_old = [(t, step) for t, iid, step in seen if iid == old.id]
+    before = max((s for t, s in on_old if t <= t0), default=0)
+    after = max((s for t, s in on_old if t <= t1 + 3.0), default=0)
+    around = [t for t, _ in on_old if t0 - 3.0 <= t <= t1 + 3.0]
+    stall = max((b - a for a, b in itertools.pairwise(around)), default=0.0)
+    last_old = max(t for t, _ in on_old)
+    first_new = [t for t, iid, _ in seen if iid == new.id][1]  # its first step after resuming
+    launched = new.launched_at.timestamp() if new.launched_at else first_new
+    return Looks(
+        len(refused),
+        (before, after),
+        stall,
+        len(restores) - 1,
+        launched - started,
+        last_old - launched,
+        first_new - last_old,
+    )
+
+
 def _fmt(values: list[float | None]) -> str:
     got = [v for v in values if v is not None]
     if not got:
@@ -250,7 +372,22 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=3, help="notices per length")
     ap.add_argument("--tree", type=Path, default=REPO, help="checkout the daemon runs from")
     ap.add_argument("--quick", action="store_true", help="one 30 s notice")
+    ap.add_argument("--looks", action="store_true", help="a refused and an accepted look")
     args = ap.parse_args()
+    if args.looks:
+        got = measure_looks(args.tree.resolve())
+        print(
+            f"refused look: {got.refused_calls} spot launch(es) refused while on-demand worked; "
+            f"its steps {got.refused_steps[0]} -> {got.refused_steps[1]} (3 s later), longest "
+            f"stall {got.refused_stall_s:.2f} s, {got.refused_restores} restore(s)"
+        )
+        down = "-" if got.downtime_s is None else f"{got.downtime_s:.2f} s"
+        print(
+            f"accepted look: launched {got.look_at_s:.0f} s after the start, the old instance "
+            f"worked beside it {got.overlap_s:.0f} s; downtime (last step on the old -> first "
+            f"on the new) {down}"
+        )
+        return
     notices, count = ([30.0], 1) if args.quick else (args.notices, args.count)
     if count < 1 or any(n <= 0 for n in notices or []):
         ap.error("--count and --notices must be positive")

@@ -263,7 +263,7 @@ class Restart(_Model):
         timedelta, Field(description="How long a preempted zone is avoided.")
     ] = timedelta(minutes=30)
     launch_calls_per_hour: int = Field(
-        60,
+        120,
         ge=1,
         le=100_000,
         description="Launch calls per cloud in any hour, at most (refused ones count).",

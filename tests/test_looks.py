@@ -50,6 +50,16 @@ def test_refusals_in_a_row_double_the_hold_up_to_the_cap_and_a_launch_resets_it(
     shuffled = lk.schedule([later, (T0 + timedelta(minutes=13), LOC, "up"), *events])
     assert shuffled[LOC] == lk.ZoneLooks(1, later[0])  # in time order: one since the launch
     assert lk.schedule([(T0, LOC, "lost"), (T0, LOC, "stop")]) == {}
+    # several instance types refused there in one pass: one look, one refusal in the row
+    assert lk.schedule([(T0, LOC, "refused")] * 5)[LOC] == lk.ZoneLooks(1, T0)
+
+
+def test_one_default_budget_for_the_policy_the_core_and_the_simulator() -> None:
+    from policies.model import Restart
+    from provisioner.simulate.scenario import Scenario
+
+    sc = Scenario(work_s=3600.0, deadline_s=7200.0, overhead_s=720.0, step_s=360.0)
+    assert Restart().launch_calls_per_hour == lk.CALLS_PER_HOUR == sc.launch_calls_per_hour
 
 
 def test_the_budget_counts_every_call_for_an_hour_per_cloud() -> None:

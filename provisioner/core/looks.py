@@ -10,7 +10,8 @@ with the attempts themselves (nothing else is stored):
 
 * **the look schedule** (``JobView.looks``, built by :func:`schedule`): per spot location, the
   launches refused there in a row (reset by a launch there that was accepted: capacity seen)
-  and the latest one's time. A zone refused ``n`` times in a row is not looked at again, from
+  and the latest one's time (one per look: the instance types tried there in one pass count
+  once). A zone refused ``n`` times in a row is not looked at again, from
   a working instance, for :func:`hold` ``(n)``: 5 minutes (the capacity-error memory every
   launch obeys, :data:`~provisioner.core.views.CAPACITY_ERRORS_WITHIN`), doubling with each
   refusal up to :data:`LOOK_MAX`. A job with no instance at work is held only by the 5-minute
@@ -46,7 +47,7 @@ LOOK_FIRST = CAPACITY_ERRORS_WITHIN
 LOOK_MAX = timedelta(minutes=40)
 #: Launch calls per cloud per hour, per job, when the policy does not say
 #: (``restart.launch_calls_per_hour``): our choice, far below any cloud's API rate limit.
-CALLS_PER_HOUR = 60
+CALLS_PER_HOUR = 120
 #: The window the budget counts calls over.
 HOUR = timedelta(hours=1)
 
@@ -78,11 +79,13 @@ def hold_s(refused: np.ndarray) -> np.ndarray:
 
 def schedule(events: Iterable[SpotEvent]) -> dict[Location, ZoneLooks]:
     """Each location's look state from its spot events (:data:`SpotEvent`: ``refused`` adds
-    one to the run of refusals; ``up``, a launch accepted there, ends it)."""
+    one to the run of refusals, once per look: refusals at the same time, several instance
+    types tried there in one pass, count once; ``up``, a launch accepted there, ends it)."""
     out: dict[Location, ZoneLooks] = {}
     for at, loc, kind in sorted(events, key=lambda e: e[0]):
-        if kind == "refused":
-            out[loc] = ZoneLooks(out.get(loc, ZoneLooks()).refused + 1, at)
+        z = out.get(loc, ZoneLooks())
+        if kind == "refused" and (z.last is None or at > z.last or z.refused == 0):
+            out[loc] = ZoneLooks(z.refused + 1, at)
         elif kind == "up" and loc in out:
             out[loc] = ZoneLooks(0, out[loc].last)
     return out

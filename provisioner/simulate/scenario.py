@@ -62,7 +62,7 @@ class Scenario:
     make_before_break: bool = True
     #: launch calls per hour at most (the policy's ``restart.launch_calls_per_hour``; the
     #: engine reads the policy's, the replay this)
-    launch_calls_per_hour: int = 60
+    launch_calls_per_hour: int = 120
     #: the cloud's billing rule: what a look costs (decide()'s ``JobView.billing``); the
     #: default bills per second, as the model does
     billing: Billing = PER_SECOND
