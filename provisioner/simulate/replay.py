@@ -20,8 +20,11 @@ the strategy again, up to the engine's ``MAX_PASSES`` a step. Switches are made 
 in ``decide()`` (single instances past their own changeover; ``Scenario.make_before_break``
 False: the old order, stop then launch, for comparison): the running instance works on and is
 billed through the new one's changeover, a refused launch leaves it running, a new spot
-instance lost in the overlap hands back to it, and no second switch starts meanwhile. ``observed=False``: the oracle (every zone's capacity now, and how long
-it has lasted), an upper bound no daemon can reach.
+instance lost in the overlap hands back to it, and no second switch starts meanwhile. The look
+schedule and the launch-call budget (:mod:`provisioner.core.looks`,
+``Scenario.launch_calls_per_hour``) and whether a look from on-demand pays
+(``Scenario.billing``) are modelled as decide() applies them. ``observed=False``: the oracle
+(every zone's capacity now, and how long it has lasted), an upper bound no daemon can reach.
 """
 
 from __future__ import annotations
