@@ -203,3 +203,26 @@ def test_the_engine_and_the_replay_weigh_a_look_alike() -> None:
             assert got == pytest.approx(want), (rule, w)
             passed += row["launches"] == 1 and row["spot_hours"] == 0  # on on-demand to the end
         assert passed > 0  # some windows saw spot back too late for a look to pay
+
+
+def test_decide_waits_once_the_hour_s_calls_are_spent_keeping_what_runs() -> None:
+    from tests.test_decide import NOW, cands, job, policy, running
+
+    pol = policy("restart:\n  launch_calls_per_hour: 3\n")
+    calls = tuple(("aws", NOW - timedelta(minutes=m)) for m in (50, 30, 10))
+    obs = Observations(candidates=cands("us-east-1a", "us-east-1b"))
+    out = decide(job(pol, launch_calls=calls), obs, NOW)
+    assert len(out) == 1 and isinstance(out[0], Wait), out
+    assert out[0].until == NOW + timedelta(minutes=10)  # the oldest call an hour old
+    assert "launch_calls_per_hour" in out[0].reason
+    # a call of another cloud, or one over an hour old, does not count
+    other = (("gcp", NOW), *calls[1:], ("aws", NOW - timedelta(minutes=61)))
+    assert any(isinstance(a, Launch) for a in decide(job(pol, launch_calls=other), obs, NOW))
+    # spent while on-demand works: the look waits, on-demand runs on untouched
+    cur, od = running(1, market=Market.ON_DEMAND, at=NOW - timedelta(hours=2))
+    view = job(pol, launch_calls=calls, current=cur, attempt=1, work_done_h=40.0)
+    out = decide(view, Observations(instances=(od,), candidates=obs.candidates), NOW)
+    assert len(out) == 1 and isinstance(out[0], Wait), out
+    assert "launch_calls_per_hour" in out[0].reason  # the strategy wanted spot: a look
+    free = decide(replace(view, launch_calls=()), Observations((od,), (), obs.candidates), NOW)
+    assert [a.replaces for a in free if isinstance(a, Launch)] == [od.id], free
