@@ -246,23 +246,33 @@ class Looks:
     refused_steps: tuple[int, int]  # the job's step on on-demand just before and 3 s after
     refused_stall_s: float  # longest time without a step on on-demand around the refusal
     refused_restores: int  # restores from a checkpoint during it (none expected)
-    look_at_s: float  # from the daemon's start to the accepted look's launch
-    overlap_s: float  # the old instance ran beside the new one this long
+    look_at_s: float | None  # from the daemon's start to the accepted look's launch
+    overlap_s: float | None  # the old instance ran beside the new one this long
     downtime_s: float | None  # the job's last step on the old -> its first step on the new
 
 
-def measure_looks(tree: Path) -> Looks:
+def _refused_since(store: Any, job_id: str, since: float) -> list[Any]:
+    """The job's spot launches refused after ``since`` (epoch seconds): looks from on-demand."""
+    return [
+        a for a in store.attempts(job_id)
+        if a.state == "failed" and a.market == "spot" and a.created_at.timestamp() > since
+    ]  # fmt: skip
+
+
+def measure_looks(tree: Path, accept: bool = True) -> Looks:
     """One job on on-demand (spot refused in both zones at its start), a look at spot in
     both zones once the capacity errors are 5 minutes old: refused in ``LOOK_ZONES[0]`` (no
     spot there all along), accepted in ``LOOK_ZONES[1]`` (spot back since 5 minutes after
-    the start), then the handover at the end of the changeover."""
+    the start), then the handover at the end of the changeover. ``accept=False``: no spot
+    anywhere, the run ends 3 s after the first refused look."""
     from providers.sim import SimProvider
     from provisioner.api import submit
     from provisioner.control.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="looks-"))
     traces = {}
-    for zone, data in zip(LOOK_ZONES, ([0] * 120, [0] * 5 + [1] * 115), strict=True):
+    back = [0] * 5 + [1] * 115 if accept else [0] * 120
+    for zone, data in zip(LOOK_ZONES, ([0] * 120, back), strict=True):
         traces[zone] = str(tmp / f"{zone}.json")
         Path(traces[zone]).write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": data}))
     options = {
@@ -303,9 +313,16 @@ def measure_looks(tree: Path) -> Looks:
         seen: list[tuple[float, str, int]] = []  # (time, instance, step) at each change
         restores = {_read(job.progress).get("resumed_from")}
         new = None
-        end = time.monotonic() + 1800
+        since = (old.launched_at.timestamp() if old.launched_at else started) + 1.0
+        end, checked = time.monotonic() + 1800, 0.0
         while time.monotonic() < end:
             now = time.time()
+            if not accept and now - checked >= 1.0:
+                checked = now
+                refused = _refused_since(store, job_id, since)
+                last = max(((a.ended_at or a.created_at).timestamp() for a in refused), default=0)
+                if refused and now > last + 3.0:
+                    break
             live = job.live()
             for inst in live:
                 step = job.step_on(inst.id)
@@ -330,10 +347,7 @@ def measure_looks(tree: Path) -> Looks:
             daemon.kill()
         sim.shutdown_server(terminate_all=True)
     assert new is not None
-    refused = [
-        a for a in store.attempts(job_id)
-        if a.state == "failed" and a.market == "spot" and a.created_at.timestamp() > (old.launched_at or started).timestamp()
-    ]  # fmt: skip
+    refused = _refused_since(store, job_id, since)
     t0 = min(a.created_at.timestamp() for a in refused) if refused else started
     t1 = max((a.ended_at or a.created_at).timestamp() for a in refused) if refused else started
     on_old = [(t, step) for t, iid, step in seen if iid == old.id]
@@ -341,6 +355,9 @@ def measure_looks(tree: Path) -> Looks:
     after = max((s for t, s in on_old if t <= t1 + 3.0), default=0)
     around = [t for t, _ in on_old if t0 - 3.0 <= t <= t1 + 3.0]
     stall = max((b - a for a, b in itertools.pairwise(around)), default=0.0)
+    head = Looks(len(refused), (before, after), stall, len(restores) - 1, None, None, None)
+    if new is None:
+        return head
     last_old = max(t for t, _ in on_old)
     first_new = [t for t, iid, _ in seen if iid == new.id][1]  # its first step after resuming
     launched = new.launched_at.timestamp() if new.launched_at else first_new
@@ -373,14 +390,17 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=REPO, help="checkout the daemon runs from")
     ap.add_argument("--quick", action="store_true", help="one 30 s notice")
     ap.add_argument("--looks", action="store_true", help="a refused and an accepted look")
+    ap.add_argument("--looks-refused", action="store_true", help="a refused look only")
     args = ap.parse_args()
-    if args.looks:
-        got = measure_looks(args.tree.resolve())
+    if args.looks or args.looks_refused:
+        got = measure_looks(args.tree.resolve(), accept=not args.looks_refused)
         print(
             f"refused look: {got.refused_calls} spot launch(es) refused while on-demand worked; "
             f"its steps {got.refused_steps[0]} -> {got.refused_steps[1]} (3 s later), longest "
             f"stall {got.refused_stall_s:.2f} s, {got.refused_restores} restore(s)"
         )
+        if got.look_at_s is None or got.overlap_s is None:
+            return
         down = "-" if got.downtime_s is None else f"{got.downtime_s:.2f} s"
         print(
             f"accepted look: launched {got.look_at_s:.0f} s after the start, the old instance "
