@@ -22,6 +22,19 @@ and max over the notices (seconds):
   attempt resumed from: the last progress kept) to the job's first progress on the new
   instance.
 
+``--looks``: a switch made before break instead of a notice. One job with no deadline on
+the sim (real time) in two zones without spot at its start goes to on-demand; once spot has
+been up, as far as the daemon knows (since its refusals), for the break-even time, it looks at
+spot in both zones: a zone with no spot all along refuses (the *refused look*: printed, the
+spot launches refused while on-demand worked, the job's step just before and 3 s after, the
+longest stall of its steps around the refusal, and the restores from a checkpoint: none
+expected), the other, whose spot came back 5 minutes in, accepts (the *accepted look*: when,
+how long the old instance worked beside the new one, through the changeover, and the
+downtime: the job's last step on the old instance to its first on the new one).
+``--looks-refused``: no spot anywhere, the run ends after the first refused look. Each takes
+the break-even time (about half an hour at the sim's prices) plus, accepted, the changeover
+(12 minutes).
+
 ``--tree DIR`` runs the daemon (and the agents, through it) from another checkout, e.g. main
 before overlap on notice (``git archive main | tar -x -C /tmp/base``); the sim server and
 the job are this tree's either way.
@@ -29,6 +42,7 @@ the job are this tree's either way.
     .venv/bin/python benchmarks/reaction_bench.py [--clouds aws gcp] [--notices 30 120]
         [--count 3] [--tree DIR]
     .venv/bin/python benchmarks/reaction_bench.py --quick   # one 30 s notice, AWS
+    .venv/bin/python benchmarks/reaction_bench.py --looks [--looks-refused]
 
 Measured (docs/daemon.md has the table), one notice per cloud at its own length, the notice
 reaching the daemon through the agent's progress record (the sim's store is local: the
@@ -155,7 +169,7 @@ def _one_notice(job: Job, notice_s: float) -> Reaction:
     )
 
 
-def _policy(path: Path, ckpt: Path, market: str = "spot") -> Path:
+def _policy(path: Path, ckpt: Path, market: str = "spot", extra: str = "") -> Path:
     sys.path.insert(0, str(REPO))
     from tests.daemon_util import write_policy
 
@@ -167,6 +181,7 @@ def _policy(path: Path, ckpt: Path, market: str = "spot") -> Path:
         checkpoint_every=250,
         cooldown="10m",
         market=market,
+        extra=extra,
     )
 
 
@@ -274,7 +289,8 @@ def measure_looks(tree: Path, accept: bool = True) -> Looks:
     back = [0] * 5 + [1] * 115 if accept else [0] * 120
     for zone, data in zip(LOOK_ZONES, ([0] * 120, back), strict=True):
         traces[zone] = str(tmp / f"{zone}.json")
-        Path(traces[zone]).write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": data}))
+        doc = {"metadata": {"gap_seconds": 60}, "data": data}
+        Path(traces[zone]).write_text(json.dumps(doc))
     options = {
         "state_dir": str(tmp / "sim"), "mimic": "aws", "seconds_per_hour": 3600,
         "mtbp_hours": None, "notice_floor_s": 1.0, "idle_exit_s": 1800,
@@ -291,6 +307,8 @@ def measure_looks(tree: Path, accept: bool = True) -> Looks:
         )
     )
     ckpt = tmp / "ckpt"
+    # no deadline: spot where there is capacity, else on-demand, left for spot once capacity
+    # has lasted the break-even time
     policy = _policy(tmp / "policy.yaml", ckpt, market="spot-then-on-demand")
     _, job_id = submit(
         policy, provider="sim", provider_defaults=False, provider_options=options, store=store
@@ -314,7 +332,7 @@ def measure_looks(tree: Path, accept: bool = True) -> Looks:
         restores = {_read(job.progress).get("resumed_from")}
         new = None
         since = (old.launched_at.timestamp() if old.launched_at else started) + 1.0
-        end, checked = time.monotonic() + 1800, 0.0
+        end, checked = time.monotonic() + 3000, 0.0
         while time.monotonic() < end:
             now = time.time()
             if not accept and now - checked >= 1.0:
@@ -338,7 +356,7 @@ def measure_looks(tree: Path, accept: bool = True) -> Looks:
                     break
             time.sleep(0.05)
         else:
-            raise SystemExit("the look was not accepted and handed over in 30 minutes")
+            raise SystemExit("the look was not accepted and handed over in 50 minutes")
     finally:
         daemon.terminate()
         try:
