@@ -364,7 +364,6 @@ def measure_looks(tree: Path, accept: bool = True) -> Looks:
         except subprocess.TimeoutExpired:
             daemon.kill()
         sim.shutdown_server(terminate_all=True)
-    assert new is not None
     refused = _refused_since(store, job_id, since)
     t0 = min(a.created_at.timestamp() for a in refused) if refused else started
     t1 = max((a.ended_at or a.created_at).timestamp() for a in refused) if refused else started
