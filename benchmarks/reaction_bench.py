@@ -22,6 +22,19 @@ and max over the notices (seconds):
   attempt resumed from: the last progress kept) to the job's first progress on the new
   instance.
 
+``--looks``: a switch made before break instead of a notice. One job with no deadline on
+the sim (real time) in two zones without spot at its start goes to on-demand; once spot has
+been up, as far as the daemon knows (since its refusals), for the break-even time, it looks at
+spot in both zones: a zone with no spot all along refuses (the *refused look*: printed, the
+spot launches refused while on-demand worked, the job's step just before and 3 s after, the
+longest stall of its steps around the refusal, and the restores from a checkpoint: none
+expected), the other, whose spot came back 5 minutes in, accepts (the *accepted look*: when,
+how long the old instance worked beside the new one, through the changeover, and the
+downtime: the job's last step on the old instance to its first on the new one).
+``--looks-refused``: no spot anywhere, the run ends after the first refused look. Each takes
+the break-even time (about half an hour at the sim's prices) plus, accepted, the changeover
+(12 minutes).
+
 ``--tree DIR`` runs the daemon (and the agents, through it) from another checkout, e.g. main
 before overlap on notice (``git archive main | tar -x -C /tmp/base``); the sim server and
 the job are this tree's either way.
@@ -29,6 +42,7 @@ the job are this tree's either way.
     .venv/bin/python benchmarks/reaction_bench.py [--clouds aws gcp] [--notices 30 120]
         [--count 3] [--tree DIR]
     .venv/bin/python benchmarks/reaction_bench.py --quick   # one 30 s notice, AWS
+    .venv/bin/python benchmarks/reaction_bench.py --looks [--looks-refused]
 
 Measured (docs/daemon.md has the table), one notice per cloud at its own length, the notice
 reaching the daemon through the agent's progress record (the sim's store is local: the
@@ -40,6 +54,7 @@ the sim's boot.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -154,7 +169,7 @@ def _one_notice(job: Job, notice_s: float) -> Reaction:
     )
 
 
-def _policy(path: Path, ckpt: Path) -> Path:
+def _policy(path: Path, ckpt: Path, market: str = "spot", extra: str = "") -> Path:
     sys.path.insert(0, str(REPO))
     from tests.daemon_util import write_policy
 
@@ -165,6 +180,8 @@ def _policy(path: Path, ckpt: Path) -> Path:
         step_seconds=STEP_S,
         checkpoint_every=250,
         cooldown="10m",
+        market=market,
+        extra=extra,
     )
 
 
@@ -233,6 +250,145 @@ def measure(notice_s: float, count: int, tree: Path, cloud: str = "aws") -> list
     return out
 
 
+# -- looks: a switch from on-demand to spot made before break ---------------------------------
+
+LOOK_ZONES = ("us-east-1a", "us-east-1b")
+
+
+@dataclass
+class Looks:
+    refused_calls: int  # spot launches refused while on-demand worked (the refused look)
+    refused_steps: tuple[int, int]  # the job's step on on-demand just before and 3 s after
+    refused_stall_s: float  # longest time without a step on on-demand around the refusal
+    refused_restores: int  # restores from a checkpoint during it (none expected)
+    look_at_s: float | None  # from the daemon's start to the accepted look's launch
+    overlap_s: float | None  # the old instance ran beside the new one this long
+    downtime_s: float | None  # the job's last step on the old -> its first step on the new
+
+
+def _refused_since(store: Any, job_id: str, since: float) -> list[Any]:
+    """The job's spot launches refused after ``since`` (epoch seconds): looks from on-demand."""
+    return [
+        a for a in store.attempts(job_id)
+        if a.state == "failed" and a.market == "spot" and a.created_at.timestamp() > since
+    ]  # fmt: skip
+
+
+def measure_looks(tree: Path, accept: bool = True) -> Looks:
+    """One job on on-demand (spot refused in both zones at its start), a look at spot in
+    both zones once the capacity errors are 5 minutes old: refused in ``LOOK_ZONES[0]`` (no
+    spot there all along), accepted in ``LOOK_ZONES[1]`` (spot back since 5 minutes after
+    the start), then the handover at the end of the changeover. ``accept=False``: no spot
+    anywhere, the run ends 3 s after the first refused look."""
+    from providers.sim import SimProvider
+    from provisioner.api import submit
+    from provisioner.control.store import Store
+
+    tmp = Path(tempfile.mkdtemp(prefix="looks-"))
+    traces = {}
+    back = [0] * 5 + [1] * 115 if accept else [0] * 120
+    for zone, data in zip(LOOK_ZONES, ([0] * 120, back), strict=True):
+        traces[zone] = str(tmp / f"{zone}.json")
+        doc = {"metadata": {"gap_seconds": 60}, "data": data}
+        Path(traces[zone]).write_text(json.dumps(doc))
+    options = {
+        "state_dir": str(tmp / "sim"), "mimic": "aws", "seconds_per_hour": 3600,
+        "mtbp_hours": None, "notice_floor_s": 1.0, "idle_exit_s": 1800,
+        "terminate_grace_s": 1.0, "zones": list(LOOK_ZONES), "trace": traces,
+    }  # fmt: skip
+    sim = SimProvider(**options)  # type: ignore[arg-type]
+    store_url = f"sqlite:///{tmp / 'store.db'}"
+    store = Store(store_url)
+    cfg = tmp / "daemon.yaml"
+    off = {"enabled": False}
+    cfg.write_text(
+        json.dumps(
+            {"store": store_url, "providers": {"sim": options}, "metrics": off, "dashboard": off}
+        )
+    )
+    ckpt = tmp / "ckpt"
+    # no deadline: spot where there is capacity, else on-demand, left for spot once capacity
+    # has lasted the break-even time
+    policy = _policy(tmp / "policy.yaml", ckpt, market="spot-then-on-demand")
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
+    env = dict(os.environ)
+    env.pop("NOTIFY_SOCKET", None)
+    env["PYTHONPATH"] = str(tree)
+    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115 - the child keeps it
+    started = time.time()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "provisioner", "daemon", "--config", str(cfg)],
+        cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    log.close()
+    job = Job(sim, ckpt, job_id)
+    try:
+        old = _running_steadily(job, timeout=300)
+        if old.market.value != "on-demand":
+            raise SystemExit(f"the job started on {old.market.value}, not on-demand")
+        seen: list[tuple[float, str, int]] = []  # (time, instance, step) at each change
+        restores = {_read(job.progress).get("resumed_from")}
+        new = None
+        since = (old.launched_at.timestamp() if old.launched_at else started) + 1.0
+        end, checked = time.monotonic() + 3000, 0.0
+        while time.monotonic() < end:
+            now = time.time()
+            if not accept and now - checked >= 1.0:
+                checked = now
+                refused = _refused_since(store, job_id, since)
+                last = max(((a.ended_at or a.created_at).timestamp() for a in refused), default=0)
+                if refused and now > last + 3.0:
+                    break
+            live = job.live()
+            for inst in live:
+                step = job.step_on(inst.id)
+                last = [x for x in seen if x[1] == inst.id][-1:]
+                if step is not None and (not last or step > last[0][2]):
+                    seen.append((now, inst.id, step))
+            if new is None:
+                new = next((i for i in live if i.id != old.id), None)
+                restores.add(_read(job.progress).get("resumed_from"))
+            if new is not None and all(i.id != old.id for i in live):
+                mine = [x for x in seen if x[1] == new.id]
+                if len(mine) >= 2:  # the new one has stepped since it resumed
+                    break
+            time.sleep(0.05)
+        else:
+            raise SystemExit("the look was not accepted and handed over in 50 minutes")
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        sim.shutdown_server(terminate_all=True)
+    refused = _refused_since(store, job_id, since)
+    t0 = min(a.created_at.timestamp() for a in refused) if refused else started
+    t1 = max((a.ended_at or a.created_at).timestamp() for a in refused) if refused else started
+    on_old = [(t, step) for t, iid, step in seen if iid == old.id]
+    before = max((s for t, s in on_old if t <= t0), default=0)
+    after = max((s for t, s in on_old if t <= t1 + 3.0), default=0)
+    around = [t for t, _ in on_old if t0 - 3.0 <= t <= t1 + 3.0]
+    stall = max((b - a for a, b in itertools.pairwise(around)), default=0.0)
+    head = Looks(len(refused), (before, after), stall, len(restores) - 1, None, None, None)
+    if new is None:
+        return head
+    last_old = max(t for t, _ in on_old)
+    first_new = [t for t, iid, _ in seen if iid == new.id][1]  # its first step after resuming
+    launched = new.launched_at.timestamp() if new.launched_at else first_new
+    return Looks(
+        len(refused),
+        (before, after),
+        stall,
+        len(restores) - 1,
+        launched - started,
+        last_old - launched,
+        first_new - last_old,
+    )
+
+
 def _fmt(values: list[float | None]) -> str:
     got = [v for v in values if v is not None]
     if not got:
@@ -250,7 +406,25 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=3, help="notices per length")
     ap.add_argument("--tree", type=Path, default=REPO, help="checkout the daemon runs from")
     ap.add_argument("--quick", action="store_true", help="one 30 s notice")
+    ap.add_argument("--looks", action="store_true", help="a refused and an accepted look")
+    ap.add_argument("--looks-refused", action="store_true", help="a refused look only")
     args = ap.parse_args()
+    if args.looks or args.looks_refused:
+        got = measure_looks(args.tree.resolve(), accept=not args.looks_refused)
+        print(
+            f"refused look: {got.refused_calls} spot launch(es) refused while on-demand worked; "
+            f"its steps {got.refused_steps[0]} -> {got.refused_steps[1]} (3 s later), longest "
+            f"stall {got.refused_stall_s:.2f} s, {got.refused_restores} restore(s)"
+        )
+        if got.look_at_s is None or got.overlap_s is None:
+            return
+        down = "-" if got.downtime_s is None else f"{got.downtime_s:.2f} s"
+        print(
+            f"accepted look: launched {got.look_at_s:.0f} s after the start, the old instance "
+            f"worked beside it {got.overlap_s:.0f} s; downtime (last step on the old -> first "
+            f"on the new) {down}"
+        )
+        return
     notices, count = ([30.0], 1) if args.quick else (args.notices, args.count)
     if count < 1 or any(n <= 0 for n in notices or []):
         ap.error("--count and --notices must be positive")

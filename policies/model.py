@@ -262,6 +262,12 @@ class Restart(_Model):
     zone_cooldown: Annotated[
         timedelta, Field(description="How long a preempted zone is avoided.")
     ] = timedelta(minutes=30)
+    launch_calls_per_hour: int = Field(
+        120,
+        ge=1,
+        le=100_000,
+        description="Launch calls per cloud in any hour, at most (refused ones count).",
+    )
     _iv = field_validator("zone_cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
 

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from policies import parse_policy
+from providers.facts import billing_for
 from providers.sim import SimProvider
 from provisioner.core.catalog import Catalog
 from provisioner.core.decide import Action, Fail, Launch, Terminate
@@ -81,6 +82,10 @@ class Case:
     crashes: tuple[int, ...] = ()
     #: early signals: the rebalance recommendation's model, the engine's and the sim's
     rebalance: RebalanceModel | None = None
+    #: (step, failpoint): before the step's pass, a daemon process runs that pass and dies at
+    #: the failpoint (exit 137, as kill -9 leaves it: :mod:`tests.overlap_pass`); a new one
+    #: then runs the pass again from the store and the cloud
+    kills: tuple[tuple[int, str], ...] = ()
 
     def scenario(self) -> Scenario:
         pol = parse_policy(self.policy)
@@ -95,6 +100,8 @@ class Case:
             checkpoint_s=0.0,
             notice_s=self.notice_s,
             rebalance=self.rebalance,
+            launch_calls_per_hour=pol.restart.launch_calls_per_hour,
+            billing=billing_for("sim"),  # the sim bills as AWS: what a look costs there
         )
 
     def steps(self) -> int:
@@ -107,11 +114,19 @@ class Case:
 
     def offers(self) -> list[Offer]:
         """The world's offers, the same for both: each zone on spot and on-demand."""
-        it, gpu, n, cpu, mem = INSTANCE
-        return [
-            Offer("aws", z[:-1], z, it, gpu, n, cpu, mem, P3_2XLARGE_ON_DEMAND, P3_2XLARGE_SPOT)
-            for z in self.zones
-        ]
+        return offers_for(list(self.zones))
+
+
+def offers_for(zones: list[str]) -> list[Offer]:
+    it, gpu, n, cpu, mem = INSTANCE
+    return [
+        Offer("aws", z[:-1], z, it, gpu, n, cpu, mem, P3_2XLARGE_ON_DEMAND, P3_2XLARGE_SPOT)
+        for z in zones
+    ]
+
+
+def catalog_for(zones: list[str]) -> Catalog:
+    return Catalog.from_offers(offers_for(zones), "equivalence")
 
 
 @dataclass(frozen=True, order=True)
@@ -144,6 +159,11 @@ class Run:
     #: each launch the daemon sent: attempt, market, the agent's spec (daemon runs)
     sent: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     left: int = 0  # live instances of the job once it ended (orphans)
+    #: each daemon killed in a pass: (step, failpoint, the job's live instances just after)
+    killed: list[tuple[int, str, int]] = field(default_factory=list)
+    #: every instance the cloud ran for the job, and the attempts' instance ids (orphans)
+    ran: set[str] = field(default_factory=set)
+    recorded: set[str] = field(default_factory=set)
 
     def granularity(self, cloud: str = "aws") -> float:
         """What billing granularity can account for (USD): one billing unit (the cloud's
@@ -292,7 +312,7 @@ class _Sim(SimProvider):
         return super().launch(request)
 
 
-def _reconciler(store: Any, clock: list[datetime], catalog: Catalog, step_s: float) -> Any:
+def reconciler_for(store: Any, clock: list[datetime], catalog: Catalog, step_s: float) -> Any:
     from provisioner.control.reconciler import Reconciler
 
     def factory(name: str, options: dict[str, Any]) -> SimProvider:
@@ -348,7 +368,7 @@ def run_daemon(case: Case, tmp: Path) -> Run:
         **_rebalance_options(case.rebalance),
         "idle_exit_s": 120.0,
     }
-    catalog = Catalog.from_offers(case.offers(), "equivalence")
+    catalog = catalog_for(list(case.zones))
     sim = SimProvider(catalog=catalog, **options)
     _Sim.sent = []
     ck = tmp / "ck"
@@ -367,19 +387,24 @@ def run_daemon(case: Case, tmp: Path) -> Run:
             now=START,
         )
         clock = [START]
-        rec = _reconciler(store, clock, catalog, case.step_s)
+        rec = reconciler_for(store, clock, catalog, case.step_s)
         agent = Agent(f"file://{ck}", job_id, sc.work_s, sc.overhead_s, sim)
         try:
             live_n: list[int] = []
+            killed: list[tuple[int, str, int]] = []  # (step, point, live after the kill)
             for k in range(n):
                 now = START + timedelta(seconds=k * case.step_s)
                 agent.ran(now - timedelta(seconds=case.step_s), case.step_s)
                 sim.set_clock(now)  # the market moves: preemptions at the boundary
                 agent.report(now)
                 clock[0] = now
-                if k in case.crashes:  # a new process: the store and the cloud, nothing else
-                    rec.close()
-                    rec = _reconciler(store, clock, catalog, case.step_s)
+                for point in [p for at, p in case.kills if at == k]:
+                    notes += _killed_pass(store, case, now, point, tmp)
+                    alive = [i for i in sim.list({TAG_JOB: job_id}) if i.state.alive]
+                    killed.append((k, point, len(alive)))
+                if k in case.crashes or any(at == k for at, _ in case.kills):
+                    rec.close()  # a new process: the store and the cloud, nothing else
+                    rec = reconciler_for(store, clock, catalog, case.step_s)
                 report = rec.run_pass()
                 if report.errors:
                     notes.append(f"pass {k}: {report.errors} error(s)")
@@ -396,11 +421,34 @@ def run_daemon(case: Case, tmp: Path) -> Run:
             rec.close()
         run = _daemon_run(store, sim, job_id, case.step_s, notes)
         run.live = live_n
+        run.killed = killed
         run.sent = list(_Sim.sent)
         run.left = sum(1 for i in sim.list({TAG_JOB: job_id}) if i.state.alive)
+        run.ran = {i.id for i in sim.list({TAG_JOB: job_id})}
+        run.recorded = {a.instance_id for a in store.attempts(job_id) if a.instance_id}
         return run
     finally:
         sim.shutdown_server(terminate_all=True)
+
+
+def _killed_pass(store: Any, case: Case, now: datetime, point: str, tmp: Path) -> list[str]:
+    """The pass at ``now`` in a daemon process that dies at ``point`` (a note if it did not)."""
+    import os
+    import subprocess
+    import sys
+
+    args = {"store": store.url, "now": now.isoformat(), "zones": list(case.zones)}
+    args["step_s"] = case.step_s
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PROVISIONER_CRASH_AT": point}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "tests.overlap_pass", json.dumps(args)]
+    done = subprocess.run(cmd, env=env, cwd=repo, capture_output=True, timeout=120, check=False)
+    if done.returncode == 137:
+        return []
+    return [
+        f"the pass at {now} did not die at {point}: exit {done.returncode} {done.stderr[-400:]!r}"
+    ]
 
 
 _TERMINATED = re.compile(r"terminated (\S+):")

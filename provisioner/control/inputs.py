@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from policies.model import Policy
 from provisioner.agent.protocol import ProgressRecord
 from provisioner.agent.store import step_of
 from provisioner.control.store import AttemptRow, JobRow
+from provisioner.core.billing import Billing
 from provisioner.core.decide import (
     AgentReport,
     AttemptView,
@@ -36,6 +37,7 @@ from provisioner.core.decide import (
     JobView,
     Observations,
 )
+from provisioner.core.looks import schedule
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Offer, Placement
 from provisioner.core.planner import Plan, PlanContext, plan_offers
 from provisioner.core.views import (
@@ -272,6 +274,27 @@ def spot_events(attempts: Iterable[AttemptRow]) -> list[SpotEvent]:
     return out
 
 
+class _CloudBilling(Mapping[str, Billing]):
+    """Each cloud's billing rule from its facts, read when asked (``JobView.billing``)."""
+
+    def __getitem__(self, provider: str) -> Billing:
+        from providers.facts import billing_for
+
+        try:
+            return billing_for(provider)
+        except (ValueError, TypeError):  # a cloud without facts: per second
+            raise KeyError(provider) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+CLOUD_BILLING = _CloudBilling()
+
+
 def job_view(
     job: JobRow,
     policy: Policy,
@@ -319,6 +342,9 @@ def job_view(
         last_launch_failure_at=failed_at,
         boot_s=boot_s,
         setup_failures=setup_failures(attempts),
+        looks=schedule(spot_events(attempts)),
+        launch_calls=tuple((a.provider, a.created_at) for a in attempts),
+        billing=CLOUD_BILLING,
     )
 
 

@@ -35,20 +35,16 @@ Output: actions, to be carried out in order (the executor does nothing else):
 * :class:`Fail` (reason): the job cannot go on (restarts or budget exhausted, its command
   failed): the job ends ``failed``.
 
-Order of the rules: a notice long enough to overlap (the rules below, as if the instance
-under notice were gone: a Launch or nothing); cancel; the agent's exit (done: Finish;
-failed: Fail); launch backoff; an interruption notice (wait); the work covered by checkpoints; the total budget; time windows; an
-attempt launched but not yet reported; restarts exhausted; a rebalance recommendation's look
-(:mod:`provisioner.core.signals`: an early signal, never a notice); the strategy's choice.
-A switch is made before break (:mod:`provisioner.core.overlap`): with an instance alive, a
-:class:`Launch` comes without a :class:`Terminate` and with ``replaces`` naming it; the old
-instance works on until the new attempt has taken over (its changeover done, or its agent
-reporting), then goes. A refused launch costs nothing (the old instance runs on; the refusal
-is a capacity observation), an accepted one the overlap (``changeover_h`` on both, counted
-against the budget). Overlap on notice is the same with the cloud's notice as the reason. At
-most one extra instance: no switch while one is handing over, and a gang is stopped before its
-replacement is launched (one gang at a time). Every :class:`Launch` names why that placement
-(the audit event).
+Order of the rules: a notice long enough to overlap (the rules below, as if the instance under
+notice were gone); cancel; the agent's exit; launch backoff; a notice (wait); the work covered
+by checkpoints; the total budget; time windows; an attempt not yet reported; restarts
+exhausted; a rebalance recommendation's look (:mod:`provisioner.core.signals`); the strategy.
+A switch is made before break (:mod:`provisioner.core.overlap`): a :class:`Launch` with
+``replaces`` naming the instance alive, which works on until the new attempt has taken over. A
+refused launch costs nothing (a capacity observation; :mod:`provisioner.core.looks` paces
+them), an accepted one the overlap (counted against the budget). Overlap on notice is the same
+with the cloud's notice as the reason. Never a third instance. Every :class:`Launch` names why
+that placement (the audit event).
 
 Guarantees (property-tested in ``tests/test_decide.py``): a Launch is never above the bid
 cap (the placement's or the policy's) nor ``budget.max_price_per_hour``, never outside the
@@ -56,12 +52,9 @@ policy's residency, never on a market the policy excludes, never spot in a coole
 an offer that just reported no capacity, never when ``restarts >= restart.max_restarts``,
 and never one that the remaining budget could not pay for.
 
-A gang (``resources.nodes`` > 1, docs/gangs.md) is decided as one instance: its nodes are
-folded first into one unit per attempt (:func:`provisioner.core.gang.fold`: any node lost is
-the unit preempted in that node's zone), a Terminate of the unit is carried out on every node
-by the caller, a Launch is a whole gang (``Placement.nodes``), the budgets are held against the
-gang's hour (``rules.hourly_cost``), and a gang is never overlapped on a notice (that would be
-a second gang). The guarantees above hold per gang (``tests/test_gang_core.py``).
+A gang (``resources.nodes`` > 1) is decided as one instance (:func:`provisioner.core.gang.fold`:
+any node lost is the unit preempted; a Terminate is carried out on every node, a Launch is a
+whole gang, the budgets held against the gang's hour, never overlapped on a notice).
 
 Spot, on-demand or wait is a strategy's choice (:mod:`provisioner.core.strategies`), selected by
 the policy's market (``on-demand``; ``spot``: spot only; ``spot-then-on-demand``: ours,
@@ -80,6 +73,7 @@ import numpy as np
 from policies.model import MarketChoice, Policy
 from provisioner.core import availability as av
 from provisioner.core import gang
+from provisioner.core import looks as lk
 from provisioner.core import overlap as ov
 from provisioner.core import signals as sig
 from provisioner.core import stepview as sv
@@ -389,6 +383,7 @@ def _decide_on(
     policy, keep, cur = job.policy, t.keep, job.current
     alive = [x for x in (keep, t.handing_over) if x is not None]
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
+    avail = lk.open_zones(job, keep, locs, avail, now)  # looks due (from a working instance)
     running, cur_i = NONE, -1
     if keep is not None:
         running = SPOT if keep.market is Market.SPOT else ON_DEMAND
@@ -452,8 +447,10 @@ def _decide_on(
     left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
     # make before break: the running instance works on (and bills) through the changeover
     mbb = keep is not None and policy.resources.nodes == 1 and ov.settled(job, keep, now)
-    overlap_usd = ov.overlap_usd(job, keep) if mbb else 0.0
-    for p in ordered:
+    # passed over: the launch-call budget spent, a look that does not pay (core.looks)
+    passed = [lk.pass_over(job, keep if mbb else None, p, now, why) for p in ordered]
+    for p in (p for p, w in zip(ordered, passed, strict=True) if w is None):
+        overlap_usd = ov.overlap_usd(job, keep, now, p) if mbb else 0.0
         if not fits_budget(policy, job.spent_usd + overlap_usd, hourly_cost(p), left_h):
             continue
         if mbb and keep is not None:
@@ -469,6 +466,8 @@ def _decide_on(
             *stop,
             Launch(p, job.attempt + 1, f"{_describe(p)} (rank {p.rank}): {why}"),
         ]
+    if any(passed):
+        return [*t.actions, next(w for w in passed if w is not None)]
     if alive:
         return [*t.actions, Wait(None, "no launch fits the remaining budget: keeping the instance")]
     return t.actions + _budget_out(policy, [], "no launch fits the remaining budget")

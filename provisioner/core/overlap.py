@@ -21,6 +21,11 @@ and its changeover is over (``JobView.changeover_h`` after its launch: boot, set
 or its agent reports; then it is terminated (an ``ended`` attempt, not a restart) and its agent
 checkpoints on the way down, which the new agent waits for (``handover_from``). A refused
 launch leaves it the current instance; a replacement lost during the overlap does too.
+
+What a look costs (:func:`overlap_usd`) counts each cloud's billing rule (``JobView.billing``,
+the drivers fill it from the clouds' facts): the old instance's remaining billed time at the
+handover and the new one's minimum; decide() makes a look from on-demand to spot only where it
+pays (:func:`look_pays`), and counts its cost against the budget.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from provisioner.core.models import Instance, InstanceState, Interruption
+from provisioner.core.billing import PER_SECOND, Billing
+from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
 from provisioner.core.rules import launch_price
 from provisioner.core.strategies import EPS_H
 from provisioner.core.views import AgentReport, JobView
@@ -142,13 +148,52 @@ def settled(job: JobView, keep: Instance, now: datetime) -> bool:
     return since is None or (now - since).total_seconds() / 3600.0 >= job.changeover_h - EPS_H
 
 
-def overlap_usd(job: JobView, keep: Instance | None) -> float:
-    """What keeping ``keep`` through a new instance's changeover costs (the price of a look
-    that is accepted; a refused one costs nothing)."""
+def billing(job: JobView, provider: str) -> Billing:
+    """``provider``'s billing rule as the driver told it (``JobView.billing``); per second
+    without a minimum where it did not."""
+    return job.billing.get(provider) or PER_SECOND
+
+
+def overlap_usd(
+    job: JobView, keep: Instance | None, now: datetime | None = None, new: Placement | None = None
+) -> float:
+    """What a look that is accepted costs beyond the work (a refused one costs nothing):
+    ``keep`` billed through the new instance's changeover, and on to the end of what its
+    cloud bills at the handover (the rest of a started billing increment, or of its minimum
+    if it is younger than that; known only with ``now``); plus ``new``'s billing minimum,
+    what the new instance is billed if it is lost at once (a look refused after it started,
+    or lost early), where ``new`` is given."""
     if keep is None:
         return 0.0
     price = keep.price_per_hour
     cur = job.current
     if price is None and cur is not None and keep.id == cur.instance_id:
         price = launch_price(cur.placement)
-    return (price or 0.0) * job.changeover_h
+    hand_s = job.changeover_h * 3600.0
+    tail_s = 0.0
+    if now is not None and keep.launched_at is not None:
+        age_s = (now - keep.launched_at).total_seconds() + hand_s  # at the handover
+        tail_s = max(0.0, billing(job, keep.provider).billed_seconds(age_s) - age_s)
+    cost = (price or 0.0) * (hand_s + tail_s) / 3600.0
+    if new is not None:
+        cost += launch_price(new) * billing(job, new.offer.provider).minimum_s / 3600.0
+    return cost
+
+
+def look_pays(job: JobView, keep: Instance | None, new: Placement, now: datetime) -> bool:
+    """Whether a look from ``keep`` (on-demand) at ``new`` (spot) pays: what the work left
+    saves on ``new``'s price is more than the look costs (:func:`overlap_usd`; during the
+    changeover ``keep`` does the work, so the saving is over all of the work left). A look of
+    any other kind (a move the strategy needs, not a saving), or without a work estimate,
+    is not weighed here."""
+    if keep is None or job.work_total_h is None:
+        return True
+    if keep.market is not Market.ON_DEMAND or new.market is not Market.SPOT:
+        return True
+    price = keep.price_per_hour
+    cur = job.current
+    if price is None and cur is not None and keep.id == cur.instance_id:
+        price = launch_price(cur.placement)
+    left_h = max(0.0, job.work_total_h - job.work_done_h)
+    saving = ((price or 0.0) - launch_price(new)) * left_h
+    return saving > overlap_usd(job, keep, now, new)

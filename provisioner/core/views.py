@@ -23,6 +23,10 @@ Both fill every field below, and take the timings from the same place:
 ``JobView.boot_s``             :data:`BOOT_S` (launch to a running agent), or the provider's
 ``JobView.setup_failures``     earlier attempts ended by a failed setup (the daemon only: a
                                trace has none)
+``JobView.looks``              the look schedule per spot location
+                               (:func:`provisioner.core.looks.schedule` of the spot events)
+``JobView.launch_calls``       the launch calls sent in the last hour (the call budget)
+``JobView.billing``            each cloud's billing rule (its facts; the sim's: AWS's)
 ``Observations.interruptions`` notices and preemptions for the job's instances, a draining
                                one's (overlap) included
 ``Observations.candidates``    the planner's ranked placements, both markets
@@ -49,6 +53,8 @@ from policies.model import Policy
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
 
 if TYPE_CHECKING:
+    from provisioner.core.billing import Billing
+    from provisioner.core.looks import Call, ZoneLooks
     from provisioner.core.zone_priors import ZoneRisk
 
 Location = tuple[str, str]  # (provider, zone or region)
@@ -207,6 +213,12 @@ class JobView:
     boot_s: float = BOOT_S  # launch to a running agent: a notice this long is overlapped
     #: fingerprints of the earlier attempts' setup failures, oldest first
     setup_failures: tuple[str, ...] = ()
+    #: the look schedule per spot location (:func:`provisioner.core.looks.schedule`)
+    looks: Mapping[Location, ZoneLooks] = field(default_factory=dict)
+    #: launch calls of the last hour, (provider, sent at): the policy's call budget
+    launch_calls: tuple[Call, ...] = ()
+    #: each cloud's billing rule by provider (the cost of a look; absent: per second)
+    billing: Mapping[str, Billing] = field(default_factory=dict)
 
     @classmethod
     def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:

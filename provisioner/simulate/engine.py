@@ -61,6 +61,7 @@ from provisioner.core.decide import (
     Terminate,
     decide,
 )
+from provisioner.core.looks import Call, recent_calls, schedule
 from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
@@ -183,6 +184,7 @@ def run_window(
     events: list[SpotEvent] = []  # what each zone has shown so far (views.zone_history)
     rb = sc.rebalance if sc.rebalance is not None and sc.rebalance.on else None
     rb_start = None if rb is None else grid(rb, avail, step, world.zones)  # early signals
+    calls: list[Call] = []  # launch calls sent (the policy's hourly call budget)
 
     for k in range(k_max):
         t = k * step
@@ -256,6 +258,8 @@ def run_window(
                 attempt=attempt, spent_usd=cost, current=cur, cooldowns=dict(cooldowns),
                 changeover_h=sc.overhead_s / 3600.0, step_h=step_h(step),
                 checkpoint_on_notice=sc.checkpoint_s <= 0, boot_s=sc.boot_s,
+                looks=schedule(events), launch_calls=recent_calls(calls, now),
+                billing={world.provider: sc.billing},
             )  # fmt: skip
             notes = tuple(
                 Interruption(x.id, world.provider, x.zone, "notice", until - notice, until)
@@ -297,6 +301,7 @@ def run_window(
                     cooldowns[(action.provider, action.location)] = action.until
                 elif isinstance(action, Launch):
                     p = action.placement
+                    calls.append((p.offer.provider, now))
                     if p.market is Market.SPOT and not av[world.zones.index(p.offer.zone)]:
                         err = CapacityError(
                             world.provider, p.offer.zone, world.instance_type, Market.SPOT, now

@@ -20,8 +20,11 @@ the strategy again, up to the engine's ``MAX_PASSES`` a step. Switches are made 
 in ``decide()`` (single instances past their own changeover; ``Scenario.make_before_break``
 False: the old order, stop then launch, for comparison): the running instance works on and is
 billed through the new one's changeover, a refused launch leaves it running, a new spot
-instance lost in the overlap hands back to it, and no second switch starts meanwhile. ``observed=False``: the oracle (every zone's capacity now, and how long
-it has lasted), an upper bound no daemon can reach.
+instance lost in the overlap hands back to it, and no second switch starts meanwhile. The look
+schedule and the launch-call budget (:mod:`provisioner.core.looks`,
+``Scenario.launch_calls_per_hour``) and whether a look from on-demand pays
+(``Scenario.billing``) are modelled as decide() applies them. ``observed=False``: the oracle
+(every zone's capacity now, and how long it has lasted), an upper bound no daemon can reach.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from provisioner.core import looks as lk
 from provisioner.core import signals as sig
 from provisioner.core.availability import best_zone, lifetime_h, outage_h, zone_scores
 from provisioner.core.rebalance import grid
@@ -55,6 +59,23 @@ class PerWindow:
     deadline_s: np.ndarray
     price_on_demand: np.ndarray
     price_spot: np.ndarray
+
+
+def _look_pays(
+    sc: Scenario, age_s: np.ndarray, left_s: np.ndarray, p_od: object, p_spot: object
+) -> np.ndarray:
+    """:func:`provisioner.core.overlap.look_pays` per window: the saving on the work left
+    against the on-demand instance billed through the changeover and to the end of its
+    billing at the handover, plus spot's billing minimum."""
+    rule = sc.billing
+    at = age_s + sc.overhead_s  # the on-demand instance's age at the handover
+    inc = float(rule.increment_s)
+    billed = np.maximum(np.ceil(np.maximum(at, 0.0) / inc - 1e-9) * inc, rule.minimum_s)
+    tail = np.maximum(0.0, billed - at)
+    cost = np.asarray(p_od) * (sc.overhead_s + tail) / 3600.0
+    cost = cost + np.asarray(p_spot) * rule.minimum_s / 3600.0
+    saving = (np.asarray(p_od) - np.asarray(p_spot)) * np.maximum(0.0, left_s) / 3600.0
+    return np.asarray(saving > cost)
 
 
 def replay(
@@ -119,6 +140,12 @@ def replay(
     seen_down = np.zeros((n, n_zones))  # observed: the latest outage seen (s; 0: the start)
     refused_at = np.full((n, n_zones), -np.inf)  # observed: the latest refused launch (s)
     within_s = CAPACITY_ERRORS_WITHIN.total_seconds()
+    in_a_row = np.zeros((n, n_zones), dtype=np.int64)  # the look schedule: refusals in a row
+    # the launch-call budget: the latest ``budget`` calls per window, a ring (oldest at ``ci``)
+    budget = int(sc.launch_calls_per_hour)
+    calls = np.full((n, budget), -np.inf)
+    ci = np.zeros(n, dtype=np.int64)
+    hour_s = lk.HOUR.total_seconds()
     # each zone's history so far (views.zone_history's four numbers, in seconds and counts)
     up_done = np.zeros((n, n_zones))  # spot seconds run there, instances ended
     spot_start = np.zeros(n)  # when the running spot instance was launched
@@ -253,8 +280,13 @@ def replay(
 
         todo = ~finished  # windows still deciding this step
         for _ in range(MAX_PASSES if observed else 1):
+            # a look from a working instance waits for the zone's schedule (core.looks)
+            settled = (running != NONE) & (t - run_started >= d_s - 1e-9)
             if observed:  # zones not refused lately, and the running one: capacity is there
-                known = t - refused_at > within_s
+                used = (t - calls < hour_s).sum(axis=1)
+                looking = settled & lk.tight(used, budget) if mbb else np.zeros(n, bool)
+                wait_s = np.where(looking[:, None], lk.hold_s(in_a_row), within_s)
+                known = t - refused_at > np.maximum(wait_s, within_s)
                 on_spot = running == SPOT
                 known[rows[on_spot], zone[on_spot]] = True
                 ages = np.where(known, t - seen_down, 0.0)
@@ -267,14 +299,19 @@ def replay(
                 ages = np.where(known, ages, 0.0)
             choice, pick = ask(t, known, ages, running, todo)
             if rb_start is not None:  # early signals: a look before the notice elsewhere
-                lk = todo & signalled(t, k, done_s)
-                if lk.any():
+                rb_look = todo & signalled(t, k, done_s)
+                if rb_look.any():
                     kn = known.copy()
-                    kn[rows[lk], zone[lk]] = False
-                    c2, p2 = ask(t, kn, np.where(kn, ages, 0.0), np.where(lk, NONE, running), todo)
-                    lk &= ((c2 == SPOT) & (p2 >= 0)) | (c2 == ON_DEMAND)
-                    choice, pick = np.where(lk, c2, choice).astype(np.int8), np.where(lk, p2, pick)
-                    cool_until[rows[lk], zone[lk]] = t + cool_s
+                    kn[rows[rb_look], zone[rb_look]] = False
+                    c2, p2 = ask(
+                        t, kn, np.where(kn, ages, 0.0), np.where(rb_look, NONE, running), todo
+                    )
+                    rb_look &= ((c2 == SPOT) & (p2 >= 0)) | (c2 == ON_DEMAND)
+                    choice, pick = (
+                        np.where(rb_look, c2, choice).astype(np.int8),
+                        np.where(rb_look, p2, pick),
+                    )
+                    cool_until[rows[rb_look], zone[rb_look]] = t + cool_s
             launch_spot = (choice == SPOT) & ((running != SPOT) | (pick != zone))
             launch_od = (choice == ON_DEMAND) & (running != ON_DEMAND)
             stop = todo & (choice == NONE)  # waiting: every instance goes
@@ -284,8 +321,17 @@ def replay(
             if mbb:  # one switch at a time: none while one is handing over
                 launch_spot &= old_mk == NONE
                 launch_od &= old_mk == NONE
+            # no launch call once the hour's budget is spent: the instance (if any) runs on
+            spent = t - calls[rows, ci] < hour_s
+            launch_spot &= ~spent
+            launch_od &= ~spent
+            # a look from on-demand at spot only where it pays (overlap.look_pays)
+            if mbb:
+                od_look = launch_spot & settled & (running == ON_DEMAND)
+                launch_spot &= ~od_look | _look_pays(
+                    sc, t - run_started, work_s - done_s, p_od, p_spot
+                )
             # made before break from an instance past its changeover (it does the work)
-            settled = (running != NONE) & (t - run_started >= d_s - 1e-9)
             switch = settled & (launch_spot | launch_od) if mbb else np.zeros(n, bool)
             leaving = (running == SPOT) & ~switch & (launch_spot | launch_od | (choice == NONE))
             up_done[rows[leaving], zone[leaving]] += t - spot_start[leaving]
@@ -294,13 +340,18 @@ def replay(
             # replace runs on (made before break), or was stopped first (a gang)
             refused = launch_spot & ~av[rows, np.maximum(pick, 0)]
             refusals += refused
+            in_a_row[rows[refused], pick[refused]] += 1
             refused_at[rows[refused], pick[refused]] = t
             seen_down[rows[refused], pick[refused]] = t
             rz = pick[refused]
             was = opened[rows[refused], rz]
             opened[rows[refused], rz] = np.where(np.isnan(was), t, was)
+            sent = launch_spot | launch_od  # a call each, refused or not
+            calls[rows[sent], ci[sent]] = t
+            ci = np.where(sent, (ci + 1) % budget, ci)
             launch_spot &= ~refused
             gz = pick[launch_spot]
+            in_a_row[rows[launch_spot], gz] = 0
             was = opened[rows[launch_spot], gz]
             down_s[rows[launch_spot], gz] += np.where(np.isnan(was), 0.0, t - was)
             rec_n[rows[launch_spot], gz] += ~np.isnan(was)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from provisioner.core.billing import PER_SECOND, Billing
 from provisioner.core.rebalance import RebalanceModel
 
 P3_2XLARGE_ON_DEMAND = 3.06  # USD/h, us-east-1/us-west-2 (SkyPilot catalog, shared/data)
@@ -64,6 +65,12 @@ class Scenario:
     #: how often one precedes an outage, false alarms: provisioner.core.rebalance), on which
     #: decide() may look elsewhere before the notice; None: none served
     rebalance: RebalanceModel | None = None
+    #: launch calls per hour at most (the policy's ``restart.launch_calls_per_hour``; the
+    #: engine reads the policy's, the replay this)
+    launch_calls_per_hour: int = 120
+    #: the cloud's billing rule: what a look costs (decide()'s ``JobView.billing``); the
+    #: default bills per second, as the model does
+    billing: Billing = PER_SECOND
 
     def __post_init__(self) -> None:
         check_nodes(self.nodes)
