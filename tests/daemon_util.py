@@ -177,7 +177,17 @@ restart:
     return path
 
 
-def submit(store: Store, policy: Path, n: int, provider: str, options: dict[str, Any]) -> list[str]:
+def submit(
+    store: Store,
+    policy: Path,
+    n: int,
+    provider: str,
+    options: dict[str, Any],
+    *,
+    check: bool = True,
+) -> list[str]:
+    """``n`` jobs recorded as ``up`` records them (``check=False``: without the checks ``up``
+    makes first, for a job recorded by an install that had what this one lacks)."""
     from provisioner.api import submit as submit_job
 
     return [
@@ -187,6 +197,7 @@ def submit(store: Store, policy: Path, n: int, provider: str, options: dict[str,
             provider_defaults=False,
             provider_options=options,
             store=store,
+            check=check,
         )[1]
         for _ in range(n)
     ]
