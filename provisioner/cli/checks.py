@@ -7,9 +7,12 @@ store as it was.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.cli.common import fail
+
+if TYPE_CHECKING:
+    from providers.base import Provider
 
 #: Longest ``-o KEY=VALUE`` value accepted (a path or an endpoint URL fits easily).
 MAX_OPTION_CHARS = 4096
@@ -54,6 +57,21 @@ def check_provider(name: str, options: dict[str, Any]) -> None:
     problem = provider_problem(name, options)
     if problem is not None:
         fail(problem)
+
+
+def open_provider(name: str, pairs: tuple[str, ...]) -> Provider:
+    """The provider ``name`` built with its defaults and ``-o`` ``pairs`` over them, after the
+    checks (exit 2 on an unknown provider or option, or a missing SDK)."""
+    from providers.base import get
+    from provisioner.providers_config import provider_defaults
+
+    opts = {**provider_defaults(name), **parse_provider_options(pairs)}
+    check_provider(name, opts)
+    check_sdk(name)
+    try:
+        return get(name, **opts)
+    except ValueError as exc:
+        fail(str(exc))
 
 
 def check_sdk(name: str) -> None:

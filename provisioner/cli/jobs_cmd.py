@@ -20,6 +20,16 @@ store_option = click.option(
 )
 
 
+def existing_store(url: str | None) -> Any:
+    """The store at ``url`` where there is one, else None: for commands that read a store
+    if one exists and never create one (``plan``, ``quotas``, ``priors``)."""
+    from provisioner.control.store import default_url, store_missing
+
+    if store_missing(url or default_url()) is not None:
+        return None
+    return _store(url)
+
+
 def _store(url: str | None, *, create: bool = False) -> Any:
     """The store at ``url`` (the default: the state directory's). Only a command that records
     something (``up``, ``catalog refresh``) creates one; the others say there is none, so a

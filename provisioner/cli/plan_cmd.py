@@ -145,13 +145,9 @@ def _existing_store(url: str | None) -> Any:
     """The store, where there is one (`plan` never creates one); None where there is none."""
     if _no_sqlite_file(url):
         return None
-    from provisioner.control.store import default_url, store_missing
+    from provisioner.cli.jobs_cmd import existing_store
 
-    if store_missing(url or default_url()) is not None:
-        return None
-    from provisioner.cli.jobs_cmd import _store
-
-    return _store(url)
+    return existing_store(url)
 
 
 def stale_warning(plan: Any, origins: Mapping[Any, Any], now: datetime) -> str | None:

@@ -68,7 +68,9 @@ def priors(
     else:
         if options:
             fail("-o: provider options are for --refresh")
-        store = _existing_store(store_url)
+        from provisioner.cli.jobs_cmd import existing_store
+
+        store = existing_store(store_url)
         rows = [] if store is None else store.priors(provider_name)
         if regions:
             rows = [p for p in rows if p.region in regions]
@@ -79,16 +81,6 @@ def priors(
         raise SystemExit(EXIT_OK)
     _render(rows, now, provider_name)
     raise SystemExit(EXIT_OK)
-
-
-def _existing_store(url: str | None) -> Any:
-    from provisioner.control.store import default_url, store_missing
-
-    if store_missing(url or default_url()) is not None:
-        return None
-    from provisioner.cli.jobs_cmd import _store
-
-    return _store(url)
 
 
 def _default_types(provider: str, regions: list[str]) -> list[str]:
@@ -111,24 +103,16 @@ def _refresh(
     options: tuple[str, ...],
     url: str | None,
 ) -> list[Any]:
-    from providers.base import ProviderError, ProviderUnavailable, get
+    from providers.base import ProviderError, ProviderUnavailable
     from providers.capabilities import Priors
-    from provisioner.cli.checks import check_provider, check_sdk
+    from provisioner.cli.checks import open_provider
     from provisioner.cli.jobs_cmd import _store
-    from provisioner.cli.up_cmd import _parse_options
-    from provisioner.providers_config import provider_defaults
 
     if not provider_name:
         fail("--refresh needs --provider NAME (aws, azure or alibaba)")
     if provider_name in NONE_PUBLISHED:
         fail(f"{NONE_PUBLISHED[provider_name]}: nothing to read (aws, azure and alibaba do)")
-    opts = {**provider_defaults(provider_name), **_parse_options(options)}
-    check_provider(provider_name, opts)
-    check_sdk(provider_name)
-    try:
-        prov = get(provider_name, **opts)
-    except ValueError as exc:
-        fail(str(exc))
+    prov = open_provider(provider_name, options)
     try:
         if not isinstance(prov, Priors):
             fail(f"{provider_name} reads no availability priors from its cloud")

@@ -52,7 +52,9 @@ def quotas(
     else:
         if options:
             fail("-o: provider options are for --refresh")
-        store = _existing_store(store_url)
+        from provisioner.cli.jobs_cmd import existing_store
+
+        store = existing_store(store_url)
         rows = [] if store is None else store.quotas(provider_name)
         if regions:
             rows = [q for q in rows if q.region in regions]
@@ -63,35 +65,17 @@ def quotas(
     raise SystemExit(EXIT_OK)
 
 
-def _existing_store(url: str | None) -> Any:
-    from provisioner.control.store import default_url, store_missing
-
-    if store_missing(url or default_url()) is not None:
-        return None
-    from provisioner.cli.jobs_cmd import _store
-
-    return _store(url)
-
-
 def _refresh(
     provider_name: str | None, regions: tuple[str, ...], options: tuple[str, ...], url: str | None
 ) -> list[Any]:
-    from providers.base import ProviderError, get
+    from providers.base import ProviderError
     from providers.capabilities import Quotas
-    from provisioner.cli.checks import check_provider, check_sdk
+    from provisioner.cli.checks import open_provider
     from provisioner.cli.jobs_cmd import _store
-    from provisioner.cli.up_cmd import _parse_options
-    from provisioner.providers_config import provider_defaults
 
     if not provider_name:
         fail("--refresh needs --provider NAME (aws, gcp, azure, alibaba or tencent)")
-    opts = {**provider_defaults(provider_name), **_parse_options(options)}
-    check_provider(provider_name, opts)
-    check_sdk(provider_name)
-    try:
-        prov = get(provider_name, **opts)
-    except ValueError as exc:
-        fail(str(exc))
+    prov = open_provider(provider_name, options)
     try:
         if not isinstance(prov, Quotas):
             fail(
