@@ -88,19 +88,24 @@ class AWSClient:
         with self._lock:
             client = self._clients.get(region)
             if client is None:
-                from botocore.config import Config
-
-                config = Config(
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    connect_timeout=10,
-                    read_timeout=60,
-                    user_agent_extra="provisioner",
-                )
-                client = self.session.client(
-                    "ec2", region_name=region, endpoint_url=self.endpoint, config=config
-                )
+                client = self._new_client("ec2", region, self.endpoint)
                 self._clients[region] = client
             return client
+
+    def _new_client(self, service: str, region: str, endpoint: str | None) -> Any:
+        """A boto3 client of ``service``: one attempt per call (the caller's retry policy
+        retries), 10 s to connect, 60 s to read."""
+        from botocore.config import Config
+
+        config = Config(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            connect_timeout=10,
+            read_timeout=60,
+            user_agent_extra="provisioner",
+        )
+        return self.session.client(
+            service, region_name=region, endpoint_url=endpoint, config=config
+        )
 
     def pricing_client(self) -> Any:
         """The Price List Query API client (one, in ``pricing_region``); None where disabled."""
@@ -108,18 +113,8 @@ class AWSClient:
             return None  # a private EC2 endpoint (moto): the Pricing API is not there
         with self._lock:
             if self._pricing is None:
-                from botocore.config import Config
-
-                self._pricing = self.session.client(
-                    "pricing",
-                    region_name=self.pricing_region,
-                    endpoint_url=self.pricing_endpoint,
-                    config=Config(
-                        retries={"total_max_attempts": 1, "mode": "standard"},
-                        connect_timeout=10,
-                        read_timeout=60,
-                        user_agent_extra="provisioner",
-                    ),
+                self._pricing = self._new_client(
+                    "pricing", self.pricing_region, self.pricing_endpoint
                 )
             return self._pricing
 

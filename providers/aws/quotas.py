@@ -35,21 +35,11 @@ class AWSQuotas(AWSClient):
     """The account's GPU quotas (Service Quotas, one client per region)."""
 
     def quotas_client(self, region: str) -> Any:
-        from botocore.config import Config
-
         with self._lock:
             key = f"service-quotas:{region}"
             client = self._clients.get(key)
             if client is None:
-                config = Config(
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    connect_timeout=10,
-                    read_timeout=60,
-                    user_agent_extra="provisioner",
-                )
-                client = self.session.client(
-                    "service-quotas", region_name=region, endpoint_url=self.endpoint, config=config
-                )
+                client = self._new_client("service-quotas", region, self.endpoint)
                 self._clients[key] = client
             return client
 
