@@ -96,13 +96,18 @@ class DaemonProc:
         from provisioner.control.store import live_replicas
 
         suffix = self.owner_suffix
-        return wait_for(
+        up = wait_for(
             lambda: (
                 self.alive()
                 and any(o.endswith(suffix) for o in live_replicas(store, datetime.now(UTC)))
             ),
             timeout,
         )
+        if not up:  # what it said, in the failing test's captured output
+            tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+            status = "running" if self.alive() else f"exited {self.proc and self.proc.poll()}"
+            print(f"daemon {self.pid} not ready after {timeout:g}s ({status}); its log:\n{tail}")
+        return up
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -10,6 +10,7 @@ from sqlalchemy import inspect
 
 from provisioner.control.store import InstanceRow, Store, heartbeat, live_replicas
 from provisioner.control.store.schema import Base
+from tests.daemon_util import wait_for
 from tests.pg import fresh_database
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -163,3 +164,48 @@ def test_upsert_instances_inserts_then_updates_in_place_across_chunks(store: Sto
     assert after["i-02498"].price_per_hour == pytest.approx(0.5 + 2498 / 10_000)
     store.upsert_instances([])  # nothing to write is no statement, not an error
     assert len(store.instances()) == 2500
+
+
+_OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from provisioner.control.store import Store
+go = Path(sys.argv[2])
+Path(sys.argv[3]).touch()
+while not go.exists():
+    time.sleep(0.005)
+Store(sys.argv[1]).close()
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_processes_opening_a_new_store_together_all_get_it(backend: str, tmp_path: Path) -> None:
+    """`up` and the daemon (or two CLI calls) opening a store that does not exist yet: every
+    one of them gets the schema (SQLite used to let two create the tables and one fail)."""
+    import subprocess
+    import sys
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / 'new.db'}"
+        else:
+            url = stack.enter_context(fresh_database())
+        go = tmp_path / "go"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AT_ONCE, url, str(go), str(tmp_path / f"up{i}")],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(4)
+        ]
+        # every one imported and waiting, then all at once
+        assert wait_for(lambda: all((tmp_path / f"up{i}").exists() for i in range(4)), 60)
+        go.touch()
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+        store = Store(url, migrate=False)
+        tables = set(inspect(store.engine).get_table_names())
+        assert {t.name for t in Base.metadata.sorted_tables} <= tables
+        store.close()

@@ -85,6 +85,38 @@ def _chunks(items: Sequence[Any], size: int = 5000) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
+@contextmanager
+def _migration_lock(url: str) -> Iterator[None]:
+    """For a SQLite file: one process at a time creates or upgrades its schema. SQLite runs
+    Alembic's DDL outside a transaction, so two processes opening a new store together (``up``
+    and the daemon, two CLI calls) would both create the tables and one would fail; the second
+    waits here and then finds the schema at head. PostgreSQL takes an advisory lock instead.
+    Where no lock file can be made beside the store, SQLite's own error says what is wrong."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        parsed = None
+    sqlite = parsed is not None and parsed.get_backend_name() == "sqlite"
+    path = (parsed.database or "") if parsed is not None and sqlite else ""
+    if path in ("", ":memory:") or path.startswith("file:"):
+        yield
+        return
+    import fcntl
+
+    try:
+        fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 class StoreBase:
     """The engine, the session factory and the row fix-up that every table's queries use."""
 
@@ -128,7 +160,7 @@ class StoreBase:
         cfg.set_main_option(
             "script_location", str(Path(__file__).resolve().parents[1] / "migrations")
         )
-        with self.engine.begin() as conn:
+        with _migration_lock(self.url), self.engine.begin() as conn:
             if self.is_postgres:
                 from sqlalchemy import text
 
