@@ -124,7 +124,7 @@ def _solve(
     inf = np.inf
     n_modes = 2 + n_z  # 0: nothing, 1: on-demand, 2+z: spot in zone z
     # choices n_modes - 1 + m: to mode m >= 1, made before break (a single instance only)
-    mbb = sc.nodes == 1 and sc.make_before_break and k > 0
+    mbb = sc.make_before_break and k > 0
     price = [0.0, a] + [b] * n_z  # one step of each mode
     pad = max(k, 1)
     width = s + 1 + pad  # lost time 0..s, then inf: beyond the slack the deadline is missed

@@ -155,7 +155,7 @@ def replay(
     opened = np.full((n, n_zones), np.nan)  # first sign of the outage still open
     # make before break: the instance that works on until the new one has taken over
     # (a gang is stopped before its replacement: one gang at a time)
-    mbb = sc.nodes == 1 and sc.make_before_break
+    mbb = sc.make_before_break
     old_mk = np.zeros(n, dtype=np.int8)  # its market (NONE: no switch in flight)
     old_zone = np.full(n, -1, dtype=np.int64)
     old_until = np.zeros(n)  # when the new one's changeover is over: it goes then
