@@ -8,8 +8,8 @@ checked: the optimum <= every policy, the lower bound <= the optimum, no policy 
 safety net misses its deadline, and (Table 3 setting, d = 0) Greedy equals the optimum.
 Then gangs (``cost_gang.py``): 4-, 8- and 16-node jobs on the multi-node sets, next to one node
 on the same traces (``--gang-only``: those cells alone; ``--no-gang``: without them). Switches
-from a running instance are made before break, as decide() makes them (one instance; a gang is
-stopped first), in the policies and the optimum alike; launches, overlap hours and looks refused
+from a running instance are made before break, as decide() makes them (one instance or a whole
+gang), in the policies and the optimum alike; launches, overlap hours and looks refused
 per window are printed beside the cost.
 
     .venv/bin/python benchmarks/cost_bench.py [--out out/cost_bench] [--windows 300] [--quick]

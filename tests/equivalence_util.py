@@ -86,6 +86,8 @@ class Case:
     #: the failpoint (exit 137, as kill -9 leaves it: :mod:`tests.overlap_pass`); a new one
     #: then runs the pass again from the store and the cloud
     kills: tuple[tuple[int, str], ...] = ()
+    #: a gang of this many instances (the policy says so too: ``resources.nodes``)
+    nodes: int = 1
 
     def scenario(self) -> Scenario:
         pol = parse_policy(self.policy)
@@ -102,6 +104,7 @@ class Case:
             rebalance=self.rebalance,
             launch_calls_per_hour=pol.restart.launch_calls_per_hour,
             billing=billing_for("sim"),  # the sim bills as AWS: what a look costs there
+            nodes=self.nodes,
         )
 
     def steps(self) -> int:
@@ -204,7 +207,7 @@ def run_engine(case: Case, *, observed: bool = True) -> Run:
         k = _step(at, case.step_s)
         if isinstance(action, Launch):
             p = action.placement
-            prices.append(p.price_per_hour)
+            prices.append(p.price_per_hour * p.nodes)
             placed[f"i-{action.attempt}"] = (p.market.value, p.offer.zone)
             effects.append(effect(k, "launch", *placed[f"i-{action.attempt}"]))
         elif isinstance(action, Terminate):
@@ -416,7 +419,8 @@ def run_daemon(case: Case, tmp: Path) -> Run:
                 live_n.append(len(live))
                 # the oldest works: a replacement launched during a notice, or a switch made
                 # before break, waits for it (it stays until the new one has taken over)
-                agent.instance = min(live, key=lambda i: i.attempt or 0) if live else None
+                # (a gang's rank 0 reports for it)
+                agent.instance = min(live, key=lambda i: (i.attempt or 0, i.node)) if live else None
         finally:
             rec.close()
         run = _daemon_run(store, sim, job_id, case.step_s, notes)
@@ -457,7 +461,12 @@ _TERMINATED = re.compile(r"terminated (\S+):")
 def _daemon_run(store: Any, sim: SimProvider, job_id: str, step_s: float, notes: list[str]) -> Run:
     job = store.job(job_id)
     attempts = store.attempts(job_id)
-    by_instance = {a.instance_id: a for a in attempts if a.instance_id}
+    # every node of an attempt (a gang's: one terminate event each, one effect for the gang)
+    ran = sim.list({TAG_JOB: job_id})
+    by_number = {a.attempt: a for a in attempts}
+    by_instance = {i.id: by_number.get(i.attempt or 0) for i in ran}
+    by_instance.update({a.instance_id: a for a in attempts if a.instance_id})
+    stopped: set[tuple[int, int]] = set()  # (step, attempt) of the terminations seen
     effects: list[Effect] = []
     refused: list[Effect] = []
     for a in attempts:
@@ -469,6 +478,10 @@ def _daemon_run(store: Any, sim: SimProvider, job_id: str, step_s: float, notes:
         if ev.kind == "terminate":
             m = _TERMINATED.match(ev.message)
             a = by_instance.get(m.group(1) if m else "")
+            if a is not None and (k, a.attempt) in stopped:
+                continue  # another node of the same gang
+            if a is not None:
+                stopped.add((k, a.attempt))
             effects.append(effect(k, "terminate", a.market if a else "", a.zone if a else ""))
         elif ev.kind == "failed":
             effects.append(effect(k, "fail"))
@@ -477,8 +490,8 @@ def _daemon_run(store: Any, sim: SimProvider, job_id: str, step_s: float, notes:
             outcome = ("succeeded", k)
         elif ev.kind in ("error", "guard", "provider-error"):
             notes.append(f"step {k}: {ev.kind}: {ev.message}")
-    bill = sum(sim.billing(a.instance_id).cost for a in attempts if a.instance_id)
-    prices = [a.price_per_hour for a in attempts if a.instance_id]
+    bill = sum(sim.billing(i.id).cost for i in ran)
+    prices = [a.price_per_hour * (a.nodes or 1) for a in attempts if a.instance_id]
     return Run(
         _settled(effects, outcome), outcome, float(job.spent_usd), prices, bill, refused, notes
     )

@@ -48,6 +48,7 @@ restart:
 
 
 BUDGET = "budget:\n  max_total: 2.5\n  on_exhausted: stop\n"
+GANG = "resources:\n  nodes: 2\n"
 
 
 def job(work: float, deadline: str, cooldown: str = "0s", extra: str = "") -> str:
@@ -135,6 +136,22 @@ CASES = {
         {A: "D15 U", B: "D"},
         crashes=(17, 18, 19, 20),
     ),
+    # a gang of two: the accepted look made before break as for one instance: two spot
+    # nodes launched beside the two on-demand ones, which work on until the new gang's
+    # changeover is over and are stopped then (both nodes)
+    "gang-accepted-look": Case(
+        "gang-accepted-look",
+        job(2, "4h", extra=GANG),
+        {A: "D15 U", B: "D"},
+        nodes=2,
+    ),
+    # the gang's look lost inside its changeover: the on-demand gang carries on
+    "gang-look-preempted": Case(
+        "gang-look-preempted",
+        job(2, "4h", extra=GANG),
+        {A: "D15 U1 D", B: "D"},
+        nodes=2,
+    ),
     # early signals: a rebalance recommendation three steps before A's capacity goes (step 8)
     # starts a look at 5 in B, made before break; A hands over once B's changeover is over
     # (7), before the notice would have come: nothing lost, no preemption
@@ -188,6 +205,8 @@ ORACLE_DIFFERS: dict[str, str] = {
     "20, B back, the launch does not fit); the daemon fails at once on the budget",
     "accepted-look": "as spot-returns",
     "crash-in-overlap": "as spot-returns",
+    "gang-accepted-look": "as spot-returns",
+    "gang-look-preempted": "as look-preempted",
     "look-preempted": "the oracle never looks (spot is not up for the break-even time); the "
     "daemon's look at 15 is lost inside its changeover",
 }
@@ -365,3 +384,30 @@ def test_looks_are_made_before_break(tmp_path: Path) -> None:
     same = runs["crash-in-overlap"]
     assert same.effects == runs["accepted-look"].effects
     assert same.cost == pytest.approx(runs["accepted-look"].cost)
+
+
+def test_a_gangs_looks_are_made_before_break(tmp_path: Path) -> None:
+    """A gang switches as one instance does: the new gang (every node) is launched beside the
+    old one, each of its agents told to wait for the old gang's checkpoint, and the old gang
+    (every node) is stopped once the new one's changeover is over; a new gang lost in its
+    changeover hands back to the old one. Never a third gang, never an orphan."""
+    runs = {
+        name: run_daemon(CASES[name], tmp_path / name)
+        for name in ("gang-accepted-look", "gang-look-preempted")
+    }
+    for name, run in runs.items():
+        assert max(run.live) <= 4 and run.left == 0, (name, run.live, run.left)
+        assert run.outcome[0] == "succeeded", (name, run.outcome)
+    run = runs["gang-accepted-look"]
+    accepted = _od_to_spot(run)
+    spot_at = next(k for k, kind, m in accepted if (kind, m) == ("launch", "spot"))
+    changeover = round(changeover_h() * 3600 / STEP_S)
+    assert (spot_at + changeover, "terminate", "on-demand") in accepted, accepted
+    assert run.live[spot_at] == 4  # two gangs of two: the overlap
+    assert run.live[spot_at + changeover] == 2  # handed over: both old nodes stopped
+    od_n = next(n for n, m, _ in run.sent if m == "on-demand")
+    look = [spec for n, m, spec in run.sent if m == "spot" and n > od_n]
+    assert sorted(spec["node"] for spec in look) == [0, 1], look
+    assert all(spec["handover_from"] == od_n and spec["handover_until"] for spec in look), look
+    lost = _od_to_spot(runs["gang-look-preempted"])
+    assert ("terminate", "on-demand") not in [(kind, m) for _, kind, m in lost], lost

@@ -103,7 +103,9 @@ def test_a_gang_short_of_a_node_is_torn_down_and_the_next_plan_says_why(
         # the shortfall is fed to the plan: that zone's offer is rejected for gang capacity
         now = datetime.now(UTC)
         short_where = gang_shortfalls(attempts, now)
-        assert short_where == frozenset({((first.provider, first.zone, first.instance_type), 1)})
+        assert short_where == frozenset(
+            {((first.provider, first.zone, first.instance_type, first.market), 1)}
+        )
         policy = rec.policy_of(store.job(job_id))  # type: ignore[arg-type]
         plan = rec.plan_for(store.job(job_id), policy, frozenset(), now, short_where)  # type: ignore[arg-type]
         assert plan.rejected.get("gang_capacity", 0) >= 1

@@ -117,17 +117,26 @@ def test_unknown_gpu_links_are_rejected_when_nvlink_is_asked() -> None:
 
 
 def test_a_zone_short_of_nodes_is_rejected_with_the_count() -> None:
-    p = plan(GANG, node_capacity={("aws", "us-east-1a", "p4d.24xlarge"): 2})
-    assert ("us-east-1a", "p4d.24xlarge") not in {
-        (pl.offer.zone, pl.offer.instance_type) for pl in p.placements
-    }
+    p = plan(GANG, node_capacity={("aws", "us-east-1a", "p4d.24xlarge", "spot"): 2})
+    placed = {(pl.offer.zone, pl.offer.instance_type, pl.market.value) for pl in p.placements}
+    assert ("us-east-1a", "p4d.24xlarge", "spot") not in placed
     assert p.rejected.get("gang_capacity") == 1
-    assert "only 2 of 4 nodes of p4d.24xlarge in us-east-1a" in " ".join(
+    assert "only 2 of 4 nodes of p4d.24xlarge spot in us-east-1a" in " ".join(
         examples(p, "gang_capacity")
     )
     # enough nodes there: not rejected
-    ok = plan(GANG, node_capacity={("aws", "us-east-1a", "p4d.24xlarge"): 4})
+    ok = plan(GANG, node_capacity={("aws", "us-east-1a", "p4d.24xlarge", "spot"): 4})
     assert "gang_capacity" not in ok.rejected
+
+
+def test_spot_short_of_nodes_leaves_on_demand_in_the_zone_open() -> None:
+    """A gang refused on spot in a zone may still fall back to on-demand there (it was
+    rejected on both markets, so a gang could not fall back where spot had just failed)."""
+    both = GANG.replace("market: spot", "market: spot-then-on-demand")
+    p = plan(both, node_capacity={("aws", "us-east-1a", "p4d.24xlarge", "spot"): 0})
+    placed = {(pl.offer.zone, pl.offer.instance_type, pl.market.value) for pl in p.placements}
+    assert ("us-east-1a", "p4d.24xlarge", "spot") not in placed
+    assert ("us-east-1a", "p4d.24xlarge", "on-demand") in placed
 
 
 def test_the_multinode_example_policy_ranks_gangs() -> None:

@@ -89,10 +89,8 @@ def test_a_gang_is_up_while_at_least_n_of_its_zone_s_nodes_are() -> None:
 def test_a_gang_pays_every_node_in_every_driver(nodes: int) -> None:
     """Where the gang's availability is the single node's (every node moves together), every
     figure is the single node's times ``nodes``: engine, replay, optimum, lower bound."""
-    # a gang's switches stop the old one first: the single node's, in the same order
-    one = Scenario(
-        work_s=4 * 3600, deadline_s=6 * 3600, overhead_s=720, step_s=STEP, make_before_break=False
-    )
+    # a gang's switches are made before break, as the single node's
+    one = Scenario(work_s=4 * 3600, deadline_s=6 * 3600, overhead_s=720, step_s=STEP)
     gang = Scenario(work_s=4 * 3600, deadline_s=6 * 3600, overhead_s=720, step_s=STEP, nodes=nodes)
     col = per_node_markov(6 * total_steps(one), 1, seed=nodes)
     lockstep = nodes_trace(np.repeat(col, nodes, axis=1), STEP)

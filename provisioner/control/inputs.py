@@ -402,8 +402,8 @@ def _candidates(plan: Plan) -> tuple[Placement, ...]:
 
 _SHORT = re.compile(r"\((\d+) of (\d+) nodes\)$")
 
-#: (provider, zone or region, instance type) -> how many nodes of a gang came up there
-Shortfalls = frozenset[tuple[tuple[str, str, str], int]]
+#: (provider, zone or region, instance type, market) -> how many nodes of a gang came up there
+Shortfalls = frozenset[tuple[tuple[str, str, str, str], int]]
 
 
 def gang_shortfalls(attempts: Sequence[AttemptRow], now: datetime) -> Shortfalls:
@@ -411,14 +411,14 @@ def gang_shortfalls(attempts: Sequence[AttemptRow], now: datetime) -> Shortfalls
     :data:`CAPACITY_ERRORS_WITHIN`): how many of its nodes came up there, the fewest seen.
     The planner rejects those offers as ``gang_capacity`` ("only 2 of 4 nodes of ...")."""
     recent = now - CAPACITY_ERRORS_WITHIN
-    fewest: dict[tuple[str, str, str], int] = {}
+    fewest: dict[tuple[str, str, str, str], int] = {}
     for a in attempts:
         if a.state != "failed" or (a.ended_at or a.created_at) < recent:
             continue
         m = _SHORT.search(a.end_reason or "")
         if m is None:
             continue
-        key = (a.provider, a.zone, a.instance_type)
+        key = (a.provider, a.zone, a.instance_type, a.market)  # spot short: on-demand may not be
         fewest[key] = min(int(m.group(1)), fewest.get(key, 1 << 30))
     return frozenset(fewest.items())
 

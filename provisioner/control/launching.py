@@ -221,8 +221,8 @@ class Launching(JobPassBase):
 
     def _replaces(self, row: AttemptRow) -> tuple[int, datetime] | None:
         """The earlier attempt this one overlaps (its number, and when it goes at the latest):
-        one still running under an interruption notice (its capacity goes then), or, for a
-        single instance, a switch made before break (the running one is stopped once this
+        one still running under an interruption notice (its capacity goes then), or a switch
+        made before break (one instance or a gang) (the running one is stopped once this
         one's changeover is over, and its agent checkpoints on the way down; HANDOVER_WAIT
         after the launch the new agent goes on from the newest checkpoint whatever happened).
         Read from the store and what the pass observed, so a launch sent again after a crash
@@ -231,8 +231,6 @@ class Launching(JobPassBase):
         for a in reversed(self.attempts):
             if a.attempt < row.attempt and a.state == "running" and a.instance_id in notes:
                 return a.attempt, notice_deadline(notes[a.instance_id])
-        if row.nodes > 1:
-            return None
         for a in reversed(self.attempts):
             seen = self.memo.instances.get(a.instance_id or "")  # as observed this pass
             alive = seen is not None and seen[0].alive

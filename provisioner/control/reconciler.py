@@ -199,7 +199,7 @@ class Reconciler:
         policy: Policy,
         cooled: frozenset[tuple[str, str]],
         now: datetime,
-        short: frozenset[tuple[tuple[str, str, str], int]] = frozenset(),
+        short: frozenset[tuple[tuple[str, str, str, str], int]] = frozenset(),
     ) -> Plan:
         """The plan behind a job's candidates (with its rejections, stored with a launch),
         shared by jobs with the same policy, provider and cooldowns within a minute (planning

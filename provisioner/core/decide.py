@@ -345,7 +345,7 @@ def decide(
         obs = replace(obs, instances=g.units, interruptions=g.interruptions)
     t = _triage(job, obs, now)
     if (
-        nodes == 1  # a gang is replaced after its notice, never beside it (one gang at a time)
+        nodes == 1  # a gang is replaced after its notice (its planned switches: before break)
         and t.handing_over is None  # a switch in flight: never a third instance
         and t.keep is not None
         and ov.worth_overlapping(job, t.keep, t.notice_until, now)
@@ -446,7 +446,7 @@ def _decide_on(
     total = job.work_total_h
     left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
     # make before break: the running instance works on (and bills) through the changeover
-    mbb = keep is not None and policy.resources.nodes == 1 and ov.settled(job, keep, now)
+    mbb = keep is not None and ov.settled(job, keep, now)  # a gang's unit too
     # passed over: the launch-call budget spent, a look that does not pay (core.looks)
     passed = [lk.pass_over(job, keep if mbb else None, p, now, why) for p in ordered]
     for p in (p for p, w in zip(ordered, passed, strict=True) if w is None):

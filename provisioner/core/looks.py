@@ -139,7 +139,7 @@ def open_zones(
 ) -> np.ndarray:
     """``avail`` less the zones whose next look is not due, where their cloud's call budget is
     tight, for a look from ``keep`` at work (one instance past its changeover)."""
-    if not job.looks or not locs or keep is None or job.policy.resources.nodes != 1:
+    if not job.looks or not locs or keep is None:
         return avail
     if not ov.settled(job, keep, now):
         return avail

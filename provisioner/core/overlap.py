@@ -63,9 +63,9 @@ def draining(
     job: JobView, alive: Sequence[Instance], notices: Sequence[Interruption], now: datetime
 ) -> list[Draining]:
     """The live instances of an earlier attempt than the current one, under notice, while the
-    current attempt (their replacement) is in flight (launching or running); and, for a single
-    instance, the newest earlier one without a notice: a planned switch made before break
-    (its handover is due ``changeover_h`` after the current attempt's launch)."""
+    current attempt (their replacement) is in flight (launching or running); and the newest
+    earlier one without a notice (one instance, or a gang's unit): a planned switch made before
+    break (its handover is due ``changeover_h`` after the current attempt's launch)."""
     cur = job.current
     if cur is None or cur.state not in (None, InstanceState.RUNNING):
         return []
@@ -77,7 +77,7 @@ def draining(
         for i in alive
         if i.id != cur.instance_id and (i.attempt or 0) < cur.attempt and i.id not in noticed
     ]
-    if earlier and job.policy.resources.nodes == 1:
+    if earlier:
         inst = max(earlier, key=lambda i: (i.attempt or 0, i.id))
         n = inst.attempt or 0
         until = handover_due(job)
@@ -177,7 +177,7 @@ def overlap_usd(
     cost = (price or 0.0) * (hand_s + tail_s) / 3600.0
     if new is not None:
         cost += launch_price(new) * billing(job, new.offer.provider).minimum_s / 3600.0
-    return cost
+    return cost * job.policy.resources.nodes  # a gang: every node, old and new
 
 
 def look_pays(job: JobView, keep: Instance | None, new: Placement, now: datetime) -> bool:
@@ -195,5 +195,5 @@ def look_pays(job: JobView, keep: Instance | None, new: Placement, now: datetime
     if price is None and cur is not None and keep.id == cur.instance_id:
         price = launch_price(cur.placement)
     left_h = max(0.0, job.work_total_h - job.work_done_h)
-    saving = ((price or 0.0) - launch_price(new)) * left_h
+    saving = ((price or 0.0) - launch_price(new)) * left_h * job.policy.resources.nodes
     return saving > overlap_usd(job, keep, now, new)

@@ -89,9 +89,10 @@ class PlanContext:
     hours_done: float = 0.0  # work already done (shortens the remaining duration)
     #: (provider, instance_type, gpu) -> provisioner.core.measured.Measured (probe results)
     measured: Mapping[tuple[str, str, str], Measured] = field(default_factory=dict)
-    #: (provider, location, type) -> how many instances are known to be there now (a gang
-    #: launch that got only some of its nodes says so); a gang larger than that is rejected
-    node_capacity: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    #: (provider, location, type, market) -> how many instances of that market are known to
+    #: be there now (a gang launch that got only some of its nodes says so); a gang larger
+    #: than that is rejected on that market (spot short of nodes leaves on-demand open)
+    node_capacity: Mapping[tuple[str, str, str, str], int] = field(default_factory=dict)
     #: whole-job estimates reject offers ("deadline", "budget_total"); False for a running
     #: job's candidates: decide() paces the job against what is left and fails it, saying
     #: why, when nothing can pay for it (a planner that dropped them left it waiting forever)
@@ -308,7 +309,7 @@ def plan_offers(
 
     cooldown_mask = np.zeros(len(rows), dtype=bool)
     unavailable_mask = np.zeros(len(rows), dtype=bool)
-    short_mask = np.zeros(len(rows), dtype=bool)
+    short_mask = {m: np.zeros(len(rows), dtype=bool) for m in markets}
     short = nodes > 1 and bool(ctx.node_capacity)
     if ctx.cooldown or ctx.unavailable or short:
         for j, i in enumerate(rows):
@@ -319,14 +320,14 @@ def plan_offers(
                 cooldown_mask[j] = True
             if ctx.unavailable and (o.provider, o.location, o.instance_type) in ctx.unavailable:
                 unavailable_mask[j] = True
-            there = (
-                ctx.node_capacity.get((o.provider, o.location, o.instance_type)) if short else None
-            )
-            if there is not None and there < nodes:
-                short_mask[j] = True
-                why_row[("gang_capacity", j)] = (
-                    f"only {there} of {nodes} nodes of {o.instance_type} in {o.location}"
-                )
+            for m in markets if short else ():
+                there = ctx.node_capacity.get((o.provider, o.location, o.instance_type, m.value))
+                if there is not None and there < nodes:
+                    short_mask[m][j] = True
+                    why_row[("gang_capacity", j)] = (
+                        f"only {there} of {nodes} nodes of {o.instance_type} {m.value} in "
+                        f"{o.location}"
+                    )
 
     bid = policy.bid_cap
     budget = policy.budget
@@ -365,7 +366,7 @@ def plan_offers(
             cand[(cand == 0) & over] = _CODE["budget_total"]
         cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]
         cand[(cand == 0) & unavailable_mask] = _CODE["unavailable"]
-        cand[(cand == 0) & short_mask] = _CODE["gang_capacity"]
+        cand[(cand == 0) & short_mask[market]] = _CODE["gang_capacity"]
         if ctx.quotas:
             for pos in np.flatnonzero(cand == 0).tolist():
                 row = catalog.offers[int(rows[pos])]

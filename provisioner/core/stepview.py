@@ -76,7 +76,7 @@ def state(
         price_on_demand=3.06 if p_od is None else p_od,
         price_spot=launch_price(up[0]) if up else 0.97,
         keeps_progress=job.checkpoint_on_notice,
-        make_before_break=job.policy.resources.nodes == 1,  # decide(): a gang never
+        make_before_break=True,  # decide(): every switch, a gang's too
         **({} if learned is None else {"spot_p_up": learned[0], "spot_life_h": learned[1]}),
     )
 

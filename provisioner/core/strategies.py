@@ -323,7 +323,7 @@ class SlackAware(Strategy):
       changeovers.
     * **zone**: among zones with capacity, the one that has had it longest (same reason).
 
-    Where switches are made before break (``make_before_break``: one instance, not a gang),
+    Where switches are made before break (``make_before_break``: decide() makes every one so),
     leaving on-demand costs no slack (it works on through spot's changeover) and a refused
     look costs nothing, so on-demand is held longer (``HOLD_MBB`` changeovers) and left for
     spot sooner (``BREAKEVEN_MBB`` of the break-even time): fewer on-demand changeovers, more

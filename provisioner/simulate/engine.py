@@ -35,7 +35,8 @@ A gang (``Scenario.nodes`` > 1) is what decide() sees after :func:`provisioner.c
 one unit per attempt, so the engine hands decide() units directly (the fold leaves them be).
 The candidates carry ``nodes`` (per-node prices, as the planner's do, so budget rules see the
 gang's hourly cost), the policy simulated is given ``resources.nodes = nodes`` (decide() then
-never overlaps a notice: one gang at a time), the caller's ``avail`` is the gang's (at least
+replaces a gang under notice after it, and makes its planned switches before break, a new gang
+beside the old one until it has taken over), the caller's ``avail`` is the gang's (at least
 ``nodes`` instances in the zone) and every hour is billed ``nodes`` times.
 """
 

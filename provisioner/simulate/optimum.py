@@ -18,7 +18,7 @@ spot instance lost inside its changeover made no progress and cost money, so wai
 is never worse, and the optimum never does it).
 
 A switch from a running instance may also be made before break, as the policies make it (one
-instance, not a gang): the new one's changeover runs while the old one works on, ``k`` steps
+instance or a gang): the new one's changeover runs while the old one works on, ``k`` steps
 billed on both and no time lost; the old instance must last through them (a spot zone up for
 those ``k`` steps, as the new one's).
 """
@@ -123,7 +123,7 @@ def _solve(
     b = sc.price_spot * sc.nodes * h  # one spot step
     inf = np.inf
     n_modes = 2 + n_z  # 0: nothing, 1: on-demand, 2+z: spot in zone z
-    # choices n_modes - 1 + m: to mode m >= 1, made before break (a single instance only)
+    # choices n_modes - 1 + m: to mode m >= 1, made before break
     mbb = sc.make_before_break and k > 0
     price = [0.0, a] + [b] * n_z  # one step of each mode
     pad = max(k, 1)

@@ -17,7 +17,7 @@ default): a zone counts as without capacity only for
 :data:`~provisioner.core.views.CAPACITY_ERRORS_WITHIN` after a launch there was refused, and
 capacity is up since the latest refusal or preemption seen there. A refused spot launch asks
 the strategy again, up to the engine's ``MAX_PASSES`` a step. Switches are made before break as
-in ``decide()`` (single instances past their own changeover; ``Scenario.make_before_break``
+in ``decide()`` (from an instance or a gang past its changeover; ``Scenario.make_before_break``
 False: the old order, stop then launch, for comparison): the running instance works on and is
 billed through the new one's changeover, a refused launch leaves it running, a new spot
 instance lost in the overlap hands back to it, and no second switch starts meanwhile. The look
@@ -153,8 +153,7 @@ def replay(
     down_s = np.zeros((n, n_zones))
     rec_n = np.zeros((n, n_zones))
     opened = np.full((n, n_zones), np.nan)  # first sign of the outage still open
-    # make before break: the instance that works on until the new one has taken over
-    # (a gang is stopped before its replacement: one gang at a time)
+    # make before break: the instance (or gang) that works on until the new one has taken over
     mbb = sc.make_before_break
     old_mk = np.zeros(n, dtype=np.int8)  # its market (NONE: no switch in flight)
     old_zone = np.full(n, -1, dtype=np.int64)
@@ -169,7 +168,7 @@ def replay(
     # the trace (provisioner.core.rebalance), starts a look elsewhere made before break
     rb = sc.rebalance
     rb_start = None
-    if rb is not None and rb.on and mbb:
+    if rb is not None and rb.on and mbb and sc.nodes == 1:  # signals.eligible: one instance
         names = zone_keys or [[f"{w}:{z}" for z in range(n_zones)] for w in range(n)]
         rb_start = np.stack([grid(rb, avail[w], step, names[w]) for w in range(n)])
     cool_until = np.full((n, n_zones), -np.inf)

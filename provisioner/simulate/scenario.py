@@ -58,7 +58,7 @@ class Scenario:
     boot_s: float = 60.0  # launch to a running agent (decide()'s JobView.boot_s)
     nodes: int = 1  # a gang of this many instances, launched, lost and billed together
     #: a switch from a running instance is made before break (decide() does, for one
-    #: instance; a gang never): False models the old order (stop, then launch) in the replay
+    #: instance and for a gang): False models the old order (stop, then launch) in the replay
     #: and the optimum only, for comparison
     make_before_break: bool = True
     #: early signals: AWS's rebalance recommendation modelled from the trace (its lead time,
