@@ -13,19 +13,13 @@ without an EventBridge rule): the controller learns of it from the agent's progr
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -38,141 +32,35 @@ if str(CONTRACT) not in sys.path:
 
 from harness_aws import REGION, make_harness  # noqa: E402
 
-from providers.bootstrap import spec_from_script  # noqa: E402
-from providers.sim.metadata import MetadataService, MetadataView  # noqa: E402
-from provisioner.agent.spec import AgentSpec  # noqa: E402
 from provisioner.control.reconciler import Reconciler  # noqa: E402
 from provisioner.control.store import FINAL_STATES, Store  # noqa: E402
 from provisioner.core.catalog import Catalog  # noqa: E402
 from provisioner.core.models import TAG_JOB, Offer  # noqa: E402
 from provisioner.core.timefmt import utc  # noqa: E402
-from tests.e2e_util import REPO, reference_result, write_policy  # noqa: E402
+from tests.e2e_util import reference_result, write_policy  # noqa: E402
+from tests.fake_vms import Hypervisor, MetadataServer  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 STEPS = 400
 
 
-class Metadata:
-    """IMDS for every fake VM: /i/<instance-id>/latest/..., in AWS's format."""
+def vms(ec2: Any, job_id: str, meta: MetadataServer, root: Path) -> Hypervisor:
+    """The job's instances in moto, booted: their user data decoded, their zones."""
 
-    def __init__(self) -> None:
-        self.deadlines: dict[str, float] = {}
-        self.zones: dict[str, str] = {}
-        self.service = MetadataService(lambda _id: None)
-        meta = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_: Any) -> None:
-                pass
-
-            def _do(self) -> None:
-                url = urlsplit(self.path)
-                _, _, rest = url.path.partition("/i/")
-                iid, _, sub = rest.partition("/")
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n) if n else b""
-                view = MetadataView(
-                    iid,
-                    meta.zones.get(iid, ""),
-                    "spot",
-                    "aws",
-                    meta.deadlines.get(iid),
-                    "ev-" + iid,
-                )
-                status, headers, out = meta.service.handle(
-                    view,
-                    self.command,
-                    "/" + sub,
-                    dict(parse_qsl(url.query)),
-                    dict(self.headers.items()),
-                    body,
-                )
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            do_GET = do_PUT = do_POST = _do
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-class Hypervisor:
-    """Boots moto's instances for one job: the agent runs with the spec from the user data."""
-
-    def __init__(self, ec2: Any, job_id: str, meta: Metadata, root: Path) -> None:
-        self.ec2, self.job_id, self.meta, self.root = ec2, job_id, meta, root
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.stop = threading.Event()
-        self.specs: dict[str, dict[str, Any]] = {}
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def running(self) -> dict[str, str]:
+    def running() -> dict[str, str]:
         out = {}
-        pages = self.ec2.describe_instances(
-            Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [self.job_id]}]
-        )
+        pages = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [job_id]}])
         for res in pages["Reservations"]:
             for i in res["Instances"]:
                 if i["State"]["Name"] in ("pending", "running"):
                     out[i["InstanceId"]] = i["Placement"]["AvailabilityZone"]
         return out
 
-    def boot(self, iid: str, zone: str) -> None:
-        attr = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
-        script = base64.b64decode(attr["UserData"]["Value"]).decode()
-        assert script.startswith("#!"), "the user data is the bootstrap script"
-        spec_doc = spec_from_script(script)
-        self.specs[iid] = spec_doc
-        work = self.root / iid
-        work.mkdir(parents=True)
-        spec = dataclasses.replace(
-            AgentSpec.from_dict(spec_doc),
-            metadata_url=f"{self.meta.url}/i/{iid}",
-            workdir=str(work),
-            instance_id=iid,
-        )
-        spec.save(work / "spec.json")
-        self.meta.zones[iid] = zone
-        log = open(work / "agent.log", "wb")  # noqa: SIM115
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        self.procs[iid] = subprocess.Popen(
-            [sys.executable, "-m", "provisioner.agent", "--spec", str(work / "spec.json")],
-            cwd=work,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+    def script(iid: str) -> str:
+        attr = ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
+        return base64.b64decode(attr["UserData"]["Value"]).decode()
 
-    def power_off(self, iid: str) -> None:
-        proc = self.procs.get(iid)
-        if proc and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-    def run(self) -> None:
-        while not self.stop.wait(0.3):
-            try:
-                live = self.running()
-            except Exception:
-                continue
-            for iid, zone in live.items():
-                if iid not in self.procs:
-                    self.boot(iid, zone)
-            for iid in list(self.procs):
-                if iid not in live:
-                    self.power_off(iid)  # terminated in EC2: the VM is gone
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        for iid in list(self.procs):
-            self.power_off(iid)
+    return Hypervisor(running, script, meta, root)
 
 
 def offers() -> list[Offer]:
@@ -215,8 +103,8 @@ def test_job_survives_a_spot_preemption_on_aws_through_moto(
         rec = Reconciler(
             store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
         )
-        meta = Metadata()
-        hv = Hypervisor(provider.client(REGION), job_id, meta, tmp_path / "vms")
+        meta = MetadataServer("aws")
+        hv = vms(provider.client(REGION), job_id, meta, tmp_path / "vms")
         hv.thread.start()
         preempted: list[str] = []
         try:
@@ -302,8 +190,8 @@ def test_the_replacement_starts_during_the_notice_on_aws_through_moto(
         rec = Reconciler(
             store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
         )
-        meta = Metadata()
-        hv = Hypervisor(provider.client(REGION), job_id, meta, tmp_path / "vms")
+        meta = MetadataServer("aws")
+        hv = vms(provider.client(REGION), job_id, meta, tmp_path / "vms")
         hv.thread.start()
         noticed: dict[str, float] = {}
         api_notices: list[str] = []

@@ -14,19 +14,13 @@ has launched the replacement during the notice; the job ends bit-identical.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -39,135 +33,40 @@ if str(CONTRACT) not in sys.path:
 
 from harness_azure import REGION, make_harness  # noqa: E402
 
-from providers.bootstrap import spec_from_script  # noqa: E402
-from providers.sim.metadata import MetadataService, MetadataView  # noqa: E402
-from provisioner.agent.spec import AgentSpec  # noqa: E402
 from provisioner.control.reconciler import Reconciler  # noqa: E402
 from provisioner.control.store import FINAL_STATES, Store  # noqa: E402
 from provisioner.core.catalog import Catalog  # noqa: E402
 from provisioner.core.models import Offer  # noqa: E402
 from provisioner.core.timefmt import utc  # noqa: E402
-from tests.e2e_util import REPO, reference_result, write_policy  # noqa: E402
+from tests.e2e_util import reference_result, write_policy  # noqa: E402
+from tests.fake_vms import Hypervisor, MetadataServer  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 STEPS = 400
 NOTICE_S = 20.0  # Azure gives at least 30 s; shortened
 
 
-class Metadata:
-    """Azure's instance metadata for every fake VM: /i/<vm name>/metadata/..."""
+def vms(server: Any, meta: MetadataServer, root: Path) -> Hypervisor:
+    """The fake's VMs, booted: provisioned and not deallocated, their customData decoded."""
 
-    def __init__(self, approve: Any) -> None:
-        self.deadlines: dict[str, float] = {}
-        self.service = MetadataService(approve)
-        meta = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_: Any) -> None:
-                pass
-
-            def _do(self) -> None:
-                url = urlsplit(self.path)
-                _, _, rest = url.path.partition("/i/")
-                name, _, sub = rest.partition("/")
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n) if n else b""
-                view = MetadataView(
-                    name, "", "spot", "azure", meta.deadlines.get(name), "ev-" + name
-                )
-                status, headers, out = meta.service.handle(
-                    view,
-                    self.command,
-                    "/" + sub,
-                    dict(parse_qsl(url.query)),
-                    dict(self.headers.items()),
-                    body,
-                )
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            do_GET = do_PUT = do_POST = _do
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-class Hypervisor:
-    """Boots the fake's VMs: the agent runs with the spec from the customData."""
-
-    def __init__(self, server: Any, meta: Metadata, root: Path) -> None:
-        self.server, self.meta, self.root = server, meta, root
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.specs: dict[str, dict[str, Any]] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def running(self) -> list[str]:
-        """VM names the fake holds, provisioned and not deallocated."""
-        out = []
-        for name in list(self.server._state.vms):
-            vm = self.server.vm(name)
+    def running() -> dict[str, str]:
+        out = {}
+        for name in list(server._state.vms):
+            vm = server.vm(name)
             if vm is None or vm["properties"].get("provisioningState") != "Succeeded":
                 continue
-            raw = self.server._state.vms.get(name) or {}
+            raw = server._state.vms.get(name) or {}
             if raw.get("_power") and raw["_power"][0] != "PowerState/running":
                 continue
-            out.append(name)
+            out[name] = ""
         return out
 
-    def boot(self, name: str) -> None:
-        custom = self.server.custom_data(name)
+    def script(name: str) -> str:
+        custom = server.custom_data(name)
         assert custom, "the customData is the bootstrap script"
-        spec_doc = spec_from_script(base64.b64decode(custom).decode())
-        self.specs[name] = spec_doc
-        work = self.root / name
-        work.mkdir(parents=True)
-        spec = dataclasses.replace(
-            AgentSpec.from_dict(spec_doc),
-            metadata_url=f"{self.meta.url}/i/{name}",
-            workdir=str(work),
-            instance_id=name,
-        )
-        spec.save(work / "spec.json")
-        log = open(work / "agent.log", "wb")  # noqa: SIM115
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "provisioner.agent", "--spec", str(work / "spec.json")],
-            cwd=work,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(REPO)),
-            start_new_session=True,
-        )
+        return base64.b64decode(custom).decode()
 
-    def power_off(self, name: str) -> None:
-        proc = self.procs.get(name)
-        if proc and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-    def run(self) -> None:
-        while not self.stop.wait(0.3):
-            try:
-                live = self.running()
-            except Exception:
-                continue
-            for name in live:
-                if name not in self.procs:
-                    self.boot(name)
-            for name in list(self.procs):
-                if name not in live:
-                    self.power_off(name)  # deleted or deallocated: the VM is gone
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        for name in list(self.procs):
-            self.power_off(name)
+    return Hypervisor(running, script, meta, root)
 
 
 def offers() -> list[Offer]:
@@ -212,8 +111,8 @@ def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
         def approve(name: str) -> None:  # the VM approved its Preempt event: evicted at once
             approved.append(name)
 
-        meta = Metadata(approve)
-        hv = Hypervisor(server, meta, tmp_path / "vms")
+        meta = MetadataServer("azure", approve)
+        hv = vms(server, meta, tmp_path / "vms")
         hv.thread.start()
         noticed: dict[str, float] = {}
         api_notices: list[str] = []
