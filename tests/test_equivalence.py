@@ -152,6 +152,14 @@ CASES = {
         {A: "D15 U1 D", B: "D"},
         nodes=2,
     ),
+    # the gang's accepted look with the daemon killed (-9) before each pass of the overlap
+    "gang-crash-in-overlap": Case(
+        "gang-crash-in-overlap",
+        job(2, "4h", extra=GANG),
+        {A: "D15 U", B: "D"},
+        crashes=(17, 18, 19, 20),
+        nodes=2,
+    ),
     # early signals: a rebalance recommendation three steps before A's capacity goes (step 8)
     # starts a look at 5 in B, made before break; A hands over once B's changeover is over
     # (7), before the notice would have come: nothing lost, no preemption
@@ -206,6 +214,7 @@ ORACLE_DIFFERS: dict[str, str] = {
     "accepted-look": "as spot-returns",
     "crash-in-overlap": "as spot-returns",
     "gang-accepted-look": "as spot-returns",
+    "gang-crash-in-overlap": "as spot-returns",
     "gang-look-preempted": "as look-preempted",
     "look-preempted": "the oracle never looks (spot is not up for the break-even time); the "
     "daemon's look at 15 is lost inside its changeover",
@@ -390,10 +399,11 @@ def test_a_gangs_looks_are_made_before_break(tmp_path: Path) -> None:
     """A gang switches as one instance does: the new gang (every node) is launched beside the
     old one, each of its agents told to wait for the old gang's checkpoint, and the old gang
     (every node) is stopped once the new one's changeover is over; a new gang lost in its
-    changeover hands back to the old one. Never a third gang, never an orphan."""
+    changeover hands back to the old one; a daemon killed before each pass of the overlap
+    changes nothing. Never a third gang, never an orphan."""
     runs = {
         name: run_daemon(CASES[name], tmp_path / name)
-        for name in ("gang-accepted-look", "gang-look-preempted")
+        for name in ("gang-accepted-look", "gang-look-preempted", "gang-crash-in-overlap")
     }
     for name, run in runs.items():
         assert max(run.live) <= 4 and run.left == 0, (name, run.live, run.left)
@@ -411,3 +421,5 @@ def test_a_gangs_looks_are_made_before_break(tmp_path: Path) -> None:
     assert all(spec["handover_from"] == od_n and spec["handover_until"] for spec in look), look
     lost = _od_to_spot(runs["gang-look-preempted"])
     assert ("terminate", "on-demand") not in [(kind, m) for _, kind, m in lost], lost
+    same = runs["gang-crash-in-overlap"]  # a new process each pass of the overlap: the same
+    assert same.effects == run.effects and same.cost == pytest.approx(run.cost)
