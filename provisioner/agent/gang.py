@@ -20,6 +20,7 @@ Only node 0 reports progress to ``progress.json`` and uploads output; the others
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from typing import Any
 from provisioner.agent.notices import Notice
 from provisioner.agent.store import CheckpointStore
 from provisioner.core.timefmt import parse_time
+
+log = logging.getLogger("provisioner.agent")
 
 #: The exit code a gang's job uses when a peer went (the agent: interrupted, not failed).
 EXIT_PEER_LOST = 75
@@ -135,6 +138,16 @@ class Gang:
         deadline = parse_time(doc.get("deadline")) or seen + timedelta(seconds=30)
         raw = f"gang: node {doc.get('node')}: {doc.get('raw', '')}"
         return Notice(cloud, seen, deadline, raw)
+
+    def notice_at_exit(self, cloud: str) -> Notice | None:
+        """Another node's notice, read once more as this node's job ends: a job's collective
+        may stop it on a peer's notice before this agent's next look, and node 0's record must
+        still say the gang had a notice (the controller learns of it there)."""
+        try:
+            return self.notice(cloud)
+        except Exception as exc:  # an unreachable checkpoint store: the record says less
+            log.warning("cannot read the gang's notice: %s", exc)
+            return None
 
     def write_node_progress(self, doc: dict[str, Any]) -> None:
         self.store.write_progress(doc, f"{self.prefix}/node-{self.node}.json")

@@ -449,6 +449,8 @@ class Agent:
         self.syncer.sync_once()
         self.syncer.stop()
         peer_lost = self.gang is not None and code == EXIT_PEER_LOST
+        if self.gang is not None and self.notice is None and code != 0:
+            self.notice = self.gang.notice_at_exit(self.spec.cloud)
         if (self._stop_reason and (rc != 0 or self._terminated_at is not None)) or peer_lost:
             self.state = "interrupted"  # we stopped it (the VM is going), or a peer went
         elif rc == 0 and self.gang is not None and self.gang.node > 0:
