@@ -121,12 +121,12 @@ CASES = {
         job(2, "4h"),
         {A: "D15 U", B: "D"},
     ),
-    # the look accepted at 15 is preempted at 16, inside its changeover: on-demand, still
+    # the look accepted at 16 is preempted at 17, inside its changeover: on-demand, still
     # running, carries on; nothing else is launched, nothing is lost
     "look-preempted": Case(
         "look-preempted",
         job(2, "4h"),
-        {A: "D15 U1 D", B: "D"},
+        {A: "D16 U1 D", B: "D"},
     ),
     # the accepted look with the daemon killed (-9) before each pass of the overlap: a new
     # process finds the two instances in the store and the cloud and hands over all the same
@@ -134,7 +134,7 @@ CASES = {
         "crash-in-overlap",
         job(2, "4h"),
         {A: "D15 U", B: "D"},
-        crashes=(17, 18, 19, 20),
+        crashes=(18, 19, 20, 21),
     ),
     # a gang of two: the accepted look made before break as for one instance: two spot
     # nodes launched beside the two on-demand ones, which work on until the new gang's
@@ -207,7 +207,7 @@ def test_daemon_does_what_the_simulator_measured(name: str, tmp_path: Path) -> N
 ORACLE_DIFFERS: dict[str, str] = {
     # spot_up_since: while on on-demand the daemon tries no spot, so it sees no outage
     "spot-returns": "the oracle leaves on-demand at 17 (spot up for the break-even time), "
-    "the daemon at 15 (it saw no outage, so spot counts as up since the start)",
+    "the daemon at 16 (it saw no outage, so spot counts as up since the start)",
     # capacity errors: the daemon knows only the zones it tried in the last 5 min
     "budget-capacity-unknown": "the oracle knows no zone has spot at 15 and waits (failing at "
     "20, B back, the launch does not fit); the daemon fails at once on the budget",
@@ -217,7 +217,7 @@ ORACLE_DIFFERS: dict[str, str] = {
     "gang-crash-in-overlap": "as spot-returns",
     "gang-look-preempted": "as look-preempted",
     "look-preempted": "the oracle never looks (spot is not up for the break-even time); the "
-    "daemon's look at 15 is lost inside its changeover",
+    "daemon's look at 16 is lost inside its changeover",
 }
 
 

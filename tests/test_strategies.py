@@ -122,15 +122,25 @@ def test_uniform_progress_leaves_on_demand_for_spot_only_where_the_variant_waits
 
 def test_slack_aware_waits_only_above_its_reserve() -> None:
     s = SlackAware()
-    st = state(time_left_h=50.0, work_left_h=30.0)  # slack 20 h; reserve 0.5 + 5 = 5.5 h
-    assert float(s.reserve_h(st)[0]) == pytest.approx(2 * D + G + 0.1 * 50.0)
+    # the share of the time left: 7% + 6%·R/H, 13% at the start (R = H = 60 h), 7% at the end
+    share = 0.07 + 0.06 * 50.0 / 60.0
+    st = state(time_left_h=50.0, work_left_h=30.0)  # slack 20 h; reserve 0.5 + 6 = 6.5 h
+    assert float(s.reserve_h(st)[0]) == pytest.approx(2 * D + G + share * 50.0)
+    start = state(time_left_h=60.0)
+    assert float(s.reserve_h(start)[0]) == pytest.approx(2 * D + G + 0.13 * 60.0)
+    end = state(time_left_h=0.0, work_left_h=0.0)
+    assert float(s.reserve_h(end)[0]) == pytest.approx(2 * D + G)
     assert pick("provisioner", spot_available=False) == NONE
-    assert pick("provisioner", spot_available=False, time_left_h=34.0) == NONE  # 4 > 3.9 h
-    assert pick("provisioner", spot_available=False, time_left_h=33.0) == ON_DEMAND  # 3 < 3.8 h
+    assert pick("provisioner", spot_available=False, time_left_h=35.0) == NONE  # 5 > 4.18 h
+    assert pick("provisioner", spot_available=False, time_left_h=33.5) == ON_DEMAND  # 3.5 < 3.97
+    # no horizon (no deadline): the share stays at its start value, nothing breaks
+    far = state(time_left_h=float("inf"), horizon_h=float("inf"))
+    assert float(s.reserve_h(far)[0]) == float("inf")
 
 
 def test_slack_aware_holds_on_demand_for_ten_changeovers() -> None:
-    # slack 7 h, reserve 0.5 + 3.7 = 4.2 h: idle would wait, on-demand holds (4.2 + 2 > 7? no)
+    # slack 7 h, reserve 0.5 + 3.96 = 4.46 h: idle waits; at 35.5 h left (slack 5.5 h, reserve
+    # 4.25 h), on-demand holds: 4.25 + 2 > 5.5
     kw = {"spot_available": False, "time_left_h": 37.0, "work_left_h": 30.0}
     assert pick("provisioner", **kw) == NONE
     assert (
@@ -147,14 +157,21 @@ def test_slack_aware_holds_on_demand_for_ten_changeovers() -> None:
 
 def test_slack_aware_returns_to_spot_after_the_break_even_time() -> None:
     st = state()
-    be = SlackAware.breakeven_h(st)
+    be = float(SlackAware.breakeven_h(st))
     assert be == pytest.approx(D * (3.06 + 0.97) / (3.06 - 0.97))
-    short = {"running": ON_DEMAND, "time_left_h": 34.0}  # slack 4 h < reserve 3.9 + hold 2 h
+    short = {"running": ON_DEMAND, "time_left_h": 34.0}  # slack 4 h < reserve 4.04 + hold 2 h
     assert pick("provisioner", spot_age_h=be / 2, **short) == ON_DEMAND
     assert pick("provisioner", spot_age_h=be, **short) == SPOT
     assert pick("provisioner", running=NONE, spot_age_h=0.0) == SPOT  # idle: take spot at once
     # on-demand no longer needed: to spot at once rather than through a wait
     assert pick("provisioner", running=ON_DEMAND, spot_age_h=0.0) == SPOT
+    # a zone whose spot runs last less than the break-even stint: the wait is stretched
+    stint = 2 * D * 3.06 / (3.06 - 0.97)
+    life = stint / 2  # half of it: twice the wait
+    assert pick("provisioner", spot_age_h=be, spot_life_h=life, **short) == ON_DEMAND
+    assert pick("provisioner", spot_age_h=1.9 * be, spot_life_h=life, **short) == ON_DEMAND
+    assert pick("provisioner", spot_age_h=2.0 * be, spot_life_h=life, **short) == SPOT
+    assert pick("provisioner", spot_age_h=be, spot_life_h=2 * stint, **short) == SPOT
 
 
 def test_zone_choice_sticky_first_oldest_and_next_in_turn() -> None:

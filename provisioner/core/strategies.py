@@ -11,27 +11,17 @@ the benchmark's vectorised replay (hundreds of windows at once): one rule, two d
 Markets are small integer codes: :data:`NONE` (wait, nothing running), :data:`ON_DEMAND`,
 :data:`SPOT`.
 
-Strategies (pick one by name with :func:`get_strategy`):
-
-``on-demand``
-    on-demand only.
-``greedy``
-    spot whenever it is available, else wait; the safety net brings on-demand in at the end.
-``uniform-progress``
-    Can't Be Late §5.2 as the authors' simulator runs it: spot whenever available; without
-    spot, on-demand while progress is behind the uniform line ``C0·t/R0``; once on on-demand,
-    stay while spot is gone or progress is behind the line ``2d`` later (hysteresis).
-``uniform-progress-variant``
-    the project's earlier reading: the same, but it leaves on-demand to wait once ahead.
-``eager-next-region``
-    SkyPilot's EAGER_NEXT_REGION failover: greedy on the market, and after a preemption the
-    next zone in turn (the zone just lost is tried last).
-``provisioner``
-    ours, the default: see :class:`SlackAware`.
-``learned``
-    ours, learning each zone's availability online: see :class:`Learned`.
-``spot-only``
-    for ``market: spot`` policies: spot or wait (``decide()`` never buys on-demand for them).
+Strategies (pick one by name with :func:`get_strategy`): ``on-demand`` (on-demand only);
+``greedy`` (spot whenever available, else wait; the safety net brings on-demand in at the
+end); ``uniform-progress`` (Can't Be Late §5.2 as the authors' simulator runs it: spot whenever
+available; without spot, on-demand while progress is behind the uniform line ``C0·t/R0``; once
+on on-demand, stay while spot is gone or progress is behind the line ``2d`` later);
+``uniform-progress-variant`` (the project's earlier reading: the same, but it leaves
+on-demand to wait once ahead); ``eager-next-region`` (SkyPilot's EAGER_NEXT_REGION failover:
+greedy, and after a preemption the next zone in turn, the zone just lost tried last);
+``provisioner`` (ours, the default: :class:`SlackAware`); ``learned`` (ours, learning each
+zone's availability online: :class:`Learned`); ``spot-only`` (for ``market: spot`` policies:
+spot or wait; ``decide()`` never buys on-demand for them).
 """
 
 from __future__ import annotations
@@ -303,58 +293,70 @@ class SlackAware(Strategy):
     """Ours (``provisioner``, the default): wait for spot only with slack to spare.
 
     The slack ``sigma = R - W - pending`` is the time the job can still lose (to waiting or
-    to changeovers) and make its deadline on on-demand. It is spent on two things: waiting
-    for spot while capacity is gone, and changeovers back to spot when it returns. Greedy
-    spends it all on waiting and then sits on on-demand to the end while spot is back
-    (the safety net forbids the changeover); Uniform Progress buys on-demand early and
-    returns to spot too eagerly, paying changeovers for spot that lasts minutes. So:
+    to changeovers) and make its deadline on on-demand. Greedy spends it all on waiting and
+    then sits on on-demand to the end while spot is back (the safety net forbids the
+    changeover); Uniform Progress buys on-demand early and returns to spot too eagerly. So:
 
-    * **reserve**: keep ``2d + step + 10% of the time left`` of slack. Above it, wait for spot
-      when it is gone; below it, run on-demand (waiting would eat slack that future
-      changeovers need). ``2d + step`` is one spot try plus the fall-back to on-demand and one
-      step of delay (the least that still allows a try); the share of the time left keeps
-      room for the changeovers of the hours still to come and shrinks with them.
+    * **reserve**: keep ``2d + step + s·R`` of slack (``R`` the time left, ``H`` the horizon),
+      ``s = 7% + 6%·R/H``: 13% of the time left at the start, 7% at the deadline. Above it,
+      wait for spot when it is gone; below it, run on-demand (waiting would eat slack that
+      future changeovers need). ``2d + step`` is one spot try, the fall-back to on-demand and
+      a step of delay; the share keeps room for the changeovers of the hours to come, more
+      early on, when most of them (and the least known of the zone) lie ahead: a window that
+      spends its slack waiting in its first hours ends on the safety net, on on-demand.
     * **hold**: once on on-demand, stay until the slack is 10 changeovers above the reserve,
       so each on-demand changeover buys a long, useful block (at most ~10% lost to it).
     * **return**: while on-demand is still needed, leave it for spot only once capacity has
-      been back for the break-even time ``d·(p_od + p_spot)/(p_od - p_spot)`` (ski rental: the changeovers a
-      switch costs, against what an hour on spot saves). Spot capacity that has lasted tends
-      to last (spot lifetimes are heavy-tailed); a blip of minutes is not worth two
-      changeovers.
+      been back for the break-even time ``d·(p_od + p_spot)/(p_od - p_spot)`` (ski rental:
+      the changeovers a switch costs, against what an hour on spot saves; spot lifetimes are
+      heavy-tailed, a blip of minutes is not worth two changeovers), stretched by
+      ``stint/U`` where the zone's mean spot lifetime ``U`` (``spot_life_h``, from the job's
+      own runs) is shorter than the break-even stint ``2d·p_od/(p_od - p_spot)`` (the spot
+      run that pays for the switch's overlap and the on-demand changeover after its loss).
     * **zone**: among zones with capacity, the one that has had it longest (same reason).
 
-    Where switches are made before break (``make_before_break``: decide() makes every one so),
-    leaving on-demand costs no slack (it works on through spot's changeover) and a refused
-    look costs nothing, so on-demand is held longer (``HOLD_MBB`` changeovers) and left for
-    spot sooner (``BREAKEVEN_MBB`` of the break-even time): fewer on-demand changeovers, more
-    spot hours.
+    Where switches are made before break (``make_before_break``; decide() makes every one
+    so), leaving on-demand costs no slack (it works on through spot's changeover) and a
+    refused look costs nothing, so on-demand is held longer (``HOLD_MBB`` changeovers) and
+    left for spot sooner (``BREAKEVEN_MBB`` of the break-even time): more spot hours.
 
-    The constants are round numbers with the reasons above, stated in units of the job's
-    own changeover, step and prices; none is derived from a trace file, but for the two
-    make-before-break ones, picked on the 2022-10-26 traces (docs/simulate.md).
+    Constants: round numbers with the reasons above, in the job's own changeover, step, time
+    and prices; none is derived from a trace file, but for the make-before-break ones and the
+    reserve's two shares, picked on the 2022-10-26 traces (docs/simulate.md).
     """
 
     name = "provisioner"
     summary = (
         "ours: wait for spot only with slack above a reserve; hold on-demand; ski-rental return"
     )
-    RESERVE_SHARE = 0.10  # of the time left, kept as slack for future changeovers
+    RESERVE_SHARE = 0.07  # of the time left, kept as slack for future changeovers
+    RESERVE_EARLY = 0.06  # more of it at the start, fading with the time left (R/H)
     HOLD_CHANGEOVERS = 10.0  # hysteresis on leaving on-demand, in changeovers
     HOLD_MBB = 35.0  # the same where switches are made before break
     BREAKEVEN_MBB = 0.5  # share of the break-even time, where switches are made before break
 
     def reserve_h(self, s: StepState) -> Array:
-        return 2 * s.overhead_h + s.step_h + s.margin_h + self.RESERVE_SHARE * s.time_left_h
+        h = np.broadcast_to(np.asarray(s.horizon_h, dtype=np.float64), np.shape(s.time_left_h))
+        ahead = np.divide(s.time_left_h, h, out=np.ones(h.shape), where=np.isfinite(h) & (h > 0))
+        share = self.RESERVE_SHARE + self.RESERVE_EARLY * np.clip(ahead, 0.0, 1.0)
+        return 2 * s.overhead_h + s.step_h + s.margin_h + share * s.time_left_h
+
+    @staticmethod
+    def short_life(s: StepState) -> float | Array:
+        """The return's stretch: the break-even stint over the zone's mean spot lifetime
+        (at least 1; 1 where no lifetime is known or spot saves nothing)."""
+        if s.spot_life_h is None:
+            return 1.0
+        saving = np.asarray(s.price_on_demand - s.price_spot, dtype=np.float64)
+        per = np.asarray(s.price_on_demand) / np.where(saving > 0, saving, np.inf)
+        return np.maximum(1.0, 2 * s.overhead_h * per / np.maximum(s.spot_life_h, 1e-6))
 
     @staticmethod
     def breakeven_h(s: StepState) -> float | Array:
-        saving = s.price_on_demand - s.price_spot
-        if np.ndim(saving) == 0:
-            if saving <= 0:
-                return float("inf")
-            return s.overhead_h * (s.price_on_demand + s.price_spot) / saving
-        # one price pair per window (the estimate replays many placements at once)
-        ok = np.asarray(saving) > 0
+        """``d·(p_od + p_spot)/(p_od - p_spot)`` (inf where spot saves nothing); one price
+        pair, or one per window (the estimate replays many placements at once)."""
+        saving = np.asarray(s.price_on_demand - s.price_spot, dtype=np.float64)
+        ok = saving > 0
         total = np.asarray(s.price_on_demand + s.price_spot)
         return np.where(ok, s.overhead_h * total / np.where(ok, saving, 1.0), np.inf)
 
@@ -367,7 +369,8 @@ class SlackAware(Strategy):
         short = slack < self.reserve_h(s) + hold - EPS_H
         out = np.where(short, ON_DEMAND, NONE)
         scale = self.BREAKEVEN_MBB if mbb else 1.0
-        back = s.spot_age_h >= scale * self.breakeven_h(s) - EPS_H
+        wait_h = scale * self.breakeven_h(s) * self.short_life(s)
+        back = s.spot_age_h >= wait_h - EPS_H
         take = s.spot_available & (~(on_od & short) | back)
         return np.where(take, SPOT, out).astype(np.int8)
 
@@ -386,19 +389,17 @@ class SlackAware(Strategy):
 class Learned(SlackAware):
     """Ours, learning each zone's availability online (``learned``).
 
-    :class:`SlackAware`'s reserve and hold, with the zone's own history
-    (:mod:`provisioner.core.availability`: mean spot lifetime ``U``, mean outage ``D``, and the
-    chance ``p`` that a zone last seen down has capacity again) in place of fixed rules:
+    :class:`SlackAware`'s hold, with the zone's own history (:mod:`provisioner.core.availability`:
+    mean spot lifetime ``U``, the chance ``p`` that a zone last seen down is back) instead:
 
-    * **reserve**: ``2d + step`` plus what the preemptions still to come are expected to cost,
-      ``PREEMPTION_COST·(W / U)·d``, plus a share of the time left (``RESERVE_SHARE``).
+    * **reserve**: ``2d + step``, ``PREEMPTION_COST·(W / U)·d`` (the preemptions to come) and
+      a share of the time left (``RESERVE_SHARE``).
     * **return** from on-demand to spot: only when the try is worth its risk, i.e. ``p >=
       P_TRY`` and ``p·(saving over min(U, W) hours - two changeovers) > (1 - p)·one on-demand
       changeover`` (a refused try costs the on-demand instance just stopped).
     * **zone**: the usable zone with the most expected spot hours ``p·U``.
 
-    The safety net (:func:`choose_market`) is unchanged: the deadline guarantee holds whatever
-    the estimates say.
+    The safety net (:func:`choose_market`) holds the deadline whatever the estimates say.
     """
 
     name = "learned"
