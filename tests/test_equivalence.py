@@ -149,7 +149,7 @@ CASES = {
     "gang-look-preempted": Case(
         "gang-look-preempted",
         job(2, "4h", extra=GANG),
-        {A: "D15 U1 D", B: "D"},
+        {A: "D16 U1 D", B: "D"},
         nodes=2,
     ),
     # the gang's accepted look with the daemon killed (-9) before each pass of the overlap
@@ -157,7 +157,7 @@ CASES = {
         "gang-crash-in-overlap",
         job(2, "4h", extra=GANG),
         {A: "D15 U", B: "D"},
-        crashes=(17, 18, 19, 20),
+        crashes=(18, 19, 20, 21),
         nodes=2,
     ),
     # early signals: a rebalance recommendation three steps before A's capacity goes (step 8)
@@ -416,8 +416,9 @@ def test_a_gangs_looks_are_made_before_break(tmp_path: Path) -> None:
     assert run.live[spot_at] == 4  # two gangs of two: the overlap
     assert run.live[spot_at + changeover] == 2  # handed over: both old nodes stopped
     od_n = next(n for n, m, _ in run.sent if m == "on-demand")
-    look = [spec for n, m, spec in run.sent if m == "spot" and n > od_n]
-    assert sorted(spec["node"] for spec in look) == [0, 1], look
+    took = max(n for n, m, _ in run.sent if m == "spot")  # looks refused before it: sent too
+    look = [spec for n, m, spec in run.sent if m == "spot" and n == took]
+    assert took > od_n and sorted(spec["node"] for spec in look) == [0, 1], look
     assert all(spec["handover_from"] == od_n and spec["handover_until"] for spec in look), look
     lost = _od_to_spot(runs["gang-look-preempted"])
     assert ("terminate", "on-demand") not in [(kind, m) for _, kind, m in lost], lost

@@ -26,38 +26,58 @@ from tests.test_equivalence import CASES, STEP_S
 
 pytestmark = [pytest.mark.e2e]
 
-LOOK = CASES["accepted-look"]  # on-demand from step 13; spot in A accepted at 15
-SPOT_AT = 15
-HANDOVER = SPOT_AT + round(changeover_h() * 3600 / STEP_S)
-
-KILLS: dict[str, tuple[tuple[int, str], ...]] = {
-    "launch-intent-written": ((SPOT_AT, "after-attempt-row"),),
-    "launch-sent-unrecorded-then-adopting": (
-        (SPOT_AT, "after-launch-call"),
-        (SPOT_AT, "after-adopt"),
-    ),
-    "launch-recorded": ((SPOT_AT, "after-instance-record"),),
-    "old-terminate-sent-unrecorded": ((HANDOVER, "after-terminate"),),
-    "every-point-in-one-run": (
-        (SPOT_AT, "after-instance-record"),
-        (HANDOVER, "after-terminate"),
-    ),
-}
+LOOK = CASES["accepted-look"]  # on-demand first; then the look at spot in A, accepted
 
 
-@pytest.mark.parametrize("name", list(KILLS))
+def _steps() -> tuple[int, int]:
+    """The step of the accepted look (the spot launch) and of the handover, as the engine
+    takes them (the strategy's rules decide when; the kills follow them)."""
+    spot_at = next(
+        e.step for e in run_engine(LOOK).effects if (e.kind, e.market) == ("launch", "spot")
+    )
+    return spot_at, spot_at + round(changeover_h() * 3600 / STEP_S)
+
+
+def kills(name: str) -> tuple[tuple[int, str], ...]:
+    spot_at, handover = _steps()
+    return {
+        "launch-intent-written": ((spot_at, "after-attempt-row"),),
+        "launch-sent-unrecorded-then-adopting": (
+            (spot_at, "after-launch-call"),
+            (spot_at, "after-adopt"),
+        ),
+        "launch-recorded": ((spot_at, "after-instance-record"),),
+        "old-terminate-sent-unrecorded": ((handover, "after-terminate"),),
+        "every-point-in-one-run": (
+            (spot_at, "after-instance-record"),
+            (handover, "after-terminate"),
+        ),
+    }[name]
+
+
+NAMES = [
+    "launch-intent-written",
+    "launch-sent-unrecorded-then-adopting",
+    "launch-recorded",
+    "old-terminate-sent-unrecorded",
+    "every-point-in-one-run",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_kill_9_mid_pass_during_the_overlap(name: str, tmp_path: Path) -> None:
     engine = run_engine(LOOK)
     calm = run_daemon(LOOK, tmp_path / "calm")
-    run = run_daemon(replace(LOOK, name=name, kills=KILLS[name]), tmp_path / name)
+    spot_at, handover = _steps()
+    run = run_daemon(replace(LOOK, name=name, kills=kills(name)), tmp_path / name)
     why = explain(engine, run)
     assert not run.notes, why  # every kill landed where it was aimed (exit 137 there)
-    assert [(k, p) for k, p, _ in run.killed] == list(KILLS[name]), run.killed
+    assert [(k, p) for k, p, _ in run.killed] == list(kills(name)), run.killed
     assert max(run.live) <= 2 and all(n <= 2 for _, _, n in run.killed), (run.live, run.killed)
     assert run.left == 0 and run.ran <= run.recorded, (run.ran, run.recorded)  # no orphan
     assert len(run.ran) == 2, run.ran  # the on-demand instance and the spot one: no third
-    assert run.live[SPOT_AT] == 2 and run.live[HANDOVER] == 1, run.live  # handed over
-    assert all(n == 1 for n in run.live[HANDOVER:]), run.live  # the old one stays stopped
+    assert run.live[spot_at] == 2 and run.live[handover] == 1, run.live  # handed over
+    assert all(n == 1 for n in run.live[handover:]), run.live  # the old one stays stopped
     assert run.effects == calm.effects == engine.effects, why
     assert run.outcome == calm.outcome == engine.outcome and run.outcome[0] == "succeeded", why
     assert run.cost == pytest.approx(calm.cost), why
