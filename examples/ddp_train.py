@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         (job.output_dir() / "result.json").write_text(json.dumps(result, indent=2, sort_keys=True))
         print(f"done: {json.dumps(result, sort_keys=True)}", flush=True)
-    if dist.running():
+    if dist.running():  # every rank calls it together (one finishing early can hang the other)
+        dist.barrier()
         torch.distributed.destroy_process_group()
     return 0
 
