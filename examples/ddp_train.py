@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -104,9 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         (job.output_dir() / "result.json").write_text(json.dumps(result, indent=2, sort_keys=True))
         print(f"done: {json.dumps(result, sort_keys=True)}", flush=True)
-    if dist.running():  # every rank calls it together (one finishing early can hang the other)
-        dist.barrier()
-        torch.distributed.destroy_process_group()
+    if dist.running():
+        # Every collective is done and the result is written: end the process without torch's
+        # process-group teardown, which can hang at exit when the ranks reach it at different
+        # moments (seen here under load, rank 0 done and never exiting; pytorch/pytorch#75097).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
