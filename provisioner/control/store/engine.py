@@ -62,21 +62,27 @@ def redacted_url(url: str) -> str:
         return re.sub(r"(://[^/:@\s]+):[^@/\s]+@", r"\1:***@", url)
 
 
-def store_missing(url: str) -> str | None:
-    """Why ``url`` names no store yet (a SQLite file that is not there), or None. Read-only
-    commands ask before they open one, so that a typo never creates an empty store."""
+def sqlite_file(url: str) -> str | None:
+    """The path of the SQLite file ``url`` names, or None (another database, an in-memory
+    or ``file:`` URI store, or a URL that does not parse: opening it says what is wrong)."""
     from sqlalchemy.engine import make_url
 
     try:
         parsed = make_url(url)
     except Exception:
-        return None  # opening it says what is wrong with it
-    if parsed.get_backend_name() == "sqlite":
-        path = parsed.database or ""
-        if path in ("", ":memory:") or path.startswith("file:"):
-            return None
-        if not os.path.exists(path):
-            return f"no store at {path}: nothing was submitted there"
+        return None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    path = parsed.database or ""
+    return None if path in ("", ":memory:") or path.startswith("file:") else path
+
+
+def store_missing(url: str) -> str | None:
+    """Why ``url`` names no store yet (a SQLite file that is not there), or None. Read-only
+    commands ask before they open one, so that a typo never creates an empty store."""
+    path = sqlite_file(url)
+    if path is not None and not os.path.exists(path):
+        return f"no store at {path}: nothing was submitted there"
     return None
 
 
@@ -92,15 +98,8 @@ def _migration_lock(url: str) -> Iterator[None]:
     and the daemon, two CLI calls) would both create the tables and one would fail; the second
     waits here and then finds the schema at head. PostgreSQL takes an advisory lock instead.
     Where no lock file can be made beside the store, SQLite's own error says what is wrong."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        parsed = make_url(url)
-    except Exception:
-        parsed = None
-    sqlite = parsed is not None and parsed.get_backend_name() == "sqlite"
-    path = (parsed.database or "") if parsed is not None and sqlite else ""
-    if path in ("", ":memory:") or path.startswith("file:"):
+    path = sqlite_file(url)
+    if path is None:
         yield
         return
     import fcntl
