@@ -268,6 +268,14 @@ class Restart(_Model):
         le=100_000,
         description="Launch calls per cloud in any hour, at most (refused ones count).",
     )
+    on_exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(
+        default_factory=list,
+        description=(
+            "Exit codes of the job's command that restart it (a new attempt, counted against "
+            "max_restarts) instead of failing it; every other non-zero exit fails the job."
+        ),
+        max_length=255,
+    )
     _iv = field_validator("zone_cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
 

@@ -150,9 +150,11 @@ def test_a_crash_between_the_probe_row_and_the_termination_is_finished_next_pass
     tmp_path: Path, sim_dir: Path
 ) -> None:
     """The controller dies (as SIGKILL would) right after recording a probe under the floor;
-    a fresh one (no memory of it) terminates the node and moves on, once."""
+    a fresh one (no memory of it) terminates the node and moves on, once. (The job is long
+    enough not to finish while the dead process still holds its lease: a job whose command
+    completed is finished, not replaced.)"""
     extra = "resources:\n  min_vram_gb: 16\n  min_measured_fraction: 0.8\n"
-    policy = write_policy(tmp_path / "p.yaml", steps=120, ckpt=tmp_path / "ck", extra="")
+    policy = write_policy(tmp_path / "p.yaml", steps=400, ckpt=tmp_path / "ck", extra="")
     text = policy.read_text().replace("resources:\n  min_vram_gb: 16\n", extra)
     policy.write_text(text)
     url = f"sqlite:///{tmp_path / 's.db'}"

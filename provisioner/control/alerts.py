@@ -22,10 +22,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from provisioner.control.inputs import MOVE_ON
+from provisioner.control.inputs import refused
 from provisioner.control.notify.route import settings
 from provisioner.core import decide as d
 from provisioner.core.models import Instance
+from provisioner.core.states import counts_as_restart
 from provisioner.core.timefmt import parse_time
 from provisioner.core.views import CAPACITY_ERRORS_WITHIN
 
@@ -64,14 +65,16 @@ def note_first_progress(runner: JobPassBase, progress: dict[str, Any] | None) ->
 
 
 def note_restart(runner: JobPassBase) -> None:
-    """A ``restarted`` event once the attempt after a preempted one runs."""
+    """A ``restarted`` event once the attempt after a preempted one (or one whose command
+    exited with a code the policy restarts on) runs: also where it ran and the job ended in
+    the same pass (called before the end)."""
     cur = runner.current
     if cur is None or cur.state != "running" or cur.launched_at is None:
         return
     ran = [a for a in runner.attempts if a.attempt < cur.attempt and a.launched_at is not None]
-    if not ran or ran[-1].state != "preempted":
+    if not ran or not counts_as_restart(ran[-1].state, ran[-1].end_cause):
         return
-    n = sum(1 for a in ran if a.state == "preempted")
+    n = sum(1 for a in ran if counts_as_restart(a.state, a.end_cause))
     if runner.memo.restart_told >= n:
         return
     runner.memo.restart_told = n
@@ -82,7 +85,8 @@ def note_restart(runner: JobPassBase) -> None:
         "restarted",
         f"restart {n}: attempt {cur.attempt} runs on {cur.provider}:{cur.zone} "
         f"{cur.instance_type} ({cur.market}, ${cur.price_per_hour:.4f}/h) after attempt "
-        f"{prev.attempt} on {prev.provider}:{prev.zone} was preempted",
+        f"{prev.attempt} on {prev.provider}:{prev.zone} "
+        + ("was preempted" if prev.state == "preempted" else f"ended: {prev.end_reason}"),
         restart=n,
         attempt=cur.attempt,
     )
@@ -179,9 +183,7 @@ def _exhausted(runner: JobPassBase, plan: Any) -> tuple[str | None, str]:
     busy = {
         (a.provider, a.zone, a.instance_type, a.market)
         for a in runner.attempts
-        if a.state == "failed"
-        and a.end_reason.startswith(MOVE_ON)
-        and (a.ended_at or a.created_at) >= recent
+        if refused(a) and (a.ended_at or a.created_at) >= recent
     }
     keys = {
         (p.offer.provider, p.offer.zone or p.offer.region, p.offer.instance_type, p.market.value)

@@ -11,6 +11,7 @@ from providers.base import Provider
 from provisioner.control.records import attempt_cost
 from provisioner.control.store import FINAL_STATES, Store
 from provisioner.core.models import TAG_JOB
+from provisioner.core.states import Cause, JobState
 
 ProviderFactory = Callable[[str, dict[str, Any]], Provider]
 
@@ -67,11 +68,18 @@ def cancel_job(
             state="ended",
             ended_at=now,
             end_reason="cancelled",
+            end_cause=Cause.CANCELLED.value,
             cost_usd=attempt_cost(a, now),
         )
     spent = sum(a.cost_usd for a in store.attempts(job.id))
     if job.state not in FINAL_STATES:
-        store.update_job(job.id, state="cancelled", reason="cancelled by the user", spent_usd=spent)
+        store.update_job(
+            job.id,
+            state=JobState.CANCELLED.value,
+            cause=Cause.CANCELLED.value,
+            reason="cancelled by the user",
+            spent_usd=spent,
+        )
     if unreached:
         maybe = ", ".join(a.instance_id or "?" for a in open_attempts) or "none recorded"
         message = (

@@ -40,6 +40,7 @@ from provisioner.core.decide import (
 from provisioner.core.looks import schedule
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Offer, Placement
 from provisioner.core.planner import Plan, PlanContext, plan_offers
+from provisioner.core.states import AgentState, Cause
 from provisioner.core.views import (
     BOOT_S,
     CAPACITY_ERRORS_WITHIN,
@@ -59,6 +60,16 @@ CANDIDATES = 40
 #: Launch failures that send the job to its next offer at once (end_reason prefixes): they
 #: are capacity errors for decide(), not failures to back off from.
 MOVE_ON = ("capacity", "price-too-low", "quota")
+
+
+def refused(a: AttemptRow) -> bool:
+    """Whether an attempt's launch was refused for capacity, quota or price (the next offer
+    is tried at once): its cause says so; rows from before causes were stored, its reason."""
+    cause = Cause.parse(a.end_cause)
+    if cause is Cause.UNKNOWN:
+        return a.state == "failed" and a.end_reason.startswith(MOVE_ON)
+    return cause is Cause.LAUNCH_REFUSED
+
 
 _ATTEMPT_STATE = {
     "launching": None,
@@ -123,7 +134,7 @@ def agent_report(progress: ProgressRecord | dict[str, Any] | None) -> AgentRepor
         return None
     setup = rec.setup_error or {}
     return AgentReport(
-        state=rec.state,
+        state=AgentState.parse(rec.state),
         attempt=rec.attempt,
         exit_code=rec.exit_code,
         updated_at=rec.updated_at,
@@ -232,7 +243,7 @@ def launch_failures(attempts: Sequence[AttemptRow]) -> tuple[int, datetime | Non
     for a in reversed(attempts):
         if a.state != "failed":
             break
-        if a.end_reason.startswith(MOVE_ON):
+        if refused(a):
             continue
         n += 1
         last = last or (a.ended_at or a.created_at)
@@ -244,7 +255,7 @@ def outages(attempts: Iterable[AttemptRow]) -> dict[Location, datetime]:
     attempt's end, a launch answered "no capacity"."""
     out: dict[Location, datetime] = {}
     for a in attempts:
-        lost = a.state == "preempted" or (a.state == "failed" and a.end_reason.startswith(MOVE_ON))
+        lost = a.state == "preempted" or refused(a)
         if not lost or a.market != Market.SPOT.value:
             continue
         at = a.ended_at or a.created_at
@@ -264,7 +275,7 @@ def spot_events(attempts: Iterable[AttemptRow]) -> list[SpotEvent]:
             continue
         locs = ((a.provider, a.zone), (a.provider, a.region))
         start, end = a.launched_at or a.created_at, a.ended_at or a.created_at
-        if a.state == "failed" and a.end_reason.startswith(MOVE_ON):
+        if refused(a):
             out += [(end, loc, "refused") for loc in locs]
         elif a.state in ("running", "preempted", "ended") and a.instance_id is not None:
             out += [(start, loc, "up") for loc in locs]
@@ -307,6 +318,8 @@ def job_view(
     cooldowns: dict[Location, datetime],
     interval_s: float,
     boot_s: float = BOOT_S,
+    probe_below: str = "",
+    gpu_idle_since: datetime | None = None,
 ) -> JobView:
     """The job as decide() sees it (see :mod:`provisioner.core.views` for the fields)."""
     cur = attempts[-1] if attempts else None
@@ -345,6 +358,8 @@ def job_view(
         looks=schedule(spot_events(attempts)),
         launch_calls=tuple((a.provider, a.created_at) for a in attempts),
         billing=CLOUD_BILLING,
+        probe_below=probe_below,
+        gpu_idle_since=gpu_idle_since,
     )
 
 
@@ -368,9 +383,7 @@ def observations(
             a.provider, a.zone, a.instance_type, Market(a.market), a.ended_at or a.created_at
         )
         for a in attempts
-        if a.state == "failed"
-        and (a.ended_at or a.created_at) >= recent
-        and a.end_reason.startswith(MOVE_ON)
+        if refused(a) and (a.ended_at or a.created_at) >= recent
     )
     spot = [
         (p.offer.provider, p.offer.location) for p in plan.placements if p.market is Market.SPOT

@@ -28,6 +28,7 @@ from provisioner.control.records import (
 from provisioner.control.store import AttemptRow, JobRow, Store
 from provisioner.core import gang
 from provisioner.core.models import Instance
+from provisioner.core.states import AttemptState, Cause, check_attempt
 from provisioner.core.timefmt import utc
 from provisioner.core.views import cooldowns_in_force
 
@@ -311,10 +312,18 @@ class JobPassBase:
                 total += a.cost_usd
         return total
 
-    def end_attempt(self, a: AttemptRow, state: str, reason: str) -> None:
-        """End an attempt (its bill stops now)."""
+    def end_attempt(self, a: AttemptRow, state: AttemptState, reason: str, cause: Cause) -> None:
+        """End an attempt (its bill stops now), as the transition table allows."""
+        check_attempt(AttemptState(a.state), state, cause)
         cost = attempt_cost(a, self.now)
         self.store.update_attempt(
-            self.job.id, a.attempt, state=state, ended_at=self.now, end_reason=reason, cost_usd=cost
+            self.job.id,
+            a.attempt,
+            state=state.value,
+            ended_at=self.now,
+            end_reason=reason,
+            end_cause=cause.value,
+            cost_usd=cost,
         )
-        a.state, a.ended_at, a.end_reason, a.cost_usd = state, self.now, reason, cost
+        a.state, a.ended_at, a.end_reason, a.cost_usd = state.value, self.now, reason, cost
+        a.end_cause = cause.value

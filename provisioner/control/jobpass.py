@@ -29,9 +29,21 @@ from provisioner.control.jobbase import JobMemo, LeaseLost, PassEnv
 from provisioner.control.launching import Launching
 from provisioner.control.progress import ProgressReading
 from provisioner.control.records import PassReport
+from provisioner.control.store import AttemptRow
 from provisioner.core import decide as d
 from provisioner.core.models import TAG_JOB, TAG_MANAGED, Instance, InstanceState
+from provisioner.core.states import (
+    LIVE_ATTEMPT_STATES,
+    AttemptState,
+    Cause,
+    JobState,
+    attempt_end,
+    counts_as_restart,
+    job_after,
+)
+from provisioner.core.timefmt import parse_time
 from provisioner.core.views import BOOT_S
+from provisioner.probe.watch import gpu_idle_since, probe_below, watch
 
 #: decide() calls per pass (a launch refused for capacity, or a new cooldown, asks again).
 MAX_LAUNCH_TRIES_PER_PASS = 5
@@ -69,12 +81,13 @@ class JobRunner(Launching, ProgressReading):
         if progress and progress != job.progress and self.progress_worth_writing(progress):
             updates["progress"] = progress
 
-        # The attempt's probe (recorded; under the policy's floor: replaced) and idle GPUs.
-        from provisioner.probe.watch import watch
-
-        if not job.cancel_requested and watch(self, progress, live, report):
-            self.settle(updates)
-            return
+        # The attempt's probe and idle GPUs, recorded; what the policy says of them
+        # (replace an instance under the probe floor, stop a job idle too long) is decide()'s.
+        if not job.cancel_requested:
+            watch(self, progress)
+        stop_due = self.policy_stop_due(progress)
+        if stop_due:
+            steady = None  # decide now, whatever was decided before
         if steady is not None and self._unchanged(steady, seen, progress):
             # what the last pass saw, and it only waited: nothing to record, no decision due
             memo.steady = steady
@@ -86,7 +99,7 @@ class JobRunner(Launching, ProgressReading):
 
         # Restarts are the preempted attempts: counted, never incremented, so a crash between
         # ending an attempt and writing the job loses none.
-        restarts = sum(1 for a in self.attempts if a.state == "preempted")
+        restarts = self.restarts_so_far()
         if restarts != job.restarts:
             job.restarts = restarts
             updates["restarts"] = restarts
@@ -94,7 +107,7 @@ class JobRunner(Launching, ProgressReading):
         # Decide and act. Unchanged inputs since a decision that only waited: decide again
         # only when due (once per ``decide_every``; what changes with time alone: slack,
         # spend against the budget), and only while an instance runs the job.
-        waits = bool(live) and self.env.decide_every > timedelta(0)
+        waits = bool(live) and self.env.decide_every > timedelta(0) and not stop_due
         fp = self.fingerprint(seen, progress) if waits else None
         if fp is not None and memo.decided_at is None and self.running_as_recorded(live):
             # First sight of a job that runs as its store says (a restart, a takeover): it was
@@ -117,7 +130,7 @@ class JobRunner(Launching, ProgressReading):
             if not self.act(actions, report, updates):
                 break
             seen = self.without_terminated(seen)
-            restarts = sum(1 for a in self.attempts if a.state == "preempted")
+            restarts = self.restarts_so_far()
             if restarts != job.restarts:  # a preempted instance cleaned up: decide knows
                 job.restarts = updates["restarts"] = restarts
         memo.decided_at = self.now
@@ -181,11 +194,11 @@ class JobRunner(Launching, ProgressReading):
             and not self.store.has_event(job.id, "terminate", cur.instance_id or "")
         )
         if p.get("state") == "done" and p.get("attempt", cur.attempt) <= cur.attempt:
-            self.end_attempt(cur, "ended", "job finished")
+            self.end_attempt(cur, AttemptState.ENDED, "job finished", Cause.JOB_DONE)
         elif released or (inst is not None and inst.state is InstanceState.PREEMPTED):
             why = inst.state_reason if inst else "spot instance released"
             shown = why or (inst.raw_state if inst else "")
-            self.end_attempt(cur, "preempted", why or "preempted")
+            self.end_attempt(cur, AttemptState.PREEMPTED, why or "preempted", Cause.PREEMPTED)
             report.restarts += 1
             self.env.failpoints.hit("after-preempted")
             self.event(
@@ -197,7 +210,7 @@ class JobRunner(Launching, ProgressReading):
             )
         else:
             reason = "instance gone" if inst is None else f"instance {inst.state.value}"
-            self.end_attempt(cur, "ended", reason)
+            self.end_attempt(cur, AttemptState.ENDED, reason, Cause.INSTANCE_LOST)
             self.event("lost", f"attempt {cur.attempt}: {reason}", instance=cur.instance_id)
         return seen
 
@@ -212,7 +225,8 @@ class JobRunner(Launching, ProgressReading):
             inst = next((i for i in seen if i.id == a.instance_id), None)
             noticed = self.store.has_event(self.job.id, "notice", a.instance_id)
             if noticed or (inst is not None and inst.state is InstanceState.PREEMPTED):
-                self.end_attempt(a, "preempted", "replaced after an interruption notice")
+                why = "replaced after an interruption notice"
+                self.end_attempt(a, AttemptState.PREEMPTED, why, Cause.PREEMPTED)
                 report.restarts += 1
                 self.env.failpoints.hit("after-preempted")
                 self.event(
@@ -223,7 +237,7 @@ class JobRunner(Launching, ProgressReading):
                     instance=a.instance_id,
                 )
             else:
-                self.end_attempt(a, "ended", "instance gone")
+                self.end_attempt(a, AttemptState.ENDED, "instance gone", Cause.INSTANCE_LOST)
 
     def fingerprint(self, seen: list[Instance], progress: dict[str, Any] | None) -> tuple[Any, ...]:
         """Everything decide() reads that changes other than with the clock."""
@@ -301,6 +315,13 @@ class JobRunner(Launching, ProgressReading):
 
     # -- deciding and acting --------------------------------------------------------------------
 
+    def policy_stop_due(self, progress: dict[str, Any] | None) -> bool:
+        """Whether decide() has a policy stop to make now: the probe floor or idle GPUs."""
+        if probe_below(self):
+            return True
+        idle, since = self.policy.idle, gpu_idle_since(self, progress)
+        return idle is not None and since is not None and self.now - since >= idle.duration
+
     def decide(self, seen: list[Instance], progress: dict[str, Any] | None) -> list[d.Action]:
         """decide()'s answer for this job now, on inputs built from what was observed."""
         job, policy, now = self.job, self.policy, self.now
@@ -316,6 +337,8 @@ class JobRunner(Launching, ProgressReading):
             cooldowns=cooldowns,
             interval_s=self.env.interval_s,
             boot_s=float(getattr(self.provider, "boot_seconds", BOOT_S)),
+            probe_below=probe_below(self),
+            gpu_idle_since=gpu_idle_since(self, progress),
         )
         # kept: a launch stores the plan it was chosen from (see inputs.plan_digest)
         cooled = frozenset(cooldowns)
@@ -332,14 +355,20 @@ class JobRunner(Launching, ProgressReading):
 
     def act(self, actions: list[d.Action], report: PassReport, updates: dict[str, Any]) -> bool:
         """Carry out decide()'s actions, in order; True when decide() is to be asked again (a
-        launch refused for capacity or price, or a new cooldown that changes the candidates)."""
+        launch refused for capacity or price, or a new cooldown that changes the candidates).
+        The job's new state is the transition table's (:func:`provisioner.core.states.job_after`)
+        for what was carried out; nothing here picks one."""
         job = self.job
-        state = job.state
         retry = False
-        final = any(isinstance(a, d.FINAL) for a in actions)
+        final: d.Final | None = None
+        refused: Cause | None = None
+        ended: Cause | None = None
+        waited: Cause | None = None
+        ending = any(isinstance(a, d.FINAL) for a in actions)
         for i, action in enumerate(actions):
             if isinstance(action, d.Terminate):
-                self.terminate(action, report, finishing=final)
+                self.terminate(action, report, finishing=ending)
+                ended = action.cause
             elif isinstance(action, d.CoolDown):
                 before = self.cooldowns().get((action.provider, action.location))
                 if before is None or before < action.until:
@@ -348,24 +377,32 @@ class JobRunner(Launching, ProgressReading):
                         retry = True  # plan again without the zone
                         break
             elif isinstance(action, d.Launch):
-                if self.launch(action.placement, action.reason, report):
-                    state = "running"
-                else:
-                    state = "recovering"
+                if not self.launch(action.placement, action.reason, report):
+                    cur = self.current
+                    refused = Cause.parse(cur.end_cause if cur is not None else None)
+                    if refused is Cause.UNKNOWN:
+                        refused = Cause.LAUNCH_REFUSED
                     retry = True
             elif isinstance(action, d.Wait | d.Backoff):
-                if not any(a.state == "running" for a in self.attempts):
-                    state = "waiting"
+                waited = action.cause
                 if isinstance(action, d.Backoff):
                     self.log.info("job %s: %s", job.id, action.reason)
             elif isinstance(action, d.FINAL):
-                state = self.end_job(action, report, updates)
-        if any(a.state == "running" for a in self.attempts) and state in (
-            "pending",
-            "waiting",
-            "recovering",
-        ):
-            state = "running"
+                final = action
+        running = any(a.state == AttemptState.RUNNING for a in self.attempts)
+        step = job_after(
+            JobState(job.state),
+            final=None if final is None else final.cause,
+            running=running and final is None,
+            refused=refused,
+            ended=ended,
+            waited=waited,
+        )
+        if final is not None:
+            self.end_job(final, report, updates)
+        state = step.after.value
+        if step.changed:
+            updates["cause"] = step.cause.value
         if state == job.state and set(updates) <= {"progress"}:
             self.settle(updates)
             updates.clear()
@@ -374,15 +411,37 @@ class JobRunner(Launching, ProgressReading):
         self.store.update_job(job.id, state=state, spent_usd=spent, **updates)
         job.state, job.spent_usd = state, spent
         updates.clear()
-        alerts.note_budget(self, spent)
+        if final is None:
+            alerts.note_budget(self, spent)
         return retry
+
+    def restarts_so_far(self) -> int:
+        """Restarts are counted from the attempts (never incremented: a crash between ending
+        an attempt and writing the job loses none): preempted ones, and those whose command
+        exited with a code the policy restarts on."""
+        return sum(1 for a in self.attempts if counts_as_restart(a.state, a.end_cause))
+
+    def _checkpoint_note(self, a: AttemptRow) -> str:
+        """Whether the attempt under notice got a checkpoint in after its notice, as its
+        agent reported: what the ``preempted`` event says (never "in" when none was)."""
+        p = self.memo.progress or {}
+        notice = next(
+            (x.at for x in self.interruptions if x.instance_id == a.instance_id), None
+        ) or (a.launched_at or self.now)
+        at = parse_time(p.get("last_checkpoint_at"))
+        if p.get("last_checkpoint_attempt") == a.attempt and at is not None and at >= notice:
+            return f"its checkpoint {p.get('last_checkpoint')} is in"
+        last = p.get("last_checkpoint")
+        return "no checkpoint since its notice; " + (
+            f"resuming from {last}" if last else "no checkpoint yet: the job starts over"
+        )
 
     def terminate(self, action: d.Terminate, report: PassReport, *, finishing: bool) -> None:
         """Stop an instance and end its attempt: its bill stops here, whatever comes next.
         Recorded first: an instance gone later is ours, not a preemption, even when this
         process dies right after the call."""
         ids = self.expand([action.instance_id])
-        if action.reason.startswith("setup failed"):  # what the setup said last, for the user
+        if action.cause is Cause.SETUP_FAILED:  # what the setup said last, for the user
             failure = (self.memo.progress or {}).get("setup_error") or {}
             tail = [str(t) for t in failure.get("tail") or []][-10:]
             self.event(
@@ -400,25 +459,34 @@ class JobRunner(Launching, ProgressReading):
         report.terminations += 1
         self.env.failpoints.hit("after-finish-terminate" if finishing else "after-terminate")
         for a in self.attempts:
-            if a.instance_id == action.instance_id and a.state in ("launching", "running"):
-                preempted = action.reason.startswith("preempted")
-                self.end_attempt(a, "preempted" if preempted else "ended", action.reason)
+            if a.instance_id == action.instance_id and a.state in LIVE_ATTEMPT_STATES:
+                preempted = action.cause is Cause.PREEMPTED
+                self.end_attempt(a, attempt_end(action.cause), action.reason, action.cause)
+                if action.cause is Cause.PROBE_BELOW_FLOOR:
+                    self.event(
+                        "probe-below",
+                        f"attempt {a.attempt}: terminated {a.instance_id} ({a.instance_type}): "
+                        f"{action.reason}; {a.provider}:{a.zone} cooled down for "
+                        f"{self.policy.restart.zone_cooldown}",
+                        instance=a.instance_id,
+                        zone=a.zone,
+                    )
                 if preempted and a is not self.current:  # overlap: the replacement runs
                     report.restarts += 1
                     self.event(
                         "preempted",
-                        f"attempt {a.attempt} on {a.provider}:{a.zone} under notice: its "
-                        f"checkpoint is in, attempt {self.job.attempt} takes over; the zone is "
-                        f"cooled down for {self.policy.restart.zone_cooldown}",
+                        f"attempt {a.attempt} on {a.provider}:{a.zone} under notice: "
+                        f"{self._checkpoint_note(a)}; attempt {self.job.attempt} takes over; "
+                        f"the zone is cooled down for {self.policy.restart.zone_cooldown}",
                         zone=a.zone,
                         instance=a.instance_id,
                     )
 
-    def end_job(
-        self, action: d.Finish | d.Fail | d.Cancel, report: PassReport, updates: dict[str, Any]
-    ) -> str:
-        """A final action: the job's open attempts end, and its state and reason are set."""
-        live = [a for a in self.attempts if a.state in ("launching", "running")]
+    def end_job(self, action: d.Final, report: PassReport, updates: dict[str, Any]) -> None:
+        """A final action: the job's open attempts end, and its reason is set. What people
+        hear of it comes in order: a restart completed in this pass, the budget level spend
+        reached, then the end itself."""
+        live = [a for a in self.attempts if a.state in LIVE_ATTEMPT_STATES]
         ids = self.expand([a.instance_id for a in live if a.instance_id])
         if ids and not isinstance(action, d.Finish):  # decide() stops what it sees; the rest
             for iid in ids:  # recorded first (see terminate)
@@ -426,28 +494,33 @@ class JobRunner(Launching, ProgressReading):
             self.provider.terminate(ids)
             self.store.end_instances(self.provider.name, ids, self.now, action.reason)
             report.provider_calls += 1
+        alerts.note_restart(self)  # a replacement that ran before the end is still a restart
         why = {d.Finish: "job finished", d.Cancel: "cancelled"}.get(type(action))
         for a in live:
-            self.end_attempt(a, "ended", why or "job failed: " + action.reason)
+            cause = action.cause if action.cause is Cause.CANCELLED else Cause.JOB_ENDED
+            self.end_attempt(a, AttemptState.ENDED, why or "job ended: " + action.reason, cause)
         updates["reason"] = action.reason
         report.finished += 1
         if any(a.nodes > 1 for a in self.attempts):
             self._sweep_groups(report)
         spent = self.spent()
+        alerts.note_budget(self, spent)
         if isinstance(action, d.Finish):
             updates["result"] = self.read_result(self.memo.progress or {})
-            self.event(
-                "succeeded",
+        self.event(action.state.value, self._final_message(action, spent))
+
+    def _final_message(self, action: d.Final, spent: float) -> str:
+        if isinstance(action, d.Finish):
+            return (
                 f"job succeeded after {self.job.restarts} restart(s) ({action.reason}); "
-                f"spent ${spent:.4f}",
+                f"spent ${spent:.4f}"
             )
-            return "succeeded"
         if isinstance(action, d.Cancel):
-            n = sum(1 for a in self.attempts if a.end_reason.startswith("cancelled"))
-            self.event("cancelled", f"cancelled; terminated {n} instance(s); checkpoints kept")
-            return "cancelled"
-        self.event("failed", action.reason)
-        return "failed"
+            n = sum(1 for a in self.attempts if a.end_cause == Cause.CANCELLED)
+            return f"cancelled; terminated {n} instance(s); checkpoints kept"
+        if isinstance(action, d.Stop):
+            return f"{action.reason}; checkpoints kept"
+        return action.reason
 
     def _sweep_groups(self, report: PassReport) -> None:
         """A gang job's end: its placement groups go now where the cloud lets (its nodes

@@ -30,6 +30,7 @@ from provisioner.core.models import (
 )
 from provisioner.core.overlap import notice_deadline
 from provisioner.core.quotas import refused_at_launch
+from provisioner.core.states import AttemptState, Cause
 from provisioner.core.views import CHANGEOVER_H, zone_history
 
 #: A switch made before break: how long after its changeover the new agent waits for the old
@@ -91,7 +92,9 @@ class Launching(JobPassBase):
         try:
             guard_launch(self.policy, placement, self.spent())
         except Exception:
-            self.end_attempt(row, "failed", "guard: launch refused on resend")
+            self.end_attempt(
+                row, AttemptState.FAILED, "guard: launch refused on resend", Cause.GUARD_REFUSED
+            )
             raise
         self.fence(f"resending attempt {row.attempt}")
         self.event(
@@ -259,7 +262,9 @@ class Launching(JobPassBase):
             why = f"{exc.kind.value}: {exc.code}"
             if placement.nodes > 1:  # read back by inputs.gang_shortfalls for the next plan
                 why += f" ({self._nodes_up} of {placement.nodes} nodes)"
-            self.end_attempt(row, "failed", why)
+            moved_on = exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA
+            cause = Cause.LAUNCH_REFUSED if moved_on else Cause.LAUNCH_FAILED
+            self.end_attempt(row, AttemptState.FAILED, why, cause)
             if exc.kind is ErrorKind.QUOTA:  # the quota cache says so (`provisioner quotas`)
                 self.store.save_quotas([refused_at_launch(o, placement.market, exc.code, self.now)])
             if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:

@@ -49,7 +49,11 @@ def fail_unparseable(store: Any, job: Any, exc: Any, now: datetime, notify: Any 
     more = len(exc.issues) - 1 if getattr(exc, "issues", None) else 0
     reason = f"policy no longer parses: {first}" + (f" (and {more} more)" if more > 0 else "")
     log.error("job %s: %s", job.id, reason)
-    store.update_job(job.id, state="failed", reason=reason[:1000])
+    from provisioner.core.states import Cause, JobState
+
+    store.update_job(
+        job.id, state=JobState.FAILED.value, cause=Cause.POLICY_ERROR.value, reason=reason[:1000]
+    )
     text = reason[:1000] + "; fix the policy and submit the job again"
     notice = None if notify is None else notify.notice(job.id, job.name, None, "policy-error", text)
     store.add_event(

@@ -85,8 +85,10 @@ from provisioner.core.actions import (
     Cancel,
     CoolDown,
     Fail,
+    Final,
     Finish,
     Launch,
+    Stop,
     Terminate,
     Wait,
 )
@@ -103,6 +105,7 @@ from provisioner.core.rules import (
     spot_cap,
     spot_split,
 )
+from provisioner.core.states import AgentState, Cause, InterruptionKind
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, Strategy
 from provisioner.core.views import (
     AgentReport,
@@ -133,10 +136,12 @@ __all__ = [
     "CapacityError",
     "CoolDown",
     "Fail",
+    "Final",
     "Finish",
     "JobView",
     "Launch",
     "Observations",
+    "Stop",
     "Terminate",
     "Wait",
     "decide",
@@ -170,8 +175,8 @@ def _strategy_for(job: JobView, name: str | None) -> Strategy:
     )
 
 
-def _stop_all(alive: Sequence[Instance], reason: str) -> list[Action]:
-    return [Terminate(i.id, reason) for i in alive]
+def _stop_all(alive: Sequence[Instance], reason: str, cause: Cause) -> list[Action]:
+    return [Terminate(i.id, reason, cause) for i in alive]
 
 
 @dataclass
@@ -196,16 +201,18 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
     ours = [i for i in alive if cur is not None and i.id == cur.instance_id]
     newest = sorted(alive, key=lambda i: (i.attempt or 0, i.id))[-1:]
     keep: Instance | None = (ours or newest)[0] if alive else None
-    dupes = [Terminate(i.id, f"a second live instance for job {job.id}") for i in alive]
+    dupes = [
+        Terminate(i.id, f"a second live instance for job {job.id}", Cause.DUPLICATE) for i in alive
+    ]
     out = _Now(
         [d for d in dupes if keep is None or d.instance_id != keep.id], keep, dict(job.cooldowns)
     )
     for x in drains:
         done = f"attempt {cur.attempt if cur else '?'} takes over"
         if x.landed and x.planned:
-            out.actions.append(Terminate(x.instance.id, f"handed over: {done}"))
+            out.actions.append(Terminate(x.instance.id, f"handed over: {done}", Cause.HANDED_OVER))
         elif x.landed:
-            out.actions.append(Terminate(x.instance.id, f"preempted: checkpoint in; {done}"))
+            out.actions.append(Terminate(x.instance.id, f"preempted; {done}", Cause.PREEMPTED))
         elif x.planned:
             out.handing_over = x.instance
     hits = [x for x in obs.interruptions if keep is not None and x.instance_id == keep.id]
@@ -214,10 +221,10 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
         seen = next((i for i in mine if i.id == cur.instance_id), None)
         if (seen.state if seen is not None else cur.state) is InstanceState.PREEMPTED:
             lost_at = cur.ended_at or now
-    gone = [x.at for x in hits if x.kind == "preempted"]
+    gone = [x.at for x in hits if x.kind == InterruptionKind.PREEMPTED]
     if gone and keep is not None:
         lost_at = min(gone)
-        out.actions.append(Terminate(keep.id, "preempted: cleaning up"))
+        out.actions.append(Terminate(keep.id, "preempted: cleaning up", Cause.PREEMPTED))
         out.keep = None
     cd = job.policy.restart.zone_cooldown
     if lost_at is not None and cur is not None and cd > timedelta(0):
@@ -226,7 +233,7 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
         if not cooldown_over(until, now) and (before is None or before < until):
             out.actions.append(CoolDown(loc[0], loc[1], until, "preempted: avoid the zone a while"))
             out.cooled[loc] = until
-    notices = [ov.notice_deadline(x) for x in hits if x.kind == "notice"]
+    notices = [ov.notice_deadline(x) for x in hits if x.kind == InterruptionKind.NOTICE]
     if notices and out.keep is not None:
         out.notice_until = min(notices)
     return out
@@ -250,7 +257,7 @@ def _backoff(job: JobView, now: datetime) -> Backoff | None:
 def _agent_still_working(agent: AgentReport, now: datetime) -> bool:
     """The checkpoints cover the work, but the agent still reports (recently) a command that
     has not exited: its output is not up yet."""
-    if agent.state in ("done", "failed") or agent.updated_at is None:
+    if agent.state in (AgentState.DONE, AgentState.FAILED) or agent.updated_at is None:
         return False
     return now - agent.updated_at <= AGENT_SILENT
 
@@ -264,17 +271,82 @@ def _setup_failed(job: JobView, agent: AgentReport, t: _Now) -> list[Action] | N
     instance goes (not a preemption: no restart counted, no zone cooled) and the next pass
     launches again; the same failure as an earlier attempt's, or a third one, fails the job."""
     cur = job.current
-    if agent.state != "setup-failed" or cur is None or agent.attempt != cur.attempt:
+    if agent.state != AgentState.SETUP_FAILED or cur is None or agent.attempt != cur.attempt:
         return None
     if t.keep is None or t.keep.id != cur.instance_id:
         return None  # already ended: the next launch is the normal flow's
     fp, what = agent.setup_fingerprint, agent.setup_message or "setup failed"
-    stop = [*t.actions, Terminate(t.keep.id, f"setup failed ({fp}): {what}")]
+    stop = [*t.actions, Terminate(t.keep.id, f"setup failed ({fp}): {what}", Cause.SETUP_FAILED)]
     if fp and fp in job.setup_failures:
-        return [*stop, Fail(f"setup failed the same way on two attempts: {what}")]
+        why = f"setup failed the same way on two attempts: {what}"
+        return [*stop, Fail(why, Cause.SETUP_FAILED)]
     if len(job.setup_failures) + 1 >= SETUP_FAILURES_MAX:
-        return [*stop, Fail(f"setup failed on {SETUP_FAILURES_MAX} attempts; last: {what}")]
+        why = f"setup failed on {SETUP_FAILURES_MAX} attempts; last: {what}"
+        return [*stop, Fail(why, Cause.SETUP_FAILED)]
     return stop
+
+
+def _exited(
+    job: JobView, agent: AgentReport, t: _Now, every: list[Instance]
+) -> list[Action] | None:
+    """The current attempt's command exited non-zero (not on a notice: the agent reports that
+    ``interrupted``): the job fails and every instance of it stops, in this pass; where the
+    exit code is one of ``restart.on_exit_codes``, the attempt's instance stops and the job is
+    launched again (a restart, counted against ``restart.max_restarts``)."""
+    cur = job.current
+    if agent.state != AgentState.FAILED:
+        return None
+    if cur is not None and agent.attempt is not None and agent.attempt != cur.attempt:
+        return None  # an earlier attempt's record, already acted on
+    code = agent.exit_code
+    restart = job.policy.restart
+    if code is not None and code in restart.on_exit_codes:
+        if cur is None or t.keep is None or t.keep.id != cur.instance_id:
+            return None  # its instance already went: the normal flow launches again
+        if job.restarts >= restart.max_restarts:
+            why = (
+                f"job exited {code}; restarts exhausted ({job.restarts} of {restart.max_restarts})"
+            )
+            return [
+                *t.actions,
+                *_stop_all(every, why, Cause.RESTARTS_EXHAUSTED),
+                Fail(why, Cause.RESTARTS_EXHAUSTED),
+            ]
+        why = f"job exited {code}: restarting it (restart.on_exit_codes)"
+        return [*t.actions, Terminate(t.keep.id, why, Cause.EXIT_RESTART)]
+    why = f"job exited {code}" if code is not None else "job failed"
+    return [*t.actions, *_stop_all(every, why, Cause.JOB_EXITED), Fail(why, Cause.JOB_EXITED)]
+
+
+def _policy_stops(
+    job: JobView, t: _Now, now: datetime, every: list[Instance]
+) -> list[Action] | None:
+    """The policy's own stops of a running attempt: its probe measured under
+    ``resources.min_measured_fraction`` (its instance goes, its zone cools down, the job is
+    launched again elsewhere), or its GPUs idle for ``idle.duration`` with ``idle.action:
+    stop`` (the job ends ``stopped``, its checkpoints kept)."""
+    cur = job.current
+    if cur is None or t.keep is None or t.keep.id != cur.instance_id:
+        return None
+    idle = job.policy.idle
+    since = job.gpu_idle_since
+    if (
+        idle is not None
+        and idle.action == "stop"
+        and since is not None
+        and now - since >= idle.duration
+    ):
+        span = int((now - since).total_seconds())
+        why = f"stopped: GPU idle for {span // 60}m{span % 60:02d}s (policy idle.action: stop)"
+        return [*t.actions, *_stop_all(every, why, Cause.GPU_IDLE), Stop(why, Cause.GPU_IDLE)]
+    if job.probe_below:
+        loc = _loc(cur.placement)
+        until = now + job.policy.restart.zone_cooldown
+        acts = [*t.actions, Terminate(t.keep.id, job.probe_below, Cause.PROBE_BELOW_FLOOR)]
+        if job.policy.restart.zone_cooldown > timedelta(0):
+            acts.append(CoolDown(loc[0], loc[1], until, job.probe_below))
+        return acts
+    return None
 
 
 def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Action] | None:
@@ -283,22 +355,30 @@ def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Actio
     alive = [x for x in (t.keep, t.handing_over) if x is not None]
     every = [i for i in obs.instances if i.job_id in (None, job.id) and i.state.alive]
     if job.cancel_requested:
-        return [*_stop_all(every, "cancelled by the user"), Cancel("cancelled by the user")]
+        why = "cancelled by the user"
+        return [*_stop_all(every, why, Cause.CANCELLED), Cancel(why, Cause.CANCELLED)]
     agent = job.agent or AgentReport()
-    if agent.state == "done":
-        return [*_stop_all(every, "job finished"), Finish("the job's command completed")]
-    if agent.state == "failed" and not every:
-        return [*t.actions, Fail(f"job exited {agent.exit_code}")]
-    setup = _setup_failed(job, agent, t)
-    if setup is not None:
-        return setup
+    if agent.state == AgentState.DONE:
+        why = "the job's command completed"
+        return [*_stop_all(every, "job finished", Cause.JOB_DONE), Finish(why, Cause.JOB_DONE)]
+    for rule in (
+        _exited(job, agent, t, every),
+        _setup_failed(job, agent, t),
+        _policy_stops(job, t, now, every),
+    ):
+        if rule is not None:
+            return rule
     backoff = _backoff(job, now)
     if backoff is not None and t.keep is None:
         return [*t.actions, backoff]
     if t.notice_until is not None:
         return [
             *t.actions,
-            Wait(t.notice_until, "interruption notice: the job checkpoints, then it goes"),
+            Wait(
+                t.notice_until,
+                "interruption notice: the job checkpoints, then it goes",
+                Cause.NOTICE,
+            ),
         ]
     total = job.work_total_h
     if total is not None and job.work_done_h >= total - st.EPS_H:
@@ -307,7 +387,8 @@ def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Actio
                 *t.actions,
                 Wait(None, "the last checkpoint is in: waiting for the job to exit"),
             ]
-        return [*t.actions, *_stop_all(alive, "job complete"), Finish("all work done")]
+        stop = _stop_all(alive, "job complete", Cause.JOB_DONE)
+        return [*t.actions, *stop, Finish("all work done", Cause.JOB_DONE)]
     cap = policy.budget.max_total
     if budget_spent(policy, job.spent_usd):
         return t.actions + _budget_out(policy, alive, f"spent ${job.spent_usd:.2f} of ${cap:.2f}")
@@ -317,15 +398,17 @@ def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Actio
         wins = [(w.cron, w.duration) for w in policy.windows]
         if not in_window(wins, now):
             nxt = next_window_start(wins, now)
-            stop = _stop_all(alive, "outside the policy's time windows")
+            stop = _stop_all(alive, "outside the policy's time windows", Cause.OUTSIDE_WINDOW)
             when = nxt.isoformat() if nxt else "never"
-            return [*t.actions, *stop, Wait(nxt, f"outside the time windows; next opens {when}")]
+            why = f"outside the time windows; next opens {when}"
+            return [*t.actions, *stop, Wait(nxt, why, Cause.OUTSIDE_WINDOW)]
     cur = job.current
     if t.keep is None and cur is not None and cur.instance_id is None and cur.state is None:
         return [*t.actions, Wait(None, f"attempt {cur.attempt} launched, not reported yet")]
     limit = policy.restart.max_restarts
     if t.keep is None and job.restarts >= limit:
-        return [*t.actions, Fail(f"restarts exhausted ({job.restarts} of {limit})")]
+        why = f"restarts exhausted ({job.restarts} of {limit})"
+        return [*t.actions, Fail(why, Cause.RESTARTS_EXHAUSTED)]
     return None
 
 
@@ -418,7 +501,8 @@ def _decide_on(
         choice = SPOT if avail.any() else NONE
     why = sv.why(strat, state, wish, choice)
     if choice == NONE:
-        return [*t.actions, *_stop_all(alive, f"waiting: {why}"), Wait(None, f"waiting: {why}")]
+        stop = _stop_all(alive, f"waiting: {why}", Cause.WAITING)
+        return [*t.actions, *stop, Wait(None, f"waiting: {why}")]
     if choice == SPOT:
         last = cur.placement if cur is not None and cur.placement.market is Market.SPOT else None
         last_i = next((i for i, p in enumerate(spot) if last and _loc(p) == _loc(last)), -1)
@@ -460,7 +544,7 @@ def _decide_on(
                 *t.actions,
                 Launch(p, n, f"{_describe(p)} (rank {p.rank}): {why}; {how}", replaces=keep.id),
             ]
-        stop = _stop_all(alive, f"switching to {p.market.value}: {why}")
+        stop = _stop_all(alive, f"switching to {p.market.value}: {why}", Cause.SWITCHED)
         return [
             *t.actions,
             *stop,
@@ -470,7 +554,9 @@ def _decide_on(
         return [*t.actions, next(w for w in passed if w is not None)]
     if alive:
         return [*t.actions, Wait(None, "no launch fits the remaining budget: keeping the instance")]
-    return t.actions + _budget_out(policy, [], "no launch fits the remaining budget")
+    return t.actions + _budget_out(
+        policy, [], "no launch fits the remaining budget", Cause.NO_LAUNCH_FITS
+    )
 
 
 def _options(
@@ -493,8 +579,11 @@ def _options(
     return spot, np.asarray(avail, dtype=bool), od, locs, prices
 
 
-def _budget_out(policy: Policy, alive: Sequence[Instance], what: str) -> list[Action]:
-    stop = _stop_all(alive, f"budget exhausted: {what}")
+def _budget_out(
+    policy: Policy, alive: Sequence[Instance], what: str, cause: Cause = Cause.BUDGET_EXHAUSTED
+) -> list[Action]:
     if policy.budget.on_exhausted == "stop":
-        return [*stop, Fail(f"budget exhausted: {what}")]
-    return [*stop, Wait(None, f"budget exhausted: {what}; paused")]
+        stop = _stop_all(alive, f"budget exhausted: {what}", cause)
+        return [*stop, Fail(f"budget exhausted: {what}", cause)]
+    stop = _stop_all(alive, f"budget exhausted: {what}", Cause.BUDGET_PAUSED)
+    return [*stop, Wait(None, f"budget exhausted: {what}; paused", Cause.BUDGET_PAUSED)]

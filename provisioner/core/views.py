@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 from policies.model import Policy
 from provisioner.core.models import Instance, InstanceState, Interruption, Market, Placement
+from provisioner.core.states import AgentState
 
 if TYPE_CHECKING:
     from provisioner.core.billing import Billing
@@ -177,7 +178,7 @@ class AgentReport:
     command exited 0 and its output is up), ``failed`` (it exited ``exit_code``) or
     ``setup-failed`` (it never started: see ``setup_message``)."""
 
-    state: str | None = None
+    state: AgentState | None = None
     attempt: int | None = None  # the attempt the agent runs in
     exit_code: int | None = None
     updated_at: datetime | None = None
@@ -219,6 +220,12 @@ class JobView:
     launch_calls: tuple[Call, ...] = ()
     #: each cloud's billing rule by provider (the cost of a look; absent: per second)
     billing: Mapping[str, Billing] = field(default_factory=dict)
+    #: the current attempt's probe measured under ``resources.min_measured_fraction``: why
+    #: ("" : it did not, or no probe yet); decide() replaces the instance and cools its zone
+    probe_below: str = ""
+    #: since when the current attempt's agent has seen every GPU idle (None: it has not);
+    #: decide() stops the job after ``idle.duration`` where ``idle.action`` is ``stop``
+    gpu_idle_since: datetime | None = None
 
     @classmethod
     def new(cls, id: str, policy: Policy, submitted_at: datetime, **kw: object) -> JobView:

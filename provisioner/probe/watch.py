@@ -5,14 +5,16 @@ Called by :class:`provisioner.control.jobpass.JobRunner` (typed here as its base
 
 - a probe the agent reported for the running attempt is recorded in the store (once: the
   row's (job, attempt) is unique) with an event; where the policy has
-  ``resources.min_measured_fraction`` and the probe measured less, the instance is
-  terminated, the attempt ended with the reason, and its zone cooled down (the measured
-  figure then ranks the type down, or rejects it, in the next plan);
+  ``resources.min_measured_fraction`` and the probe measured less, :func:`probe_below` says
+  why, and decide() replaces the instance and cools its zone down (the measured figure then
+  ranks the type down, or rejects it, in the next plan);
 - a job whose GPUs the agent has seen idle for the policy's ``idle.duration`` is reported
-  (an ``idle`` event, once per attempt and idle spell) and, with ``action: stop``, stopped.
+  (an ``idle`` event, once per attempt and idle spell); with ``action: stop`` decide() stops
+  it (:attr:`provisioner.core.views.JobView.gpu_idle_since`).
 
-Both are repeatable: the row is written before the instance is terminated, so a crash
-between the two is finished by the next pass.
+Nothing here changes a state: both rules are decide()'s, so the simulator sees them too. Both
+are repeatable: the row is written before decide() acts on it, and a new process reads the
+verdict back from the store.
 """
 
 from __future__ import annotations
@@ -27,9 +29,7 @@ from provisioner.probe.measured import Key, Measured
 
 if TYPE_CHECKING:
     from provisioner.control.jobbase import JobPassBase as JobRunner
-    from provisioner.control.records import PassReport
     from provisioner.control.store import AttemptRow, Store
-    from provisioner.core.models import Instance
 
 log = logging.getLogger("provisioner.control.reconciler")
 
@@ -67,34 +67,62 @@ def _span(td: timedelta) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def watch(
-    runner: JobRunner, progress: dict[str, Any] | None, live: list[Instance], report: PassReport
-) -> bool:
-    """Record the attempt's probe and apply the probe floor and the idle policy; True when
-    it ended the attempt or the job (the caller's pass for this job is over)."""
+def watch(runner: JobRunner, progress: dict[str, Any] | None) -> None:
+    """Record the attempt's probe (and whether it is under the policy's floor) and report
+    idle GPUs."""
     cur = runner.current
     if cur is None or cur.state != "running" or not progress:
-        return False
+        return
     try:
         attempt = int(progress.get("attempt") or 0)
     except (TypeError, ValueError):
-        return False
+        return
     if attempt != cur.attempt:
-        return False
-    if _probe(runner, cur, progress, report):
-        return True
-    return _idle(runner, cur, progress, live, report)
+        return
+    _probe(runner, cur, progress)
+    _idle(runner, cur, progress)
 
 
-def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report: Any) -> bool:
+def probe_below(runner: JobRunner) -> str:
+    """Why the current attempt is under the policy's probe floor ("" : it is not)."""
+    cur = runner.current
+    below = runner.memo.watch.get("below")
+    if cur is None or not isinstance(below, tuple) or below[0] != cur.attempt:
+        return ""
+    return str(below[1])
+
+
+def gpu_idle_since(runner: JobRunner, progress: dict[str, Any] | None) -> datetime | None:
+    """Since when the current attempt's agent has seen every GPU idle (None: it has not)."""
+    cur = runner.current
+    doc = (progress or {}).get("gpu_idle")
+    if cur is None or runner.policy.idle is None or not isinstance(doc, dict):
+        return None
+    if (progress or {}).get("attempt") != cur.attempt:
+        return None
+    return parse_time(doc.get("since"))
+
+
+def _below(
+    runner: JobRunner, cur: AttemptRow, fraction: float | None, precision: Any, floor: Any
+) -> None:
+    """Note the attempt as under the floor, for decide() (:func:`probe_below`)."""
+    reason = (
+        f"probe: {fraction or 0:.0%} of datasheet {str(precision or '').upper()} matmul, "
+        f"under resources.min_measured_fraction {floor or 0:.0%}"
+    )
+    runner.memo.watch["below"] = (cur.attempt, reason)
+
+
+def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any]) -> None:
     p = progress.get("probe")
     if not isinstance(p, dict) or p.get("attempt") != cur.attempt:
-        return False
+        return
     if p.get("state") not in ("done", "failed"):
-        return False
+        return
     memo = runner.memo.watch
     if memo.get("probe") == cur.attempt:
-        return False
+        return
     store, job, policy = runner.store, runner.job, runner.policy
     floor = policy.resources.min_measured_fraction
     prior = records.verdict(store, job.id, cur.attempt)
@@ -104,9 +132,8 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
             row = records.probes(store, job.id, limit=50)
             mine = next((r for r in row if r.attempt == cur.attempt), None)
             if mine is not None:
-                _enforce(runner, cur, mine.fraction, mine.precision, floor, report)
-                return True
-        return False
+                _below(runner, cur, mine.fraction, mine.precision, floor)
+        return
     doc: dict[str, Any] | None
     if p.get("state") == "failed":
         doc = {"error": str(p.get("error") or "probe failed"), "summary": {}}
@@ -114,7 +141,7 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
     else:
         doc = _read_report(runner, str(p.get("path") or ""))
         if doc is None:
-            return False  # not readable yet: the next pass tries again
+            return  # not readable yet: the next pass tries again
         fraction = (doc.get("summary") or {}).get("fraction")
         verdict = (
             "unknown"
@@ -142,14 +169,14 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
     where = f"{cur.provider}:{cur.zone} {cur.instance_type} ({cur.gpu_count}x {cur.gpu})"
     if verdict == "failed":
         runner.event("probe", f"attempt {cur.attempt}: probe failed on {where}: {doc['error']}")
-        return False
+        return
     if s.get("fraction") is None:
         runner.event(
             "probe",
             f"attempt {cur.attempt}: probe on {where} ({doc.get('backend')}): "
             f"{s.get('note') or 'nothing to compare with a datasheet'}",
         )
-        return False
+        return
     runner.event(
         "probe",
         f"attempt {cur.attempt}: {where} measured {float(s['fraction']):.0%} of its datasheet "
@@ -161,9 +188,7 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any], report:
     )
     if verdict == "below":
         runner.env.failpoints.hit("after-probe-row")
-        _enforce(runner, cur, float(s["fraction"]), s.get("precision"), floor, report)
-        return True
-    return False
+        _below(runner, cur, float(s["fraction"]), s.get("precision"), floor)
 
 
 def _read_report(runner: JobRunner, rel: str) -> dict[str, Any] | None:
@@ -180,66 +205,19 @@ def _read_report(runner: JobRunner, rel: str) -> dict[str, Any] | None:
         return None
 
 
-def _enforce(
-    runner: JobRunner,
-    cur: AttemptRow,
-    fraction: float | None,
-    precision: str | None,
-    floor: float | None,
-    report: Any,
-) -> None:
-    """Terminate the attempt's instance, end the attempt, cool its zone down."""
-    reason = (
-        f"probe: {fraction or 0:.0%} of datasheet {str(precision or '').upper()} matmul, "
-        f"under resources.min_measured_fraction {floor or 0:.0%}"
-    )
-    if cur.instance_id:
-        _terminate(runner, [cur.instance_id], report)
-    runner.end_attempt(cur, "ended", reason)
-    until = runner.now + runner.policy.restart.zone_cooldown
-    runner.cool_down(cur.provider, cur.zone, until, reason)
-    runner.store.update_job(runner.job.id, state="recovering", spent_usd=runner.spent())
-    runner.job.state = "recovering"
-    runner.event(
-        "probe-below",
-        f"attempt {cur.attempt}: terminated {cur.instance_id} ({cur.instance_type}): {reason}; "
-        f"{cur.provider}:{cur.zone} cooled down until {until:%H:%M:%S}",
-        instance=cur.instance_id,
-        zone=cur.zone,
-    )
-
-
-def _terminate(runner: JobRunner, ids: list[str], report: Any) -> None:
-    """Terminate instances; one that is gone already (preempted meanwhile) is no error."""
-    from providers.base import ErrorKind, ProviderError
-
-    try:
-        runner.provider.terminate(ids)
-    except ProviderError as exc:
-        if exc.kind is not ErrorKind.NOT_FOUND:
-            raise
-    report.provider_calls += 1
-    report.terminations += len(ids)
-
-
-def _idle(
-    runner: JobRunner,
-    cur: AttemptRow,
-    progress: dict[str, Any],
-    live: list[Instance],
-    report: Any,
-) -> bool:
+def _idle(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any]) -> None:
+    """An ``idle`` event once per attempt and idle spell that reached ``idle.duration``."""
     idle = runner.policy.idle
     if idle is None:
-        return False
+        return
     doc = progress.get("gpu_idle")
     since = parse_time(doc.get("since")) if isinstance(doc, dict) else None
     if since is None or runner.now - since < idle.duration:
-        return False
+        return
     assert isinstance(doc, dict)
     key = (cur.attempt, doc.get("since"))
     if runner.memo.watch.get("idle") == key:
-        return False
+        return
     runner.memo.watch["idle"] = key
     mark = f"idle since {doc.get('since')}"
     message = (
@@ -248,17 +226,3 @@ def _idle(
     )
     if not runner.store.has_event(runner.job.id, "idle", mark):
         runner.event("idle", message, instance=cur.instance_id, action=idle.action)
-    if idle.action != "stop":
-        return False
-    reason = f"stopped: GPU idle for {_span(runner.now - since)} (policy idle.action: stop)"
-    ids = [i.id for i in live] or ([cur.instance_id] if cur.instance_id else [])
-    if ids:
-        _terminate(runner, ids, report)
-    for a in runner.attempts:
-        if a.state in ("launching", "running"):
-            runner.end_attempt(a, "ended", reason)
-    runner.store.update_job(runner.job.id, state="stopped", reason=reason, spent_usd=runner.spent())
-    runner.job.state = "stopped"
-    runner.event("stopped", f"{reason}; terminated {len(ids)} instance(s); checkpoints kept")
-    report.finished += 1
-    return True

@@ -58,6 +58,8 @@ class JobRow(Base):
     progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     reason: Mapped[str] = mapped_column(Text, default="")
+    #: why it is in its state (a provisioner.core.states.Cause value; "" before causes)
+    cause: Mapped[str] = mapped_column(String(32), default="", server_default="")
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     owner: Mapped[str | None] = mapped_column(String(128), nullable=True)  # supervising process
     lease_until: Mapped[datetime | None] = mapped_column(nullable=True)
@@ -88,6 +90,8 @@ class AttemptRow(Base):
     launched_at: Mapped[datetime | None] = mapped_column(nullable=True)
     ended_at: Mapped[datetime | None] = mapped_column(nullable=True)
     end_reason: Mapped[str] = mapped_column(Text, default="")
+    #: why it ended (a provisioner.core.states.Cause value; "" for rows from before causes)
+    end_cause: Mapped[str] = mapped_column(String(32), default="", server_default="")
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     # the estimate made at launch (records.launch_estimate; migration 0003): the job's expected
     # cost on this placement from this launch on, and its P10-P90 range where known
