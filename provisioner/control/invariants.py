@@ -139,8 +139,11 @@ def snapshot(
     events: dict[str, tuple[EventRow, ...]] = {}
     notes: tuple[NotificationRow, ...] = ()
     if not cheap:
-        for jid in ids:
-            events[jid] = tuple(store.events(jid))
+        grouped: dict[str, list[EventRow]] = {jid: [] for jid in ids}
+        for e in store.events(ids[0] if len(ids) == 1 else None):
+            if e.job_id in grouped:
+                grouped[e.job_id].append(e)
+        events = {jid: tuple(evs) for jid, evs in grouped.items()}
         notes = tuple(n for n in store.notifications() if n.job_id in wanted)
     cloud: tuple[Instance, ...] | None = None
     provs = list(providers)
