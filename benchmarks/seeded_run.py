@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -31,7 +32,9 @@ def _base() -> Path:
     return Path(tempfile.mkdtemp(prefix="seeded-", dir=root))
 
 
-def one(seed: int, verbose: bool = False) -> tuple[int, list[tuple[int, str, str, str]], int, int, float, str]:
+def one(
+    seed: int, verbose: bool = False
+) -> tuple[int, list[tuple[int, str, str, str]], int, int, float, str]:
     import shutil
 
     from tests.seeded import run_seed
@@ -49,18 +52,23 @@ def one(seed: int, verbose: bool = False) -> tuple[int, list[tuple[int, str, str
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seed", type=int, help="run this one seed (a replay)")
     ap.add_argument("--seeds", type=int, default=1000, help="how many seeds (from --first)")
     ap.add_argument("--first", type=int, default=0, help="the first seed")
     ap.add_argument("--workers", type=int, default=2, help="processes (one per core)")
     ap.add_argument("-v", "--verbose", action="store_true", help="every seed's report, logs")
     args = ap.parse_args(argv)
-    seeds = [args.seed] if args.seed is not None else list(range(args.first, args.first + args.seeds))
+    seeds = (
+        [args.seed] if args.seed is not None else list(range(args.first, args.first + args.seeds))
+    )
     t0 = time.perf_counter()
     by_invariant: Counter[str] = Counter()
     bad: dict[str, list[int]] = {}
     jobs = passes = 0
+    results: Iterator[tuple[int, list[tuple[int, str, str, str]], int, int, float, str]]
     if len(seeds) == 1 or args.workers <= 1:
         results = (one(s, args.verbose) for s in seeds)
     else:

@@ -219,7 +219,7 @@ def _job(rng: random.Random, k: int) -> JobPlan:
         f"market: {market}",
     ]
     with_hours = rng.random() < 0.7
-    job = [f'  command: ["python", "-c", "pass"]']
+    job = ['  command: ["python", "-c", "pass"]']
     if with_hours:
         job.append(f"  compute_hours: {work_s / 3600.0:.4f}")
         job.append("  reference_gpu: T4")
@@ -232,16 +232,16 @@ def _job(rng: random.Random, k: int) -> JobPlan:
     r = rng.random()
     if r < 0.35:  # a budget: from far too small to plenty
         total = rng.choice([0.004, 0.02, 0.05, 0.2, 1.0])
-        lines.append(f"budget: {{max_total: {total}, on_exhausted: {rng.choice(['stop', 'stop', 'pause'])}}}")
+        lines.append(
+            f"budget: {{max_total: {total}, on_exhausted: {rng.choice(['stop', 'stop', 'pause'])}}}"
+        )
     elif r < 0.45:
         lines.append(f"budget: {{max_price_per_hour: {rng.choice([0.3, 0.6, 2.0])}}}")
     if rng.random() < 0.3:
         lines.append(f"deadline: {rng.choice(['30m', '1h', '2h', '6h'])}")
     if rng.random() < 0.15:
         lines.append('windows: [{cron: "0 * * * *", duration: ' + rng.choice(["20m", "40m"]) + "}]")
-    lines.append(
-        "restart: {max_restarts: " + str(rng.choice([2, 5, 20])) + ", zone_cooldown: 10m}"
-    )
+    lines.append("restart: {max_restarts: " + str(rng.choice([2, 5, 20])) + ", zone_cooldown: 10m}")
     exit_code, exit_at = 0, 1.0
     r = rng.random()
     if r < 0.15:
@@ -304,9 +304,13 @@ class CloudBox:
         try:
             status, out = Handler._api(me, method, url.path, query, body)  # type: ignore[arg-type]
         except SimError as err:
-            raise ProviderError(ErrorKind(err.kind), err.code, err.message, provider="sim") from None
+            raise ProviderError(
+                ErrorKind(err.kind), err.code, err.message, provider="sim"
+            ) from None
         except (ValueError, TypeError, KeyError) as exc:
-            raise ProviderError(ErrorKind.INVALID, "InvalidParameter", str(exc), provider="sim") from None
+            raise ProviderError(
+                ErrorKind.INVALID, "InvalidParameter", str(exc), provider="sim"
+            ) from None
         if status != 200:
             raise ProviderError(ErrorKind.TRANSIENT, f"HTTP{status}", str(out), provider="sim")
         return json.loads(json.dumps(out))
@@ -384,7 +388,9 @@ class AgentPlayer:
 
         return CheckpointStore(f"file://{self.ck_root}", job_id)
 
-    def step(self, job_id: str, plan: JobPlan, live: list[Instance], now: datetime, box: CloudBox) -> None:
+    def step(
+        self, job_id: str, plan: JobPlan, live: list[Instance], now: datetime, box: CloudBox
+    ) -> None:
         if not live or not self.reachable:
             return
         by_attempt: dict[int, list[Instance]] = {}
@@ -424,7 +430,9 @@ class AgentPlayer:
                 self._work(p, plan, store, lead, now, box)
             self._write(store, job_id, p, now)
 
-    def _work(self, p: Played, plan: JobPlan, store: Any, lead: Instance, now: datetime, box: CloudBox) -> None:
+    def _work(
+        self, p: Played, plan: JobPlan, store: Any, lead: Instance, now: datetime, box: CloudBox
+    ) -> None:
         from provisioner.agent.protocol import AgentNotice
 
         rec = None
@@ -449,7 +457,12 @@ class AgentPlayer:
         # periodic checkpoints
         every = plan.ckpt_every_s
         if int(p.done_s // every) > int(before // every) or (p.done_s >= plan.work_s):
-            self._checkpoint(store, p, int(p.done_s // every * every) if p.done_s < plan.work_s else int(plan.work_s), now)
+            self._checkpoint(
+                store,
+                p,
+                int(p.done_s // every * every) if p.done_s < plan.work_s else int(plan.work_s),
+                now,
+            )
         if p.done_s >= plan.work_s:
             store.write_text("output/result.json", json.dumps(plan.expected))
             p.state, p.exit_code = "done", 0
@@ -484,7 +497,9 @@ class AgentPlayer:
             uploaded=p.uploaded, uploaded_at=p.uploaded_at, history=list(p.history[-5:]), error=None
         )
         agent = types.SimpleNamespace(
-            spec=types.SimpleNamespace(job_id=job_id, attempt=p.attempt, instance_id=p.instance_id, cloud=p.cloud),
+            spec=types.SimpleNamespace(
+                job_id=job_id, attempt=p.attempt, instance_id=p.instance_id, cloud=p.cloud
+            ),
             job_progress_file=job_file,
             syncer=syncer if p.uploaded else None,
             resumed_from=p.resumed_from,
@@ -517,7 +532,7 @@ class LockableStore(Store):
     locked: int | None = None
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[Any]:  # type: ignore[override]
+    def session(self) -> Iterator[Any]:
         if self.locked is not None:
             if self.locked <= 0:
                 raise sqlite3.OperationalError("database is locked")
@@ -542,8 +557,10 @@ class Result:
         return not self.violations
 
     def report(self) -> str:
-        lines = [f"{self.summary}: {self.jobs} jobs, {self.passes} passes, {self.seconds:.1f} s, "
-                 f"{len(self.violations)} violation(s)"]
+        lines = [
+            f"{self.summary}: {self.jobs} jobs, {self.passes} passes, {self.seconds:.1f} s, "
+            f"{len(self.violations)} violation(s)"
+        ]
         for k, v in self.violations:
             lines.append(f"  pass {k}: {v}")
         if self.violations:
@@ -560,15 +577,22 @@ def _git_repo() -> Path:
     if _GIT is None or not (_GIT / ".git").exists():
         root = Path(tempfile.mkdtemp(prefix="seeded-git-"))
         (root / "train.py").write_text("print('hello')\n")
-        env = {**os.environ, "GIT_AUTHOR_NAME": "s", "GIT_AUTHOR_EMAIL": "s@x", "GIT_COMMITTER_NAME": "s",
-               "GIT_COMMITTER_EMAIL": "s@x"}
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "s",
+            "GIT_AUTHOR_EMAIL": "s@x",
+            "GIT_COMMITTER_NAME": "s",
+            "GIT_COMMITTER_EMAIL": "s@x",
+        }
         for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "code"]):
             subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
         _GIT = root
     return _GIT
 
 
-def run_seed(seed: int, tmp: Path, *, verbose: bool = False, max_passes: int = MAX_PASSES) -> Result:
+def run_seed(
+    seed: int, tmp: Path, *, verbose: bool = False, max_passes: int = MAX_PASSES
+) -> Result:
     """Run one seed in ``tmp`` (emptied first); the invariants after every pass."""
     import logging
 
@@ -654,14 +678,26 @@ def run_seed(seed: int, tmp: Path, *, verbose: bool = False, max_passes: int = M
         # submissions due
         for plan in [p for p in pending if p.submit_pass <= k]:
             pending.remove(plan)
-            text = plan.policy.replace("GITREPO", str(_git_repo())) if plan.code == "git" else plan.policy
+            text = (
+                plan.policy.replace("GITREPO", str(_git_repo()))
+                if plan.code == "git"
+                else plan.policy
+            )
             path = tmp / f"{plan.name}.yaml"
             path.write_text(text + f"checkpoint:\n  uri: file://{ck}\n")
             try:
-                _, jid = submit(path, provider="sim", provider_defaults=False,
-                                provider_options=dict(options), store=checker, now=now)
+                _, jid = submit(
+                    path,
+                    provider="sim",
+                    provider_defaults=False,
+                    provider_options=dict(options),
+                    store=checker,
+                    now=now,
+                )
             except Exception as exc:  # refused at submission (nothing eligible, a bad policy)
-                notes.append(f"{plan.name} refused at submit: {type(exc).__name__}: {str(exc)[:160]}")
+                notes.append(
+                    f"{plan.name} refused at submit: {type(exc).__name__}: {str(exc)[:160]}"
+                )
                 continue
             plans[jid] = plan
             if plan.exit_code == 0 and not plan.setup_fails:
@@ -669,10 +705,20 @@ def run_seed(seed: int, tmp: Path, *, verbose: bool = False, max_passes: int = M
         # the market moves; injected refusals and outages due now
         for at, kind, times in d.refusals:
             if at == k and box.cloud is not None:
-                code = {"capacity": "InsufficientInstanceCapacity", "quota": "VcpuLimitExceeded",
-                        "throttled": "RequestLimitExceeded"}[kind]
-                box.cloud.inject({"operation": "launch", "kind": kind, "code": code, "times": times,
-                                  "status": 409 if kind == "capacity" else 400})
+                code = {
+                    "capacity": "InsufficientInstanceCapacity",
+                    "quota": "VcpuLimitExceeded",
+                    "throttled": "RequestLimitExceeded",
+                }[kind]
+                box.cloud.inject(
+                    {
+                        "operation": "launch",
+                        "kind": kind,
+                        "code": code,
+                        "times": times,
+                        "status": 409 if kind == "capacity" else 400,
+                    }
+                )
         for at, region, n in d.region_outages:
             if at == k and box.cloud is not None:
                 until = (now + timedelta(seconds=n * STEP_S)).timestamp()
@@ -729,8 +775,10 @@ def run_seed(seed: int, tmp: Path, *, verbose: bool = False, max_passes: int = M
             if away == 0:
                 (tmp / "ck-away").rename(ck)
                 player.reachable = True
-        if not pending and plans and all(
-            (j.state in FINAL_STATES) for j in checker.jobs_by_id(list(plans))
+        if (
+            not pending
+            and plans
+            and all((j.state in FINAL_STATES) for j in checker.jobs_by_id(list(plans)))
         ):
             # one more pass for the reaper and the checks after the last end
             clock[0] = now + timedelta(seconds=STEP_S)
