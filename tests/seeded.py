@@ -60,7 +60,10 @@ from provisioner.core.models import TAG_MANAGED, Instance, Offer
 
 START = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday, midnight: the windows' crons
 STEP_S = 60.0  # virtual seconds between passes
-MAX_PASSES = 240  # four virtual hours at most
+MAX_PASSES = 180  # three virtual hours at most
+#: a run ends once nothing has run for this many passes (jobs paused or waiting: a window
+#: opens within the hour)
+IDLE_PASSES = 45
 REPLAY = "python benchmarks/seeded_run.py --seed {seed} -v"
 
 #: failpoints a pass can meet (the notification ones are the daemon's delivery, not a pass's)
@@ -661,6 +664,7 @@ def run_seed(
     passes = 0
     away: int = 0  # passes left with the checkpoint store unreachable
     pending = list(d.jobs)
+    idle = 0  # passes in a row with nothing of ours running
 
     def check(k: int) -> None:
         snap = inv.snapshot(checker, [sim], clock[0], expected_results=expected)
@@ -775,10 +779,15 @@ def run_seed(
             if away == 0:
                 (tmp / "ck-away").rename(ck)
                 player.reachable = True
+        busy = any(i.job_id in plans and i.state.alive for i in listed)
+        idle = 0 if busy or pending or any(f.at > k for f in d.faults) else idle + 1
         if (
             not pending
             and plans
-            and all((j.state in FINAL_STATES) for j in checker.jobs_by_id(list(plans)))
+            and (
+                idle >= IDLE_PASSES
+                or all((j.state in FINAL_STATES) for j in checker.jobs_by_id(list(plans)))
+            )
         ):
             # one more pass for the reaper and the checks after the last end
             clock[0] = now + timedelta(seconds=STEP_S)

@@ -258,23 +258,26 @@ def test_every_preemption_restart_and_final_state_is_told_in_order() -> None:
     evs = (
         event("launch", "attempt 1"),
         event("preempted", "attempt 1 on aws:us-east-1a preempted", instance="i-1"),
+        event("first-progress", "attempt 2: the job runs", attempt=2),
         event("restarted", "restart 1: attempt 2 runs", attempt=2),
         event("succeeded", "job succeeded"),
     )
     done = job("succeeded", attempt=2)
     assert inv.check_events(snap((done,), atts, events={"j1": evs})) == []
     # no restarted event (defect 6 of issue 39)
-    found = inv.check_events(snap((done,), atts, events={"j1": (evs[0], evs[1], evs[3])}))
+    found = inv.check_events(snap((done,), atts, events={"j1": (*evs[:3], evs[4])}))
     assert kinds(found) == {Invariant.EVENTS} and "no restarted event" in found[0].message
+    # a replacement whose setup failed never ran the job: no restart to tell
+    assert inv.check_events(snap((done,), atts, events={"j1": (*evs[:2], evs[4])})) == []
     # no preempted event, no final event, a preempted one after the final
     assert (
         "no event"
-        in inv.check_events(snap((done,), atts, events={"j1": (evs[2], evs[3])}))[0].message
+        in inv.check_events(snap((done,), atts, events={"j1": (evs[2], evs[3], evs[4])}))[0].message
     )
     assert (
-        "no final event" in inv.check_events(snap((done,), atts, events={"j1": evs[:3]}))[0].message
+        "no final event" in inv.check_events(snap((done,), atts, events={"j1": evs[:4]}))[0].message
     )
-    late = (evs[0], evs[3], evs[1], evs[2])
+    late = (evs[0], evs[4], evs[1], evs[2], evs[3])
     assert (
         "after the final" in inv.check_events(snap((done,), atts, events={"j1": late}))[0].message
     )

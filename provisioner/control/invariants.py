@@ -449,8 +449,10 @@ def check_events(snap: Snapshot) -> list[Violation]:
                 )
         ran = [a for a in atts if a.launched_at is not None and a.instance_id]
         restarted = {_attempt_of(e) for e in evs if e.kind == "restarted"}
+        # the job ran on it (its first progress was seen; a failed setup is no restart)
+        worked = {_attempt_of(e) for e in evs if e.kind == "first-progress"}
         for prev, cur in itertools.pairwise(ran):
-            if prev.state == "preempted" and cur.attempt not in restarted:
+            if prev.state == "preempted" and cur.attempt in worked and cur.attempt not in restarted:
                 out.append(
                     Violation(
                         Invariant.EVENTS,
