@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "up": ("provisioner.cli.up_cmd", "up", "Submit a job and supervise it through interruptions."),
     "jobs": ("provisioner.cli.jobs_cmd", "jobs", "List jobs."),
+    "check": (
+        "provisioner.cli.check_cmd",
+        "check",
+        "Check a job's promises (invariants) against the store, its cloud and its events.",
+    ),
     "daemon": ("provisioner.cli.daemon_cmd", "daemon", "Run the controller (under systemd)."),
     "dashboard": (
         "provisioner.cli.dashboard_cmd",

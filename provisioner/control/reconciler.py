@@ -49,6 +49,7 @@ from provisioner.control.cancel import (
 from provisioner.control.failpoints import Failpoints, installed
 from provisioner.control.groups import SWEEP_EVERY_S, sweep_groups, sweep_job_groups
 from provisioner.control.guard import GuardViolation, guard_launch
+from provisioner.control.invariants import check_pass
 from provisioner.control.jobbase import JobMemo, PassEnv, job_log
 from provisioner.control.jobpass import JobRunner
 from provisioner.control.notify.route import Router
@@ -141,6 +142,8 @@ class Reconciler:
         self.measured, self.priors = figures(store)
         self.notify = Router()  # the policies' own targets; the daemon adds its defaults
         self.reference = OnDemandReference(self.catalog_for)  # the ledger's, kept at launch
+        #: run the cheap invariants (provisioner.control.invariants) after every pass
+        self.check_invariants = True
         self.refresh_prices()
 
     def notice_reported(self) -> bool:
@@ -409,6 +412,8 @@ class Reconciler:
                 report.errors += 1
                 log.warning("reaping at %s failed: %s", key.split(":")[0], exc)
         self._flush()
+        if self.check_invariants:  # the cheap promises, on the store as this pass left it
+            report.violations = check_pass(self.store, ids, now)
         report.seconds = time.perf_counter() - t0
         return report
 

@@ -47,6 +47,8 @@ class PassReport:
     progress_reads: int = 0  # progress.json reads
     provider_errors: Counter[tuple[str, str]] = field(default_factory=Counter)  # (provider, kind)
     step_s: float = 0.0  # the decision interval decide() was told this pass
+    #: the cheap invariants this pass broke (provisioner.control.invariants.Violation)
+    violations: list[Any] = field(default_factory=list)
 
 
 @dataclass

@@ -62,6 +62,12 @@ class Metrics:
         self.outbox = Gauge(
             "provisioner_notifications_pending", "Notifications waiting in the outbox", registry=r
         )
+        self.invariants = Counter(
+            "provisioner_invariant_violations_total",
+            "Invariant violations found after a pass (provisioner.control.invariants)",
+            ["invariant"],
+            registry=r,
+        )
         self._server: Any = None
 
     def add_ledger(self, source: Any) -> None:

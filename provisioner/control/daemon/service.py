@@ -272,6 +272,8 @@ class Daemon:
             for (provider, kind), n in report.provider_errors.items():
                 m.provider_errors.labels(provider=provider, kind=kind).inc(n)
             m.owned.set(report.jobs)
+            for v in report.violations:
+                m.invariants.labels(invariant=v.invariant.value).inc()
             self._update_gauges()
             self.notifier.status(
                 f"pass {self.passes}: {report.jobs} jobs, {report.launches} launches, "
