@@ -65,31 +65,39 @@ def note_first_progress(runner: JobPassBase, progress: dict[str, Any] | None) ->
 
 
 def note_restart(runner: JobPassBase) -> None:
-    """A ``restarted`` event once the attempt after a preempted one (or one whose command
-    exited with a code the policy restarts on) runs: also where it ran and the job ended in
-    the same pass (called before the end)."""
-    cur = runner.current
-    if cur is None or cur.state != "running" or cur.launched_at is None:
-        return
-    ran = [a for a in runner.attempts if a.attempt < cur.attempt and a.launched_at is not None]
-    if not ran or not counts_as_restart(ran[-1].state, ran[-1].end_cause):
-        return
-    n = sum(1 for a in ran if counts_as_restart(a.state, a.end_cause))
-    if runner.memo.restart_told >= n:
-        return
-    runner.memo.restart_told = n
-    if runner.store.has_event(runner.job.id, "restarted", f"restart {n}:"):
-        return
-    prev = ran[-1]
-    runner.event(
-        "restarted",
-        f"restart {n}: attempt {cur.attempt} runs on {cur.provider}:{cur.zone} "
-        f"{cur.instance_type} ({cur.market}, ${cur.price_per_hour:.4f}/h) after attempt "
-        f"{prev.attempt} on {prev.provider}:{prev.zone} "
-        + ("was preempted" if prev.state == "preempted" else f"ended: {prev.end_reason}"),
-        restart=n,
-        attempt=cur.attempt,
-    )
+    """A ``restarted`` event for each restart whose replacement has run, in order, once: a
+    restart is an attempt preempted (or whose command exited with a code the policy restarts
+    on), its replacement the next attempt that got an instance. Called each pass a restart may
+    be complete, and before a job's end (a replacement that ran before the end is told too)."""
+    attempts = runner.attempts
+    n = 0
+    for i, a in enumerate(attempts):
+        if not counts_as_restart(a.state, a.end_cause):
+            continue
+        n += 1
+        if runner.memo.restart_told >= n:
+            continue
+        nxt = next(
+            (
+                b
+                for b in attempts[i + 1 :]
+                if b.instance_id and b.launched_at is not None and b.state != "failed"
+            ),
+            None,
+        )
+        if nxt is None:
+            return  # not replaced yet: this one and the later ones wait
+        if not runner.store.has_event(runner.job.id, "restarted", f"restart {n}:"):
+            runner.event(
+                "restarted",
+                f"restart {n}: attempt {nxt.attempt} runs on {nxt.provider}:{nxt.zone} "
+                f"{nxt.instance_type} ({nxt.market}, ${nxt.price_per_hour:.4f}/h) after attempt "
+                f"{a.attempt} on {a.provider}:{a.zone} "
+                + ("was preempted" if a.state == "preempted" else f"ended: {a.end_reason}"),
+                restart=n,
+                attempt=nxt.attempt,
+            )
+        runner.memo.restart_told = n
 
 
 def note_budget(runner: JobPassBase, spent: float) -> None:
