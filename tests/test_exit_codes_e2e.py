@@ -121,3 +121,27 @@ def test_a_replacement_that_ran_before_the_job_failed_is_told_in_order(
     assert kinds == ["preempted", "restarted", "failed"], kinds
     sim = SimProvider(sim_dir)
     assert not [i for i in sim.list({"provisioner-job": job.id}) if i.state.alive]
+
+
+def test_a_job_that_exits_1_on_its_notice_is_not_said_to_have_checkpointed(
+    tmp_path: Path, sim_dir: Path
+) -> None:
+    """Defect 5: a job that exited 1 during a notice, with no checkpoint, was reported as
+    "its checkpoint is in". Attempt 1 dies on the checkpoint signal without saving; attempt 2
+    exits 0 a few seconds in: the `preempted` event says there was no checkpoint, and the job
+    succeeds."""
+    command = (
+        "import os, signal, sys, time\n"
+        "if os.environ['PROVISIONER_ATTEMPT'] != '1': time.sleep(5); sys.exit(0)\n"
+        "for s in (signal.SIGTERM, signal.SIGUSR1): signal.signal(s, lambda *a: sys.exit(1))\n"
+        "time.sleep(600)\n"
+    )
+    policy = _policy(tmp_path / "p.yaml", command, "spot", tmp_path / "ck")
+    code, _took, out = _up(tmp_path, policy, sim_dir, "preempt_first_after_s=6")
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    (job,) = store.jobs()
+    assert code == 0 and job.state == "succeeded", (job.state, job.reason, out[-3000:])
+    preempted = [e.message for e in store.events(job.id) if e.kind == "preempted"]
+    assert preempted, "\n".join(f"{e.kind}: {e.message}" for e in store.events(job.id))
+    assert not any("is in" in m for m in preempted), preempted
+    assert any("no checkpoint" in m for m in preempted), preempted
