@@ -514,3 +514,20 @@ def test_the_api_reports_a_notice_only_where_the_mimicked_clouds_does(cloud: str
     if facts.notice_sources.api_read:
         assert facts.notice_sources.api, "a notice read through the API names its source"
     assert facts.notice_sources.vm and facts.notice_sources.docs.startswith("https://")
+
+
+def test_preempt_first_after_0_turns_the_demo_preemption_off(state_dir: Path) -> None:
+    """``up -o preempt_first_after_s=0`` (docs/agent.md: a quieter market) means no demo
+    preemption, not one at once; a negative value is refused where it is given."""
+    from provisioner.api import job_provider_options
+    from provisioner.cli.checks import parse_provider_options
+
+    options = job_provider_options("sim", parse_provider_options(("preempt_first_after_s=0",)))
+    assert options["preempt_first_after_s"] == 0  # over the demo default of 12
+    sim = make(state_dir, preempt_first_after_s=options["preempt_first_after_s"])
+    inst = sim.launch(request(aws_offer(sim, "us-east-1a")))
+    sim.set_clock(datetime.now(UTC) + timedelta(hours=1))  # the scheduler ran an hour later
+    assert sim.get(inst.id).state is InstanceState.RUNNING
+    assert sim.sandbox(inst.id)["demo_at_real"] is None
+    with pytest.raises(ValueError, match="preempt_first_after_s must be >= 0"):
+        make(state_dir, preempt_first_after_s=-1)

@@ -148,6 +148,8 @@ class SimProvider(Provider):
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
+        if preempt_first_after_s is not None and float(preempt_first_after_s) < 0:
+            raise ValueError("preempt_first_after_s must be >= 0 (0: no demo preemption)")
         #: the last listing's instances by id, with the summary each was made from: an
         #: unchanged summary gives back the same Instance (a listing is mostly unchanged)
         self._listed: dict[str, tuple[dict[str, Any], Instance]] = {}
@@ -169,7 +171,8 @@ class SimProvider(Provider):
             "outage_hours": float(outage_hours),
             "traces": _trace_files(trace),
             "trace_offset_hours": float(trace_offset_hours),
-            "preempt_first_after_s": preempt_first_after_s,
+            # the demo's preemption; 0 (as None) turns it off: -o preempt_first_after_s=0
+            "preempt_first_after_s": float(preempt_first_after_s or 0) or None,
             "demo_outage_s": float(demo_outage_s),
             "notice_floor_s": float(notice_floor_s),
             "idle_exit_s": float(idle_exit_s),

@@ -29,7 +29,8 @@ class SimConfig:
     outage_hours: float = 0.5  # mean simulated hours a zone stays unavailable
     traces: dict[str, str] = field(default_factory=dict)  # zone -> trace file (JSON or CSV)
     trace_offset_hours: float = 0.0  # where in the traces simulated time 0 falls
-    preempt_first_after_s: float | None = None  # demo: first spot instance of a job goes after N s
+    #: demo: the first spot instance of a job goes after N real seconds; None or 0: never
+    preempt_first_after_s: float | None = None
     demo_outage_s: float = 60.0  # demo: its zone then has no capacity for N real seconds
     notice_floor_s: float = 5.0  # a notice lasts at least this many real seconds
     idle_exit_s: float = 600.0  # the server exits after this long idle with nothing alive
@@ -80,6 +81,15 @@ class SimConfig:
         cfg = cls(**doc)
         if cfg.seconds_per_hour <= 0:
             raise SimError(400, "invalid", "InvalidParameter", "seconds_per_hour must be > 0")
+        if cfg.preempt_first_after_s is not None:
+            if cfg.preempt_first_after_s < 0:
+                raise SimError(
+                    400,
+                    "invalid",
+                    "InvalidParameter",
+                    "preempt_first_after_s must be >= 0 (0: no demo preemption)",
+                )
+            cfg.preempt_first_after_s = float(cfg.preempt_first_after_s) or None  # 0: off
         if cfg.market_notice_s is not None and cfg.market_notice_s < 0:
             raise SimError(400, "invalid", "InvalidParameter", "market_notice_s must be >= 0")
         try:
