@@ -20,7 +20,9 @@ Before the job starts, the agent puts its code in place, reads its secrets, pull
 runs its setup once per VM (:mod:`provisioner.agent.prepare`; a failure there is reported as
 ``setup-failed``, not as the job's), probes its GPUs (``spec.probe``, see
 :mod:`provisioner.probe.node`) and puts the report beside ``progress.json``. The job's output
-goes to the checkpoint store in chunks (:mod:`provisioner.agent.logship`).
+goes to the checkpoint store in chunks (:mod:`provisioner.agent.logship`). A notice that comes
+meanwhile is watched for from the agent's start (:mod:`provisioner.agent.prewatch`): it is
+reported at once, preparing stops, and the attempt ends ``interrupted`` (no job to checkpoint).
 
 The job runs in the agent's own process group (on the sim cloud that group is the "VM": a
 preemption kills both), and only the job's own process gets the checkpoint signal, so helper
@@ -34,6 +36,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,6 +48,7 @@ from provisioner.agent.jobproc import end_job, start_job
 from provisioner.agent.logship import LogShipper, scrubber
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
+from provisioner.agent.prewatch import PrepareWatch
 from provisioner.agent.report import job_file_stamp, progress_record
 from provisioner.agent.signals import EarlyWatch
 from provisioner.agent.spec import AgentSpec
@@ -117,6 +121,11 @@ class Agent:
         self.prepared: dict[str, Any] = {}
         self.setup_error: dict[str, Any] | None = None
         self.job_log: LogShipper | None = None
+        #: the watch for a notice before the job runs (its thread writes progress too)
+        self.prewatch = PrepareWatch(
+            self.reader, self.gang, spec.cloud, spec.poll_s, self._notice_before_job
+        )
+        self._progress_lock = threading.Lock()
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -137,7 +146,7 @@ class Agent:
         spec = self.spec
         if spec.handover_from and not spec.progress_uri:
             done = await_handover(
-                self.store, spec.handover_from, spec.handover_until, lambda: bool(self._stop_reason)
+                self.store, spec.handover_from, spec.handover_until, self._should_stop
             )
             log.info("attempt %d %s", spec.handover_from, "handed over" if done else "gone")
 
@@ -173,7 +182,7 @@ class Agent:
             self.spec.resolved_cache(),
             self.store,
             lambda secrets: {**self._job_env(""), **secrets},
-            lambda: bool(self._stop_reason),
+            self._should_stop,
             scrubber,
         )
         self.state = "preparing"
@@ -184,6 +193,8 @@ class Agent:
         except Stopped:
             self.state, self.exit_code = "interrupted", 0
         except SetupFailed as exc:
+            if self.notice is not None:  # stopped by the notice: not the setup's failure
+                return self._interrupted_before_job()
             self.setup_error = exc.as_dict()
             self.note = f"setup failed: {exc}"
             log.error("%s", self.note)
@@ -192,8 +203,46 @@ class Agent:
             self.prepared = self.ready.report
             self.state = "starting"
             return None
+        if self.notice is not None:
+            return self._interrupted_before_job()
         self.write_progress()
         return self.exit_code
+
+    # -- a notice before the job runs (provisioner.agent.prewatch) ----------------------------
+
+    def _notice_before_job(self, notice: Notice) -> None:
+        """On the watch's thread: report the notice now (the controller reads it in the
+        record), tell the gang, and make the main thread stop preparing; if it cannot stop
+        (a fetch in progress) within a few seconds, the agent ends here."""
+        left = notice.seconds_left()
+        log.warning(
+            "interruption notice (%s) while %s: %.1fs left; no job to checkpoint, stopping",
+            notice.raw[:80],
+            self.state,
+            left,
+        )
+        self.notice = notice
+        self.note = f"interruption notice while {self.state}: the job did not start"
+        if self.gang is not None and not notice.raw.startswith("gang: "):
+            try:
+                self.gang.raise_notice(notice)
+            except Exception as exc:
+                log.warning("cannot tell the gang of the notice: %s", exc)
+        self.write_progress()
+        if not self.prewatch.wait_stopped(min(STOP_GRACE_S, max(0.0, left - UPLOAD_MARGIN_S))):
+            log.warning("still %s after the notice: the agent ends now", self.state)
+            self.state, self.exit_code = "interrupted", 0
+            self.write_progress()
+            logging.shutdown()
+            os._exit(0)
+
+    def _interrupted_before_job(self) -> int:
+        """The main thread's end after a notice before the job started."""
+        self.prewatch.stop()
+        self.state, self.exit_code = "interrupted", 0
+        log.info("interrupted before the job started")
+        self.write_progress()
+        return 0
 
     def _start_job(self, resume_from: str) -> subprocess.Popen[bytes]:
         proc, self.job_log = start_job(
@@ -235,6 +284,10 @@ class Agent:
         """The stop signal the agent got (``SIGTERM``...), or None."""
         return self._stop_reason
 
+    def _should_stop(self) -> bool:
+        """Whether a step before the job should stop: the agent was told to, or a notice came."""
+        return bool(self._stop_reason) or self.notice is not None
+
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_reason = signal.Signals(signum).name
 
@@ -246,10 +299,12 @@ class Agent:
         self.notice_file.unlink(missing_ok=True)  # an earlier agent's, on this VM
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        self.prewatch.start()  # a notice is watched for from now on, before the job too
         # the job's road first, so that a replacement under overlap is ready when the
         # checkpoint it resumes from comes in
         code = self._prepare()
         if code is not None:
+            self.prewatch.stop()
             return code
         self._await_handover()
         try:
@@ -261,24 +316,29 @@ class Agent:
             self.write_progress()
             return 1
         self.syncer = Syncer(self.store, self.ckpt_dir, self.resumed_from)
+        if self.notice is not None:
+            return self._interrupted_before_job()
         self._probe()  # before the job, so that it measures the GPUs and not the job
+        if self.notice is not None:
+            return self._interrupted_before_job()
         if self._stop_reason:  # told to stop while probing: the VM is going
             self.state, self.exit_code = "interrupted", 0
             self.write_progress()
             return 0
         if self.gang is not None:  # node 0 announces where its job listens; the others wait
             try:
-                self.gang_env = self.gang.meet(
-                    self.spec.advertise_addr, lambda: bool(self._stop_reason)
-                )
+                self.gang_env = self.gang.meet(self.spec.advertise_addr, self._should_stop)
             except RendezvousError as exc:
                 self.note = f"gang rendezvous: {exc}"
                 log.error("%s", self.note)
                 self.state, self.exit_code = (
-                    ("interrupted", 0) if self._stop_reason else ("failed", 1)
+                    ("interrupted", 0) if self._should_stop() else ("failed", 1)
                 )
                 self.write_progress()
                 return self.exit_code
+        self.prewatch.stop()  # the loop polls from here on
+        if self.notice is not None:
+            return self._interrupted_before_job()
         log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
         try:
             self.proc = self._start_job(resume_from)
@@ -479,6 +539,10 @@ class Agent:
         return progress_record(self)
 
     def write_progress(self) -> None:
+        with self._progress_lock:  # the prepare watch's thread writes too
+            self._write_progress()
+
+    def _write_progress(self) -> None:
         doc = self.progress()
         self._reported_ckpt, self._reported_job = doc["last_checkpoint"], job_file_stamp(self)
         try:
