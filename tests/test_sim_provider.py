@@ -531,3 +531,53 @@ def test_preempt_first_after_0_turns_the_demo_preemption_off(state_dir: Path) ->
     assert sim.sandbox(inst.id)["demo_at_real"] is None
     with pytest.raises(ValueError, match="preempt_first_after_s must be >= 0"):
         make(state_dir, preempt_first_after_s=-1)
+
+
+def test_a_reused_server_starts_the_agent_of_the_checkout_that_launched(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """One server serves a state directory for every ``up``: started from this checkout, it
+    starts the agent of another checkout's controller from that checkout, not its own."""
+    import shutil
+
+    from provisioner.agent.spec import AgentSpec
+
+    make(state_dir).availability(["us-east-1a"])  # this checkout starts the server
+    other = tmp_path / "other"
+    for pkg in ("provisioner", "providers", "policies"):
+        shutil.copytree(REPO / pkg, other / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    agent_main = other / "provisioner" / "agent" / "__main__.py"
+    text = agent_main.read_text()
+    agent_main.write_text(
+        text.replace("def main(", 'print("agent of", __file__)\n\n\ndef main(', 1)
+    )
+    spec = AgentSpec(
+        job_id="other",
+        attempt=1,
+        command=[sys.executable, "-c", "print('job ran')"],
+        checkpoint_uri=f"file://{tmp_path / 'ck'}",
+        probe="off",
+    )
+    script = (
+        "from providers.sim import SimProvider\n"
+        "from provisioner.core.models import LaunchRequest, Market\n"
+        f"sim = SimProvider({str(state_dir)!r}, mtbp_hours=None, idle_exit_s=60)\n"
+        "offer = next(o for o in sim.offers(['us-east-1']) if o.zone == 'us-east-1a')\n"
+        "req = LaunchRequest(job_id='other', attempt=1, offer=offer, market=Market.ON_DEMAND,\n"
+        f"                    job_spec={spec.to_dict()!r})\n"
+        "print(sim.launch(req).id)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=other,
+        env={**os.environ, "PYTHONPATH": str(other)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    iid = done.stdout.split()[-1]
+    log = Path(make(state_dir).sandbox(iid)["sandbox"]) / "agent.log"
+    said = wait_for(lambda: "job exited" in log.read_text() and log.read_text(), timeout=30)
+    assert f"agent of {agent_main}" in said, said

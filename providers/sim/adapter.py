@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from providers.base import (
 from providers.capabilities import PlacementGroup
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
+from providers.sim.sandbox import project_root
 from provisioner.core.models import (
     TAG_MANAGED,
     Instance,
@@ -342,6 +344,13 @@ class SimProvider(Provider):
             "spot_price": o.spot_price,
             "spec": spec,
             "pythonpath": [os.getcwd()],
+            # what this controller runs, for the agent to run too: the server may be another
+            # checkout's or install's (one server per state directory, reused by every `up`)
+            "agent": {
+                "root": project_root(),
+                "python": self.python or sys.executable,
+                "pythonpath": [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p],
+            },
             # the sim's secret store: read on the "VM" by its agent, like a cloud's
             "secrets_file": _absolute_path(os.environ.get("PROVISIONER_SIM_SECRETS")),
             "placement_group": request.placement_group,

@@ -251,6 +251,7 @@ class SimCloud:
                     inst,
                     body.get("spec"),
                     body.get("pythonpath") or (),
+                    agent=body.get("agent") or None,
                     gpu_speed=self.config.gpu_speed.get(inst["instance_type"]),
                     secrets_file=body.get("secrets_file") or None,
                     cache_dir=self.dir / "vm-cache",

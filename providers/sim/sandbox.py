@@ -40,6 +40,7 @@ def start(
     spec: dict[str, Any] | None,
     pythonpath: Iterable[str] = (),
     *,
+    agent: dict[str, Any] | None = None,
     gpu_speed: float | None = None,
     secrets_file: str | None = None,
     cache_dir: Path | None = None,
@@ -55,15 +56,18 @@ def start(
     as a VM reads its cloud's); a code cache (``cache_dir``, shared by the sim's sandboxes as
     VMs from one warm machine image would share it). A job that brings no code of its own
     (no ``job.workdir``, ``job.git`` or image) also finds the controller's working directory
-    on ``PYTHONPATH`` (``pythonpath``): the sim's convenience, which no cloud VM gives."""
+    on ``PYTHONPATH`` (``pythonpath``): the sim's convenience, which no cloud VM gives.
+
+    The provisioner installed is the launching controller's (``agent``: its project root, its
+    interpreter and its ``PYTHONPATH``), not the server's: one server serves a state directory
+    for every ``up`` that uses it, whichever checkout or install started it first."""
     sandbox = Path(inst["sandbox"])
     env = dict(os.environ)
     own_code = bool(spec and (spec.get("code") or spec.get("container")))
-    paths = [project_root(), *([] if own_code else [str(p) for p in pythonpath])]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    root, python, extra = _installed(agent, env)
+    paths = [root, *([] if own_code else [str(p) for p in pythonpath]), *extra]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
     env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
     env["PROVISIONER_INSTANCE_ID"] = inst["id"]
     if secrets_file:
@@ -84,7 +88,7 @@ def start(
             (sandbox / "work" / "sim-probe.json").write_text(json.dumps(report, indent=2))
             spec["probe"] = "file:sim-probe.json"
         (sandbox / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
-        argv = [sys.executable, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
+        argv = [python, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
     else:  # an empty VM: something to hold the process group
         argv = [shutil.which("sleep") or "sleep", "2147483647"]
     with open(sandbox / "agent.log", "ab") as out:
@@ -97,6 +101,20 @@ def start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def _installed(agent: dict[str, Any] | None, env: dict[str, str]) -> tuple[str, str, list[str]]:
+    """(project root, interpreter, further ``PYTHONPATH`` entries) the sandbox runs with: the
+    launching controller's where the launch says (a launch from an older client does not: then
+    the server's own, with the environment it was started in)."""
+    if not agent or not agent.get("root"):
+        inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        return project_root(), sys.executable, inherited
+    python = str(agent.get("python") or "")
+    if not (python and os.access(python, os.X_OK)):
+        python = sys.executable
+    extra = [str(p) for p in agent.get("pythonpath") or [] if p]
+    return str(agent["root"]), python, extra
 
 
 def simulated_probe(gpu_speed: float | None) -> dict[str, Any]:
