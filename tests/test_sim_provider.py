@@ -579,5 +579,6 @@ def test_a_reused_server_starts_the_agent_of_the_checkout_that_launched(
     assert done.returncode == 0, done.stderr
     iid = done.stdout.split()[-1]
     log = Path(make(state_dir).sandbox(iid)["sandbox"]) / "agent.log"
-    said = wait_for(lambda: "job exited" in log.read_text() and log.read_text(), timeout=30)
+    wait_for(lambda: "job exited" in log.read_text(), timeout=30)
+    said = log.read_text()
     assert f"agent of {agent_main}" in said, said
