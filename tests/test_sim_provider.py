@@ -582,3 +582,42 @@ def test_a_reused_server_starts_the_agent_of_the_checkout_that_launched(
     wait_for(lambda: "job exited" in log.read_text(), timeout=30)
     said = log.read_text()
     assert f"agent of {agent_main}" in said, said
+
+
+def test_an_ended_instance_s_disk_goes_and_a_new_server_sweeps_what_a_dead_one_left(
+    state_dir: Path,
+) -> None:
+    """A terminated or preempted instance's sandbox loses its disk (``work/``, the spec) once
+    nothing of it runs; its record and console log stay, so the server still lists it. A
+    server that starts removes what a dead one left: an ended instance's disk, a sandbox
+    without its record, the code cache when no instance is live."""
+    sim = make(state_dir)
+    gone = sim.launch(request(aws_offer(sim), job="t"))
+    taken = sim.launch(request(aws_offer(sim), job="p"))
+    boxes = {i.id: Path(sim.sandbox(i.id)["sandbox"]) for i in (gone, taken)}
+    for box in boxes.values():
+        (box / "work" / "big.bin").write_bytes(b"\0" * (1 << 20))
+    sim.terminate([gone.id])
+    sim.preempt(taken.id, notice_s=0.5)
+    for iid, box in boxes.items():
+        work = box / "work"
+        wait_for(lambda: not work.exists(), timeout=15)  # noqa: B023 - waited on at once
+        assert sorted(p.name for p in box.iterdir()) == ["agent.log", "instance.json"]
+        assert sim.get(iid).state in (InstanceState.TERMINATED, InstanceState.PREEMPTED)
+    assert {i.id for i in sim.list()} == set(boxes)
+
+    sim.shutdown_server(terminate_all=True)
+    # what a server killed before its sweep leaves behind
+    record = json.loads((boxes[gone.id] / "instance.json").read_text())
+    record["swept"] = False
+    (boxes[gone.id] / "instance.json").write_text(json.dumps(record))
+    (boxes[gone.id] / "work").mkdir()
+    (boxes[gone.id] / "work" / "big.bin").write_bytes(b"\0" * 1024)
+    half = state_dir / "instances" / "sim-000000000000"
+    (half / "work").mkdir(parents=True)
+    (state_dir / "vm-cache" / "code").mkdir(parents=True)
+    (state_dir / "vm-cache" / "code" / "sha256-x.tar.gz").write_bytes(b"x")
+    make(state_dir).list()  # a new server starts
+    assert not (boxes[gone.id] / "work").exists()
+    assert not half.exists() and not (state_dir / "vm-cache").exists()
+    assert (boxes[gone.id] / "agent.log").exists()

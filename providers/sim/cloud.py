@@ -10,6 +10,12 @@ owns ``<state_dir>``::
     instances/<id>/spec.json        the node agent's job spec, as the agent reads it
     instances/<id>/work/            the job's working directory
     instances/<id>/agent.log        the agent's and the job's output
+    vm-cache/                       the sandboxes' code cache (a warm machine image's)
+
+An ended instance's sandbox (its disk: ``spec.json`` and ``work/``) is removed once nothing
+of it runs (option ``keep_sandboxes`` keeps it); ``instance.json`` and ``agent.log`` stay. A
+server that starts sweeps what a dead one left: ended instances' disks, half-made sandboxes,
+and the code cache when no instance is live.
 
 An instance is a process group (``start_new_session``) running ``python -m provisioner.agent
 --spec spec.json`` (or a placeholder process when the launch carries no job spec). The group
@@ -25,6 +31,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import threading
@@ -81,6 +88,7 @@ class SimCloud:
         self.metadata_service = MetadataService(self.approve)
         self.groups = PlacementGroupBook(self.dir, self.instances)
         sandbox_.set_subreaper()
+        self._sweep_stale()
 
     def _market(self) -> Market:
         return Market(**self.config.market_options())
@@ -441,11 +449,48 @@ class SimCloud:
     def _save(self, inst: dict[str, Any]) -> None:
         atomic_json(Path(inst["sandbox"]) / "instance.json", inst)
 
+    # -- sandboxes of ended instances ------------------------------------------------------------
+
+    def _to_sweep(self, inst: dict[str, Any]) -> Path | None:
+        """An ended instance's sandbox whose disk may go now (its agent reaped, its group
+        gone), marked swept; None if not. The caller holds the lock and removes it after."""
+        if (
+            inst["state"] == "running"
+            or inst.get("swept")
+            or self.config.keep_sandboxes
+            or inst["id"] in self.procs
+            or not sandbox_.group_gone(inst.get("pid"))
+        ):
+            return None
+        inst["swept"] = True
+        self._save(inst)
+        return Path(inst["sandbox"])
+
+    def _sweep(self, sandboxes: list[Path]) -> None:
+        """Remove their disks (outside the lock: a large workdir takes a while)."""
+        for path in sandboxes:
+            freed = sandbox_.sweep(path)
+            log.info("removed the disk of %s's sandbox (%d bytes)", path.name, freed)
+
+    def _sweep_stale(self) -> None:
+        """What a dead server left: ended instances' disks, sandboxes without a record (a
+        launch cut short), and the code cache when no instance is live."""
+        self._sweep([p for p in map(self._to_sweep, self.instances.values()) if p])
+        for path in (self.dir / "instances").iterdir():
+            if path.is_dir() and path.name not in self.instances:
+                shutil.rmtree(path, ignore_errors=True)
+                log.info("removed %s: a sandbox without its record", path.name)
+        if not self.config.keep_sandboxes and not any(
+            i["state"] == "running" for i in self.instances.values()
+        ):
+            shutil.rmtree(self.dir / "vm-cache", ignore_errors=True)
+
     # -- the scheduler -------------------------------------------------------------------------
 
     def tick(self) -> None:
         """One pass: reap, kill what is due, serve notices where capacity goes."""
         real = time.time()  # processes (grace, reaping) run on the real clock
+        ended: list[Path] = []
         with self.lock:
             now = self.now()
             for inst in self.instances.values():
@@ -468,6 +513,12 @@ class SimCloud:
                             self.outages[inst["zone"]] = now + self.config.demo_outage_s
                 if inst["deadline_real"] is not None and now >= inst["deadline_real"]:
                     self._preempt_now(inst, now)
+            for inst in self.instances.values():
+                if inst["state"] != "running" and not inst.get("swept"):
+                    path = self._to_sweep(inst)
+                    if path is not None:
+                        ended.append(path)
+        self._sweep(ended)
         if real - self._last_reap > 0.5:
             self._last_reap = real
             sandbox_.reap_orphans({p.pid for p in self.procs.values()})

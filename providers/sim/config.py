@@ -35,6 +35,9 @@ class SimConfig:
     notice_floor_s: float = 5.0  # a notice lasts at least this many real seconds
     idle_exit_s: float = 600.0  # the server exits after this long idle with nothing alive
     terminate_grace_s: float = 2.0  # SIGTERM, then SIGKILL after this long, on terminate
+    #: True: an ended instance's sandbox (its work/, the "disk") stays, for a test to look in;
+    #: False: it goes once nothing of the instance runs (its record and agent.log stay)
+    keep_sandboxes: bool = False
     epoch: float = 0.0  # real time of simulated time 0 (set when the market is (re)defined)
     #: instance type -> share of its datasheet its simulated GPUs deliver (what the agent's
     #: probe reports on the sim, which has no GPU); a type not named reports nothing measured

@@ -142,6 +142,53 @@ def simulated_probe(gpu_speed: float | None) -> dict[str, Any]:
     }
 
 
+#: what stays of an ended instance's sandbox: its record and its console output (as a cloud
+#: keeps a terminated VM's description and console log for a while); the rest (its disk: the
+#: job's code, checkpoints and output, which the agent put in the checkpoint store) goes
+KEPT = ("instance.json", "agent.log")
+
+
+def group_gone(pid: int | None) -> bool:
+    """Whether no process of the instance's group (``pid``: its leader's) is left."""
+    if not pid:
+        return True
+    try:
+        os.killpg(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def sweep(sandbox: Path) -> int:
+    """Remove an ended instance's disk (everything but :data:`KEPT`); the bytes freed."""
+    freed = 0
+    for entry in list(sandbox.iterdir()) if sandbox.is_dir() else []:
+        if entry.name in KEPT:
+            continue
+        freed += _size(entry)
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+    return freed
+
+
+def _size(path: Path) -> int:
+    if path.is_symlink() or not path.is_dir():
+        with contextlib.suppress(OSError):
+            return path.lstat().st_size
+        return 0
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
 def reap_orphans(mine: set[int]) -> None:
     """Reap zombie children that are not in ``mine`` (our Popen objects reap their own)."""
     me = os.getpid()
