@@ -31,12 +31,10 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -52,6 +50,7 @@ from providers.sim.records import (
     event_line,
     instance_summary,
     instance_view,
+    new_instance,
 )
 from providers.sim.rules import RULES, api_reports, rules_for
 
@@ -221,37 +220,10 @@ class SimCloud:
             iid = f"sim-{secrets.token_hex(6)}"
             sandbox = self.dir / "instances" / iid
             (sandbox / "work").mkdir(parents=True)
-            tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
-            inst: dict[str, Any] = {
-                "id": iid,
-                "token": token or iid,
-                "cloud": cloud,
-                "region": str(body.get("region") or ""),
-                "zone": zone,
-                "instance_type": str(body.get("instance_type") or ""),
-                "market": market,
-                "price_per_hour": None if price is None else float(price),
-                "bid_cap": body.get("bid_cap"),
-                "tags": tags,
-                "state": "running",
-                "raw_state": rules.raw_running,
-                "state_reason": "",
-                "launched_real": now,
-                "ended_real": None,
-                "time_scale": self.config.time_scale,
-                "sandbox": str(sandbox),
-                "metadata_url": f"{self.base_url}/i/{iid}",
-                "pid": None,
-                "agent_exit": None,
-                "notice_real": None,
-                "deadline_real": None,
-                "event_id": str(uuid.uuid4()),
-                "demo_at_real": None,
-                "kill_at_real": None,
-                "killed": False,
-                "has_agent": body.get("spec") is not None,
-                "placement_group": group,
-            }
+            inst = new_instance(
+                iid, body, token, market, price, now, self.config.time_scale, sandbox, group
+            )
+            inst["metadata_url"] = f"{self.base_url}/i/{iid}"
             if market == "spot" and self.config.preempt_first_after_s is not None:
                 demo_first(inst, self.instances.values(), now + self.config.preempt_first_after_s)
             if self.config.run_agent:
@@ -452,38 +424,18 @@ class SimCloud:
     # -- sandboxes of ended instances ------------------------------------------------------------
 
     def _to_sweep(self, inst: dict[str, Any]) -> Path | None:
-        """An ended instance's sandbox whose disk may go now (its agent reaped, its group
-        gone), marked swept; None if not. The caller holds the lock and removes it after."""
-        if (
-            inst["state"] == "running"
-            or inst.get("swept")
-            or self.config.keep_sandboxes
-            or inst["id"] in self.procs
-            or not sandbox_.group_gone(inst.get("pid"))
-        ):
+        """An ended instance's sandbox whose disk may go now, marked swept (under the lock;
+        the caller removes it after, outside: a large workdir takes a while)."""
+        if not sandbox_.sweepable(inst, self.procs, self.config.keep_sandboxes):
             return None
         inst["swept"] = True
         self._save(inst)
         return Path(inst["sandbox"])
 
-    def _sweep(self, sandboxes: list[Path]) -> None:
-        """Remove their disks (outside the lock: a large workdir takes a while)."""
-        for path in sandboxes:
-            freed = sandbox_.sweep(path)
-            log.info("removed the disk of %s's sandbox (%d bytes)", path.name, freed)
-
     def _sweep_stale(self) -> None:
-        """What a dead server left: ended instances' disks, sandboxes without a record (a
-        launch cut short), and the code cache when no instance is live."""
-        self._sweep([p for p in map(self._to_sweep, self.instances.values()) if p])
-        for path in (self.dir / "instances").iterdir():
-            if path.is_dir() and path.name not in self.instances:
-                shutil.rmtree(path, ignore_errors=True)
-                log.info("removed %s: a sandbox without its record", path.name)
-        if not self.config.keep_sandboxes and not any(
-            i["state"] == "running" for i in self.instances.values()
-        ):
-            shutil.rmtree(self.dir / "vm-cache", ignore_errors=True)
+        """What a dead server left (see :func:`providers.sim.sandbox.sweep_stale`)."""
+        sandbox_.sweep_all([p for p in map(self._to_sweep, self.instances.values()) if p])
+        sandbox_.sweep_stale(self.dir, self.instances, self.config.keep_sandboxes)
 
     # -- the scheduler -------------------------------------------------------------------------
 
@@ -518,7 +470,7 @@ class SimCloud:
                     path = self._to_sweep(inst)
                     if path is not None:
                         ended.append(path)
-        self._sweep(ended)
+        sandbox_.sweep_all(ended)
         if real - self._last_reap > 0.5:
             self._last_reap = real
             sandbox_.reap_orphans({p.pid for p in self.procs.values()})

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("provisioner.sim")
 
 
 def set_subreaper() -> None:
@@ -159,6 +162,35 @@ def group_gone(pid: int | None) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def sweepable(inst: dict[str, Any], procs: Container[str], keep: bool) -> bool:
+    """Whether an instance's disk may go: it ended, its agent was reaped (not in ``procs``),
+    its process group is gone, and sandboxes are not kept."""
+    return not (
+        inst["state"] == "running"
+        or inst.get("swept")
+        or keep
+        or inst["id"] in procs
+        or not group_gone(inst.get("pid"))
+    )
+
+
+def sweep_all(sandboxes: Iterable[Path]) -> None:
+    for path in sandboxes:
+        freed = sweep(path)
+        log.info("removed the disk of %s's sandbox (%d bytes)", path.name, freed)
+
+
+def sweep_stale(state_dir: Path, instances: Mapping[str, dict[str, Any]], keep: bool) -> None:
+    """What a dead server left besides ended instances' disks: sandboxes without a record (a
+    launch cut short), and the code cache when no instance is live."""
+    for path in (state_dir / "instances").iterdir():
+        if path.is_dir() and path.name not in instances:
+            shutil.rmtree(path, ignore_errors=True)
+            log.info("removed %s: a sandbox without its record", path.name)
+    if not keep and not any(i["state"] == "running" for i in instances.values()):
+        shutil.rmtree(state_dir / "vm-cache", ignore_errors=True)
 
 
 def sweep(sandbox: Path) -> int:

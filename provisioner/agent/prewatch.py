@@ -12,13 +12,22 @@ to checkpoint, so the attempt ends ``interrupted``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from provisioner.agent.gang import Gang
 from provisioner.agent.notices import Notice, NoticeReader
 
+if TYPE_CHECKING:
+    from provisioner.agent.runner import Agent
+
 log = logging.getLogger("provisioner.agent")
+
+#: after a notice, the agent's main thread gets this long to stop preparing (a step that
+#: cannot be stopped, a fetch, runs on); then the agent ends (at most the notice, less 1 s)
+STOP_PREPARING_S = 5.0
 
 
 class PrepareWatch:
@@ -73,3 +82,31 @@ class PrepareWatch:
                     log.exception("cannot report the notice seen while preparing")
                 return
             self._stop.wait(self.poll_s)
+
+
+def notice_before_job(agent: Agent, notice: Notice) -> None:
+    """On the watch's thread: report the notice now (the controller reads it in the agent's
+    record), tell the gang, and make the main thread stop preparing (``agent.notice`` set is
+    what its steps look at); if it has not stopped within :data:`STOP_PREPARING_S`, the agent
+    ends here."""
+    left = notice.seconds_left()
+    log.warning(
+        "interruption notice (%s) while %s: %.1fs left; no job to checkpoint, stopping",
+        notice.raw[:80],
+        agent.state,
+        left,
+    )
+    agent.notice = notice
+    agent.note = f"interruption notice while {agent.state}: the job did not start"
+    if agent.gang is not None and not notice.raw.startswith("gang: "):
+        try:
+            agent.gang.raise_notice(notice)
+        except Exception as exc:
+            log.warning("cannot tell the gang of the notice: %s", exc)
+    agent.write_progress()
+    if not agent.prewatch.wait_stopped(min(STOP_PREPARING_S, max(0.0, left - 1.0))):
+        log.warning("still %s after the notice: the agent ends now", agent.state)
+        agent.state, agent.exit_code = "interrupted", 0
+        agent.write_progress()
+        logging.shutdown()
+        os._exit(0)

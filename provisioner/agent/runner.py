@@ -31,7 +31,6 @@ processes (data loaders) are not killed by a SIGUSR1 they do not handle.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -48,13 +47,13 @@ from provisioner.agent.jobproc import end_job, start_job
 from provisioner.agent.logship import LogShipper, scrubber
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
-from provisioner.agent.prewatch import PrepareWatch
-from provisioner.agent.report import job_file_stamp, progress_record
+from provisioner.agent.prewatch import PrepareWatch, notice_before_job
+from provisioner.agent.report import job_env, job_file_stamp, progress_record, write_record
 from provisioner.agent.signals import EarlyWatch
 from provisioner.agent.spec import AgentSpec
-from provisioner.agent.store import CheckpointStore, write_text_uri
+from provisioner.agent.store import CheckpointStore
 from provisioner.agent.syncer import Syncer
-from provisioner.probe.idle import ENV_GPU_FILE, IdleTracker, UtilisationSource
+from provisioner.probe.idle import IdleTracker, UtilisationSource
 
 log = logging.getLogger("provisioner.agent")
 
@@ -123,7 +122,7 @@ class Agent:
         self.job_log: LogShipper | None = None
         #: the watch for a notice before the job runs (its thread writes progress too)
         self.prewatch = PrepareWatch(
-            self.reader, self.gang, spec.cloud, spec.poll_s, self._notice_before_job
+            self.reader, self.gang, spec.cloud, spec.poll_s, lambda n: notice_before_job(self, n)
         )
         self._progress_lock = threading.Lock()
 
@@ -152,23 +151,7 @@ class Agent:
 
     def _job_env(self, resume_from: str) -> dict[str, str]:
         """The variables the job gets beyond the agent's own environment."""
-        env = {"PYTHONUNBUFFERED": "1", **self.spec.env, **self.ready.secrets}
-        env.update(
-            {
-                protocol.ENV_JOB_ID: self.spec.job_id,
-                protocol.ENV_ATTEMPT: str(self.spec.attempt),
-                protocol.ENV_CHECKPOINT_DIR: str(self.ckpt_dir),
-                protocol.ENV_RESUME_FROM: resume_from,
-                protocol.ENV_SIGNAL: self.spec.signal_name,
-                protocol.ENV_OUTPUT_DIR: str(self.output_dir),
-                protocol.ENV_PROGRESS_FILE: str(self.job_progress_file),
-                protocol.ENV_NOTICE_FILE: str(self.notice_file),
-            }
-        )
-        if self.gpu_source.path is not None:  # the sim: the job reports its "GPU" here
-            env[ENV_GPU_FILE] = str(self.gpu_source.path)
-        env.update(self.gang_env)
-        return env
+        return job_env(self, resume_from)
 
     def _env(self, resume_from: str) -> dict[str, str]:
         return {**os.environ, **self._job_env(resume_from)}
@@ -209,32 +192,6 @@ class Agent:
         return self.exit_code
 
     # -- a notice before the job runs (provisioner.agent.prewatch) ----------------------------
-
-    def _notice_before_job(self, notice: Notice) -> None:
-        """On the watch's thread: report the notice now (the controller reads it in the
-        record), tell the gang, and make the main thread stop preparing; if it cannot stop
-        (a fetch in progress) within a few seconds, the agent ends here."""
-        left = notice.seconds_left()
-        log.warning(
-            "interruption notice (%s) while %s: %.1fs left; no job to checkpoint, stopping",
-            notice.raw[:80],
-            self.state,
-            left,
-        )
-        self.notice = notice
-        self.note = f"interruption notice while {self.state}: the job did not start"
-        if self.gang is not None and not notice.raw.startswith("gang: "):
-            try:
-                self.gang.raise_notice(notice)
-            except Exception as exc:
-                log.warning("cannot tell the gang of the notice: %s", exc)
-        self.write_progress()
-        if not self.prewatch.wait_stopped(min(STOP_GRACE_S, max(0.0, left - UPLOAD_MARGIN_S))):
-            log.warning("still %s after the notice: the agent ends now", self.state)
-            self.state, self.exit_code = "interrupted", 0
-            self.write_progress()
-            logging.shutdown()
-            os._exit(0)
 
     def _interrupted_before_job(self) -> int:
         """The main thread's end after a notice before the job started."""
@@ -540,23 +497,4 @@ class Agent:
 
     def write_progress(self) -> None:
         with self._progress_lock:  # the prepare watch's thread writes too
-            self._write_progress()
-
-    def _write_progress(self) -> None:
-        doc = self.progress()
-        self._reported_ckpt, self._reported_job = doc["last_checkpoint"], job_file_stamp(self)
-        try:
-            if self.gang is not None and self.gang.node > 0:  # node 0 speaks for the gang
-                self.gang.write_node_progress(doc)
-            elif not self.spec.progress_uri:
-                current = self.store.read_json("progress.json")
-                if current and int(current.get("attempt") or 0) > self.spec.attempt:
-                    if not self._skip_progress:
-                        log.info("a later attempt reports progress; not overwriting it")
-                    self._skip_progress = True
-                    return
-                self.store.write_progress(doc)
-            else:
-                write_text_uri(self.spec.progress_uri, json.dumps(doc, indent=2, sort_keys=True))
-        except Exception as exc:  # progress is best effort; the job goes on
-            log.warning("cannot write progress: %s", exc)
+            write_record(self)
