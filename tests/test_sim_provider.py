@@ -621,3 +621,50 @@ def test_an_ended_instance_s_disk_goes_and_a_new_server_sweeps_what_a_dead_one_l
     assert not (boxes[gone.id] / "work").exists()
     assert not half.exists() and not (state_dir / "vm-cache").exists()
     assert (boxes[gone.id] / "agent.log").exists()
+
+
+def test_a_server_ends_its_instances_and_exits_when_its_owner_is_gone(tmp_path: Path) -> None:
+    """``PROVISIONER_SIM_OWNER_PID`` (the test suite sets it to itself): a server started
+    under it terminates every instance and exits once that process is gone, so no server
+    and no agent outlives the tests that started them."""
+    from providers.sim.client import ENV_OWNER
+
+    owner = subprocess.Popen(["sleep", "600"])
+    state = tmp_path / "sim"
+    script = (
+        "from providers.sim import SimProvider\n"
+        "from provisioner.core.models import LaunchRequest, Market\n"
+        f"sim = SimProvider({str(state)!r}, mtbp_hours=None)\n"
+        "offer = next(o for o in sim.offers(['us-east-1']) if o.zone == 'us-east-1a')\n"
+        "print(sim.launch(LaunchRequest(job_id='o', attempt=1, offer=offer,\n"
+        "                               market=Market.ON_DEMAND)).id)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONPATH": str(REPO), ENV_OWNER: str(owner.pid)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        info = json.loads((state / "server.json").read_text())
+        assert info["owner_pid"] == owner.pid
+        iid = done.stdout.split()[-1]
+        pgid = int(json.loads((state / "instances" / iid / "instance.json").read_text())["pid"])
+        assert not group_gone(pgid) and pid_alive(info["pid"])
+    finally:
+        owner.kill()
+        owner.wait()
+    wait_for(lambda: not pid_alive(info["pid"]) or _zombie(info["pid"]), timeout=20)
+    wait_for(lambda: group_gone(pgid), timeout=10)
+    record = json.loads((state / "instances" / iid / "instance.json").read_text())
+    assert record["state"] == "terminated"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except OSError:
+        return True
