@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 #: The sim provider's demo defaults: one simulated hour per minute, and the first spot
-#: instance of each job taken back after 20 s (with the mimicked cloud's notice), so that a
-#: first run shows a preemption, a checkpoint and a restart in another zone.
+#: instance of each job taken back after 12 s (with the mimicked cloud's notice), so that a
+#: first run shows a preemption, a checkpoint and a restart in another zone
+#: (``-o preempt_first_after_s=0`` turns that preemption off).
 SIM_DEFAULTS: dict[str, Any] = {"mimic": "all", "seconds_per_hour": 60, "preempt_first_after_s": 12}
 
 

@@ -1,12 +1,84 @@
 from __future__ import annotations
 
+import itertools
 import os
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.simleaks import ENV_SESSION, ENV_TEST, SimServer, sim_servers, stop
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+_TESTS = itertools.count(1)
+
+
+# -- sim servers: none outlives its test, none outlives the session ------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The session's tag (pytest-xdist's workers inherit the controller's), and this process
+    as the owner of every sim server started under it: the server exits when it is gone."""
+    from providers.sim.client import ENV_OWNER
+
+    os.environ.setdefault(ENV_SESSION, uuid.uuid4().hex)
+    os.environ[ENV_OWNER] = str(os.getpid())
+
+
+@pytest.fixture(autouse=True)
+def _sim_servers_stopped(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every sim server a test started (itself, or a command it ran) is stopped, with its
+    instances, when the test ends, passed or failed: found by this test's tag in its
+    environment."""
+    tag = f"{os.getpid()}-{next(_TESTS)}"
+    monkeypatch.setenv(ENV_TEST, tag)
+    yield
+    for server in sim_servers():
+        if server.env.get(ENV_TEST) == tag:
+            stop(server)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run, loudly, when a sim server the tests started is still alive at the end (a
+    test or a fixture that leaves one running; each costs a share of a core until killed)."""
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller looks once they have all ended
+    token = os.environ.get(ENV_SESSION)
+    base = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+
+    def ours() -> list[SimServer]:
+        return [
+            s
+            for s in sim_servers()
+            if s.env.get(ENV_SESSION) == token
+            or (s.state_dir is not None and s.state_dir.is_relative_to(base))
+        ]
+
+    end = time.monotonic() + 10  # a worker's servers exit once it is gone (their owner)
+    left = ours()
+    while left and time.monotonic() < end:
+        time.sleep(0.2)
+        left = ours()
+    if not left:
+        return
+    lines = [f"pid {s.pid} serving {s.state_dir}" for s in left]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = (
+        f"{len(left)} sim server(s) started by the tests still running after the session "
+        "(a test or fixture did not stop it): " + "; ".join(lines)
+    )
+    if reporter is not None:
+        reporter.write_sep("!", "sim servers left running", red=True, bold=True)
+        reporter.write_line(message, red=True)
+    else:
+        print(message)
+    for s in left:
+        stop(s)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

@@ -189,12 +189,13 @@ def run_preempted(
             "    inter_node: placement-group\n",
         )
         policy.write_text(text.replace("max_price_per_hour: 10", "max_price_per_hour: 40"))
-    options = {
+    options: dict[str, Any] = {
         "state_dir": str(sim_dir),
         "mimic": {"eu-west-1a": "aws", "eu-west-1b": "aws"},
         "seconds_per_hour": 60,
         "mtbp_hours": None,
         "idle_exit_s": 120,
+        "keep_sandboxes": True,  # the tests look in a preempted attempt's work/
     }
     store = Store(f"sqlite:///{tmp / 's.db'}")
     _, job_id = submit(

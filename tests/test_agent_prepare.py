@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +138,68 @@ def test_the_job_s_output_goes_to_the_store_in_chunks(tmp_path: Path) -> None:
     assert all(x.at.endswith("Z") and x.attempt == 1 for x in got)
     local = json.dumps(sorted(p.name for p in (tmp_path / "vm1" / "logs" / "a1-n0").iterdir()))
     assert "job.log" in local  # and a copy on the VM
+
+
+@pytest.mark.e2e
+def test_a_notice_while_preparing_is_reported_and_recorded(tmp_path: Path) -> None:
+    """A notice served while the agent is still preparing the job (a setup that takes long)
+    is reported in the agent's record and its log, the controller writes the ``notice``
+    event, and the agent stops preparing: the job never starts, the attempt ends
+    ``interrupted`` long before the setup would have ended."""
+    from providers.sim import SimProvider
+    from provisioner.api import submit
+    from provisioner.control.reconciler import Reconciler, cancel_job
+    from provisioner.control.store import Store
+    from tests.waiting import until, wait_for
+
+    ck = f"file://{tmp_path / 'ck'}"
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "name: prep\njob:\n"
+        f'  command: ["{PY}", "-c", "print(\'job ran\')"]\n'
+        '  setup: ["echo preparing", "sleep 300"]\n'
+        f"market: spot\ncheckpoint:\n  uri: {ck}\n"
+    )
+    options: dict[str, Any] = {
+        "state_dir": str(tmp_path / "sim"),
+        "mimic": "aws",  # whose API reports no notice: only the agent can
+        "mtbp_hours": None,
+        "idle_exit_s": 60,
+    }
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    _, job_id = submit(
+        policy, provider="sim", provider_defaults=False, provider_options=options, store=store
+    )
+    sim = SimProvider(**options)
+    rec = Reconciler(store, job_ids=[job_id])
+    try:
+
+        def preparing() -> bool:
+            rec.run_pass()
+            prog = read_progress(ck, job_id) or {}
+            return prog.get("state") == "preparing" and prog.get("attempt") == 1
+
+        assert wait_for(preparing, timeout=60, every=0.3)
+        (first,) = [a for a in store.attempts(job_id) if a.instance_id]
+        iid = str(first.instance_id)
+        sim.preempt(iid, notice_s=120)  # the setup would outlast it: sleep 300
+
+        def noticed() -> bool:
+            rec.run_pass()
+            return store.has_event(job_id, "notice", iid)
+
+        assert until(noticed, 30, every=0.3), [e.message for e in store.events(job_id)]
+        assert wait_for(lambda: sim.sandbox(iid)["agent_exit"] is not None, timeout=30)
+        assert sim.sandbox(iid)["agent_exit"] == 0  # it stopped preparing, as interrupted
+        prog = read_progress(ck, job_id)
+        assert prog is not None and prog["attempt"] == 1, prog
+        assert prog["state"] == "interrupted" and prog["notice"] is not None, prog
+        assert prog["notice"]["source"] == "metadata" and prog["exit_code"] == 0
+        log = Path(sim.sandbox(iid)["sandbox"], "agent.log").read_text()
+        assert "interruption notice" in log and "while preparing" in log, log
+        assert "job ran" not in log
+    finally:
+        store.release_jobs(rec.owner)
+        rec.close()
+        cancel_job(store, job_id)
+        sim.shutdown_server(terminate_all=True)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,7 +113,7 @@ restart:
   max_restarts: 10
   zone_cooldown: 4s
 """)
-    options = {
+    options: dict[str, Any] = {
         "state_dir": str(sim_dir),
         "mimic": "all",
         "seconds_per_hour": 60,
@@ -120,6 +121,7 @@ restart:
         "preempt_first_after_s": 6,
         "demo_outage_s": 6,
         "idle_exit_s": 120,
+        "keep_sandboxes": True,  # the test looks in every attempt's work/code
     }
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     _, job_id = submit(

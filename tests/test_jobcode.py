@@ -221,3 +221,37 @@ def test_a_workdir_in_a_repository_follows_the_gitignore_files_above_it(tmp_path
     # outside any repository, only the workdir's own files count
     alone = _tree(tmp_path / "alone", {"x.pyc": "x", "y.py": "y"})
     assert _names(alone) == ["x.pyc", "y.py"]
+
+
+def test_a_full_commit_id_is_checked_against_the_repository_at_up(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A 40-hex ref is no excuse to skip the repository: one that does not exist, or one
+    without that commit, is refused at ``up`` with git's own words (not a sentence cut to its
+    last line), and one that has it (a ref's head or any older commit) is pinned."""
+    bare = tmp_path / "bare.git"
+    _git("clone", "-q", "--bare", str(repo), str(bare), cwd=tmp_path)
+    first = _git("rev-parse", "HEAD", cwd=repo)
+    (repo / "job.py").write_text("V = 2\n")
+    _git("commit", "-q", "-am", "two", cwd=repo)
+    _git("push", "-q", str(bare), "main", cwd=repo)
+    url = f"file://{bare}"
+    assert pin(url, first) == first  # no ref's head names it: fetched by id
+    second = _git("rev-parse", "HEAD", cwd=repo)
+    assert pin(url, second.upper()) == second
+    missing = f"file://{tmp_path / 'no-such-repo.git'}"
+    with pytest.raises(CodeError) as gone:
+        pin(missing, first)
+    said = str(gone.value)
+    assert "does not appear to be a git repository" in said and "no-such-repo" in said, said
+    assert not said.startswith("git ls-remote failed: and the"), said
+    with pytest.raises(CodeError, match=f"commit {'1' * 40} is not in {url}"):
+        pin(url, "1" * 40)
+
+
+def test_the_agent_s_checkout_error_keeps_git_s_words(tmp_path: Path) -> None:
+    with pytest.raises(CodeError) as caught:
+        checkout(f"file://{tmp_path / 'nope.git'}", "2" * 40, tmp_path / "dest")
+    said = str(caught.value)
+    assert "does not appear to be a git repository" in said, said
+    assert "and the repository exists." in said  # git's whole explanation, first line first

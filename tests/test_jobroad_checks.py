@@ -93,6 +93,19 @@ def test_a_git_ref_that_is_not_there(tmp_path: Path) -> None:
     assert code == 2 and "job.git" in err and "'v9' is not in" in err and "main" in err
 
 
+def test_a_full_commit_of_a_repository_that_is_not_there(tmp_path: Path) -> None:
+    """A 40-hex ref of a nonexistent repository is refused at ``up`` (exit 2, nothing
+    written, nothing launched) with git's own words, not accepted as "pinned at"."""
+    url = f"file://{tmp_path / 'no-such-repo.git'}"
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    policy = _policy(tmp_path, f"  git:\n    url: {url}\n    ref: {sha}\n  command: [python, a.py]")
+    code, err = _up(tmp_path, policy)
+    assert code == 2, err
+    assert "job.git" in err and "does not appear to be a git repository" in err, err
+    assert "pinned at" not in err and "Traceback" not in err
+    assert not (tmp_path / "state" / "provisioner" / "sim" / "instances").exists()  # no VM
+
+
 def test_secrets_that_cannot_be_read(tmp_path: Path) -> None:
     secrets = tmp_path / "secrets.yaml"
     secrets.write_text("OTHER: x\n")

@@ -514,3 +514,157 @@ def test_the_api_reports_a_notice_only_where_the_mimicked_clouds_does(cloud: str
     if facts.notice_sources.api_read:
         assert facts.notice_sources.api, "a notice read through the API names its source"
     assert facts.notice_sources.vm and facts.notice_sources.docs.startswith("https://")
+
+
+def test_preempt_first_after_0_turns_the_demo_preemption_off(state_dir: Path) -> None:
+    """``up -o preempt_first_after_s=0`` (docs/agent.md: a quieter market) means no demo
+    preemption, not one at once; a negative value is refused where it is given."""
+    from provisioner.api import job_provider_options
+    from provisioner.cli.checks import parse_provider_options
+
+    options = job_provider_options("sim", parse_provider_options(("preempt_first_after_s=0",)))
+    assert options["preempt_first_after_s"] == 0  # over the demo default of 12
+    sim = make(state_dir, preempt_first_after_s=options["preempt_first_after_s"])
+    inst = sim.launch(request(aws_offer(sim, "us-east-1a")))
+    sim.set_clock(datetime.now(UTC) + timedelta(hours=1))  # the scheduler ran an hour later
+    assert sim.get(inst.id).state is InstanceState.RUNNING
+    assert sim.sandbox(inst.id)["demo_at_real"] is None
+    with pytest.raises(ValueError, match="preempt_first_after_s must be >= 0"):
+        make(state_dir, preempt_first_after_s=-1)
+
+
+def test_a_reused_server_starts_the_agent_of_the_checkout_that_launched(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """One server serves a state directory for every ``up``: started from this checkout, it
+    starts the agent of another checkout's controller from that checkout, not its own."""
+    import shutil
+
+    from provisioner.agent.spec import AgentSpec
+
+    make(state_dir).availability(["us-east-1a"])  # this checkout starts the server
+    other = tmp_path / "other"
+    for pkg in ("provisioner", "providers", "policies"):
+        shutil.copytree(REPO / pkg, other / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    agent_main = other / "provisioner" / "agent" / "__main__.py"
+    text = agent_main.read_text()
+    agent_main.write_text(
+        text.replace("def main(", 'print("agent of", __file__)\n\n\ndef main(', 1)
+    )
+    spec = AgentSpec(
+        job_id="other",
+        attempt=1,
+        command=[sys.executable, "-c", "print('job ran')"],
+        checkpoint_uri=f"file://{tmp_path / 'ck'}",
+        probe="off",
+    )
+    script = (
+        "from providers.sim import SimProvider\n"
+        "from provisioner.core.models import LaunchRequest, Market\n"
+        f"sim = SimProvider({str(state_dir)!r}, mtbp_hours=None, idle_exit_s=60)\n"
+        "offer = next(o for o in sim.offers(['us-east-1']) if o.zone == 'us-east-1a')\n"
+        "req = LaunchRequest(job_id='other', attempt=1, offer=offer, market=Market.ON_DEMAND,\n"
+        f"                    job_spec={spec.to_dict()!r})\n"
+        "print(sim.launch(req).id)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=other,
+        env={**os.environ, "PYTHONPATH": str(other)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    iid = done.stdout.split()[-1]
+    log = Path(make(state_dir).sandbox(iid)["sandbox"]) / "agent.log"
+    wait_for(lambda: "job exited" in log.read_text(), timeout=30)
+    said = log.read_text()
+    assert f"agent of {agent_main}" in said, said
+
+
+def test_an_ended_instance_s_disk_goes_and_a_new_server_sweeps_what_a_dead_one_left(
+    state_dir: Path,
+) -> None:
+    """A terminated or preempted instance's sandbox loses its disk (``work/``, the spec) once
+    nothing of it runs; its record and console log stay, so the server still lists it. A
+    server that starts removes what a dead one left: an ended instance's disk, a sandbox
+    without its record, the code cache when no instance is live."""
+    sim = make(state_dir)
+    gone = sim.launch(request(aws_offer(sim), job="t"))
+    taken = sim.launch(request(aws_offer(sim), job="p"))
+    boxes = {i.id: Path(sim.sandbox(i.id)["sandbox"]) for i in (gone, taken)}
+    for box in boxes.values():
+        (box / "work" / "big.bin").write_bytes(b"\0" * (1 << 20))
+    sim.terminate([gone.id])
+    sim.preempt(taken.id, notice_s=0.5)
+    for iid, box in boxes.items():
+        work = box / "work"
+        wait_for(lambda: not work.exists(), timeout=15)  # noqa: B023 - waited on at once
+        assert sorted(p.name for p in box.iterdir()) == ["agent.log", "instance.json"]
+        assert sim.get(iid).state in (InstanceState.TERMINATED, InstanceState.PREEMPTED)
+    assert {i.id for i in sim.list()} == set(boxes)
+
+    sim.shutdown_server(terminate_all=True)
+    # what a server killed before its sweep leaves behind
+    record = json.loads((boxes[gone.id] / "instance.json").read_text())
+    record["swept"] = False
+    (boxes[gone.id] / "instance.json").write_text(json.dumps(record))
+    (boxes[gone.id] / "work").mkdir()
+    (boxes[gone.id] / "work" / "big.bin").write_bytes(b"\0" * 1024)
+    half = state_dir / "instances" / "sim-000000000000"
+    (half / "work").mkdir(parents=True)
+    (state_dir / "vm-cache" / "code").mkdir(parents=True)
+    (state_dir / "vm-cache" / "code" / "sha256-x.tar.gz").write_bytes(b"x")
+    make(state_dir).list()  # a new server starts
+    assert not (boxes[gone.id] / "work").exists()
+    assert not half.exists() and not (state_dir / "vm-cache").exists()
+    assert (boxes[gone.id] / "agent.log").exists()
+
+
+def test_a_server_ends_its_instances_and_exits_when_its_owner_is_gone(tmp_path: Path) -> None:
+    """``PROVISIONER_SIM_OWNER_PID`` (the test suite sets it to itself): a server started
+    under it terminates every instance and exits once that process is gone, so no server
+    and no agent outlives the tests that started them."""
+    from providers.sim.client import ENV_OWNER
+
+    owner = subprocess.Popen(["sleep", "600"])
+    state = tmp_path / "sim"
+    script = (
+        "from providers.sim import SimProvider\n"
+        "from provisioner.core.models import LaunchRequest, Market\n"
+        f"sim = SimProvider({str(state)!r}, mtbp_hours=None)\n"
+        "offer = next(o for o in sim.offers(['us-east-1']) if o.zone == 'us-east-1a')\n"
+        "print(sim.launch(LaunchRequest(job_id='o', attempt=1, offer=offer,\n"
+        "                               market=Market.ON_DEMAND)).id)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONPATH": str(REPO), ENV_OWNER: str(owner.pid)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        info = json.loads((state / "server.json").read_text())
+        assert info["owner_pid"] == owner.pid
+        iid = done.stdout.split()[-1]
+        pgid = int(json.loads((state / "instances" / iid / "instance.json").read_text())["pid"])
+        assert not group_gone(pgid) and pid_alive(info["pid"])
+    finally:
+        owner.kill()
+        owner.wait()
+    wait_for(lambda: not pid_alive(info["pid"]) or _zombie(info["pid"]), timeout=20)
+    wait_for(lambda: group_gone(pgid), timeout=10)
+    record = json.loads((state / "instances" / iid / "instance.json").read_text())
+    assert record["state"] == "terminated"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except OSError:
+        return True

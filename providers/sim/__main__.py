@@ -17,6 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     serve_p.add_argument("--host", default="127.0.0.1")
     serve_p.add_argument("--port", type=int, default=0, help="0: any free port")
     serve_p.add_argument("--detach", action="store_true", help="go to the background at once")
+    serve_p.add_argument(
+        "--owner-pid",
+        type=int,
+        default=None,
+        help="terminate every instance and exit once this process is gone",
+    )
     serve_p.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
 
@@ -30,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format=f"%(asctime)s [sim {os.getpid()}] %(levelname)s %(message)s",
     )
-    code = serve(state_dir, host=args.host, port=args.port)
+    code = serve(state_dir, host=args.host, port=args.port, owner_pid=args.owner_pid)
     if args.detach:
         sys.stdout.flush()
         os._exit(code)

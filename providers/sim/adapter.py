@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from providers.base import (
 from providers.capabilities import PlacementGroup
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
+from providers.sim.sandbox import project_root
 from provisioner.core.models import (
     TAG_MANAGED,
     Instance,
@@ -134,6 +136,8 @@ class SimProvider(Provider):
         notice_floor_s: float = 5.0,
         idle_exit_s: float = 600.0,
         terminate_grace_s: float = 2.0,
+        keep_sandboxes: bool = False,
+        abandon_exit_s: float | None = 3600.0,
         zones: Iterable[str] | None = None,
         catalog: Catalog | None = None,
         retry: RetryPolicy | None = None,
@@ -148,6 +152,8 @@ class SimProvider(Provider):
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
+        if preempt_first_after_s is not None and float(preempt_first_after_s) < 0:
+            raise ValueError("preempt_first_after_s must be >= 0 (0: no demo preemption)")
         #: the last listing's instances by id, with the summary each was made from: an
         #: unchanged summary gives back the same Instance (a listing is mostly unchanged)
         self._listed: dict[str, tuple[dict[str, Any], Instance]] = {}
@@ -169,11 +175,14 @@ class SimProvider(Provider):
             "outage_hours": float(outage_hours),
             "traces": _trace_files(trace),
             "trace_offset_hours": float(trace_offset_hours),
-            "preempt_first_after_s": preempt_first_after_s,
+            # the demo's preemption; 0 (as None) turns it off: -o preempt_first_after_s=0
+            "preempt_first_after_s": float(preempt_first_after_s or 0) or None,
             "demo_outage_s": float(demo_outage_s),
             "notice_floor_s": float(notice_floor_s),
             "idle_exit_s": float(idle_exit_s),
             "terminate_grace_s": float(terminate_grace_s),
+            "keep_sandboxes": bool(keep_sandboxes),
+            "abandon_exit_s": None if abandon_exit_s is None else float(abandon_exit_s),
             "gpu_speed": {str(k): float(v) for k, v in (gpu_speed or {}).items()},
             "market_notice_s": None if market_notice_s is None else float(market_notice_s),
             "run_agent": bool(run_agent),
@@ -339,6 +348,13 @@ class SimProvider(Provider):
             "spot_price": o.spot_price,
             "spec": spec,
             "pythonpath": [os.getcwd()],
+            # what this controller runs, for the agent to run too: the server may be another
+            # checkout's or install's (one server per state directory, reused by every `up`)
+            "agent": {
+                "root": project_root(),
+                "python": self.python or sys.executable,
+                "pythonpath": [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p],
+            },
             # the sim's secret store: read on the "VM" by its agent, like a cloud's
             "secrets_file": _absolute_path(os.environ.get("PROVISIONER_SIM_SECRETS")),
             "placement_group": request.placement_group,

@@ -23,6 +23,9 @@ from typing import Any
 from providers.base import ErrorKind, ProviderError
 
 START_TIMEOUT_S = 20.0
+#: a process id: a sim server started while it is set exits (terminating its instances) once
+#: that process is gone (the test suite sets it to itself: no server outlives its tests)
+ENV_OWNER = "PROVISIONER_SIM_OWNER_PID"
 
 
 class SimUnreachable(Exception):
@@ -97,6 +100,7 @@ def ensure_server(state_dir: Path, python: str | None = None) -> str:
             env = dict(os.environ)
             root = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+            owner = os.environ.get(ENV_OWNER, "")
             subprocess.run(
                 [
                     python or sys.executable,
@@ -106,6 +110,7 @@ def ensure_server(state_dir: Path, python: str | None = None) -> str:
                     "--state-dir",
                     str(state_dir),
                     "--detach",
+                    *(["--owner-pid", owner] if owner.isdigit() else []),
                 ],
                 env=env,
                 cwd=state_dir,

@@ -10,6 +10,12 @@ owns ``<state_dir>``::
     instances/<id>/spec.json        the node agent's job spec, as the agent reads it
     instances/<id>/work/            the job's working directory
     instances/<id>/agent.log        the agent's and the job's output
+    vm-cache/                       the sandboxes' code cache (a warm machine image's)
+
+An ended instance's sandbox (its disk: ``spec.json`` and ``work/``) is removed once nothing
+of it runs (option ``keep_sandboxes`` keeps it); ``instance.json`` and ``agent.log`` stay. A
+server that starts sweeps what a dead one left: ended instances' disks, half-made sandboxes,
+and the code cache when no instance is live.
 
 An instance is a process group (``start_new_session``) running ``python -m provisioner.agent
 --spec spec.json`` (or a placeholder process when the launch carries no job spec). The group
@@ -29,7 +35,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,7 @@ from providers.sim.records import (
     event_line,
     instance_summary,
     instance_view,
+    new_instance,
 )
 from providers.sim.rules import RULES, api_reports, rules_for
 
@@ -81,6 +87,7 @@ class SimCloud:
         self.metadata_service = MetadataService(self.approve)
         self.groups = PlacementGroupBook(self.dir, self.instances)
         sandbox_.set_subreaper()
+        self._sweep_stale()
 
     def _market(self) -> Market:
         return Market(**self.config.market_options())
@@ -213,37 +220,10 @@ class SimCloud:
             iid = f"sim-{secrets.token_hex(6)}"
             sandbox = self.dir / "instances" / iid
             (sandbox / "work").mkdir(parents=True)
-            tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
-            inst: dict[str, Any] = {
-                "id": iid,
-                "token": token or iid,
-                "cloud": cloud,
-                "region": str(body.get("region") or ""),
-                "zone": zone,
-                "instance_type": str(body.get("instance_type") or ""),
-                "market": market,
-                "price_per_hour": None if price is None else float(price),
-                "bid_cap": body.get("bid_cap"),
-                "tags": tags,
-                "state": "running",
-                "raw_state": rules.raw_running,
-                "state_reason": "",
-                "launched_real": now,
-                "ended_real": None,
-                "time_scale": self.config.time_scale,
-                "sandbox": str(sandbox),
-                "metadata_url": f"{self.base_url}/i/{iid}",
-                "pid": None,
-                "agent_exit": None,
-                "notice_real": None,
-                "deadline_real": None,
-                "event_id": str(uuid.uuid4()),
-                "demo_at_real": None,
-                "kill_at_real": None,
-                "killed": False,
-                "has_agent": body.get("spec") is not None,
-                "placement_group": group,
-            }
+            inst = new_instance(
+                iid, body, token, market, price, now, self.config.time_scale, sandbox, group
+            )
+            inst["metadata_url"] = f"{self.base_url}/i/{iid}"
             if market == "spot" and self.config.preempt_first_after_s is not None:
                 demo_first(inst, self.instances.values(), now + self.config.preempt_first_after_s)
             if self.config.run_agent:
@@ -251,6 +231,7 @@ class SimCloud:
                     inst,
                     body.get("spec"),
                     body.get("pythonpath") or (),
+                    agent=body.get("agent") or None,
                     gpu_speed=self.config.gpu_speed.get(inst["instance_type"]),
                     secrets_file=body.get("secrets_file") or None,
                     cache_dir=self.dir / "vm-cache",
@@ -440,11 +421,28 @@ class SimCloud:
     def _save(self, inst: dict[str, Any]) -> None:
         atomic_json(Path(inst["sandbox"]) / "instance.json", inst)
 
+    # -- sandboxes of ended instances ------------------------------------------------------------
+
+    def _to_sweep(self, inst: dict[str, Any]) -> Path | None:
+        """An ended instance's sandbox whose disk may go now, marked swept (under the lock;
+        the caller removes it after, outside: a large workdir takes a while)."""
+        if not sandbox_.sweepable(inst, self.procs, self.config.keep_sandboxes):
+            return None
+        inst["swept"] = True
+        self._save(inst)
+        return Path(inst["sandbox"])
+
+    def _sweep_stale(self) -> None:
+        """What a dead server left (see :func:`providers.sim.sandbox.sweep_stale`)."""
+        sandbox_.sweep_all([p for p in map(self._to_sweep, self.instances.values()) if p])
+        sandbox_.sweep_stale(self.dir, self.instances, self.config.keep_sandboxes)
+
     # -- the scheduler -------------------------------------------------------------------------
 
     def tick(self) -> None:
         """One pass: reap, kill what is due, serve notices where capacity goes."""
         real = time.time()  # processes (grace, reaping) run on the real clock
+        ended: list[Path] = []
         with self.lock:
             now = self.now()
             for inst in self.instances.values():
@@ -467,6 +465,12 @@ class SimCloud:
                             self.outages[inst["zone"]] = now + self.config.demo_outage_s
                 if inst["deadline_real"] is not None and now >= inst["deadline_real"]:
                     self._preempt_now(inst, now)
+            for inst in self.instances.values():
+                if inst["state"] != "running" and not inst.get("swept"):
+                    path = self._to_sweep(inst)
+                    if path is not None:
+                        ended.append(path)
+        sandbox_.sweep_all(ended)
         if real - self._last_reap > 0.5:
             self._last_reap = real
             sandbox_.reap_orphans({p.pid for p in self.procs.values()})

@@ -29,11 +29,18 @@ class SimConfig:
     outage_hours: float = 0.5  # mean simulated hours a zone stays unavailable
     traces: dict[str, str] = field(default_factory=dict)  # zone -> trace file (JSON or CSV)
     trace_offset_hours: float = 0.0  # where in the traces simulated time 0 falls
-    preempt_first_after_s: float | None = None  # demo: first spot instance of a job goes after N s
+    #: demo: the first spot instance of a job goes after N real seconds; None or 0: never
+    preempt_first_after_s: float | None = None
     demo_outage_s: float = 60.0  # demo: its zone then has no capacity for N real seconds
     notice_floor_s: float = 5.0  # a notice lasts at least this many real seconds
     idle_exit_s: float = 600.0  # the server exits after this long idle with nothing alive
+    #: with no API call for this long, the server terminates every instance and exits, live
+    #: ones too (nobody is supervising them); None: never
+    abandon_exit_s: float | None = 3600.0
     terminate_grace_s: float = 2.0  # SIGTERM, then SIGKILL after this long, on terminate
+    #: True: an ended instance's sandbox (its work/, the "disk") stays, for a test to look in;
+    #: False: it goes once nothing of the instance runs (its record and agent.log stay)
+    keep_sandboxes: bool = False
     epoch: float = 0.0  # real time of simulated time 0 (set when the market is (re)defined)
     #: instance type -> share of its datasheet its simulated GPUs deliver (what the agent's
     #: probe reports on the sim, which has no GPU); a type not named reports nothing measured
@@ -80,6 +87,17 @@ class SimConfig:
         cfg = cls(**doc)
         if cfg.seconds_per_hour <= 0:
             raise SimError(400, "invalid", "InvalidParameter", "seconds_per_hour must be > 0")
+        if cfg.preempt_first_after_s is not None:
+            if cfg.preempt_first_after_s < 0:
+                raise SimError(
+                    400,
+                    "invalid",
+                    "InvalidParameter",
+                    "preempt_first_after_s must be >= 0 (0: no demo preemption)",
+                )
+            cfg.preempt_first_after_s = float(cfg.preempt_first_after_s) or None  # 0: off
+        if cfg.abandon_exit_s is not None and cfg.abandon_exit_s <= 0:
+            raise SimError(400, "invalid", "InvalidParameter", "abandon_exit_s must be > 0")
         if cfg.market_notice_s is not None and cfg.market_notice_s < 0:
             raise SimError(400, "invalid", "InvalidParameter", "market_notice_s must be >= 0")
         try:

@@ -13,6 +13,51 @@ from typing import Any
 from providers.sim.rules import rules_for
 
 
+def new_instance(
+    iid: str,
+    body: dict[str, Any],
+    token: str,
+    market: str,
+    price: Any,
+    now: float,
+    time_scale: float,
+    sandbox: Path,
+    group: str | None,
+) -> dict[str, Any]:
+    """A launched instance's record (``instance.json``), from the launch's ``body``."""
+    rules = rules_for(str(body.get("cloud") or "aws"))
+    return {
+        "id": iid,
+        "token": token or iid,
+        "cloud": str(body.get("cloud") or "aws"),
+        "region": str(body.get("region") or ""),
+        "zone": str(body.get("zone") or ""),
+        "instance_type": str(body.get("instance_type") or ""),
+        "market": market,
+        "price_per_hour": None if price is None else float(price),
+        "bid_cap": body.get("bid_cap"),
+        "tags": {str(k): str(v) for k, v in (body.get("tags") or {}).items()},
+        "state": "running",
+        "raw_state": rules.raw_running,
+        "state_reason": "",
+        "launched_real": now,
+        "ended_real": None,
+        "time_scale": time_scale,
+        "sandbox": str(sandbox),
+        "metadata_url": "",
+        "pid": None,
+        "agent_exit": None,
+        "notice_real": None,
+        "deadline_real": None,
+        "event_id": str(uuid.uuid4()),
+        "demo_at_real": None,
+        "kill_at_real": None,
+        "killed": False,
+        "has_agent": body.get("spec") is not None,
+        "placement_group": group,
+    }
+
+
 def atomic_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:6]}")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("provisioner.sim")
 
 
 def set_subreaper() -> None:
@@ -40,6 +43,7 @@ def start(
     spec: dict[str, Any] | None,
     pythonpath: Iterable[str] = (),
     *,
+    agent: dict[str, Any] | None = None,
     gpu_speed: float | None = None,
     secrets_file: str | None = None,
     cache_dir: Path | None = None,
@@ -55,15 +59,18 @@ def start(
     as a VM reads its cloud's); a code cache (``cache_dir``, shared by the sim's sandboxes as
     VMs from one warm machine image would share it). A job that brings no code of its own
     (no ``job.workdir``, ``job.git`` or image) also finds the controller's working directory
-    on ``PYTHONPATH`` (``pythonpath``): the sim's convenience, which no cloud VM gives."""
+    on ``PYTHONPATH`` (``pythonpath``): the sim's convenience, which no cloud VM gives.
+
+    The provisioner installed is the launching controller's (``agent``: its project root, its
+    interpreter and its ``PYTHONPATH``), not the server's: one server serves a state directory
+    for every ``up`` that uses it, whichever checkout or install started it first."""
     sandbox = Path(inst["sandbox"])
     env = dict(os.environ)
     own_code = bool(spec and (spec.get("code") or spec.get("container")))
-    paths = [project_root(), *([] if own_code else [str(p) for p in pythonpath])]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    root, python, extra = _installed(agent, env)
+    paths = [root, *([] if own_code else [str(p) for p in pythonpath]), *extra]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
     env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
     env["PROVISIONER_INSTANCE_ID"] = inst["id"]
     if secrets_file:
@@ -84,7 +91,7 @@ def start(
             (sandbox / "work" / "sim-probe.json").write_text(json.dumps(report, indent=2))
             spec["probe"] = "file:sim-probe.json"
         (sandbox / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
-        argv = [sys.executable, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
+        argv = [python, "-m", "provisioner.agent", "--spec", str(sandbox / "spec.json")]
     else:  # an empty VM: something to hold the process group
         argv = [shutil.which("sleep") or "sleep", "2147483647"]
     with open(sandbox / "agent.log", "ab") as out:
@@ -97,6 +104,20 @@ def start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def _installed(agent: dict[str, Any] | None, env: dict[str, str]) -> tuple[str, str, list[str]]:
+    """(project root, interpreter, further ``PYTHONPATH`` entries) the sandbox runs with: the
+    launching controller's where the launch says (a launch from an older client does not: then
+    the server's own, with the environment it was started in)."""
+    if not agent or not agent.get("root"):
+        inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        return project_root(), sys.executable, inherited
+    python = str(agent.get("python") or "")
+    if not (python and os.access(python, os.X_OK)):
+        python = sys.executable
+    extra = [str(p) for p in agent.get("pythonpath") or [] if p]
+    return str(agent["root"]), python, extra
 
 
 def simulated_probe(gpu_speed: float | None) -> dict[str, Any]:
@@ -122,6 +143,82 @@ def simulated_probe(gpu_speed: float | None) -> dict[str, Any]:
             "note": note,
         },
     }
+
+
+#: what stays of an ended instance's sandbox: its record and its console output (as a cloud
+#: keeps a terminated VM's description and console log for a while); the rest (its disk: the
+#: job's code, checkpoints and output, which the agent put in the checkpoint store) goes
+KEPT = ("instance.json", "agent.log")
+
+
+def group_gone(pid: int | None) -> bool:
+    """Whether no process of the instance's group (``pid``: its leader's) is left."""
+    if not pid:
+        return True
+    try:
+        os.killpg(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def sweepable(inst: dict[str, Any], procs: Container[str], keep: bool) -> bool:
+    """Whether an instance's disk may go: it ended, its agent was reaped (not in ``procs``),
+    its process group is gone, and sandboxes are not kept."""
+    return not (
+        inst["state"] == "running"
+        or inst.get("swept")
+        or keep
+        or inst["id"] in procs
+        or not group_gone(inst.get("pid"))
+    )
+
+
+def sweep_all(sandboxes: Iterable[Path]) -> None:
+    for path in sandboxes:
+        freed = sweep(path)
+        log.info("removed the disk of %s's sandbox (%d bytes)", path.name, freed)
+
+
+def sweep_stale(state_dir: Path, instances: Mapping[str, dict[str, Any]], keep: bool) -> None:
+    """What a dead server left besides ended instances' disks: sandboxes without a record (a
+    launch cut short), and the code cache when no instance is live."""
+    for path in (state_dir / "instances").iterdir():
+        if path.is_dir() and path.name not in instances:
+            shutil.rmtree(path, ignore_errors=True)
+            log.info("removed %s: a sandbox without its record", path.name)
+    if not keep and not any(i["state"] == "running" for i in instances.values()):
+        shutil.rmtree(state_dir / "vm-cache", ignore_errors=True)
+
+
+def sweep(sandbox: Path) -> int:
+    """Remove an ended instance's disk (everything but :data:`KEPT`); the bytes freed."""
+    freed = 0
+    for entry in list(sandbox.iterdir()) if sandbox.is_dir() else []:
+        if entry.name in KEPT:
+            continue
+        freed += _size(entry)
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+    return freed
+
+
+def _size(path: Path) -> int:
+    if path.is_symlink() or not path.is_dir():
+        with contextlib.suppress(OSError):
+            return path.lstat().st_size
+        return 0
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
 
 
 def reap_orphans(mine: set[int]) -> None:

@@ -4,8 +4,11 @@
 It is its own process, like a real cloud's control plane: it outlives the controllers that
 started it, and exits by itself once it has had no API call for ``idle_exit_s`` and no
 instance has a live process (an instance whose job ended stays ``running``, as a VM does, but
-does not keep the server up; a restarted server still knows it). ``DIR/serve.lock`` (held while it runs) keeps a second server off the same
-state; ``DIR/server.json`` says where it listens (pid, port, url).
+does not keep the server up; a restarted server still knows it). With no API call for
+``abandon_exit_s`` (an hour), or once its owner is gone (``--owner-pid``, from
+``$PROVISIONER_SIM_OWNER_PID`` where the starting controller has it: the test suite), it
+terminates every instance and exits. ``DIR/serve.lock`` (held while it runs) keeps a second
+server off the same state; ``DIR/server.json`` says where it listens (pid, port, url, owner).
 
 API (JSON bodies; errors are ``{"error": {"kind", "code", "message"}}`` with an HTTP status):
 
@@ -56,11 +59,26 @@ log = logging.getLogger("provisioner.sim.server")
 TICK_S = 0.1
 
 
+#: the owner (``serve --owner-pid``) is looked for this often (seconds)
+OWNER_CHECK_S = 1.0
+
+
 class SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     cloud: SimCloud
     stopping: threading.Event
+    owner_pid: int | None = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -211,17 +229,37 @@ class Handler(BaseHTTPRequestHandler):
 
 def _scheduler(server: SimHTTPServer) -> None:
     cloud = server.cloud
+    next_owner_check = 0.0
     while not server.stopping.is_set():
         try:
             cloud.tick()
         except Exception:  # the scheduler must not die
             log.exception("scheduler tick failed")
         idle = time.time() - cloud.last_activity
+        abandon = cloud.config.abandon_exit_s
         if idle > cloud.config.idle_exit_s and cloud.busy() == 0:
             log.info("idle for %.0fs with no instance doing anything: exiting", idle)
             server.stopping.set()
+        elif abandon is not None and idle > abandon:
+            log.warning("no call for %.0fs: terminating every instance and exiting", idle)
+            _end_all(server)
+        elif server.owner_pid and time.monotonic() >= next_owner_check:
+            next_owner_check = time.monotonic() + OWNER_CHECK_S
+            if not _alive(server.owner_pid):
+                log.info(
+                    "owner %d is gone: terminating every instance and exiting", server.owner_pid
+                )
+                _end_all(server)
         server.stopping.wait(TICK_S)
     server.shutdown()
+
+
+def _end_all(server: SimHTTPServer) -> None:
+    try:
+        server.cloud.shutdown(True)
+    except Exception:
+        log.exception("cannot terminate every instance")
+    server.stopping.set()
 
 
 def _bind(state_dir: Path, host: str, port: int) -> SimHTTPServer:
@@ -242,8 +280,11 @@ def _bind(state_dir: Path, host: str, port: int) -> SimHTTPServer:
     return server
 
 
-def serve(state_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> int:
-    """Run the server until it is told to stop or goes idle; 0 also when one already runs."""
+def serve(
+    state_dir: Path, *, host: str = "127.0.0.1", port: int = 0, owner_pid: int | None = None
+) -> int:
+    """Run the server until it is told to stop, goes idle, or (``owner_pid``) that process is
+    gone; 0 also when one already runs."""
     state_dir.mkdir(parents=True, exist_ok=True)
     lock_fh = open(state_dir / "serve.lock", "a+")  # noqa: SIM115 - held for our lifetime
     try:
@@ -253,6 +294,7 @@ def serve(state_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> int:
         return 0
     server = _bind(state_dir, host, port)
     server.stopping = threading.Event()
+    server.owner_pid = owner_pid
     real_host, real_port = str(server.server_address[0]), int(server.server_address[1])
     url = f"http://{real_host}:{real_port}"
     server.cloud = SimCloud(state_dir, url)
@@ -262,6 +304,7 @@ def serve(state_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> int:
         "port": real_port,
         "url": url,
         "started_at": time.time(),
+        "owner_pid": owner_pid,
     }
     tmp = state_dir / ".server.json.tmp"
     tmp.write_text(json.dumps(info))

@@ -1,22 +1,50 @@
-"""The agent's progress record (``progress.json`` in the checkpoint store; docs/agent.md)."""
+"""The agent's progress record (``progress.json`` in the checkpoint store; docs/agent.md), its
+write, and the job's environment (what the job is told of the agent)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from provisioner.agent import protocol
 from provisioner.agent.protocol import AgentNotice
-from provisioner.agent.store import step_of
+from provisioner.agent.store import step_of, write_text_uri
+from provisioner.probe.idle import ENV_GPU_FILE
 
 if TYPE_CHECKING:
     from provisioner.agent.runner import Agent
 
+log = logging.getLogger("provisioner.agent")
+
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
+
+
+def job_env(agent: Agent, resume_from: str) -> dict[str, str]:
+    """The variables ``agent``'s job gets beyond the agent's own environment: its own, its
+    secrets, and where it finds the agent (docs/agent.md's protocol)."""
+    env = {"PYTHONUNBUFFERED": "1", **agent.spec.env, **agent.ready.secrets}
+    env.update(
+        {
+            protocol.ENV_JOB_ID: agent.spec.job_id,
+            protocol.ENV_ATTEMPT: str(agent.spec.attempt),
+            protocol.ENV_CHECKPOINT_DIR: str(agent.ckpt_dir),
+            protocol.ENV_RESUME_FROM: resume_from,
+            protocol.ENV_SIGNAL: agent.spec.signal_name,
+            protocol.ENV_OUTPUT_DIR: str(agent.output_dir),
+            protocol.ENV_PROGRESS_FILE: str(agent.job_progress_file),
+            protocol.ENV_NOTICE_FILE: str(agent.notice_file),
+        }
+    )
+    if agent.gpu_source.path is not None:  # the sim: the job reports its "GPU" here
+        env[ENV_GPU_FILE] = str(agent.gpu_source.path)
+    env.update(agent.gang_env)
+    return env
 
 
 def job_file_stamp(agent: Agent) -> int | None:
@@ -91,3 +119,25 @@ def progress_record(agent: Agent) -> dict[str, Any]:
         "started_at": iso(agent.started_at),
         "updated_at": iso(datetime.now(UTC)),
     }
+
+
+def write_record(agent: Agent) -> None:
+    """Write ``agent``'s record where the controller reads it (node 0 speaks for a gang; a
+    later attempt's record is never overwritten); best effort: the job goes on."""
+    doc = progress_record(agent)
+    agent._reported_ckpt, agent._reported_job = doc["last_checkpoint"], job_file_stamp(agent)
+    try:
+        if agent.gang is not None and agent.gang.node > 0:  # node 0 speaks for the gang
+            agent.gang.write_node_progress(doc)
+        elif not agent.spec.progress_uri:
+            current = agent.store.read_json("progress.json")
+            if current and int(current.get("attempt") or 0) > agent.spec.attempt:
+                if not agent._skip_progress:
+                    log.info("a later attempt reports progress; not overwriting it")
+                agent._skip_progress = True
+                return
+            agent.store.write_progress(doc)
+        else:
+            write_text_uri(agent.spec.progress_uri, json.dumps(doc, indent=2, sort_keys=True))
+    except Exception as exc:  # progress is best effort; the job goes on
+        log.warning("cannot write progress: %s", exc)

@@ -20,7 +20,9 @@ Before the job starts, the agent puts its code in place, reads its secrets, pull
 runs its setup once per VM (:mod:`provisioner.agent.prepare`; a failure there is reported as
 ``setup-failed``, not as the job's), probes its GPUs (``spec.probe``, see
 :mod:`provisioner.probe.node`) and puts the report beside ``progress.json``. The job's output
-goes to the checkpoint store in chunks (:mod:`provisioner.agent.logship`).
+goes to the checkpoint store in chunks (:mod:`provisioner.agent.logship`). A notice that comes
+meanwhile is watched for from the agent's start (:mod:`provisioner.agent.prewatch`): it is
+reported at once, preparing stops, and the attempt ends ``interrupted`` (no job to checkpoint).
 
 The job runs in the agent's own process group (on the sim cloud that group is the "VM": a
 preemption kills both), and only the job's own process gets the checkpoint signal, so helper
@@ -29,11 +31,11 @@ processes (data loaders) are not killed by a SIGUSR1 they do not handle.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,12 +47,13 @@ from provisioner.agent.jobproc import end_job, start_job
 from provisioner.agent.logship import LogShipper, scrubber
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
-from provisioner.agent.report import job_file_stamp, progress_record
+from provisioner.agent.prewatch import PrepareWatch, notice_before_job
+from provisioner.agent.report import job_env, job_file_stamp, progress_record, write_record
 from provisioner.agent.signals import EarlyWatch
 from provisioner.agent.spec import AgentSpec
-from provisioner.agent.store import CheckpointStore, write_text_uri
+from provisioner.agent.store import CheckpointStore
 from provisioner.agent.syncer import Syncer
-from provisioner.probe.idle import ENV_GPU_FILE, IdleTracker, UtilisationSource
+from provisioner.probe.idle import IdleTracker, UtilisationSource
 
 log = logging.getLogger("provisioner.agent")
 
@@ -117,6 +120,11 @@ class Agent:
         self.prepared: dict[str, Any] = {}
         self.setup_error: dict[str, Any] | None = None
         self.job_log: LogShipper | None = None
+        #: the watch for a notice before the job runs (its thread writes progress too)
+        self.prewatch = PrepareWatch(
+            self.reader, self.gang, spec.cloud, spec.poll_s, lambda n: notice_before_job(self, n)
+        )
+        self._progress_lock = threading.Lock()
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -137,29 +145,13 @@ class Agent:
         spec = self.spec
         if spec.handover_from and not spec.progress_uri:
             done = await_handover(
-                self.store, spec.handover_from, spec.handover_until, lambda: bool(self._stop_reason)
+                self.store, spec.handover_from, spec.handover_until, self._should_stop
             )
             log.info("attempt %d %s", spec.handover_from, "handed over" if done else "gone")
 
     def _job_env(self, resume_from: str) -> dict[str, str]:
         """The variables the job gets beyond the agent's own environment."""
-        env = {"PYTHONUNBUFFERED": "1", **self.spec.env, **self.ready.secrets}
-        env.update(
-            {
-                protocol.ENV_JOB_ID: self.spec.job_id,
-                protocol.ENV_ATTEMPT: str(self.spec.attempt),
-                protocol.ENV_CHECKPOINT_DIR: str(self.ckpt_dir),
-                protocol.ENV_RESUME_FROM: resume_from,
-                protocol.ENV_SIGNAL: self.spec.signal_name,
-                protocol.ENV_OUTPUT_DIR: str(self.output_dir),
-                protocol.ENV_PROGRESS_FILE: str(self.job_progress_file),
-                protocol.ENV_NOTICE_FILE: str(self.notice_file),
-            }
-        )
-        if self.gpu_source.path is not None:  # the sim: the job reports its "GPU" here
-            env[ENV_GPU_FILE] = str(self.gpu_source.path)
-        env.update(self.gang_env)
-        return env
+        return job_env(self, resume_from)
 
     def _env(self, resume_from: str) -> dict[str, str]:
         return {**os.environ, **self._job_env(resume_from)}
@@ -173,7 +165,7 @@ class Agent:
             self.spec.resolved_cache(),
             self.store,
             lambda secrets: {**self._job_env(""), **secrets},
-            lambda: bool(self._stop_reason),
+            self._should_stop,
             scrubber,
         )
         self.state = "preparing"
@@ -184,6 +176,8 @@ class Agent:
         except Stopped:
             self.state, self.exit_code = "interrupted", 0
         except SetupFailed as exc:
+            if self.notice is not None:  # stopped by the notice: not the setup's failure
+                return self._interrupted_before_job()
             self.setup_error = exc.as_dict()
             self.note = f"setup failed: {exc}"
             log.error("%s", self.note)
@@ -192,8 +186,20 @@ class Agent:
             self.prepared = self.ready.report
             self.state = "starting"
             return None
+        if self.notice is not None:
+            return self._interrupted_before_job()
         self.write_progress()
         return self.exit_code
+
+    # -- a notice before the job runs (provisioner.agent.prewatch) ----------------------------
+
+    def _interrupted_before_job(self) -> int:
+        """The main thread's end after a notice before the job started."""
+        self.prewatch.stop()
+        self.state, self.exit_code = "interrupted", 0
+        log.info("interrupted before the job started")
+        self.write_progress()
+        return 0
 
     def _start_job(self, resume_from: str) -> subprocess.Popen[bytes]:
         proc, self.job_log = start_job(
@@ -235,6 +241,10 @@ class Agent:
         """The stop signal the agent got (``SIGTERM``...), or None."""
         return self._stop_reason
 
+    def _should_stop(self) -> bool:
+        """Whether a step before the job should stop: the agent was told to, or a notice came."""
+        return bool(self._stop_reason) or self.notice is not None
+
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_reason = signal.Signals(signum).name
 
@@ -246,10 +256,12 @@ class Agent:
         self.notice_file.unlink(missing_ok=True)  # an earlier agent's, on this VM
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        self.prewatch.start()  # a notice is watched for from now on, before the job too
         # the job's road first, so that a replacement under overlap is ready when the
         # checkpoint it resumes from comes in
         code = self._prepare()
         if code is not None:
+            self.prewatch.stop()
             return code
         self._await_handover()
         try:
@@ -261,24 +273,29 @@ class Agent:
             self.write_progress()
             return 1
         self.syncer = Syncer(self.store, self.ckpt_dir, self.resumed_from)
+        if self.notice is not None:
+            return self._interrupted_before_job()
         self._probe()  # before the job, so that it measures the GPUs and not the job
+        if self.notice is not None:
+            return self._interrupted_before_job()
         if self._stop_reason:  # told to stop while probing: the VM is going
             self.state, self.exit_code = "interrupted", 0
             self.write_progress()
             return 0
         if self.gang is not None:  # node 0 announces where its job listens; the others wait
             try:
-                self.gang_env = self.gang.meet(
-                    self.spec.advertise_addr, lambda: bool(self._stop_reason)
-                )
+                self.gang_env = self.gang.meet(self.spec.advertise_addr, self._should_stop)
             except RendezvousError as exc:
                 self.note = f"gang rendezvous: {exc}"
                 log.error("%s", self.note)
                 self.state, self.exit_code = (
-                    ("interrupted", 0) if self._stop_reason else ("failed", 1)
+                    ("interrupted", 0) if self._should_stop() else ("failed", 1)
                 )
                 self.write_progress()
                 return self.exit_code
+        self.prewatch.stop()  # the loop polls from here on
+        if self.notice is not None:
+            return self._interrupted_before_job()
         log.info("job %s attempt %d: %s", self.spec.job_id, self.spec.attempt, self.spec.command)
         try:
             self.proc = self._start_job(resume_from)
@@ -479,20 +496,5 @@ class Agent:
         return progress_record(self)
 
     def write_progress(self) -> None:
-        doc = self.progress()
-        self._reported_ckpt, self._reported_job = doc["last_checkpoint"], job_file_stamp(self)
-        try:
-            if self.gang is not None and self.gang.node > 0:  # node 0 speaks for the gang
-                self.gang.write_node_progress(doc)
-            elif not self.spec.progress_uri:
-                current = self.store.read_json("progress.json")
-                if current and int(current.get("attempt") or 0) > self.spec.attempt:
-                    if not self._skip_progress:
-                        log.info("a later attempt reports progress; not overwriting it")
-                    self._skip_progress = True
-                    return
-                self.store.write_progress(doc)
-            else:
-                write_text_uri(self.spec.progress_uri, json.dumps(doc, indent=2, sort_keys=True))
-        except Exception as exc:  # progress is best effort; the job goes on
-            log.warning("cannot write progress: %s", exc)
+        with self._progress_lock:  # the prepare watch's thread writes too
+            write_record(self)

@@ -43,7 +43,8 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     "options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Provider option (repeatable), e.g. -o region=eu-west-1, -o seconds_per_hour=60.",
+    help="Provider option (repeatable), e.g. -o region=eu-west-1, -o seconds_per_hour=60; "
+    "on the sim, -o preempt_first_after_s=0 turns the demo preemption off.",
 )
 @click.option(
     "--detach",

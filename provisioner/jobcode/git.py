@@ -2,8 +2,10 @@
 
 At ``up``, :func:`pin` asks the repository (``git ls-remote``) which commit the ref names now
 (a branch's head, a tag's commit, peeled), so every restart runs the same code even when the
-branch moves on; a full commit id is taken as it is. A ref the repository does not have is an
-error naming the branches and tags it does have.
+branch moves on. A ref the repository does not have is an error naming the branches and tags it
+does have. A full commit id is checked too: the repository must answer, and the commit must be
+in it (a ref's head, or fetched by id with no file contents: ``git fetch --depth 1
+--filter=tree:0``), so that a typo fails at ``up`` and not on every VM launched for it.
 
 On the VM, :func:`checkout` fetches only that commit (``git fetch --depth 1 origin <commit>``,
 which GitHub, GitLab and git >= 2.5 servers allow) and falls back to a full fetch where the
@@ -43,16 +45,35 @@ def _git(args: list[str], cwd: Path | None = None, timeout: float = TIMEOUT_S) -
     except subprocess.TimeoutExpired:
         raise CodeError(f"git {args[0]} took over {timeout:.0f} s") from None
     if done.returncode != 0:
-        err = (done.stderr or done.stdout).strip().splitlines()
-        raise CodeError(f"git {args[0]} failed: {err[-1] if err else f'exit {done.returncode}'}")
+        raise CodeError(
+            f"git {args[0]} failed: {git_says(done.stderr or done.stdout, done.returncode)}"
+        )
     return done.stdout
+
+
+#: the most of git's own words an error keeps
+SAYS_MAX = 600
+
+
+def git_says(output: str, returncode: int) -> str:
+    """git's message, whole (its lines joined), never only its last line: git explains over
+    several lines ("fatal: ... does not appear to be a git repository", "Please make sure you
+    have the correct access rights", "and the repository exists.")."""
+    lines = [x.strip() for x in output.strip().splitlines() if x.strip()]
+    if not lines:
+        return f"exit {returncode}"
+    text = " ".join(lines)
+    return text if len(text) <= SAYS_MAX else text[: SAYS_MAX - 3] + "..."
 
 
 def pin(url: str, ref: str) -> str:
     """The commit ``ref`` names in the repository at ``url`` now (raises :class:`CodeError`)."""
+    out = _git(["ls-remote", "--", url])  # the repository answers (and says what it has)
     if _SHA.match(ref.lower()):
-        return ref.lower()
-    out = _git(["ls-remote", "--", url])
+        commit = ref.lower()
+        if commit not in out:
+            _has_commit(url, commit)
+        return commit
     refs: dict[str, str] = {}
     for line in out.splitlines():
         sha, _, name = line.partition("\t")
@@ -72,6 +93,26 @@ def pin(url: str, ref: str) -> str:
     names = [n for n in names if not n.endswith("^{}")]
     shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") if names else "none"
     raise CodeError(f"ref {ref!r} is not in {url} (its branches and tags: {shown})")
+
+
+def _has_commit(url: str, commit: str) -> None:
+    """Raise :class:`CodeError` unless ``url`` has ``commit`` (one that no ref's head names):
+    fetched by id into a scratch repository, the commit object only where the server filters
+    (git >= 2.19; one that does not sends the commit's files too)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="provisioner-pin-") as scratch:
+        _git(["init", "-q", "--bare", scratch])
+        try:
+            _git(
+                ["fetch", "-q", "--depth", "1", "--filter=tree:0", "--", url, commit],
+                cwd=Path(scratch),
+            )
+        except CodeError as exc:
+            raise CodeError(
+                f"commit {commit} is not in {url} (or the server refuses a fetch by commit "
+                f"id; name a branch or tag instead): {exc}"
+            ) from None
 
 
 def checkout(url: str, commit: str, dest: Path) -> None:
