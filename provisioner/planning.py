@@ -1,7 +1,8 @@
 """The Python API's ``provisioner.plan()``: a policy (object or YAML path) planned against a
 catalog (default: the built-in one) at the current time. The edges are here: the policy file
-and the catalog are read, the clock is read; the ranking is the pure
-:func:`provisioner.core.planner.plan_offers`."""
+and the catalog are read, the clock is read, each cloud's billing rule is read from its facts
+(:func:`launch_context`: the budget rule plan shares with the daemon needs what a launch is
+billed at least); the ranking is the pure :func:`provisioner.core.planner.plan_offers`."""
 
 from __future__ import annotations
 
@@ -10,9 +11,38 @@ from datetime import UTC, datetime
 from typing import Any
 
 from policies.model import Policy
+from provisioner.core.admission import DEFAULT_STEP_S, Standing
+from provisioner.core.billing import Billing
 from provisioner.core.catalog import Catalog
 from provisioner.core.models import Offer
 from provisioner.core.planner import Plan, PlanContext, plan_offers
+
+
+def cloud_billing(providers: Iterable[str]) -> dict[str, Billing]:
+    """Each provider's billing rule from its cloud's facts (the sim's: the cloud it mimics;
+    a provider without facts is left out: per second, no minimum)."""
+    from providers.facts import billing_for
+
+    out: dict[str, Billing] = {}
+    for name in set(providers):
+        try:
+            out[name] = billing_for(name)
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+def launch_context(
+    policy: Policy,
+    catalog: Catalog,
+    now: datetime,
+    step_s: float = DEFAULT_STEP_S,
+    **kw: Any,
+) -> PlanContext:
+    """The context that plans ``policy`` as the daemon will judge its first launch: nothing
+    spent yet, each cloud's billing rule, the daemon's pass interval (``step_s``)."""
+    billing = cloud_billing(catalog.columns.provider_names)
+    return PlanContext(now=now, standing=Standing.for_policy(policy, billing, step_s), **kw)
 
 
 def plan(
@@ -36,7 +66,7 @@ def plan(
         cat = catalog
     else:
         cat = Catalog.from_offers(catalog)
-    ctx = context or PlanContext(now=datetime.now(UTC))
+    ctx = context or launch_context(policy, cat, datetime.now(UTC))
     result = plan_offers(policy, cat, ctx, top=top)
     if not estimate:
         return result

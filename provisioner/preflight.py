@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from policies.model import Policy
     from provisioner.core.catalog import Catalog
-    from provisioner.core.planner import Plan
+    from provisioner.core.planner import Plan, PlanContext
 
 #: exit codes the CLI gives a refusal (README: exit codes)
 EXIT_BAD_INPUT, EXIT_NOTHING_ELIGIBLE = 2, 3
@@ -119,22 +119,50 @@ def eligible_plan(
     :class:`Refused` when it cannot be planned and :class:`NothingEligible` when nothing is
     eligible. ``where``: how to name the policy in the message (its path or name)."""
     from provisioner.catalog_files import builtin_catalog
-    from provisioner.core.planner import PlanContext, PlanError, plan_offers
+    from provisioner.core.planner import PlanError, plan_offers
+    from provisioner.planning import launch_context
 
     cat = catalog if catalog is not None else builtin_catalog()
     try:
-        plan = plan_offers(policy, cat, PlanContext(now=now or datetime.now(UTC)), top=3)
+        # judged as the daemon judges a launch (provisioner.core.admission): a job no offer
+        # can be launched for is refused here, not failed by the daemon's first pass
+        ctx = launch_context(policy, cat, now or datetime.now(UTC))
+        plan = plan_offers(policy, cat, ctx, top=3)
     except PlanError as exc:
         raise Refused(f"{where}: {exc}") from None
-    if not plan.placements:
+    if not plan.placements and not plan.rejected.get("window"):
         why = sorted(plan.rejected.items(), key=lambda kv: -kv[1])[:3]
         reasons = "; ".join(f"{reason} ({n})" for reason, n in why) or "no candidates"
         raise NothingEligible(
             f"{where}: nothing eligible among {plan.candidates} candidates: {reasons}. "
-            f"`provisioner plan --policy {where}` shows each rejection.",
+            f"{_what_to_change(plan, cat, ctx)}`provisioner plan --policy {where}` shows each rejection.",
             plan,
         )
     return plan
+
+
+def _what_to_change(plan: Plan, catalog: Catalog, ctx: PlanContext) -> str:
+    """What to change in the policy when the total budget refuses every offer left: the
+    least budget that would let one be launched (the same plan without ``max_total``)."""
+    from provisioner.core.admission import launch_cost_usd
+    from provisioner.core.planner import plan_offers
+
+    policy = plan.policy
+    cap = policy.budget.max_total
+    if "budget_total" not in plan.rejected or cap is None:
+        return ""
+    free = policy.model_copy(
+        update={"budget": policy.budget.model_copy(update={"max_total": None})}
+    )
+    rest = plan_offers(free, catalog, ctx, top=None).placements
+    s = ctx.standing
+    need = min((s.spent_usd + s.committed_usd + launch_cost_usd(p, s) for p in rest), default=None)
+    least = "" if need is None else f" to at least ${need:.4g}"
+    sized = " or lower job.compute_hours" if policy.job.compute_hours is not None else ""
+    return (
+        f"budget.max_total ${cap:.4g} cannot pay for any launch (what one is billed at least, "
+        f"its cloud's minimum, or the work left and the changeover): raise it{least}{sized}. "
+    )
 
 
 def check_submission(

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from policies.model import Policy
 from provisioner.control.guard import GuardViolation, guard_launch
-from provisioner.core import rules
+from provisioner.core import admission, rules
 from provisioner.core.catalog import Catalog
 from provisioner.core.models import Market, Offer, Placement
 from provisioner.core.planner import PlanContext, plan_offers
@@ -106,8 +106,11 @@ def scalar_reason(policy: Policy, o: Offer, market: Market, pacing: bool) -> str
         return "bid_cap"
     if rules.over_hourly_budget(policy, price):
         return "budget_hourly"
+    # the one budget rule (provisioner.core.admission): the work on this GPU (the reference
+    # one: its hours are the policy's) and the changeover, or the least charge, whichever is more
     hours = policy.job.compute_hours
-    if pacing and not rules.fits_budget(policy, 0.0, price, hours):
+    p = Placement(o, market, price, None, score=0.0, est_hours=hours)
+    if pacing and admission.budget_refusal(policy, p, admission.Standing()) is not None:
         return "budget_total"
     return None
 

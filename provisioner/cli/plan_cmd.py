@@ -65,16 +65,21 @@ def plan(
 
     Exits 0 with placements, 3 when nothing is eligible (reasons printed), 2 on a bad policy.
     """
-    from provisioner.core.planner import PlanContext, PlanError, plan_offers
+    from provisioner.core.planner import PlanError, plan_offers
     from provisioner.core.price_age import freshest, price_key
+    from provisioner.planning import launch_context
 
     policy = load_policy_or_exit(policy_path)
     catalog = load_catalog_or_exit(catalogs, provider)
     store = _existing_store(store_url)
     # the account's quotas as last read (`provisioner quotas --refresh`, quota errors at launch)
     # and the clouds' availability priors (`provisioner priors --refresh`)
-    context = PlanContext(
-        now=datetime.now(UTC),
+    # judged as the daemon will judge the first launch (provisioner.core.admission): nothing
+    # spent, each cloud's billing minimum, the daemon's pass interval
+    context = launch_context(
+        policy,
+        catalog,
+        datetime.now(UTC),
         quotas=tuple(store.quotas()) if store is not None else (),
         priors=_zone_risks(store),
     )

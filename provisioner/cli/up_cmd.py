@@ -80,8 +80,10 @@ def up(
         check_submission(policy, policy_path, provider, job_provider_options(provider, given))
     except NothingEligible as exc:
         from provisioner.cli.render import render_plan
+        from provisioner.console import error
 
         render_plan(exc.plan, _catalog())
+        error(str(exc))  # which rule refused the offers, and what to change
         raise SystemExit(EXIT_NOTHING_ELIGIBLE) from None
     except Refused as exc:
         fail(str(exc))

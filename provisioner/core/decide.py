@@ -71,6 +71,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from policies.model import MarketChoice, Policy
+from provisioner.core import admission as adm
 from provisioner.core import availability as av
 from provisioner.core import gang
 from provisioner.core import looks as lk
@@ -96,8 +97,6 @@ from provisioner.core.models import Instance, InstanceState, Market, Placement
 from provisioner.core.rules import (
     budget_spent,
     capped,
-    fits_budget,
-    hourly_cost,
     launch_price,
     launchable,
     placement_key,
@@ -371,6 +370,11 @@ def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Actio
     backoff = _backoff(job, now)
     if backoff is not None and t.keep is None:
         return [*t.actions, backoff]
+    # the budget before a notice's wait: an instance under notice bills until it goes
+    cap = policy.budget.max_total
+    if budget_spent(policy, job.spent_usd + adm.next_pass_usd(job, every, now)):
+        what = f"spent {_usd(job.spent_usd)} of {_usd(cap or 0.0)}"
+        return t.actions + _budget_out(policy, alive, what)
     if t.notice_until is not None:
         return [
             *t.actions,
@@ -389,9 +393,6 @@ def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Actio
             ]
         stop = _stop_all(alive, "job complete", Cause.JOB_DONE)
         return [*t.actions, *stop, Finish("all work done", Cause.JOB_DONE)]
-    cap = policy.budget.max_total
-    if budget_spent(policy, job.spent_usd):
-        return t.actions + _budget_out(policy, alive, f"spent ${job.spent_usd:.2f} of ${cap:.2f}")
     if policy.windows:
         from policies.cron import in_window, next_window_start
 
@@ -527,15 +528,18 @@ def _decide_on(
     if t.handing_over is not None:  # one switch at a time: never a third instance
         old = t.handing_over.id
         return [*t.actions, Wait(None, f"handing over from {old}; then: {why}")]
-    total = job.work_total_h
-    left_h = None if total is None else max(0.0, total - job.work_done_h) + job.changeover_h
     # make before break: the running instance works on (and bills) through the changeover
     mbb = keep is not None and ov.settled(job, keep, now)  # a gang's unit too
     # passed over: the launch-call budget spent, a look that does not pay (core.looks)
     passed = [lk.pass_over(job, keep if mbb else None, p, now, why) for p in ordered]
+    # the budget (core.admission, the rule plan applies too): what is spent, what instances
+    # under a notice bill until they go, a switch's overlap, and the launch's least charge
+    # (billing minimum, one pass) or the work left on it, whichever is more
+    standing = adm.Standing.of(job, _draining_usd(job, obs, now))
     for p in (p for p, w in zip(ordered, passed, strict=True) if w is None):
         overlap_usd = ov.overlap_usd(job, keep, now, p) if mbb else 0.0
-        if not fits_budget(policy, job.spent_usd + overlap_usd, hourly_cost(p), left_h):
+        more = replace(standing, committed_usd=standing.committed_usd + overlap_usd)
+        if adm.budget_refusal(policy, p, more) is not None:
             continue
         if mbb and keep is not None:
             n = job.attempt + 1
@@ -577,6 +581,23 @@ def _options(
         avail.append(key not in busy and (until is None or cooldown_over(until, now)))
     od = [p for key, p in split.od if key not in busy]
     return spot, np.asarray(avail, dtype=bool), od, locs, prices
+
+
+def _draining_usd(job: JobView, obs: Observations, now: datetime) -> float:
+    """What the job's instances under a notice bill until their capacity goes."""
+    ends = {
+        x.instance_id: ov.notice_deadline(x)
+        for x in obs.interruptions
+        if x.kind == InterruptionKind.NOTICE
+    }
+    mine = [i for i in obs.instances if i.job_id in (None, job.id) and i.state.alive]
+    return adm.draining_usd(job, mine, ends, now)
+
+
+def _usd(x: float) -> str:
+    """Money as people read it: cents, and four decimals under a dollar (a small budget would
+    read "$0.00 of $0.00")."""
+    return f"${x:.2f}" if abs(x) >= 1 else f"${x:.4f}"
 
 
 def _budget_out(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from policies.gpus import canonical_gpu, gpu_specs
 from policies.model import Policy
+from provisioner.core.admission import SHARED_RULES, PlanRow, Standing, billing_of
 from provisioner.core.catalog import Catalog
 from provisioner.core.measured import Measured
 from provisioner.core.models import Market, Offer, Placement
@@ -66,11 +67,12 @@ REASONS = (
     "budget_hourly",  # price above budget.max_price_per_hour
     "latency",  # estimated RTT above latency.max_rtt_ms (or unknown with a limit)
     "deadline",  # estimated duration ends after the deadline
-    "budget_total",  # estimated job cost above budget.max_total
+    "budget_total",  # what the launch costs at least (billing minimum, work left) > budget left
     "cooldown",  # zone recently preempted (restart.zone_cooldown)
     "unavailable",  # reported without capacity by the caller's context
     "gang_capacity",  # fewer nodes known to be there than resources.nodes (a gang)
     "quota",  # more than the account's remaining quota (PlanContext.quotas)
+    "window",  # outside the policy's time windows now (the job waits for the next one)
 )
 _CODE = {r: i + 1 for i, r in enumerate(REASONS)}
 EXAMPLES_PER_REASON = 3
@@ -93,10 +95,14 @@ class PlanContext:
     #: be there now (a gang launch that got only some of its nodes says so); a gang larger
     #: than that is rejected on that market (spot short of nodes leaves on-demand open)
     node_capacity: Mapping[tuple[str, str, str, str], int] = field(default_factory=dict)
-    #: whole-job estimates reject offers ("deadline", "budget_total"); False for a running
-    #: job's candidates: decide() paces the job against what is left and fails it, saying
-    #: why, when nothing can pay for it (a planner that dropped them left it waiting forever)
+    #: the plan judges launches now ("deadline", "budget_total", "window"); False for a
+    #: running job's candidates: decide() paces the job against what is left and fails it,
+    #: saying why, when nothing can pay for it (a planner that dropped them left it waiting
+    #: forever)
     pacing: bool = True
+    #: the job's side of the budget rule (:class:`provisioner.core.admission.Standing`: spent,
+    #: work left, each cloud's billing rule, the pass interval): the one decide() applies
+    standing: Standing = field(default_factory=Standing)
     #: the account's quotas (provisioner.core.quotas.Quota, cached in the store by
     #: `provisioner quotas --refresh`); an offer beyond what is left of one is rejected
     quotas: tuple[Quota, ...] = ()
@@ -123,6 +129,9 @@ class Plan:
     vram_estimate: VRAMEstimate | None
     deadline: datetime | None
     notes: tuple[str, ...] = ()
+    #: with ``with_rows=True``: every candidate judged by a rule the daemon judges too (eligible or
+    #: rejected by one of :data:`provisioner.core.admission.SHARED_RULES`), with its reason
+    rows: tuple[PlanRow, ...] = ()
 
     @property
     def rejected(self) -> dict[str, int]:
@@ -190,8 +199,11 @@ def plan_offers(
     context: PlanContext,
     *,
     top: int | None = 10,
+    with_rows: bool = False,
 ) -> Plan:
-    """Rank the catalog's offers for ``policy``. Pure: no I/O, no clock (time is in context)."""
+    """Rank the catalog's offers for ``policy``. Pure: no I/O, no clock (time is in context).
+    ``with_rows``: keep each candidate a shared rule judged (``Plan.rows``, for the invariant that
+    plan and the daemon agree: :func:`provisioner.core.admission.plan_daemon_disagreements`)."""
     import numpy as np
 
     ctx = context
@@ -331,6 +343,17 @@ def plan_offers(
 
     bid = policy.bid_cap
     budget = policy.budget
+    # the least billed time of a launch per row (its cloud's rule, one pass at least)
+    st = ctx.standing
+    secs_by = [
+        billing_of(st.billing, name).billed_seconds(st.step_s) for name in cols.provider_names
+    ]
+    first_s = np.asarray(secs_by or [0], dtype=float)[cols.provider[rows]] if len(rows) else hours
+    window_shut = False
+    if policy.windows and ctx.pacing:
+        from provisioner.core.admission import window_refusal
+
+        window_shut = window_refusal(policy, ctx.now) is not None
     cand_rows: list[np.ndarray] = []
     cand_market: list[int] = []
     cand_price: list[np.ndarray] = []
@@ -362,8 +385,8 @@ def plan_offers(
             if remaining_h <= 0:
                 cand[cand == 0] = _CODE["deadline"]
         if budget.max_total is not None and ctx.pacing:
-            over = price * hours * nodes > budget.max_total
-            cand[(cand == 0) & over] = _CODE["budget_total"]
+            broke = _over_budget(policy, ctx.standing, price * nodes, hours, first_s)
+            cand[(cand == 0) & broke] = _CODE["budget_total"]
         cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]
         cand[(cand == 0) & unavailable_mask] = _CODE["unavailable"]
         cand[(cand == 0) & short_mask[market]] = _CODE["gang_capacity"]
@@ -374,11 +397,18 @@ def plan_offers(
                 if over is not None:
                     cand[pos] = _CODE["quota"]
                     why_row[("quota", pos)] = quota_why(over, row, nodes)
+        if window_shut:
+            cand[cand == 0] = _CODE["window"]
         cand_rows.append(rows)
         cand_market.append(mi)
         cand_price.append(price)
         cand_cap.append(cap)
         cand_reason.append(cand)
+
+    judged: tuple[PlanRow, ...] = ()
+    if with_rows:
+        judged = _rows(catalog, rows_=cand_rows, markets=markets, reasons=cand_reason,
+                       prices=cand_price, caps=cand_cap, hours=hours, nodes=nodes)  # fmt: skip
 
     # Count rejections and gather examples.
     for mi, codes in enumerate(cand_reason):
@@ -393,7 +423,9 @@ def plan_offers(
                 for j in idx:
                     o = catalog.offers[int(rows[j])]
                     text = _example(o, markets[mi], r, cand_cap[mi][j], worst_rtt[j], hours[j])
-                    why = why_row.get((r, int(j)))
+                    why = why_row.get((r, int(j))) or _shared_why(
+                        policy, ctx, r, o, markets[mi], cand_price[mi][j], hours[j], nodes
+                    )
                     examples[r].append(f"{text}: {why}" if why else text)
 
     # Score eligible candidates.
@@ -485,7 +517,95 @@ def plan_offers(
         vram_estimate=vram_est,
         deadline=deadline,
         notes=tuple(notes),
+        rows=judged,
     )
+
+
+_SHARED_CODES = frozenset([0, *(_CODE[r] for r in SHARED_RULES if r in _CODE)])
+
+
+def _rows(
+    catalog: Catalog,
+    *,
+    rows_: list[np.ndarray],
+    markets: list[Market],
+    reasons: list[np.ndarray],
+    prices: list[np.ndarray],
+    caps: list[np.ndarray],
+    hours: np.ndarray,
+    nodes: int,
+) -> tuple[PlanRow, ...]:
+    """Each candidate judged by a shared rule, as the placement it would be launched as."""
+    out: list[PlanRow] = []
+    for mi, market in enumerate(markets):
+        codes = reasons[mi]
+        for j in range(len(codes)):
+            code = int(codes[j])
+            if code not in _SHARED_CODES:
+                continue
+            price = float(prices[mi][j])
+            cap = float(caps[mi][j])
+            h = float(hours[j])
+            p = Placement(
+                offer=catalog.offers[int(rows_[mi][j])],
+                market=market,
+                price_per_hour=price,
+                bid_cap_per_hour=cap if market is Market.SPOT and math.isfinite(cap) else None,
+                score=0.0,
+                est_hours=None if math.isnan(h) else h,
+                nodes=nodes,
+            )
+            out.append(PlanRow(p, None if code == 0 else REASONS[code - 1]))
+    return tuple(out)
+
+
+def _shared_why(
+    policy: Policy,
+    ctx: PlanContext,
+    reason: str,
+    o: Offer,
+    market: Market,
+    price: float,
+    hours: float,
+    nodes: int,
+) -> str | None:
+    """Why the one predicate refused an example (budget, windows), in its own words."""
+    from provisioner.core.admission import budget_refusal, window_refusal
+
+    if reason == "budget_total":
+        h = None if math.isnan(hours) else float(hours)
+        p = Placement(o, market, float(price), None, score=0.0, est_hours=h, nodes=nodes)
+        got = budget_refusal(policy, p, ctx.standing)
+    elif reason == "window":
+        got = window_refusal(policy, ctx.now)
+    else:
+        return None
+    return None if got is None else got.why
+
+
+def _over_budget(
+    policy: Policy, s: Standing, hourly: np.ndarray, hours: np.ndarray, first_s: np.ndarray
+) -> np.ndarray:
+    """Rows whose launch ``budget.max_total`` leaves no room for: the vectorised
+    :func:`provisioner.core.admission.budget_refusal`, with the same arithmetic."""
+    import numpy as np
+
+    from provisioner.core.admission import EPS_TOTAL
+    from provisioner.core.rules import budget_spent
+
+    cap = policy.budget.max_total
+    assert cap is not None
+    if budget_spent(policy, s.spent_usd):
+        return np.ones(len(hourly), dtype=bool)
+    first = hourly * first_s / 3600.0
+    fallback = np.nan if s.work_left_h is None else s.work_left_h
+    with np.errstate(invalid="ignore"):
+        h = np.where(np.isnan(hours), fallback, hours * s.work_left)
+        h = np.maximum(0.0, h) + s.changeover_h
+        work = hourly * h
+        cost = np.where(np.isnan(work), first, np.maximum(first, work))
+        need = s.committed_usd + cost
+        return ~(s.spent_usd + need <= cap + EPS_TOTAL)
 
 
 def _example(o: Offer, market: Market, reason: str, cap: float, rtt: float, hours: float) -> str:
@@ -494,6 +614,6 @@ def _example(o: Offer, market: Market, reason: str, cap: float, rtt: float, hour
         text += f" > cap ${cap:.4g}/h"
     elif reason == "latency" and not math.isnan(rtt):
         text += f" ~{rtt:.0f} ms"
-    elif reason in ("deadline", "budget_total") and not math.isnan(hours):
+    elif reason == "deadline" and not math.isnan(hours):
         text += f" ~{hours:.1f} h"
     return text

@@ -16,6 +16,9 @@ Checks:
 * :func:`budget_spent` — ``budget.max_total`` already spent;
 * :func:`fits_budget` — the remaining work at this price still fits ``budget.max_total``.
 
+What a launch costs at least (the cloud's billing minimum, the run to the next pass) and the
+predicate plan and the daemon share over all of these are in :mod:`provisioner.core.admission`.
+
 Bid caps are per instance (each node of a gang sends the cap with its launch); budgets are per
 job (a gang's hour is :func:`hourly_cost`, every node).
 """
@@ -110,14 +113,20 @@ def budget_spent(policy: Policy, spent_usd: float) -> bool:
 
 
 def fits_budget(
-    policy: Policy, spent_usd: float, price_per_hour: float, hours_left: float | None
+    policy: Policy,
+    spent_usd: float,
+    price_per_hour: float,
+    hours_left: float | None,
+    least_usd: float = 0.0,
 ) -> bool:
-    """Whether ``hours_left`` more at ``price_per_hour`` still fits ``budget.max_total``
-    (no total budget, or no estimate of the work: it fits)."""
+    """Whether ``hours_left`` more at ``price_per_hour`` still fits ``budget.max_total``,
+    and in any case what the launch is billed at least (``least_usd``: its billing minimum;
+    no estimate of the work: only that). No total budget: it fits."""
     cap = policy.budget.max_total
-    if cap is None or hours_left is None:
+    if cap is None:
         return True
-    return spent_usd + price_per_hour * max(0.0, hours_left) <= cap + 1e-9
+    work = 0.0 if hours_left is None else price_per_hour * max(0.0, hours_left)
+    return spent_usd + max(least_usd, work) <= cap + 1e-9
 
 
 def launch_price(placement: Placement) -> float:
@@ -149,10 +158,13 @@ def launchable(policy: Policy, placement: Placement) -> str | None:
     return None
 
 
-def launch_violation(policy: Policy, placement: Placement, spent_usd: float) -> str | None:
+def launch_violation(
+    policy: Policy, placement: Placement, spent_usd: float, least_usd: float = 0.0
+) -> str | None:
     """Why the exact launch about to be sent breaks a rule (None: it may be sent): the
-    :func:`launchable` rules on the placement's own price, the bid it carries, and the total
-    budget already spent."""
+    :func:`launchable` rules on the placement's own price, the bid it carries, the total
+    budget already spent, and what the launch is billed at least (``least_usd``: its cloud's
+    billing minimum) more than what is left of it."""
     o = placement.offer
     price = o.price_for(placement.market)
     if price is None or abs(price - placement.price_per_hour) > 1e-9:
@@ -161,7 +173,13 @@ def launch_violation(policy: Policy, placement: Placement, spent_usd: float) -> 
     if why is not None:
         return why
     if budget_spent(policy, spent_usd):
-        return f"budget.max_total {policy.budget.max_total} already spent ({spent_usd:.2f})"
+        return f"budget.max_total {policy.budget.max_total} already spent ({spent_usd:.4g})"
+    if not fits_budget(policy, spent_usd, 0.0, None, least_usd):
+        left = (policy.budget.max_total or 0.0) - spent_usd
+        return (
+            f"its least charge ${least_usd:.4g} (the billing minimum) is more than the "
+            f"${left:.4g} left of budget.max_total"
+        )
     if placement.market is Market.SPOT:
         if policy.bid_cap.max_fraction_of_on_demand is not None and o.price is None:
             return "bid cap as a fraction of on-demand, but the on-demand price is unknown"
