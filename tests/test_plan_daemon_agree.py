@@ -111,7 +111,7 @@ def job_view(policy: Policy, spent: float, done: float, step_s: float) -> JobVie
     policy=policies(),
     offers=catalogs(),
     spent_share=st.floats(0.0, 1.2),
-    done=st.floats(0.0, 1.0),
+    done=st.floats(0.0, 0.99),  # all done: decide() finishes the job, plan has no say
     step_s=st.sampled_from([1.0, 5.0, 30.0, 90.0]),
     hours_on=st.floats(0.0, 24 * 7),
 )
@@ -134,17 +134,24 @@ def test_plan_s_eligible_set_is_the_daemon_s_launchable_set(
     # the daemon's candidates: its own plan (nothing judged but what only the planner judges)
     daemon = plan_offers(policy, catalog, PlanContext(now=now, pacing=False), top=None)
     launchable = {
-        (p.offer.zone, p.offer.instance_type, p.market)
+        (p.offer.zone, p.offer.instance_type, p.market, p.price_per_hour)
         for p in daemon.placements
         if launch_refusal(policy, p, standing, now) is None
     }
-    eligible = {(p.offer.zone, p.offer.instance_type, p.market) for p in plan.placements}
+    eligible = {
+        (p.offer.zone, p.offer.instance_type, p.market, p.price_per_hour) for p in plan.placements
+    }
     assert eligible == launchable
     assert plan_daemon_disagreements(job, plan.rows, now) == []
     # and decide() itself: a candidate alone is launched exactly when plan lists it
     for p in daemon.placements[:6]:
         out = decide(job, Observations(candidates=(p,)), now)
-        key = (p.offer.zone, p.offer.instance_type, p.market)
+        key = (
+            p.offer.zone,
+            p.offer.instance_type,
+            p.market,
+            p.price_per_hour,
+        )  # a catalog may list one type twice
         assert any(isinstance(a, Launch) for a in out) is (key in eligible), (key, out)
 
 
