@@ -16,6 +16,8 @@ ProviderFactory = Callable[[str, dict[str, Any]], Provider]
 
 
 def utcnow() -> datetime:
+    """The real clock: read only where a command or the daemon starts (the store never
+    reads one; every time it writes comes from its caller)."""
     return datetime.now(UTC)
 
 
@@ -26,7 +28,11 @@ def default_provider_factory(name: str, options: dict[str, Any]) -> Provider:
 
 
 def cancel_job(
-    store: Store, job_id: str, *, provider_factory: ProviderFactory = default_provider_factory
+    store: Store,
+    job_id: str,
+    *,
+    now: datetime,
+    provider_factory: ProviderFactory = default_provider_factory,
 ) -> list[str]:
     """Stop a job now: terminate its instances (checkpoints stay), mark it cancelled. A job
     that has already ended and has nothing running is left as it is (no second event). A
@@ -39,8 +45,7 @@ def cancel_job(
     open_attempts = [a for a in store.attempts(job.id) if a.state in ("launching", "running")]
     if job.state in FINAL_STATES and not open_attempts:
         return []
-    store.request_cancel(job.id)
-    now = utcnow()
+    store.request_cancel(job.id, now)
     live: list[str] = []
     unreached = ""
     try:
@@ -71,7 +76,9 @@ def cancel_job(
         )
     spent = sum(a.cost_usd for a in store.attempts(job.id))
     if job.state not in FINAL_STATES:
-        store.update_job(job.id, state="cancelled", reason="cancelled by the user", spent_usd=spent)
+        store.update_job(
+            job.id, at=now, state="cancelled", reason="cancelled by the user", spent_usd=spent
+        )
     if unreached:
         maybe = ", ".join(a.instance_id or "?" for a in open_attempts) or "none recorded"
         message = (
@@ -80,5 +87,5 @@ def cancel_job(
         )
     else:
         message = f"cancelled; terminated {len(live)} instance(s); checkpoints kept"
-    store.add_event(job.id, "cancelled", message)
+    store.add_event(job.id, "cancelled", message, at=now)
     return live

@@ -371,7 +371,7 @@ class JobRunner(Launching, ProgressReading):
             updates.clear()
             return retry
         spent = self.spent()
-        self.store.update_job(job.id, state=state, spent_usd=spent, **updates)
+        self.store.update_job(job.id, at=self.now, state=state, spent_usd=spent, **updates)
         job.state, job.spent_usd = state, spent
         updates.clear()
         alerts.note_budget(self, spent)

@@ -49,7 +49,7 @@ def fail_unparseable(store: Any, job: Any, exc: Any, now: datetime, notify: Any 
     more = len(exc.issues) - 1 if getattr(exc, "issues", None) else 0
     reason = f"policy no longer parses: {first}" + (f" (and {more} more)" if more > 0 else "")
     log.error("job %s: %s", job.id, reason)
-    store.update_job(job.id, state="failed", reason=reason[:1000])
+    store.update_job(job.id, at=now, state="failed", reason=reason[:1000])
     text = reason[:1000] + "; fix the policy and submit the job again"
     notice = None if notify is None else notify.notice(job.id, job.name, None, "policy-error", text)
     store.add_event(
@@ -79,12 +79,12 @@ def block(
     if (job.reason or "").startswith((BLOCKED + (same if same is not None else reason))[:1000]):
         return
     log.warning("job %s: %s", job.id, text)
-    store.update_job(job.id, reason=text)
+    store.update_job(job.id, at=now, reason=text)
     store.add_event(job.id, kind, text + "; retried every pass", at=now)
 
 
 def unblock(store: Any, job: Any, now: datetime) -> None:
     """The provider answers again: clear a reason :func:`block` set."""
     if (job.reason or "").startswith(BLOCKED):
-        store.update_job(job.id, reason="")
+        store.update_job(job.id, at=now, reason="")
         store.add_event(job.id, "unblocked", "the provider answers again", at=now)

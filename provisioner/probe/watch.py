@@ -198,7 +198,9 @@ def _enforce(
     runner.end_attempt(cur, "ended", reason)
     until = runner.now + runner.policy.restart.zone_cooldown
     runner.cool_down(cur.provider, cur.zone, until, reason)
-    runner.store.update_job(runner.job.id, state="recovering", spent_usd=runner.spent())
+    runner.store.update_job(
+        runner.job.id, at=runner.now, state="recovering", spent_usd=runner.spent()
+    )
     runner.job.state = "recovering"
     runner.event(
         "probe-below",
@@ -257,7 +259,9 @@ def _idle(
     for a in runner.attempts:
         if a.state in ("launching", "running"):
             runner.end_attempt(a, "ended", reason)
-    runner.store.update_job(runner.job.id, state="stopped", reason=reason, spent_usd=runner.spent())
+    runner.store.update_job(
+        runner.job.id, at=runner.now, state="stopped", reason=reason, spent_usd=runner.spent()
+    )
     runner.job.state = "stopped"
     runner.event("stopped", f"{reason}; terminated {len(ids)} instance(s); checkpoints kept")
     report.finished += 1

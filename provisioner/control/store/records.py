@@ -4,7 +4,7 @@ prices, quotas and availability priors."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, func, select, update
@@ -133,16 +133,17 @@ class RecordQueries(OutboxQueries):
         kind: str,
         message: str,
         *,
-        at: datetime | None = None,
+        at: datetime,
         notify: Notice | None = None,
         **data: Any,
     ) -> None:
-        """An event; with ``notify``, its outbox rows in the same transaction (delivered by
-        the daemon once this commits: an event is never told before it is recorded, and a
-        recorded one is never lost to a crash)."""
+        """An event at ``at`` (the caller's clock: the store never reads one); with
+        ``notify``, its outbox rows in the same transaction, created and due at ``at``
+        (delivered by the daemon once this commits: an event is never told before it is
+        recorded, and a recorded one is never lost to a crash)."""
         from providers.base import redact
 
-        when = at or datetime.now(UTC)
+        when = at
         with self.session() as s:
             row = EventRow(job_id=job_id, at=when, kind=kind, message=redact(message), data=data)
             s.add(row)
