@@ -57,7 +57,7 @@ def cancel_job(
             live = [i.id for i in prov.list({TAG_JOB: job.id}) if i.state.alive]
             if live:
                 prov.terminate(live)
-                store.end_instances(prov.name, live, now, "cancelled by the user")
+                store.end_instances(prov.name, live, now, "cancelled by the user", job.id)
         except Exception as exc:  # the cloud refused or was unreachable
             unreached = f"{type(exc).__name__}: {exc}"
         finally:

@@ -194,7 +194,7 @@ def _enforce(
         f"under resources.min_measured_fraction {floor or 0:.0%}"
     )
     if cur.instance_id:
-        _terminate(runner, [cur.instance_id], report)
+        _terminate(runner, [cur.instance_id], report, reason)
     runner.end_attempt(cur, "ended", reason)
     until = runner.now + runner.policy.restart.zone_cooldown
     runner.cool_down(cur.provider, cur.zone, until, reason)
@@ -211,8 +211,9 @@ def _enforce(
     )
 
 
-def _terminate(runner: JobRunner, ids: list[str], report: Any) -> None:
-    """Terminate instances; one that is gone already (preempted meanwhile) is no error."""
+def _terminate(runner: JobRunner, ids: list[str], report: Any, reason: str) -> None:
+    """Terminate instances (their rows ended now, for ``reason``); one that is gone already
+    (preempted meanwhile) is no error."""
     from providers.base import ErrorKind, ProviderError
 
     try:
@@ -220,6 +221,7 @@ def _terminate(runner: JobRunner, ids: list[str], report: Any) -> None:
     except ProviderError as exc:
         if exc.kind is not ErrorKind.NOT_FOUND:
             raise
+    runner.store.end_instances(runner.provider.name, ids, runner.now, reason, runner.job.id)
     report.provider_calls += 1
     report.terminations += len(ids)
 
@@ -255,7 +257,7 @@ def _idle(
     reason = f"stopped: GPU idle for {_span(runner.now - since)} (policy idle.action: stop)"
     ids = [i.id for i in live] or ([cur.instance_id] if cur.instance_id else [])
     if ids:
-        _terminate(runner, ids, report)
+        _terminate(runner, ids, report, reason)
     for a in runner.attempts:
         if a.state in ("launching", "running"):
             runner.end_attempt(a, "ended", reason)
