@@ -13,6 +13,7 @@ date on. Two guards:
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from provisioner.control.cancel import cancel_job
 from provisioner.control.notify.outbox import Deliverer, Delivery
 from provisioner.control.notify.targets import TargetBook
 from provisioner.control.store import AttemptRow, Notice, Store
+from tests.clock_shift import ENV
 
 REPO = Path(__file__).resolve().parent.parent
 #: modules that write the store and must take every time from their caller
@@ -151,3 +153,51 @@ def test_a_jobs_update_and_down_are_stamped_with_the_callers_time(
     assert store.events(jid)[-1].kind == "cancelled" and store.events(jid)[-1].at == down
     [rows] = ledger.store_ledgers(store, [jid], down).values()
     assert [r.attempt for r in rows] == [1] and rows[0].billed_usd == pytest.approx(2.0)
+
+
+# -- the suite's fixed dates under a moved real clock ----------------------------------------
+
+#: test files that fix dates and drive the store, notifications, the ledger and the pass: they
+#: must pass whatever day it is (``tests/clock_shift.py`` moves this process's real clock)
+FIXED_DATES = [
+    "tests/test_store_clock.py",
+    "tests/test_notify.py",
+    "tests/test_ledger.py",
+    "tests/test_cost_report.py",
+    "tests/test_cli_measured.py",
+    "tests/test_store.py",
+    "tests/test_account_defects.py",
+    "tests/test_instance_rows.py",
+    "tests/test_preemption_after_restart.py",
+]
+
+
+def test_the_shift_moves_the_clock_the_code_reads() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "from datetime import UTC, datetime; import time; "
+        "from provisioner.control.cancel import utcnow; "
+        "print(datetime.now(UTC).year, utcnow().year, time.gmtime(time.time()).tm_year)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), ENV: "-36500"}  # a century back
+    done = subprocess.run(
+        [sys.executable, "-c", "import tests.clock_shift; " + code],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    years = [int(y) for y in done.stdout.split()]
+    assert len(set(years)) == 1 and years[0] < datetime.now(UTC).year - 90, done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("days", [1500, -2500], ids=["4-years-on", "7-years-back"])
+def test_the_fixed_date_tests_pass_on_any_day(days: int) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), ENV: str(days)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+           "tests.clock_shift", "-m", "not slow", "-x", *FIXED_DATES]  # fmt: skip
+    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
