@@ -133,6 +133,7 @@ def run(url: str, mode: str | None, args: argparse.Namespace) -> dict[str, Any]:
                 jid,
                 "restarted",
                 text,
+                at=datetime.now(UTC),  # the bench's own clock: a real-time load
                 notify=router.notice(jid, "b", None, "restarted", text, {"restart": i}),
             )
             i += 1

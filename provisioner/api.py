@@ -160,11 +160,13 @@ class Job:
             "attempts": [ledger.attempt_doc(a, digits=None) for a in rows],
         }
 
-    def cancel(self) -> None:
-        """Terminate the job's instances (checkpoints stay) and mark it cancelled."""
+    def cancel(self, now: datetime | None = None) -> None:
+        """Terminate the job's instances (checkpoints stay) and mark it cancelled, at ``now``
+        (default: the real clock)."""
         from provisioner.control.reconciler import cancel_job, default_provider_factory
 
-        cancel_job(self.store, self.id, provider_factory=self._factory or default_provider_factory)
+        factory = self._factory or default_provider_factory
+        cancel_job(self.store, self.id, now=now or datetime.now(UTC), provider_factory=factory)
 
     def supervised_by_daemon(self) -> bool:
         return bool(live_replicas(self.store, datetime.now(UTC)))

@@ -46,6 +46,7 @@ def seeded(tmp_path: Path) -> tuple[str, str]:
     )
     store.update_job(
         job.id,
+        at=NOW,
         progress={"attempt": 1, "gpu": [{"index": 0, "utilization_pct": 3.0}],
                   "gpu_idle": {"since": "2026-12-03T09:10:00Z", "threshold_pct": 5}},
     )  # fmt: skip

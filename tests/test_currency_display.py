@@ -96,6 +96,7 @@ def test_cost_is_in_usd_and_in_the_currency_the_account_was_billed_in(
         job.id,
         "launch",
         "attempt 1",
+        at=now - timedelta(hours=2),
         instance="ins-abc",
         billing={"currency": "CNY", "usd_per_unit": 0.138},
     )

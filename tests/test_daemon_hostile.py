@@ -164,7 +164,7 @@ def test_a_poisoned_job_and_refusing_providers_do_not_stop_the_others(
         assert "Traceback" not in status.stderr + logs.stderr
     finally:
         rec.close()
-        cancel_job(store, good)
+        cancel_job(store, good, now=rec.clock())
 
 
 def hold_write_lock(db: Path, seconds: float) -> threading.Thread:

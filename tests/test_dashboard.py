@@ -228,7 +228,9 @@ def test_credentials_are_never_rendered(
     store, _ = sample
     secret = "AKIAEXAMPLESECRET12345"
     register_secret(secret)
-    store.update_job(ids["whisper-batch"], reason=f"auth failed with key {secret}")
+    store.update_job(
+        ids["whisper-batch"], at=datetime.now(UTC), reason=f"auth failed with key {secret}"
+    )
     pages = ["", "fleet", "prices", *[f"jobs/{j}" for j in ids.values()]]
     for path in pages:
         for fmt in ("", "?format=json"):

@@ -127,7 +127,9 @@ def test_a_node_measured_under_the_floor_is_replaced_and_its_type_avoided(
     slow_type = first.offer.instance_type
     rec.close()
     # (in the job's provider options: every client of the sim sends its options to the server)
-    store.update_job(job_id, provider_options={**opts, "gpu_speed": {slow_type: 0.5}})
+    store.update_job(
+        job_id, at=datetime.now(UTC), provider_options={**opts, "gpu_speed": {slow_type: 0.5}}
+    )
 
     job = Job(store, job_id)
     assert job.wait(timeout=150, poll_s=0.5) == "succeeded", job.refresh().reason
@@ -169,7 +171,9 @@ def test_a_crash_between_the_probe_row_and_the_termination_is_finished_next_pass
     slow_type = rec.candidates(row, parse_policy(text), frozenset(), datetime.now(UTC))[0]
     rec.close()
     store.update_job(
-        job_id, provider_options={**opts, "gpu_speed": {slow_type.offer.instance_type: 0.5}}
+        job_id,
+        at=datetime.now(UTC),
+        provider_options={**opts, "gpu_speed": {slow_type.offer.instance_type: 0.5}},
     )
     code = (
         "from tests.crash_daemon import install_from_env; install_from_env(); "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +130,10 @@ def test_5_down_on_an_ended_job_adds_nothing(tmp_path: Path) -> None:
         name="x", policy_yaml="name: x\n", policy_path=None, provider="sim",
         provider_options={}, now=datetime.now(UTC), deadline=None, work_total_h=None,
     )  # fmt: skip
-    store.update_job(job.id, state="cancelled")
-    store.add_event(job.id, "cancelled", "cancelled; terminated 0 instance(s)")
-    assert cancel_job(store, job.id) == []
+    now = datetime.now(UTC)
+    store.update_job(job.id, at=now, state="cancelled")
+    store.add_event(job.id, "cancelled", "cancelled; terminated 0 instance(s)", at=now)
+    assert cancel_job(store, job.id, now=now) == []
     assert [e.kind for e in store.events(job.id)].count("cancelled") == 1
     done = _cli("down", job.id, "--store", f"sqlite:///{tmp_path / 's.db'}")
     assert done.returncode == 0 and "already cancelled; nothing to stop" in done.stdout
@@ -152,7 +154,7 @@ def test_5_down_ends_a_job_whose_provider_cannot_be_reached(tmp_path: Path) -> N
     def no_sdk(name: str, options: dict[str, Any]) -> Any:
         raise ModuleNotFoundError("No module named 'boto3'")
 
-    assert cancel_job(store, job.id, provider_factory=no_sdk) == []
+    assert cancel_job(store, job.id, now=datetime.now(UTC), provider_factory=no_sdk) == []
     row = store.job(job.id)
     assert row is not None and row.state == "cancelled"
     ev = store.events(job.id)[-1]
@@ -190,7 +192,7 @@ def _launch_digest(store: Store, job_id: str) -> dict[str, Any]:
     finally:
         store.release_jobs(rec.owner)
         rec.close()
-    cancel_job(store, job_id)
+    cancel_job(store, job_id, now=rec.clock())
     launch = next(e for e in store.events(job_id) if e.kind == "launch")
     plan = dict((launch.data or {})["plan"])
     keep = ("candidates", "eligible", "top", "chosen")
@@ -238,7 +240,9 @@ def test_1_one_state_word_and_money_rounded(tmp_path: Path) -> None:
         name="x", policy_yaml="name: x\n", policy_path=None, provider="sim",
         provider_options={}, now=datetime.now(UTC), deadline=None, work_total_h=None,
     )  # fmt: skip
-    store.update_job(row.id, spent_usd=0.1 + 0.2 + 0.0033699999999999997 - 0.3)
+    store.update_job(
+        row.id, at=datetime.now(UTC), spent_usd=0.1 + 0.2 + 0.0033699999999999997 - 0.3
+    )
     assert repr(Job(store, row.id).spent_usd) == "0.00337"
     from tests.test_decide import NOW, job
 
@@ -413,7 +417,7 @@ def test_3_a_controller_that_reads_progress_seldom_tells_every_checkpoint(
         store.release_jobs(rec.owner)
         rec.close()
     assert _told(store, job_id) == [("ckpt-000000100", 1), ("ckpt-000000200", 1)]
-    cancel_job(store, job_id)
+    cancel_job(store, job_id, now=rec.clock())
 
 
 def test_3_the_checkpoint_an_attempt_resumed_from_is_the_earlier_attempt_s(
@@ -437,7 +441,7 @@ def test_3_the_checkpoint_an_attempt_resumed_from_is_the_earlier_attempt_s(
         store.release_jobs(rec.owner)
         rec.close()
     assert _told(store, job_id) == [("ckpt-000000236", 1), ("ckpt-000000300", 2)]
-    cancel_job(store, job_id)
+    cancel_job(store, job_id, now=rec.clock())
 
 
 # -- item 8: 80 columns in a terminal: ids and money whole; NO_COLOR: no escape codes --------
@@ -507,7 +511,7 @@ def _store_with_a_job(tmp_path: Path) -> tuple[str, str]:
             end_reason="job finished", cost_usd=0.4912, estimate_usd=0.7974,
         )
     )  # fmt: skip
-    store.update_job(job.id, state="succeeded", spent_usd=0.4912, attempt=1)
+    store.update_job(job.id, at=t0, state="succeeded", spent_usd=0.4912, attempt=1)
     store.close()
     return url, job.id
 
@@ -644,7 +648,9 @@ def test_9_the_demo_s_cost_says_time_was_compressed_and_the_billing_minimum(
 ) -> None:
     url, job_id = _store_with_a_job(tmp_path)
     store = Store(url)
-    store.update_job(job_id, provider_options={"seconds_per_hour": 60, "mimic": "all"})
+    store.update_job(
+        job_id, at=datetime.now(UTC), provider_options={"seconds_per_hour": 60, "mimic": "all"}
+    )
     store.close()
     out = _cli("cost", job_id, "--store", url).stdout
     assert "60 s per simulated hour" in out and "per second, 60 s minimum" in out, out
@@ -665,7 +671,7 @@ def _gang_store(tmp_path: Path) -> tuple[str, str]:
     url, job_id = _store_with_a_job(tmp_path)
     store = Store(url)
     store.update_attempt(job_id, 1, nodes=2, state="running", ended_at=None)
-    store.update_job(job_id, state="running")
+    store.update_job(job_id, at=datetime.now(UTC), state="running")
     store.close()
     return url, job_id
 
@@ -817,4 +823,4 @@ def test_3_under_a_notice_the_relaunch_reads_the_work_left_afresh(tmp_path: Path
         rec.close()
     launches = [e.message for e in store.events(job_id) if e.kind == "launch"]
     assert "work left 2.00 h" in launches[-1], launches  # 6 h x (1 - 400/600)
-    cancel_job(store, job_id)
+    cancel_job(store, job_id, now=rec.clock())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,6 +41,19 @@ from tests.notify_util import (
 from tests.pg import fresh_database
 
 T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    """The tests' clock: it starts at ``start`` and runs at the real rate (the deliverer's
+    retries wait in real time), whatever the date is (nothing here reads the real clock)."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.start, self.t = start, time.monotonic()
+
+    def __call__(self) -> datetime:
+        return self.start + timedelta(seconds=time.monotonic() - self.t)
+
+
 FAST = Delivery(
     lease=timedelta(seconds=5),
     tries=1000,
@@ -78,6 +92,11 @@ def mail() -> Iterator[MailReceiver]:
 
 
 @pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(f"sqlite:///{tmp_path / 's.db'}")
     yield s
@@ -91,8 +110,11 @@ def _job(store: Store, name: str = "train") -> str:
     ).id  # fmt: skip
 
 
-def _tell(store: Store, job_id: str, event: str, targets: tuple[str, ...], n: int = 1) -> None:
-    """Events as the pass writes them: each with its outbox rows, in one transaction."""
+def _tell(
+    store: Store, job_id: str, event: str, targets: tuple[str, ...], n: int = 1, at: datetime = T0
+) -> None:
+    """Events as the pass writes them at ``at``: each with its outbox rows, in one
+    transaction."""
     router = Router.of(targets)
     kind = {"deadline": "deadline-risk", "capacity": "no-capacity", "price": "price-cap"}.get(
         event, event
@@ -100,7 +122,7 @@ def _tell(store: Store, job_id: str, event: str, targets: tuple[str, ...], n: in
     for i in range(n):
         text = f"{event} number {i + 1}"
         notice = router.notice(job_id, "train", None, kind, text, {"restart": i + 1, "level": 50})
-        store.add_event(job_id, kind, text, notify=notice)
+        store.add_event(job_id, kind, text, at=at, notify=notice)
 
 
 def _drain(d: Deliverer, until: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -216,7 +238,8 @@ def test_the_router_joins_the_daemons_targets_and_the_policys() -> None:
 
 def test_the_outbox_rows_are_written_in_the_events_transaction(store: Store) -> None:
     jid = _job(store)
-    store.add_event(jid, "preempted", "p", notify=Notice("preempted", ("a", "b", "a"), "t", "b"))
+    notice = Notice("preempted", ("a", "b", "a"), "t", "b")
+    store.add_event(jid, "preempted", "p", at=T0, notify=notice)
     ev = store.events(jid)[-1]
     rows = store.notifications(jid)
     assert [(r.event_id, r.target, r.state) for r in rows] == [
@@ -255,6 +278,8 @@ def test_a_queue_is_claimed_whole_by_one_owner_until_its_lease_ends(store: Store
 def test_concurrent_claimers_never_send_a_row_twice_nor_out_of_order(
     backend: str, tmp_path: Path
 ) -> None:
+    clock = Clock()
+
     def run(url: str) -> None:
         main = Store(url)
         jobs = [_job(main, f"j{i}") for i in range(12)]
@@ -267,7 +292,7 @@ def test_concurrent_claimers_never_send_a_row_twice_nor_out_of_order(
             s = Store(url, migrate=False)
             try:
                 while True:
-                    now = datetime.now(UTC)
+                    now = clock()
                     queues = s.claim_notifications(owner, now, timedelta(seconds=30), queues=3)
                     if not queues:
                         if s.outbox_pending() == 0:
@@ -305,10 +330,10 @@ def test_concurrent_claimers_never_send_a_row_twice_nor_out_of_order(
 
 
 def test_messages_reach_a_webhook_and_a_mailbox_in_order(
-    store: Store, slack: SlackReceiver, mail: MailReceiver
+    store: Store, slack: SlackReceiver, mail: MailReceiver, clock: Clock
 ) -> None:
     book = TargetBook({"team": slack.url, "mail": mail.url}, {}, {})
-    d = Deliverer(store, book, "r1", FAST)
+    d = Deliverer(store, book, "r1", FAST, clock=clock)
     jid = _job(store)
     for event in ("preempted", "restarted", "succeeded"):
         _tell(store, jid, event, ("team", "mail"))
@@ -328,10 +353,10 @@ def test_messages_reach_a_webhook_and_a_mailbox_in_order(
 
 
 def test_a_receiver_that_answers_500_gets_everything_after_in_order(
-    store: Store, slack: SlackReceiver
+    store: Store, slack: SlackReceiver, clock: Clock
 ) -> None:
     slack.failing.set()
-    d = Deliverer(store, TargetBook({"team": slack.url}, {}, {}), "r1", FAST)
+    d = Deliverer(store, TargetBook({"team": slack.url}, {}, {}), "r1", FAST, clock=clock)
     jid = _job(store)
     for event in ("preempted", "restarted", "succeeded"):
         _tell(store, jid, event, ("team",))
@@ -345,9 +370,11 @@ def test_a_receiver_that_answers_500_gets_everything_after_in_order(
     assert [m.text.split()[0] for m in slack.messages] == ["preempted", "restarted", "succeeded"]
 
 
-def test_the_rate_limit_folds_the_rest_into_one_summary(store: Store, slack: SlackReceiver) -> None:
+def test_the_rate_limit_folds_the_rest_into_one_summary(
+    store: Store, slack: SlackReceiver, clock: Clock
+) -> None:
     limited = Delivery(rate_messages=3, rate_per=timedelta(minutes=1), lease=timedelta(seconds=5))
-    d = Deliverer(store, TargetBook({"team": slack.url}, {}, {}), "r1", limited)
+    d = Deliverer(store, TargetBook({"team": slack.url}, {}, {}), "r1", limited, clock=clock)
     jid = _job(store)
     _tell(store, jid, "restarted", ("team",), n=8)
     d.tick()
@@ -365,17 +392,17 @@ def test_the_rate_limit_folds_the_rest_into_one_summary(store: Store, slack: Sla
     _tell(store, jid, "failed", ("team",))  # the window is full: it waits, it is not lost
     d.tick()
     assert len(slack.messages) == 3 and store.notifications(jid)[-1].state == "pending"
-    later = Deliverer(
-        store, d.book, "r1", limited, clock=lambda: datetime.now(UTC) + timedelta(minutes=2)
-    )
+    later = Deliverer(store, d.book, "r1", limited, clock=lambda: clock() + timedelta(minutes=2))
     later.tick()
     assert len(slack.messages) == 4 and slack.messages[-1].text == "failed number 1"
 
 
-def test_an_unknown_target_a_dead_end_and_old_rows(store: Store, slack: SlackReceiver) -> None:
+def test_an_unknown_target_a_dead_end_and_old_rows(
+    store: Store, slack: SlackReceiver, clock: Clock
+) -> None:
     jid = _job(store)
     _tell(store, jid, "failed", ("nobody",))
-    d = Deliverer(store, TargetBook({"team": slack.url}, {}, {}), "r1", FAST)
+    d = Deliverer(store, TargetBook({"team": slack.url}, {}, {}), "r1", FAST, clock=clock)
     d.tick()
     [row] = store.notifications(jid)
     assert row.state == "failed" and "PROVISIONER_NOTIFY_NOBODY" in row.error
@@ -385,14 +412,14 @@ def test_an_unknown_target_a_dead_end_and_old_rows(store: Store, slack: SlackRec
     few = Delivery(
         tries=2, first_retry=timedelta(milliseconds=10), max_retry=timedelta(milliseconds=10)
     )
-    d2 = Deliverer(store, d.book, "r1", few)
+    d2 = Deliverer(store, d.book, "r1", few, clock=clock)
     _tell(store, jid, "succeeded", ("team",))
     _drain(d2, lambda: store.notifications(jid)[-1].state == "failed")
     assert sum(e.kind == "notify-failed" for e in store.events(jid)) == 2
     # rows older than max_age are dropped, not sent
     slack.failing.clear()
     _tell(store, jid, "preempted", ("team",))
-    old = Deliverer(store, d.book, "r1", FAST, clock=lambda: datetime.now(UTC) + timedelta(days=2))
+    old = Deliverer(store, d.book, "r1", FAST, clock=lambda: clock() + timedelta(days=2))
     old.tick()
     assert store.notifications(jid)[-1].state == "expired" and slack.messages == []
 
@@ -420,12 +447,16 @@ def test_notify_test_sends_one_message_to_each_target(
 
 
 def test_the_token_is_nowhere_but_in_the_targets_file(
-    tmp_path: Path, store: Store, slack: SlackReceiver, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    store: Store,
+    slack: SlackReceiver,
+    caplog: pytest.LogCaptureFixture,
+    clock: Clock,
 ) -> None:
     """Store dump (events, outbox rows and their errors), log records, and the dashboard."""
     caplog.set_level(logging.DEBUG)
     book = TargetBook({"team": slack.url}, {}, {})
-    d = Deliverer(store, book, "r1", FAST)
+    d = Deliverer(store, book, "r1", FAST, clock=clock)
     jid = _job(store)
     slack.failing.set()
     _tell(store, jid, "preempted", ("team",))
@@ -458,7 +489,7 @@ def test_the_token_is_nowhere_but_in_the_targets_file(
 
 
 def test_a_daemon_without_apprise_says_so_once(
-    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, clock: Clock
 ) -> None:
     from provisioner.control.daemon import notifying
     from provisioner.control.daemon.config import NotifyConfig
@@ -467,7 +498,7 @@ def test_a_daemon_without_apprise_says_so_once(
     monkeypatch.setattr(notifying, "have_apprise", lambda: False)
     caplog.set_level(logging.INFO)
     book = TargetBook({"team": "json://127.0.0.1:9/services/T/B/XyZ12345678"}, {}, {})
-    n = notifying.Notifications(store, NotifyConfig(targets=["team"]), "r1", book)
+    n = notifying.Notifications(store, NotifyConfig(targets=["team"]), "r1", book, clock)
     jid = _job(store)
     _tell(store, jid, "failed", ("team",))
     metrics = Metrics()

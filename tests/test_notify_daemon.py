@@ -59,16 +59,21 @@ def _config(tmp_path: Path, url: str, targets: dict[str, str], **notify: Any) ->
 def _three(store: Store, target: str = "team", name: str = "done") -> str:
     """A finished job with three committed events, each with its outbox row (as a pass writes
     them); the daemon has nothing else to do with it."""
+    now = datetime.now(UTC)  # the daemon delivers on the real clock
     jid = store.submit(
         name=name, policy_yaml="name: x\n", policy_path=None, provider="sim",
-        provider_options={}, now=datetime.now(UTC), deadline=None, work_total_h=None,
+        provider_options={}, now=now, deadline=None, work_total_h=None,
     ).id  # fmt: skip
-    store.update_job(jid, state="succeeded")
+    store.update_job(jid, at=now, state="succeeded")
     router = Router.of([target])
     for i, kind in enumerate(("preempted", "restarted", "succeeded"), start=1):
         text = f"{name} message {i}"
         store.add_event(
-            jid, kind, text, notify=router.notice(jid, name, None, kind, text, {"restart": 1})
+            jid,
+            kind,
+            text,
+            at=now,
+            notify=router.notice(jid, name, None, kind, text, {"restart": 1}),
         )
     return jid
 

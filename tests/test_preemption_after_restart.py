@@ -130,7 +130,9 @@ def run_job(cloud: str, *, ours: bool) -> tuple[Store, str, Any]:
         first_provider.close()
 
         if ours:  # a termination the daemon recorded, then crashed before the next pass
-            store.add_event(job_id, "terminate", f"terminated {inst.id}", instance=inst.id)
+            store.add_event(
+                job_id, "terminate", f"terminated {inst.id}", at=clock["now"], instance=inst.id
+            )
             make().terminate([inst.id])
             make().terminate([inst.id])  # Tencent: out of the recycle bin too
         else:  # reclaimed and released while no daemon ran

@@ -110,7 +110,7 @@ class _Sample:
             work_total_h=6.0,
         )
         if cols:
-            self.store.update_job(job.id, **cols)
+            self.store.update_job(job.id, at=at, **cols)
         return job
 
     def launch(
@@ -284,6 +284,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     spent = cost1 + billed_cost(a2.provider, a2.price_per_hour, a2.launched_at, now)
     store.update_job(
         job.id,
+        at=now,
         state="running",
         restarts=1,
         spent_usd=spent,
@@ -305,6 +306,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     )
     store.update_job(
         job.id,
+        at=now,
         state="succeeded",
         spent_usd=cost,
         reason="all work checkpointed and the job exited 0",
@@ -321,7 +323,11 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     cost = s.end(job, a, t0 + 0.4 * h, "ended", "job failed: the job exited 1")
     store.add_event(job.id, "failed", "the job exited 1 (CUDA out of memory)", at=t0 + 0.4 * h)
     store.update_job(
-        job.id, state="failed", spent_usd=cost, reason="the job exited 1 (CUDA out of memory)"
+        job.id,
+        at=now,
+        state="failed",
+        spent_usd=cost,
+        reason="the job exited 1 (CUDA out of memory)",
     )
     ids["whisper-batch"] = job.id
 
@@ -337,7 +343,9 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
         "cancelled; terminated 1 instance(s); checkpoints kept",
         at=t0 + 1.1 * h,
     )
-    store.update_job(job.id, state="cancelled", spent_usd=cost, reason="cancelled by the user")
+    store.update_job(
+        job.id, at=now, state="cancelled", spent_usd=cost, reason="cancelled by the user"
+    )
     ids["sdxl-finetune"] = job.id
 
     # pending: submitted, nothing launched yet (its plan is re-planned on the page)
@@ -380,6 +388,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     )
     store.update_job(
         job.id,
+        at=now,
         state="recovering",
         restarts=1,
         spent_usd=cost,
@@ -397,7 +406,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
         at=now - 1.4 * h,
     )
     store.update_job(
-        job.id, state="waiting", reason="every eligible spot offer is above the bid cap"
+        job.id, at=now, state="waiting", reason="every eligible spot offer is above the bid cap"
     )
     ids["t5-distill"] = job.id
 
@@ -411,6 +420,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     cost = s.end(job, a, t0 + 7 * h, "ended", "budget exhausted")
     store.update_job(
         job.id,
+        at=now,
         state="stopped",
         spent_usd=max(cost, 5.0),
         reason="budget.max_total $5.00 reached; stopped (on_exhausted: stop)",
@@ -423,7 +433,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     job = s.job(HOSTILE_NAME, text, t0)
     s.launch(job, 1, text, t0 + timedelta(seconds=15), reason=HOSTILE_REASON, store_plan=False)
     store.add_event(job.id, "notice", HOSTILE_REASON, at=t0 + 0.5 * h)
-    store.update_job(job.id, state="running", reason=HOSTILE_REASON, spent_usd=0.42)
+    store.update_job(job.id, at=now, state="running", reason=HOSTILE_REASON, spent_usd=0.42)
     ids[HOSTILE_NAME] = job.id
 
     # more of the fleet: a few running jobs on GCP and Azure
@@ -440,6 +450,7 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
         a = s.launch(job, 1, text, t0 + timedelta(seconds=25), rank=k)
         store.update_job(
             job.id,
+            at=now,
             state="running",
             spent_usd=billed_cost(a.provider, a.price_per_hour, a.launched_at, now),
             progress=s.progress(150 * (k + 1), 1200, None, t0, 1),

@@ -258,7 +258,7 @@ def down(job_id: str, store_url: str | None, as_json: bool) -> None:
     store = _store(store_url)
     job = _job_or_exit(store, job_id)
     before = job.state
-    terminated = cancel_job(store, job.id)
+    terminated = cancel_job(store, job.id, now=datetime.now(UTC))
     after = (store.job(job.id) or job).state
     if as_json:
         print_json({"id": job.id, "state": after, "was": before, "terminated": terminated})

@@ -17,6 +17,8 @@ ProviderFactory = Callable[[str, dict[str, Any]], Provider]
 
 
 def utcnow() -> datetime:
+    """The real clock: read only where a command or the daemon starts (the store never
+    reads one; every time it writes comes from its caller)."""
     return datetime.now(UTC)
 
 
@@ -27,7 +29,11 @@ def default_provider_factory(name: str, options: dict[str, Any]) -> Provider:
 
 
 def cancel_job(
-    store: Store, job_id: str, *, provider_factory: ProviderFactory = default_provider_factory
+    store: Store,
+    job_id: str,
+    *,
+    now: datetime,
+    provider_factory: ProviderFactory = default_provider_factory,
 ) -> list[str]:
     """Stop a job now: terminate its instances (checkpoints stay), mark it cancelled. A job
     that has already ended and has nothing running is left as it is (no second event). A
@@ -40,8 +46,7 @@ def cancel_job(
     open_attempts = [a for a in store.attempts(job.id) if a.state in ("launching", "running")]
     if job.state in FINAL_STATES and not open_attempts:
         return []
-    store.request_cancel(job.id)
-    now = utcnow()
+    store.request_cancel(job.id, now)
     live: list[str] = []
     unreached = ""
     try:
@@ -53,7 +58,7 @@ def cancel_job(
             live = [i.id for i in prov.list({TAG_JOB: job.id}) if i.state.alive]
             if live:
                 prov.terminate(live)
-                store.end_instances(prov.name, live, now, "cancelled by the user")
+                store.end_instances(prov.name, live, now, "cancelled by the user", job.id)
         except Exception as exc:  # the cloud refused or was unreachable
             unreached = f"{type(exc).__name__}: {exc}"
         finally:
@@ -75,6 +80,7 @@ def cancel_job(
     if job.state not in FINAL_STATES:
         store.update_job(
             job.id,
+            at=now,
             state=JobState.CANCELLED.value,
             cause=Cause.CANCELLED.value,
             reason="cancelled by the user",
@@ -88,5 +94,5 @@ def cancel_job(
         )
     else:
         message = f"cancelled; terminated {len(live)} instance(s); checkpoints kept"
-    store.add_event(job.id, "cancelled", message)
+    store.add_event(job.id, "cancelled", message, at=now)
     return live

@@ -282,7 +282,7 @@ class JobPassBase:
             self.note_spend()
         else:
             spent = self.spent()
-            self.store.update_job(self.job.id, spent_usd=spent, **updates)
+            self.store.update_job(self.job.id, at=self.now, spent_usd=spent, **updates)
             self.job.spent_usd = spent
             note_budget(self, spent)
 

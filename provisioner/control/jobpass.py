@@ -408,7 +408,7 @@ class JobRunner(Launching, ProgressReading):
             updates.clear()
             return retry
         spent = self.spent()
-        self.store.update_job(job.id, state=state, spent_usd=spent, **updates)
+        self.store.update_job(job.id, at=self.now, state=state, spent_usd=spent, **updates)
         job.state, job.spent_usd = state, spent
         updates.clear()
         if final is None:

@@ -106,6 +106,7 @@ def reap(
         report.provider_calls += 1
         report.reaped += len(orphans)
         for i in orphans:
+            store.end_instances(prov.name, [i.id], now, "reaped: its job is over", i.job_id)
             store.add_event(
                 i.job_id, "reaped", f"terminated orphan instance {i.id} ({i.zone})", at=now
             )

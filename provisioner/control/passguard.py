@@ -52,7 +52,11 @@ def fail_unparseable(store: Any, job: Any, exc: Any, now: datetime, notify: Any 
     from provisioner.core.states import Cause, JobState
 
     store.update_job(
-        job.id, state=JobState.FAILED.value, cause=Cause.POLICY_ERROR.value, reason=reason[:1000]
+        job.id,
+        at=now,
+        state=JobState.FAILED.value,
+        cause=Cause.POLICY_ERROR.value,
+        reason=reason[:1000],
     )
     text = reason[:1000] + "; fix the policy and submit the job again"
     notice = None if notify is None else notify.notice(job.id, job.name, None, "policy-error", text)
@@ -83,12 +87,12 @@ def block(
     if (job.reason or "").startswith((BLOCKED + (same if same is not None else reason))[:1000]):
         return
     log.warning("job %s: %s", job.id, text)
-    store.update_job(job.id, reason=text)
+    store.update_job(job.id, at=now, reason=text)
     store.add_event(job.id, kind, text + "; retried every pass", at=now)
 
 
 def unblock(store: Any, job: Any, now: datetime) -> None:
     """The provider answers again: clear a reason :func:`block` set."""
     if (job.reason or "").startswith(BLOCKED):
-        store.update_job(job.id, reason="")
+        store.update_job(job.id, at=now, reason="")
         store.add_event(job.id, "unblocked", "the provider answers again", at=now)

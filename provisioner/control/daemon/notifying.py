@@ -4,6 +4,8 @@ reconciler and a deliverer for the outbox job (its own APScheduler job, never th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from provisioner.control.daemon.config import NotifyConfig
@@ -34,10 +36,17 @@ def load_book(c: NotifyConfig) -> TargetBook:
 
 
 class Notifications:
-    def __init__(self, store: Any, config: NotifyConfig, owner: str, book: TargetBook) -> None:
+    def __init__(
+        self,
+        store: Any,
+        config: NotifyConfig,
+        owner: str,
+        book: TargetBook,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.store, self.config, self.book = store, config, book
         self.router = Router.of(config.targets, config.events)
-        self.deliverer = Deliverer(store, book, owner, delivery_of(config))
+        self.deliverer = Deliverer(store, book, owner, delivery_of(config), clock=clock)
         self.apprise = have_apprise()
         self.say_what()
 

@@ -46,8 +46,11 @@ class Daemon:
         metrics_port: int | None = None,
         dashboard_port: int | None = None,
         start_dashboard: DashboardStarter | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.config_path = config_path
+        #: the daemon's one clock: its heartbeats, passes, deliveries and records read it
+        self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self.start_dashboard = start_dashboard
         self.store_url_override = store_url
         self.metrics_port_override = metrics_port
@@ -66,7 +69,7 @@ class Daemon:
         #: set by an interruption poll that found something: the pass in flight (if any)
         #: runs again as soon as it ends (APScheduler drops a "run now" while one runs)
         self.run_again = threading.Event()
-        self.last_interruption_poll = datetime.now(UTC) - timedelta(minutes=10)
+        self.last_interruption_poll = self.clock() - timedelta(minutes=10)
         #: interruptions already acted on, by (provider, instance, kind): several clouds report
         #: a notice on every answer while it stands (Alibaba's Recycling lock, a rebalance
         #: recommendation), and each poll would otherwise start another pass and count it again
@@ -83,12 +86,14 @@ class Daemon:
 
         url = self.store_url_override or self.config.store
         self.store = Store(url)
-        heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
-        self.reconciler = reconciler_for(self.store, self.config, self.owner)
+        heartbeat(self.store, self.owner, self.clock(), version=_version())
+        self.reconciler = reconciler_for(self.store, self.config, self.owner, self.clock)
         from provisioner.control.daemon.ledger_metrics import LedgerTotals
         from provisioner.control.daemon.notifying import Notifications
 
-        self.notifications = Notifications(self.store, self.config.notify, self.owner, self.book)
+        self.notifications = Notifications(
+            self.store, self.config.notify, self.owner, self.book, self.clock
+        )
         self.reconciler.notify = self.notifications.router
         self.ledger = LedgerTotals(self.store)
         self.metrics.add_ledger(self.ledger)
@@ -119,7 +124,7 @@ class Daemon:
         if server is None:
             return
         self.dashboard = server
-        record_address(self.store, self.owner, server.url, datetime.now(UTC))
+        record_address(self.store, self.owner, server.url, self.clock())
         log.info("dashboard on %s", server.url)
 
     def schedule(self) -> None:
@@ -132,7 +137,7 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
         )
         c = self.config
-        now = datetime.now(UTC)
+        now = datetime.now(UTC)  # the scheduler's: it runs on the real clock
         sched.add_job(
             self.reconcile,
             "interval",
@@ -246,10 +251,10 @@ class Daemon:
             t0 = time.perf_counter()
             try:
                 # alive before claiming: the other replicas count us in their shares
-                heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
+                heartbeat(self.store, self.owner, self.clock(), version=_version())
                 report = self.reconciler.run_pass()
                 # alive after the pass too: a long pass must not read as a dead replica
-                heartbeat(self.store, self.owner, datetime.now(UTC), version=_version())
+                heartbeat(self.store, self.owner, self.clock(), version=_version())
             except Exception as exc:
                 from provisioner.control.passguard import describe, is_store_error
 
@@ -300,7 +305,7 @@ class Daemon:
 
     def poll_interruptions(self) -> None:
         since = self.last_interruption_poll
-        now = datetime.now(UTC)
+        now = self.clock()
         found = 0
         for prov in list(self.reconciler._providers.values()):
             try:
@@ -344,7 +349,7 @@ class Daemon:
                     continue
                 quotes = prov.prices()
                 n = self.store.save_prices(quotes)
-                record_price_refresh(self.store, name, list(quotes), datetime.now(UTC))
+                record_price_refresh(self.store, name, list(quotes), self.clock())
                 prov.close()
                 log.info("refreshed %d prices from %s", n, name)
             except Exception as exc:
@@ -379,7 +384,7 @@ class Daemon:
         if self.ledger is None:
             return
         try:
-            self.ledger.refresh(datetime.now(UTC))
+            self.ledger.refresh(self.clock())
         except Exception as exc:
             log.warning("refreshing the ledger's totals failed: %s", exc)
 
@@ -394,15 +399,21 @@ class Daemon:
         except TargetsError as exc:
             log.error("notification targets not reloaded, keeping the old ones: %s", exc)
         if self.store is not None:
-            self.notifications = Notifications(self.store, new.notify, self.owner, self.book)
+            self.notifications = Notifications(
+                self.store, new.notify, self.owner, self.book, self.clock
+            )
 
 
-def reconciler_for(store: Any, config: DaemonConfig, owner: str) -> Any:
-    """The daemon's reconciler: every active job (an even share when replicas run)."""
-    from provisioner.control.reconciler import Reconciler
+def reconciler_for(
+    store: Any, config: DaemonConfig, owner: str, clock: Callable[[], datetime] | None = None
+) -> Any:
+    """The daemon's reconciler: every active job (an even share when replicas run), on
+    ``clock`` (default: the real one)."""
+    from provisioner.control.reconciler import Reconciler, utcnow
 
     rec = Reconciler(
         store,
+        clock=clock or utcnow,
         owner=owner,
         lease=config.lease,
         share=True,

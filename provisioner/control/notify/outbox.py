@@ -85,13 +85,13 @@ class Deliverer:
         *,
         sender: Sender | None = None,
         failpoints: Failpoints | None = None,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.store, self.book, self.owner = store, book, owner
         self.delivery = delivery or Delivery()
         self.sender = sender or Sender()
         self.failpoints = failpoints or installed()
-        self.clock = clock
+        self.clock = clock or _utcnow  # the daemon's: every time written here comes from it
         self._warned: set[str] = set()
         self._release: list[int] = []
 
@@ -201,7 +201,7 @@ class Deliverer:
         try:
             self.store.add_event(
                 job_id, "notify-failed", f"{n} notification(s) to {target} not sent: {why}",
-                target=target,
+                at=self.clock(), target=target,
             )  # fmt: skip
         except Exception as exc:  # the store's trouble: the log has it
             log.warning("cannot record a failed notification: %s", exc)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import case, func, select, update
@@ -127,17 +127,17 @@ class JobQueries(StoreBase):
         with self.session() as s:
             s.execute(update(JobRow), list(values))
 
-    def update_job(self, job_id: str, **values: Any) -> None:
-        values.setdefault("updated_at", datetime.now(UTC))
+    def update_job(self, job_id: str, *, at: datetime, **values: Any) -> None:
+        """Change a job's columns; ``at`` (the caller's clock) becomes its ``updated_at``."""
         with self.session() as s:
             s.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id)
-                .values(version=JobRow.version + 1, **values)
+                .values(version=JobRow.version + 1, updated_at=at, **values)
             )
 
-    def request_cancel(self, job_id: str) -> None:
-        self.update_job(job_id, cancel_requested=True)
+    def request_cancel(self, job_id: str, at: datetime) -> None:
+        self.update_job(job_id, at=at, cancel_requested=True)
 
     # -- leases (one supervisor per job; several daemon replicas share the jobs) ---------------
 

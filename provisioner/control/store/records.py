@@ -4,10 +4,10 @@ prices, quotas and availability priors."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy import Table, case, delete, func, select, update
 
 from provisioner.control.store.engine import _aware, _chunks
 from provisioner.control.store.outbox import Notice, OutboxQueries
@@ -23,6 +23,10 @@ from provisioner.control.store.schema import (
 )
 from provisioner.core.quotas import Quota
 from provisioner.core.zone_priors import ZonePrior
+
+#: the raw state of an instance this controller terminated, until the cloud's own final word
+#: replaces it (a finished job's instances are not listed again: it may stay)
+TERMINATED_RAW = "terminated by provisioner"
 
 
 class RecordQueries(OutboxQueries):
@@ -70,53 +74,92 @@ class RecordQueries(OutboxQueries):
 
     # -- instances ----------------------------------------------------------------------------
 
+    def _insert(self) -> Any:
+        if self.is_postgres:
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+        return insert(cast(Table, InstanceRow.__table__))
+
     def upsert_instance(self, row: InstanceRow) -> None:
-        with self.session() as s:
-            s.merge(row)
+        self.upsert_instances([row])
 
     def upsert_instances(self, rows: Sequence[InstanceRow]) -> None:
         """Insert or update many instance rows: one upsert statement, compiled once and run
         with the rows as its parameter sets (the driver's executemany; SQLAlchemy batches it
         into multi-row statements where the dialect can). A statement with the rows written
         into it as VALUES was compiled again for every chunk: half the CPU of a cold pass
-        over 10,000 jobs."""
+        over 10,000 jobs.
+
+        An ended row stays ended, whatever order the writes come in (a pass's batch is
+        written at its end, after the terminations it made; another daemon's batch may come
+        later still): its end time is the first one recorded; a row that says the instance is
+        alive does not change its state or raw state (only the cloud's own word that it
+        ended does); the reason it ended is kept."""
         if not rows:
             return
-        if self.is_postgres:
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-        table = cast(Table, InstanceRow.__table__)
+        stmt = self._insert()
+        table = stmt.table
         cols = [c.name for c in table.columns]
         keys = ("provider", "instance_id")
         docs = [{c: getattr(r, c) for c in cols} for r in rows]
-        stmt = insert(table)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=list(keys),
-            set_={c: stmt.excluded[c] for c in cols if c not in keys},
-        )
+        new, old = stmt.excluded, table.c
+        ended = old.ended_at.is_not(None)
+        kept = ended & new.ended_at.is_(None)  # ended here, alive in this row: not so
+        set_ = {c: new[c] for c in cols if c not in keys}
+        set_.update(
+            ended_at=func.coalesce(old.ended_at, new.ended_at),
+            state=case((kept, old.state), else_=new.state),
+            raw_state=case((kept, old.raw_state), else_=new.raw_state),
+            state_reason=case((ended & (old.state_reason != ""), old.state_reason),
+                              else_=new.state_reason),
+            job_id=func.coalesce(new.job_id, old.job_id),
+            attempt=func.coalesce(new.attempt, old.attempt),
+            launched_at=func.coalesce(new.launched_at, old.launched_at),
+        )  # fmt: skip
+        stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_=set_)
         with self.session() as s:
             conn = s.connection()
             for chunk in _chunks(docs, 1000):
                 conn.execute(stmt, chunk)
 
     def end_instances(
-        self, provider: str, instance_ids: Sequence[str], at: datetime, reason: str
+        self,
+        provider: str,
+        instance_ids: Sequence[str],
+        at: datetime,
+        reason: str,
+        job_id: str | None = None,
     ) -> None:
-        """Record instances this controller terminated as ended now (the cloud stops
-        listing them soon, and a job that ended is not looked at again to see it)."""
+        """Record instances this controller terminated as ended ``at`` (the cloud stops
+        listing them soon, and a job that ended is not looked at again to see it), with
+        :data:`TERMINATED_RAW` as their raw state until the cloud says otherwise. An instance
+        already ended keeps its end; one without a row yet (terminated in the pass that first
+        saw it) gets one now, which the pass's own row for it then fills in and never
+        brings back to life (:meth:`upsert_instances`)."""
         if not instance_ids:
             return
-        with self.session() as s:
-            s.execute(
-                update(InstanceRow)
-                .where(
-                    InstanceRow.provider == provider,
-                    InstanceRow.instance_id.in_(list(instance_ids)),
-                    InstanceRow.ended_at.is_(None),
-                )
-                .values(state="terminated", state_reason=reason[:500], ended_at=at)
+        stmt = self._insert()
+        old = stmt.table.c
+        ends = {
+            "state": "terminated",
+            "raw_state": TERMINATED_RAW,
+            "state_reason": reason[:500],
+            "ended_at": at,
+        }
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["provider", "instance_id"], set_=ends, where=old.ended_at.is_(None)
+        )
+        docs = [
+            dict(
+                provider=provider, instance_id=iid, job_id=job_id, attempt=None, region="",
+                zone="", instance_type="", market="", price_per_hour=None, launched_at=None,
+                last_seen_at=None, **ends,
             )
+            for iid in dict.fromkeys(instance_ids)
+        ]  # fmt: skip
+        with self.session() as s:
+            s.connection().execute(stmt, docs)
 
     def instances(self, job_id: str | None = None) -> list[InstanceRow]:
         with self.session() as s:
@@ -133,16 +176,17 @@ class RecordQueries(OutboxQueries):
         kind: str,
         message: str,
         *,
-        at: datetime | None = None,
+        at: datetime,
         notify: Notice | None = None,
         **data: Any,
     ) -> None:
-        """An event; with ``notify``, its outbox rows in the same transaction (delivered by
-        the daemon once this commits: an event is never told before it is recorded, and a
-        recorded one is never lost to a crash)."""
+        """An event at ``at`` (the caller's clock: the store never reads one); with
+        ``notify``, its outbox rows in the same transaction, created and due at ``at``
+        (delivered by the daemon once this commits: an event is never told before it is
+        recorded, and a recorded one is never lost to a crash)."""
         from providers.base import redact
 
-        when = at or datetime.now(UTC)
+        when = at
         with self.session() as s:
             row = EventRow(job_id=job_id, at=when, kind=kind, message=redact(message), data=data)
             s.add(row)
