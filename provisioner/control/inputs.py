@@ -229,6 +229,9 @@ def setup_failures(attempts: Sequence[AttemptRow]) -> tuple[str, ...]:
     decide() wrote it: ``setup failed (<fingerprint>): ...``)."""
     out = []
     for a in attempts:
+        cause = Cause.parse(a.end_cause)
+        if cause not in (Cause.SETUP_FAILED, Cause.UNKNOWN):
+            continue  # the fingerprint is read from the reason of a setup failure only
         m = _SETUP_FAILED.match(a.end_reason or "")
         if m:
             out.append(m.group(1))
