@@ -11,38 +11,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from policies.model import Policy
-from provisioner.core.admission import DEFAULT_STEP_S, Standing
-from provisioner.core.billing import Billing
 from provisioner.core.catalog import Catalog
 from provisioner.core.models import Offer
 from provisioner.core.planner import Plan, PlanContext, plan_offers
+from provisioner.preflight import launch_context
 
-
-def cloud_billing(providers: Iterable[str]) -> dict[str, Billing]:
-    """Each provider's billing rule from its cloud's facts (the sim's: the cloud it mimics;
-    a provider without facts is left out: per second, no minimum)."""
-    from providers.facts import billing_for
-
-    out: dict[str, Billing] = {}
-    for name in set(providers):
-        try:
-            out[name] = billing_for(name)
-        except (ValueError, TypeError):
-            continue
-    return out
-
-
-def launch_context(
-    policy: Policy,
-    catalog: Catalog,
-    now: datetime,
-    step_s: float = DEFAULT_STEP_S,
-    **kw: Any,
-) -> PlanContext:
-    """The context that plans ``policy`` as the daemon will judge its first launch: nothing
-    spent yet, each cloud's billing rule, the daemon's pass interval (``step_s``)."""
-    billing = cloud_billing(catalog.columns.provider_names)
-    return PlanContext(now=now, standing=Standing.for_policy(policy, billing, step_s), **kw)
+__all__ = ["launch_context", "plan"]
 
 
 def plan(

@@ -112,6 +112,26 @@ def sdk_problem(name: str) -> str | None:
     )
 
 
+def launch_context(
+    policy: Policy,
+    catalog: Catalog,
+    now: datetime,
+    step_s: float | None = None,
+    **kw: Any,
+) -> PlanContext:
+    """The context that plans ``policy`` as the daemon will judge its first launch: nothing
+    spent yet, each cloud's billing rule (from its facts, as the daemon reads them), the
+    daemon's pass interval (``step_s``)."""
+    from provisioner.control.inputs import CLOUD_BILLING
+    from provisioner.core.admission import DEFAULT_STEP_S, Standing
+    from provisioner.core.planner import PlanContext
+
+    names = catalog.columns.provider_names
+    billing = {name: CLOUD_BILLING[name] for name in set(names) if name in CLOUD_BILLING}
+    step = DEFAULT_STEP_S if step_s is None else step_s
+    return PlanContext(now=now, standing=Standing.for_policy(policy, billing, step), **kw)
+
+
 def eligible_plan(
     policy: Policy, where: str, catalog: Catalog | None = None, now: datetime | None = None
 ) -> Plan:
@@ -120,7 +140,6 @@ def eligible_plan(
     eligible. ``where``: how to name the policy in the message (its path or name)."""
     from provisioner.catalog_files import builtin_catalog
     from provisioner.core.planner import PlanError, plan_offers
-    from provisioner.planning import launch_context
 
     cat = catalog if catalog is not None else builtin_catalog()
     try:

@@ -198,11 +198,9 @@ def test_plan_lists_nothing_the_daemon_would_fail_and_up_refuses(tmp_path: Path)
         PlanContext(now=T0, pacing=False),
         top=50,
     )
-    from provisioner.planning import cloud_billing
+    from provisioner.control.inputs import CLOUD_BILLING
 
-    job = JobView.new(
-        "j1", pol, T0, billing=cloud_billing(p.offer.provider for p in daemon.placements)
-    )
+    job = JobView.new("j1", pol, T0, billing=CLOUD_BILLING)  # as the daemon fills it
     out = decide(job, Observations(candidates=tuple(daemon.placements)), T0)
     assert not any(isinstance(a, Launch) for a in out)
     # `up --detach` refuses it before anything is written, saying which rule and what to change
