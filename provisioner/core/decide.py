@@ -21,8 +21,8 @@ launch failures that another offer would not cure (``launch_failures``,
 
 Output: actions, to be carried out in order (the executor does nothing else):
 
-* :class:`Terminate` (instance id, reason): stop an instance; its attempt ends (``preempted``
-  when the reason says so, else ``ended``), billed to that moment;
+* :class:`Terminate` (instance id, reason, cause): stop an instance; its attempt ends
+  (``preempted`` when the cause is a preemption, else ``ended``), billed to that moment;
 * :class:`CoolDown` (provider, location, until): keep spot away from a zone a while;
 * :class:`Launch` (placement, attempt, reason, replaces): a new attempt; ``replaces`` names
   the instance it takes over from (under notice, or a switch made before break; None:
@@ -33,12 +33,19 @@ Output: actions, to be carried out in order (the executor does nothing else):
 * :class:`Cancel` (reason): the user asked to stop: the job ends ``cancelled``;
 * :class:`Finish` (reason): the work is done: the job ends ``succeeded``;
 * :class:`Fail` (reason): the job cannot go on (restarts or budget exhausted, its command
-  failed): the job ends ``failed``.
+  failed): the job ends ``failed``;
+* :class:`Stop` (reason): the policy stops it (GPUs idle, ``idle.action: stop``): the job
+  ends ``stopped``.
 
 Order of the rules: a notice long enough to overlap (the rules below, as if the instance under
-notice were gone); cancel; the agent's exit; launch backoff; a notice (wait); the work covered
-by checkpoints; the total budget; time windows; an attempt not yet reported; restarts
-exhausted; a rebalance recommendation's look (:mod:`provisioner.core.signals`); the strategy.
+notice were gone); the gate (:mod:`provisioner.core.gate`: cancel, the agent's exit, a setup
+failure, the policy's probe floor and idle stop, launch backoff, the total budget, a notice's
+wait, the work covered by checkpoints, time windows, an attempt not yet reported, restarts
+exhausted); a rebalance recommendation's look (:mod:`provisioner.core.signals`); the strategy.
+Every action that ends an attempt or the job names its cause
+(:class:`provisioner.core.states.Cause`); the driver takes the states from the transition
+table (:mod:`provisioner.core.states`).
+
 A switch is made before break (:mod:`provisioner.core.overlap`): a :class:`Launch` with
 ``replaces`` naming the instance alive, which works on until the new attempt has taken over. A
 refused launch costs nothing (a capacity observation; :mod:`provisioner.core.looks` paces
@@ -64,13 +71,13 @@ estimate there is nothing to pace against: spot when there is capacity, else on-
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
 
-from policies.model import MarketChoice, Policy
+from policies.model import MarketChoice
 from provisioner.core import admission as adm
 from provisioner.core import availability as av
 from provisioner.core import gang
@@ -93,9 +100,9 @@ from provisioner.core.actions import (
     Terminate,
     Wait,
 )
+from provisioner.core.gate import Situation, budget_out, gate, stop_all
 from provisioner.core.models import Instance, InstanceState, Market, Placement
 from provisioner.core.rules import (
-    budget_spent,
     capped,
     launch_price,
     launchable,
@@ -104,7 +111,7 @@ from provisioner.core.rules import (
     spot_cap,
     spot_split,
 )
-from provisioner.core.states import AgentState, Cause, InterruptionKind
+from provisioner.core.states import Cause, InterruptionKind
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, Strategy
 from provisioner.core.views import (
     AgentReport,
@@ -120,10 +127,6 @@ from provisioner.core.zone_priors import prior_life_h
 
 #: a spot location with nothing seen yet (one shared, immutable record)
 NO_HISTORY = ZoneHistory()
-#: Hold-off after a launch failure that the next offer would not cure (doubling, capped).
-BACKOFF_FIRST, BACKOFF_MAX = timedelta(seconds=5), timedelta(minutes=5)
-#: An agent whose report is older than this is taken for gone (it writes every 5 s).
-AGENT_SILENT = timedelta(minutes=10)
 
 __all__ = [
     "FINAL",
@@ -174,23 +177,7 @@ def _strategy_for(job: JobView, name: str | None) -> Strategy:
     )
 
 
-def _stop_all(alive: Sequence[Instance], reason: str, cause: Cause) -> list[Action]:
-    return [Terminate(i.id, reason, cause) for i in alive]
-
-
-@dataclass
-class _Now:
-    """The job's situation after triage: the instance kept, actions so far, cooldowns."""
-
-    actions: list[Action]
-    keep: Instance | None
-    cooled: dict[Location, datetime]
-    notice_until: datetime | None = None
-    #: make before break: the instance still working until the current attempt takes over
-    handing_over: Instance | None = None
-
-
-def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
+def _triage(job: JobView, obs: Observations, now: datetime) -> Situation:
     """One live instance at most; a preempted attempt cools its zone down."""
     mine = [i for i in obs.instances if i.job_id in (None, job.id)]
     drains = ov.draining(job, [i for i in mine if i.state.alive], obs.interruptions, now)
@@ -203,7 +190,7 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
     dupes = [
         Terminate(i.id, f"a second live instance for job {job.id}", Cause.DUPLICATE) for i in alive
     ]
-    out = _Now(
+    out = Situation(
         [d for d in dupes if keep is None or d.instance_id != keep.id], keep, dict(job.cooldowns)
     )
     for x in drains:
@@ -238,181 +225,6 @@ def _triage(job: JobView, obs: Observations, now: datetime) -> _Now:
     return out
 
 
-def _backoff(job: JobView, now: datetime) -> Backoff | None:
-    """Hold off launches after ``launch_failures`` that another offer would not cure: 5 s
-    after the first, doubling to 5 min (capacity, price and quota failures move on to the next
-    offer at once and are not counted by the caller)."""
-    n = job.launch_failures
-    if n <= 0:
-        return None
-    wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(n - 1, 30))
-    until = (job.last_launch_failure_at or now) + wait
-    if until <= now:
-        return None
-    secs = (until - now).total_seconds()
-    return Backoff(until, f"{n} launch failure(s); next try in {secs:.0f} s")
-
-
-def _agent_still_working(agent: AgentReport, now: datetime) -> bool:
-    """The checkpoints cover the work, but the agent still reports (recently) a command that
-    has not exited: its output is not up yet."""
-    if agent.state in (AgentState.DONE, AgentState.FAILED) or agent.updated_at is None:
-        return False
-    return now - agent.updated_at <= AGENT_SILENT
-
-
-#: setup failures (any) after which the job fails: a VM that never gets the job going
-SETUP_FAILURES_MAX = 3
-
-
-def _setup_failed(job: JobView, agent: AgentReport, t: _Now) -> list[Action] | None:
-    """The current attempt's agent could not start the job (code, secrets, image, setup): its
-    instance goes (not a preemption: no restart counted, no zone cooled) and the next pass
-    launches again; the same failure as an earlier attempt's, or a third one, fails the job."""
-    cur = job.current
-    if agent.state != AgentState.SETUP_FAILED or cur is None or agent.attempt != cur.attempt:
-        return None
-    if t.keep is None or t.keep.id != cur.instance_id:
-        return None  # already ended: the next launch is the normal flow's
-    fp, what = agent.setup_fingerprint, agent.setup_message or "setup failed"
-    stop = [*t.actions, Terminate(t.keep.id, f"setup failed ({fp}): {what}", Cause.SETUP_FAILED)]
-    if fp and fp in job.setup_failures:
-        why = f"setup failed the same way on two attempts: {what}"
-        return [*stop, Fail(why, Cause.SETUP_FAILED)]
-    if len(job.setup_failures) + 1 >= SETUP_FAILURES_MAX:
-        why = f"setup failed on {SETUP_FAILURES_MAX} attempts; last: {what}"
-        return [*stop, Fail(why, Cause.SETUP_FAILED)]
-    return stop
-
-
-def _exited(
-    job: JobView, agent: AgentReport, t: _Now, every: list[Instance]
-) -> list[Action] | None:
-    """The current attempt's command exited non-zero (not on a notice: the agent reports that
-    ``interrupted``): the job fails and every instance of it stops, in this pass; where the
-    exit code is one of ``restart.on_exit_codes``, the attempt's instance stops and the job is
-    launched again (a restart, counted against ``restart.max_restarts``)."""
-    cur = job.current
-    if agent.state != AgentState.FAILED:
-        return None
-    if cur is not None and agent.attempt is not None and agent.attempt != cur.attempt:
-        return None  # an earlier attempt's record, already acted on
-    code = agent.exit_code
-    restart = job.policy.restart
-    if code is not None and code in restart.on_exit_codes:
-        if cur is None or t.keep is None or t.keep.id != cur.instance_id:
-            return None  # its instance already went: the normal flow launches again
-        if job.restarts >= restart.max_restarts:
-            why = (
-                f"job exited {code}; restarts exhausted ({job.restarts} of {restart.max_restarts})"
-            )
-            return [
-                *t.actions,
-                *_stop_all(every, why, Cause.RESTARTS_EXHAUSTED),
-                Fail(why, Cause.RESTARTS_EXHAUSTED),
-            ]
-        why = f"job exited {code}: restarting it (restart.on_exit_codes)"
-        return [*t.actions, Terminate(t.keep.id, why, Cause.EXIT_RESTART)]
-    why = f"job exited {code}" if code is not None else "job failed"
-    return [*t.actions, *_stop_all(every, why, Cause.JOB_EXITED), Fail(why, Cause.JOB_EXITED)]
-
-
-def _policy_stops(
-    job: JobView, t: _Now, now: datetime, every: list[Instance]
-) -> list[Action] | None:
-    """The policy's own stops of a running attempt: its probe measured under
-    ``resources.min_measured_fraction`` (its instance goes, its zone cools down, the job is
-    launched again elsewhere), or its GPUs idle for ``idle.duration`` with ``idle.action:
-    stop`` (the job ends ``stopped``, its checkpoints kept)."""
-    cur = job.current
-    if cur is None or t.keep is None or t.keep.id != cur.instance_id:
-        return None
-    idle = job.policy.idle
-    since = job.gpu_idle_since
-    if (
-        idle is not None
-        and idle.action == "stop"
-        and since is not None
-        and now - since >= idle.duration
-    ):
-        span = int((now - since).total_seconds())
-        why = f"stopped: GPU idle for {span // 60}m{span % 60:02d}s (policy idle.action: stop)"
-        return [*t.actions, *_stop_all(every, why, Cause.GPU_IDLE), Stop(why, Cause.GPU_IDLE)]
-    if job.probe_below:
-        loc = _loc(cur.placement)
-        until = now + job.policy.restart.zone_cooldown
-        acts = [*t.actions, Terminate(t.keep.id, job.probe_below, Cause.PROBE_BELOW_FLOOR)]
-        if job.policy.restart.zone_cooldown > timedelta(0):
-            acts.append(CoolDown(loc[0], loc[1], until, job.probe_below))
-        return acts
-    return None
-
-
-def _gate(job: JobView, obs: Observations, now: datetime, t: _Now) -> list[Action] | None:
-    """The rules that stop the job or make it wait whatever the market; None: none applies."""
-    policy = job.policy
-    alive = [x for x in (t.keep, t.handing_over) if x is not None]
-    every = [i for i in obs.instances if i.job_id in (None, job.id) and i.state.alive]
-    if job.cancel_requested:
-        why = "cancelled by the user"
-        return [*_stop_all(every, why, Cause.CANCELLED), Cancel(why, Cause.CANCELLED)]
-    agent = job.agent or AgentReport()
-    if agent.state == AgentState.DONE:
-        why = "the job's command completed"
-        return [*_stop_all(every, "job finished", Cause.JOB_DONE), Finish(why, Cause.JOB_DONE)]
-    for rule in (
-        _exited(job, agent, t, every),
-        _setup_failed(job, agent, t),
-        _policy_stops(job, t, now, every),
-    ):
-        if rule is not None:
-            return rule
-    backoff = _backoff(job, now)
-    if backoff is not None and t.keep is None:
-        return [*t.actions, backoff]
-    # the budget before a notice's wait: an instance under notice bills until it goes
-    cap = policy.budget.max_total
-    if budget_spent(policy, job.spent_usd + adm.next_pass_usd(job, every, now)):
-        what = f"spent {_usd(job.spent_usd)} of {_usd(cap or 0.0)}"
-        return t.actions + _budget_out(policy, alive, what)
-    if t.notice_until is not None:
-        return [
-            *t.actions,
-            Wait(
-                t.notice_until,
-                "interruption notice: the job checkpoints, then it goes",
-                Cause.NOTICE,
-            ),
-        ]
-    total = job.work_total_h
-    if total is not None and job.work_done_h >= total - st.EPS_H:
-        if alive and _agent_still_working(agent, now):
-            return [
-                *t.actions,
-                Wait(None, "the last checkpoint is in: waiting for the job to exit"),
-            ]
-        stop = _stop_all(alive, "job complete", Cause.JOB_DONE)
-        return [*t.actions, *stop, Finish("all work done", Cause.JOB_DONE)]
-    if policy.windows:
-        from policies.cron import in_window, next_window_start
-
-        wins = [(w.cron, w.duration) for w in policy.windows]
-        if not in_window(wins, now):
-            nxt = next_window_start(wins, now)
-            stop = _stop_all(alive, "outside the policy's time windows", Cause.OUTSIDE_WINDOW)
-            when = nxt.isoformat() if nxt else "never"
-            why = f"outside the time windows; next opens {when}"
-            return [*t.actions, *stop, Wait(nxt, why, Cause.OUTSIDE_WINDOW)]
-    cur = job.current
-    if t.keep is None and cur is not None and cur.instance_id is None and cur.state is None:
-        return [*t.actions, Wait(None, f"attempt {cur.attempt} launched, not reported yet")]
-    limit = policy.restart.max_restarts
-    if t.keep is None and job.restarts >= limit:
-        why = f"restarts exhausted ({job.restarts} of {limit})"
-        return [*t.actions, Fail(why, Cause.RESTARTS_EXHAUSTED)]
-    return None
-
-
 def decide(
     job: JobView, obs: Observations, now: datetime, *, strategy: str | None = None
 ) -> list[Action]:
@@ -444,7 +256,7 @@ def decide(
     return sig.decide_with(job, obs, now, t, rb, lambda j, x: _decide_on(j, obs, now, x, strategy))
 
 
-def _hand_over(job: JobView, t: _Now, now: datetime) -> _Now:
+def _hand_over(job: JobView, t: Situation, now: datetime) -> Situation:
     """The situation as if the instance under notice were gone: its zone kept away until its
     capacity goes (and the policy's cooldown after), so the replacement goes elsewhere."""
     assert t.keep is not None and t.notice_until is not None
@@ -455,13 +267,13 @@ def _hand_over(job: JobView, t: _Now, now: datetime) -> _Now:
     if cooled.get(loc) is None or cooled[loc] < until:
         cooled[loc] = until
         acts.append(CoolDown(loc[0], loc[1], until, "interruption notice: replace elsewhere"))
-    return _Now(acts, None, cooled)
+    return Situation(acts, None, cooled)
 
 
 def _decide_on(
-    job: JobView, obs: Observations, now: datetime, t: _Now, strategy: str | None
+    job: JobView, obs: Observations, now: datetime, t: Situation, strategy: str | None
 ) -> list[Action]:
-    gated = _gate(job, obs, now, t)
+    gated = gate(job, obs, now, t)
     if gated is not None:
         return gated
     policy, keep, cur = job.policy, t.keep, job.current
@@ -502,7 +314,7 @@ def _decide_on(
         choice = SPOT if avail.any() else NONE
     why = sv.why(strat, state, wish, choice)
     if choice == NONE:
-        stop = _stop_all(alive, f"waiting: {why}", Cause.WAITING)
+        stop = stop_all(alive, f"waiting: {why}", Cause.WAITING)
         return [*t.actions, *stop, Wait(None, f"waiting: {why}")]
     if choice == SPOT:
         last = cur.placement if cur is not None and cur.placement.market is Market.SPOT else None
@@ -548,7 +360,7 @@ def _decide_on(
                 *t.actions,
                 Launch(p, n, f"{_describe(p)} (rank {p.rank}): {why}; {how}", replaces=keep.id),
             ]
-        stop = _stop_all(alive, f"switching to {p.market.value}: {why}", Cause.SWITCHED)
+        stop = stop_all(alive, f"switching to {p.market.value}: {why}", Cause.SWITCHED)
         return [
             *t.actions,
             *stop,
@@ -558,7 +370,7 @@ def _decide_on(
         return [*t.actions, next(w for w in passed if w is not None)]
     if alive:
         return [*t.actions, Wait(None, "no launch fits the remaining budget: keeping the instance")]
-    return t.actions + _budget_out(
+    return t.actions + budget_out(
         policy, [], "no launch fits the remaining budget", Cause.NO_LAUNCH_FITS
     )
 
@@ -592,19 +404,3 @@ def _draining_usd(job: JobView, obs: Observations, now: datetime) -> float:
     }
     mine = [i for i in obs.instances if i.job_id in (None, job.id) and i.state.alive]
     return adm.draining_usd(job, mine, ends, now)
-
-
-def _usd(x: float) -> str:
-    """Money as people read it: cents, and four decimals under a dollar (a small budget would
-    read "$0.00 of $0.00")."""
-    return f"${x:.2f}" if abs(x) >= 1 else f"${x:.4f}"
-
-
-def _budget_out(
-    policy: Policy, alive: Sequence[Instance], what: str, cause: Cause = Cause.BUDGET_EXHAUSTED
-) -> list[Action]:
-    if policy.budget.on_exhausted == "stop":
-        stop = _stop_all(alive, f"budget exhausted: {what}", cause)
-        return [*stop, Fail(f"budget exhausted: {what}", cause)]
-    stop = _stop_all(alive, f"budget exhausted: {what}", Cause.BUDGET_PAUSED)
-    return [*stop, Wait(None, f"budget exhausted: {what}; paused", Cause.BUDGET_PAUSED)]
