@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from policies.model import Policy
 from provisioner.core.billing import PER_SECOND, Billing
@@ -44,6 +45,9 @@ from provisioner.core.rules import (
     spot_cap,
 )
 from provisioner.core.views import CHANGEOVER_H, JobView
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 #: the rules plan and the daemon both judge a launch by, in the planner's order
 SHARED_RULES = (
@@ -172,6 +176,29 @@ def budget_refusal(policy: Policy, p: Placement, s: Standing) -> Refusal | None:
         "budget_total",
         f"needs ${need:.4g} ({what}) of the ${left:.4g} left of budget.max_total ${cap:.4g}",
     )
+
+
+def over_budget(
+    policy: Policy, s: Standing, hourly: NDArray, hours: NDArray, first_s: NDArray
+) -> NDArray:
+    """Which of a plan's rows (hourly price, estimated hours, least billed seconds each) the
+    budget leaves no room for: :func:`budget_refusal` over arrays, with the same arithmetic
+    (kept beside it so that the two never drift; the planner calls this one)."""
+    import numpy as np
+
+    cap = policy.budget.max_total
+    assert cap is not None
+    if budget_spent(policy, s.spent_usd):
+        return np.ones(len(hourly), dtype=bool)
+    first = hourly * first_s / 3600.0
+    fallback = np.nan if s.work_left_h is None else s.work_left_h
+    with np.errstate(invalid="ignore"):
+        h = np.where(np.isnan(hours), fallback, hours * s.work_left)
+        h = np.maximum(0.0, h) + s.changeover_h
+        work = hourly * h
+        cost = np.where(np.isnan(work), first, np.maximum(first, work))
+        need = s.committed_usd + cost
+        return ~(s.spent_usd + need <= cap + EPS_TOTAL)
 
 
 def window_refusal(policy: Policy, now: datetime) -> Refusal | None:

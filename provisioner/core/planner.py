@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from policies.gpus import canonical_gpu, gpu_specs
 from policies.model import Policy
 from provisioner.core.admission import SHARED_RULES, PlanRow, Standing, billing_of
+from provisioner.core.admission import over_budget as adm_over_budget
 from provisioner.core.catalog import Catalog
 from provisioner.core.measured import Measured
 from provisioner.core.models import Market, Offer, Placement
@@ -385,7 +386,7 @@ def plan_offers(
             if remaining_h <= 0:
                 cand[cand == 0] = _CODE["deadline"]
         if budget.max_total is not None and ctx.pacing:
-            broke = _over_budget(policy, ctx.standing, price * nodes, hours, first_s)
+            broke = adm_over_budget(policy, ctx.standing, price * nodes, hours, first_s)
             cand[(cand == 0) & broke] = _CODE["budget_total"]
         cand[(cand == 0) & cooldown_mask] = _CODE["cooldown"]
         cand[(cand == 0) & unavailable_mask] = _CODE["unavailable"]
@@ -581,31 +582,6 @@ def _shared_why(
     else:
         return None
     return None if got is None else got.why
-
-
-def _over_budget(
-    policy: Policy, s: Standing, hourly: np.ndarray, hours: np.ndarray, first_s: np.ndarray
-) -> np.ndarray:
-    """Rows whose launch ``budget.max_total`` leaves no room for: the vectorised
-    :func:`provisioner.core.admission.budget_refusal`, with the same arithmetic."""
-    import numpy as np
-
-    from provisioner.core.admission import EPS_TOTAL
-    from provisioner.core.rules import budget_spent
-
-    cap = policy.budget.max_total
-    assert cap is not None
-    if budget_spent(policy, s.spent_usd):
-        return np.ones(len(hourly), dtype=bool)
-    first = hourly * first_s / 3600.0
-    fallback = np.nan if s.work_left_h is None else s.work_left_h
-    with np.errstate(invalid="ignore"):
-        h = np.where(np.isnan(hours), fallback, hours * s.work_left)
-        h = np.maximum(0.0, h) + s.changeover_h
-        work = hourly * h
-        cost = np.where(np.isnan(work), first, np.maximum(first, work))
-        need = s.committed_usd + cost
-        return ~(s.spent_usd + need <= cap + EPS_TOTAL)
 
 
 def _example(o: Offer, market: Market, reason: str, cap: float, rtt: float, hours: float) -> str:
