@@ -263,3 +263,30 @@ def test_least_charge_is_the_minimum_or_one_pass() -> None:
     assert adm.first_charge_usd(p, s) == 0.36 * 60 / 3600
     per_s = replace(s, billing={"aws": PER_SECOND})
     assert adm.first_charge_usd(p, per_s) == 0.36 * 5 / 3600
+
+
+def test_a_late_pass_makes_decide_plan_for_the_longer_step(tmp_path: Path) -> None:
+    """What an instance bills until the next pass is judged with the gap passes really come
+    at (a loaded machine, a slow store), not only the configured interval: at most ten of it."""
+
+    from provisioner.control.reconciler import Reconciler
+    from provisioner.control.store import Store
+
+    clock = [datetime(2031, 1, 1, tzinfo=UTC)]
+    rec = Reconciler(
+        Store(f"sqlite:///{tmp_path / 's.db'}"), clock=lambda: clock[0], pass_interval_s=5.0
+    )
+    try:
+        rec.run_pass()
+        assert rec.env().interval_s == 5.0
+        clock[0] += timedelta(seconds=30)
+        rec.run_pass()
+        assert rec.env().interval_s == 30.0
+        clock[0] += timedelta(seconds=2)  # an early pass (a notice reported) never shortens it
+        rec.run_pass()
+        assert rec.env().interval_s == 5.0
+        clock[0] += timedelta(hours=1)
+        rec.run_pass()
+        assert rec.env().interval_s == 50.0
+    finally:
+        rec.close()

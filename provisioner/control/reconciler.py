@@ -125,6 +125,10 @@ class Reconciler:
         #: how soon the next pass comes (the driver's loop: the daemon's reconcile_interval,
         #: ``up``'s one second): the step decide() is told
         self.pass_interval_s = pass_interval_s
+        #: when the last pass began (this process's clock): a pass that comes late (a loaded
+        #: machine, a slow store) makes decide() plan for a longer step (see :meth:`step_s`)
+        self._pass_at: datetime | None = None
+        self._gap_s = 0.0
         self.failpoints = failpoints or installed()
         self.batch = PassBatch()
         #: Daemon replicas split the active jobs evenly between the live ones (a replica's
@@ -280,16 +284,26 @@ class Reconciler:
             measured=self.measured,
             priors=self.priors,
             failpoints=self.failpoints,
-            interval_s=self.pass_interval_s,
+            interval_s=self.step_s(),
             decide_every=self.decide_every,
             progress_every=self.progress_every,
             notify=self.notify,
             reference=self.reference,
         )
 
+    def step_s(self) -> float:
+        """How soon decide() is told the next pass comes: the configured interval, or the gap
+        the last pass came after where it came later (at most ten intervals), so that what
+        an instance bills until the next pass (the budget's stop) is not underestimated."""
+        late = min(self._gap_s, 10.0 * self.pass_interval_s)
+        return max(self.pass_interval_s, late)
+
     def run_pass(self) -> PassReport:
         t0 = time.perf_counter()
         now = self.clock()
+        if self._pass_at is not None:
+            self._gap_s = max(0.0, (now - self._pass_at).total_seconds())
+        self._pass_at = now
         report = PassReport(step_s=self.pass_interval_s)
         self.refresh_prices()
         env = self.env()
