@@ -59,7 +59,8 @@ def request(url: str, method: str = "GET", doc: Any = None, timeout: float = 10.
         raise SimUnreachable(f"{url}: {exc}") from None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` is there (one of another user's counts as there)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -75,7 +76,7 @@ def running_url(state_dir: Path) -> str | None:
         info = json.loads((state_dir / "server.json").read_text())
     except (OSError, ValueError):
         return None
-    if not _alive(int(info.get("pid", 0))):
+    if not pid_alive(int(info.get("pid", 0))):
         return None
     url = str(info["url"])
     try:

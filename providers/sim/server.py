@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from providers.sim.client import pid_alive
 from providers.sim.cloud import SimCloud
 from providers.sim.config import SimError
 from providers.sim.groups import groups_api
@@ -69,16 +70,6 @@ class SimHTTPServer(ThreadingHTTPServer):
     cloud: SimCloud
     stopping: threading.Event
     owner_pid: int | None = None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -245,7 +236,7 @@ def _scheduler(server: SimHTTPServer) -> None:
             _end_all(server)
         elif server.owner_pid and time.monotonic() >= next_owner_check:
             next_owner_check = time.monotonic() + OWNER_CHECK_S
-            if not _alive(server.owner_pid):
+            if not pid_alive(server.owner_pid):
                 log.info(
                     "owner %d is gone: terminating every instance and exiting", server.owner_pid
                 )
