@@ -11,7 +11,7 @@ from providers.base import Provider
 from provisioner.control.records import attempt_cost
 from provisioner.control.store import FINAL_STATES, Store
 from provisioner.core.models import TAG_JOB
-from provisioner.core.states import Cause, JobState
+from provisioner.core.states import Cause, JobState, job_after
 
 ProviderFactory = Callable[[str, dict[str, Any]], Provider]
 
@@ -77,12 +77,13 @@ def cancel_job(
             cost_usd=attempt_cost(a, now),
         )
     spent = sum(a.cost_usd for a in store.attempts(job.id))
-    if job.state not in FINAL_STATES:
+    step = job_after(JobState(job.state), final=Cause.CANCELLED)  # the transition table's
+    if step.changed:
         store.update_job(
             job.id,
             at=now,
-            state=JobState.CANCELLED.value,
-            cause=Cause.CANCELLED.value,
+            state=step.after.value,
+            cause=step.cause.value,
             reason="cancelled by the user",
             spent_usd=spent,
         )

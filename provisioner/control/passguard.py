@@ -49,14 +49,11 @@ def fail_unparseable(store: Any, job: Any, exc: Any, now: datetime, notify: Any 
     more = len(exc.issues) - 1 if getattr(exc, "issues", None) else 0
     reason = f"policy no longer parses: {first}" + (f" (and {more} more)" if more > 0 else "")
     log.error("job %s: %s", job.id, reason)
-    from provisioner.core.states import Cause, JobState
+    from provisioner.core.states import Cause, JobState, job_after
 
+    step = job_after(JobState(job.state), final=Cause.POLICY_ERROR)  # the transition table's
     store.update_job(
-        job.id,
-        at=now,
-        state=JobState.FAILED.value,
-        cause=Cause.POLICY_ERROR.value,
-        reason=reason[:1000],
+        job.id, at=now, state=step.after.value, cause=step.cause.value, reason=reason[:1000]
     )
     text = reason[:1000] + "; fix the policy and submit the job again"
     notice = None if notify is None else notify.notice(job.id, job.name, None, "policy-error", text)
