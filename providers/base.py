@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import functools
 import logging
 import random
 import time
@@ -248,21 +249,27 @@ def _load_target(target: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def provider_names() -> list[str]:
-    names = dict.fromkeys(BUILTIN)
+@functools.cache
+def plugin_entry_points() -> tuple[Any, ...]:
+    """The ``provisioner.providers`` entry points (plugins), read once per process: a scan
+    of every installed distribution's metadata costs tens of ms, which each submission and
+    each provider built paid again (as :func:`providers.facts._registered` does for facts)."""
     from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def provider_names() -> list[str]:
+    names = dict.fromkeys(BUILTIN)
+    for ep in plugin_entry_points():
         names.setdefault(ep.name, None)
     return list(names)
 
 
 def get(name: str, **options: Any) -> Provider:
     """The provider called ``name``, built with ``options`` (endpoint, credentials, ...)."""
-    from importlib.metadata import entry_points
-
     target: Any = None
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in plugin_entry_points():
         if ep.name == name:
             target = ep.load()
             break

@@ -215,10 +215,10 @@ def _typed_kwargs(cls: Any, name: str) -> list[str] | None:
 
 
 def _provider_class(name: str, builtin: dict[str, str]) -> Any:
-    from importlib.metadata import entry_points
+    from providers.base import plugin_entry_points
 
     try:
-        for ep in entry_points(group="provisioner.providers"):
+        for ep in plugin_entry_points():
             if ep.name == name:
                 return ep.load()
         module, _, attr = builtin[name].partition(":")

@@ -593,6 +593,23 @@ def _git_repo() -> Path:
     return _GIT
 
 
+_SCHEMA: Path | None = None
+
+
+def _fresh_store(path: Path) -> None:
+    """An empty store at the newest schema at ``path``: a copy of one migrated once per
+    process (the migrations run once, not once per seed)."""
+    global _SCHEMA
+    if _SCHEMA is None or not _SCHEMA.exists():
+        import atexit
+
+        root = Path(tempfile.mkdtemp(prefix="seeded-schema-"))
+        atexit.register(shutil.rmtree, root, True)
+        Store(f"sqlite:///{root / 'store.db'}").close()  # the last close folds the WAL in
+        _SCHEMA = root / "store.db"
+    shutil.copyfile(_SCHEMA, path)
+
+
 def run_seed(
     seed: int, tmp: Path, *, verbose: bool = False, max_passes: int = MAX_PASSES
 ) -> Result:
@@ -635,8 +652,9 @@ def run_seed(
         return prov
 
     url = f"sqlite:///{tmp / 'store.db'}"
-    store = LockableStore(url)
-    checker = Store(url)
+    _fresh_store(tmp / "store.db")
+    store = LockableStore(url, migrate=False)
+    checker = Store(url, migrate=False)
     clock = [START]
     points = [ArmedFailpoints() for _ in range(d.daemons)]
 
@@ -661,13 +679,16 @@ def run_seed(
     expected: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     found: dict[tuple[inv.Invariant, str], tuple[int, inv.Violation]] = {}
+    feed = inv.EventFeed()  # the events the checks have read so far (only new ones are read)
+    seen: list[Any] = [None]  # the job rows of the latest check of this pass (None: none ran)
     passes = 0
     away: int = 0  # passes left with the checkpoint store unreachable
     pending = list(d.jobs)
     idle = 0  # passes in a row with nothing of ours running
 
     def check(k: int) -> None:
-        snap = inv.snapshot(checker, [sim], clock[0], expected_results=expected)
+        snap = inv.snapshot(checker, [sim], clock[0], expected_results=expected, feed=feed)
+        seen[0] = snap.jobs
         for v in inv.run_checks(snap, inv.FULL):
             key = (v.invariant, v.job_id)
             if key not in found:
@@ -756,6 +777,7 @@ def run_seed(
             elif f.kind == "sim-restart":
                 box.stop()
         # the passes
+        seen[0] = None
         for idx in range(len(daemons)):
             store.locked = lock_after if idx == 0 else None
             try:
@@ -786,7 +808,14 @@ def run_seed(
             and plans
             and (
                 idle >= IDLE_PASSES
-                or all((j.state in FINAL_STATES) for j in checker.jobs_by_id(list(plans)))
+                or all(
+                    (j.state in FINAL_STATES)
+                    for j in (
+                        [j for j in seen[0] if j.id in plans]
+                        if seen[0] is not None
+                        else checker.jobs_by_id(list(plans))
+                    )
+                )
             )
         ):
             # one more pass for the reaper and the checks after the last end

@@ -366,3 +366,44 @@ def test_estimate_bench_prints_coverage_bias_and_error_per_job_and_prior() -> No
     assert "48 h job: traces too short" in out
     for r in rows:
         assert re.search(r"bias [+-]\d+\.\d%.*abs error +\d+\.\d%.*inside P10-P90 +\d+\.\d%", r)
+
+
+def test_the_launch_estimate_is_kept_for_the_same_inputs_and_made_again_for_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relaunch with the same work left, horizon, zone history and policy gets the kept
+    estimate (no second replay); any input that changes the figure makes a new one, equal to
+    what a fresh replay gives."""
+    from provisioner.control import records
+    from provisioner.core.views import ZoneHistory
+    from provisioner.simulate import estimate as module
+
+    monkeypatch.setattr(records, "_ESTIMATES", {})
+    runs: list[int] = []
+    real = module.estimate_placements
+
+    def counted(*a: object, **kw: object) -> list[Placement]:
+        runs.append(1)
+        return real(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "estimate_placements", counted)
+    policy = _policy(tmp_path)
+    p = _placement("<5%", hours=2.0)
+    first = records.launch_cost_estimate(p, policy, None, None)
+    # the same inputs, ranked differently in another pass's plan: kept
+    again = records.launch_cost_estimate(
+        Placement(p.offer, p.market, p.price_per_hour, None, 5.0, rank=3, est_hours=2.0),
+        policy,
+        None,
+        None,
+    )
+    assert again == first and len(runs) == 1
+    others = [
+        records.launch_cost_estimate(_placement("<5%", hours=1.0), policy, None, None),
+        records.launch_cost_estimate(_placement(">20%", hours=2.0), policy, None, None),
+        records.launch_cost_estimate(p, _policy(tmp_path, "spot"), None, None),
+        records.launch_cost_estimate(p, policy, None, None, ZoneHistory(1.0, 2, 0.5, 1)),
+    ]
+    assert len(runs) == 5 and all(o is not None and o != first for o in others)
+    monkeypatch.setattr(records, "_ESTIMATES", {})
+    assert records.launch_cost_estimate(p, policy, None, None) == first  # as made fresh

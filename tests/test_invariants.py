@@ -397,3 +397,42 @@ def test_the_check_command(tmp_path: Path, request: pytest.FixtureRequest) -> No
     assert run(main, ["check", "j1", "--all", "--store", url]).exit_code == 2
     assert run(main, ["check", "nope", "--store", url]).exit_code == 3
     assert run(main, ["check", "--help"]).exit_code == 0
+
+
+def test_a_snapshot_read_with_an_event_feed_equals_a_fresh_read(tmp_path: Path) -> None:
+    """The seeded run keeps an EventFeed between snapshots (only newer events are read): each
+    snapshot is the same as one read from scratch, for every job or one."""
+    store = _stored(tmp_path)
+    other = job("running", id="j2")
+    with store.session() as s:
+        s.add(other)
+    feed = inv.EventFeed()
+
+    def same(a: Snapshot, b: Snapshot) -> None:
+        assert [j.id for j in a.jobs] == [j.id for j in b.jobs]
+        assert {k: [x.attempt for x in v] for k, v in a.attempts.items()} == {
+            k: [x.attempt for x in v] for k, v in b.attempts.items()
+        }
+        assert sorted(r.instance_id for r in a.instances) == sorted(
+            r.instance_id for r in b.instances
+        )
+        assert {k: [(e.id, e.kind, e.at) for e in v] for k, v in a.events.items()} == {
+            k: [(e.id, e.kind, e.at) for e in v] for k, v in b.events.items()
+        }
+        assert [n.id for n in a.notifications] == [n.id for n in b.notifications]
+
+    now = T0 + timedelta(hours=1)
+    first = inv.snapshot(store, (), now, feed=feed)
+    same(first, inv.snapshot(store, (), now))
+    assert [e.kind for e in first.events["j1"]] == ["succeeded"] and first.events["j2"] == ()
+    store.add_event("j2", "launched", "attempt 1", at=now)
+    store.add_event("j1", "invariant", "[x] y", at=now)
+    again = inv.snapshot(store, (), now, feed=feed)
+    same(again, inv.snapshot(store, (), now))
+    assert [e.kind for e in again.events["j1"]] == ["succeeded", "invariant"]
+    assert [e.kind for e in again.events["j2"]] == ["launched"]
+    one = inv.snapshot(store, (), now, job_ids=["j2", "missing"])
+    assert [j.id for j in one.jobs] == ["j2"] and list(one.events) == ["j2"]
+    assert [e.kind for e in one.events["j2"]] == ["launched"]
+    assert one.instances == () and one.attempts == {"j2": ()}
+    assert inv.run_checks(again) == inv.run_checks(inv.snapshot(store, (), now))

@@ -116,6 +116,28 @@ class Snapshot:
         return next((j for j in self.jobs if j.id == job_id), None)
 
 
+class EventFeed:
+    """The events a run of snapshots has read so far, by job: each :func:`snapshot` given
+    one reads only the events added since the last (events are never changed or deleted, and
+    a SQLite store gives ids in commit order). For a caller that takes a snapshot after every
+    pass (the seeded run): the events query stops growing with the run."""
+
+    def __init__(self, job_id: str | None = None) -> None:
+        self.job_id = job_id  # only this job's events (None: every job's)
+        self.after = 0
+        self.by_job: dict[str | None, list[EventRow]] = {}
+
+    def read(self, store: Store, s: Any) -> None:
+        from sqlalchemy import select
+
+        q = select(EventRow).where(EventRow.id > self.after).order_by(EventRow.id)
+        if self.job_id is not None:
+            q = q.where(EventRow.job_id == self.job_id)
+        for e in s.scalars(q).all():
+            self.by_job.setdefault(e.job_id, []).append(store._fix(e))
+            self.after = e.id
+
+
 def snapshot(
     store: Store,
     providers: Iterable[Provider] = (),
@@ -124,27 +146,50 @@ def snapshot(
     job_ids: Sequence[str] | None = None,
     cheap: bool = False,
     expected_results: Mapping[str, Mapping[str, Any]] | None = None,
+    feed: EventFeed | None = None,
 ) -> Snapshot:
     """The store's rows of ``job_ids`` (None: every job) and the clouds' instances under our
     tag (each provider listed once; none given: not looked at). ``cheap``: the rows the cheap
-    checks read only (no events, no outbox)."""
+    checks read only (no events, no outbox). ``feed``: the events read by earlier snapshots
+    (only newer ones are read). The store's rows are read in one transaction."""
+    from sqlalchemy import select
+
     from provisioner.core.timefmt import utc
 
     when = now if now is not None else _utcnow()
-    jobs = tuple(store.jobs()) if job_ids is None else tuple(store.jobs_by_id(list(job_ids)))
-    ids = [j.id for j in jobs]
-    attempts = {k: tuple(v) for k, v in store.attempts_for(ids).items()}
-    wanted = set(ids)
-    rows = tuple(_instance_rows(store, None if job_ids is None else ids))
     events: dict[str, tuple[EventRow, ...]] = {}
     notes: tuple[NotificationRow, ...] = ()
-    if not cheap:
-        grouped: dict[str, list[EventRow]] = {jid: [] for jid in ids}
-        for e in store.events(ids[0] if len(ids) == 1 else None):
-            if e.job_id in grouped:
-                grouped[e.job_id].append(e)
-        events = {jid: tuple(evs) for jid, evs in grouped.items()}
-        notes = tuple(n for n in store.notifications() if n.job_id in wanted)
+    with store.session() as s:
+        if job_ids is None:
+            q = select(JobRow).order_by(JobRow.submitted_at.desc())
+            jobs = tuple(store._fix(r) for r in s.scalars(q).all())
+        else:
+            by_id = {
+                r.id: r for part in _parts(job_ids) for r in s.scalars(_where(JobRow, part)).all()
+            }
+            jobs = tuple(store._fix(by_id[j]) for j in dict.fromkeys(job_ids) if j in by_id)
+        ids = [j.id for j in jobs]
+        wanted = set(ids)
+        attempts: dict[str, list[AttemptRow]] = {jid: [] for jid in ids}
+        every_job = job_ids is None
+        for part in [None] if every_job else _parts(ids):
+            for a in s.scalars(_where(AttemptRow, part).order_by(AttemptRow.attempt)).all():
+                if a.job_id in attempts:
+                    attempts[a.job_id].append(store._fix(a))
+        rows = tuple(
+            store._fix(r)
+            for part in ([None] if every_job else _parts(ids))
+            for r in s.scalars(_where(InstanceRow, part)).all()
+        )
+        if not cheap:
+            if feed is None:
+                feed = EventFeed(ids[0] if len(ids) == 1 else None)
+            feed.read(store, s)
+            events = {jid: tuple(feed.by_job.get(jid, ())) for jid in ids}
+            qn = select(NotificationRow).order_by(NotificationRow.id)
+            found = [n for n in s.scalars(qn).all() if n.job_id in wanted]
+            s.expunge_all()
+            notes = tuple(_fix_note(n) for n in found)
     cloud: tuple[Instance, ...] | None = None
     provs = list(providers)
     if provs:
@@ -155,7 +200,7 @@ def snapshot(
     return Snapshot(
         now=utc(when),
         jobs=jobs,
-        attempts=attempts,
+        attempts={jid: tuple(v) for jid, v in attempts.items()},
         instances=rows,
         events=events,
         notifications=notes,
@@ -164,18 +209,23 @@ def snapshot(
     )
 
 
-def _instance_rows(store: Store, ids: Sequence[str] | None) -> list[InstanceRow]:
-    """The instance rows of these jobs (None: all), in a few queries."""
-    if ids is None:
-        return store.instances()
+def _parts(ids: Sequence[str], size: int = 1000) -> list[list[str]]:
+    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
+
+
+def _where(table: Any, ids: list[str] | None) -> Any:
+    """``select(table)``, of the rows of these jobs (None: every row)."""
     from sqlalchemy import select
 
-    out: list[InstanceRow] = []
-    with store.session() as s:
-        for i in range(0, len(ids), 1000):
-            q = select(InstanceRow).where(InstanceRow.job_id.in_(list(ids[i : i + 1000])))
-            out += [store._fix(r) for r in s.scalars(q).all()]
-    return out
+    q = select(table)
+    key = table.id if table is JobRow else table.job_id
+    return q if ids is None else q.where(key.in_(ids))
+
+
+def _fix_note(row: NotificationRow) -> NotificationRow:
+    from provisioner.control.store.outbox import _fix_row
+
+    return _fix_row(row)
 
 
 def _utcnow() -> datetime:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import Counter
@@ -153,8 +154,32 @@ def _estimate_now(
     rates = None
     if history is not None and (history.up_h > 0 or history.lost or history.recovered):
         rates = {0: history_rates(band_rates(placement.offer.interruption_band), history)}
+    # the estimate is a pure function of these (its random draws are seeded by the placement):
+    # a relaunch with the same work left, horizon and zone history gets it from the cache
+    # instead of another replay (a tenth to half a second of a pass each)
+    key = (
+        replace(p, score=0.0, rank=0, est_rtt_ms=None, tflops_per_dollar=None, reasons=()),
+        horizon,
+        rates[0] if rates else None,
+        policy.market,
+        policy.checkpoint.grace,
+        policy.checkpoint.interval,
+    )
+    try:
+        return _ESTIMATES[key]
+    except (KeyError, TypeError):  # TypeError: a field that does not hash (never cached)
+        pass
     [done] = estimate_placements([p], policy, horizon, rates=rates)
+    with contextlib.suppress(TypeError):
+        if len(_ESTIMATES) >= ESTIMATE_CACHE:
+            _ESTIMATES.pop(next(iter(_ESTIMATES)))  # the oldest goes
+        _ESTIMATES[key] = done.estimate
     return done.estimate
+
+
+#: launch estimates kept (by their inputs), the oldest dropped first
+ESTIMATE_CACHE = 4096
+_ESTIMATES: dict[Any, CostEstimate | None] = {}
 
 
 def job_checkpoint_uri(job: JobRow, policy: Policy | None = None) -> str:
