@@ -57,6 +57,7 @@ from provisioner.control.failpoints import CRASH_POINTS, Failpoints
 from provisioner.control.store import FINAL_STATES, Store
 from provisioner.core.catalog import Catalog
 from provisioner.core.models import TAG_MANAGED, Instance, Offer
+from provisioner.core.states import ACTIVE_JOB_STATES
 
 START = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday, midnight: the windows' crons
 STEP_S = 60.0  # virtual seconds between passes
@@ -686,8 +687,22 @@ def run_seed(
     pending = list(d.jobs)
     idle = 0  # passes in a row with nothing of ours running
 
+    def catalogs() -> dict[str, Catalog]:
+        """Each active job's offers as the daemon has them (plan and the daemon agree)."""
+        rec = daemons[0]
+        rows = checker.jobs([s.value for s in ACTIVE_JOB_STATES])
+        return {j.id: rec.catalog_for(j) for j in rows}
+
     def check(k: int) -> None:
-        snap = inv.snapshot(checker, [sim], clock[0], expected_results=expected, feed=feed)
+        snap = inv.snapshot(
+            checker,
+            [sim],
+            clock[0],
+            expected_results=expected,
+            feed=feed,
+            catalogs=catalogs(),
+            interval_s=STEP_S,
+        )
         seen[0] = snap.jobs
         for v in inv.run_checks(snap, inv.FULL):
             key = (v.invariant, v.job_id)

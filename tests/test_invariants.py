@@ -96,6 +96,7 @@ def row(iid: str, state: str = "running", raw: str = "running", **kw: Any) -> In
         market="spot",
         state=state,
         raw_state=raw,
+        state_reason="",
         launched_at=T0,
         ended_at=None,
     )
@@ -182,19 +183,12 @@ def test_a_non_zero_exit_read_by_the_daemon_fails_the_job_unless_the_policy_rest
     assert inv.check_exit_fails(snap((job(progress={**exited, "attempt": 0}),))) == []  # older
 
 
-def test_the_exit_codes_the_policy_restarts_on_are_not_failures(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    class Restart:
-        on_exit_codes = (137,)
-
-    class Pol:
-        restart = Restart()
-
-    monkeypatch.setattr(inv, "_policy", lambda _text: Pol())
+def test_the_exit_codes_the_policy_restarts_on_are_not_failures() -> None:
+    restarts = policy() + "restart:\n  on_exit_codes: [137]\n"
     killed = {"attempt": 1, "state": "failed", "exit_code": 137}
-    assert inv.check_exit_fails(snap((job(progress=killed),))) == []
-    found = inv.check_exit_fails(snap((job(progress={**killed, "exit_code": 2}),)))
+    assert inv.check_exit_fails(snap((job(progress=killed, policy_yaml=restarts),))) == []
+    other = {**killed, "exit_code": 2}
+    found = inv.check_exit_fails(snap((job(progress=other, policy_yaml=restarts),)))
     assert kinds(found) == {Invariant.EXIT_NOT_FAILED}
 
 
@@ -361,12 +355,13 @@ def test_the_per_pass_check_records_one_event_per_job_and_invariant(tmp_path: Pa
     store = _stored(tmp_path)
     now = T0 + timedelta(hours=1)
     found = inv.check_pass(store, ["j1"], now)
-    assert kinds(found) == {Invariant.FINAL_JOB_LIVE}
+    # a live row of a finished job, which is also a live row of an ended attempt
+    assert kinds(found) == {Invariant.FINAL_JOB_LIVE, Invariant.ENDED_ROW}
     again = inv.check_pass(store, ["j1"], now + timedelta(seconds=5))
     assert again == found
     told = [e for e in store.events("j1") if e.kind == "invariant"]
-    assert len(told) == 1 and told[0].data["invariant"] == "final-job-live"
-    assert told[0].at == now  # the caller's clock
+    assert sorted(e.data["invariant"] for e in told) == ["ended-row", "final-job-live"]
+    assert {e.at for e in told} == {now}  # the caller's clock, once per invariant
     assert inv.check_pass(store, [], now) == []
 
 

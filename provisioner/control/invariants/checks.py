@@ -1,59 +1,32 @@
-"""A job's promises as code: invariants over a snapshot of the store, the cloud and the events.
-
-Each ``check_*`` is a pure function of a :class:`Snapshot` returning the
-:class:`Violation` s it finds (none: the promise holds). :func:`snapshot` takes one: the jobs,
-their attempts, the instance rows and events from the store, the notification outbox, and the
-instances the clouds list under our tag (where providers are given).
-
-Two sets:
-
-* :data:`CHEAP`: the store's rows of a pass's jobs only. The reconciler runs them after every
-  pass (:func:`check_pass`): a violation becomes an ``invariant`` event of the job, a WARNING
-  log line and the daemon's ``provisioner_invariant_violations_total`` counter.
-* :data:`FULL`: the cheap ones and those that need the clouds' lists, every event and the
-  outbox; ``provisioner check JOB|--all`` and the seeded whole-system run
-  (``tests/seeded.py``, docs/testing.md) run them.
-
-The checks are written to hold at the end of a whole pass (a daemon killed in the middle of
-one leaves the next pass to heal what it left).
-"""
+"""The promises, each a pure function of a :class:`~.snapshot.Snapshot` returning the
+:class:`Violation` s it finds (docs/testing.md, "Invariants"): :data:`CHEAP` (the store's rows
+only: the daemon runs them after every pass) and :data:`FULL` (the clouds' lists, every event,
+the outbox, results, plan against the daemon too)."""
 
 from __future__ import annotations
 
 import enum
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
-from providers.base import CLOUDS, Provider, ProviderError
+from providers.base import CLOUDS
 from providers.facts import billing_for
-from provisioner.control.store import (
-    FINAL_STATES,
-    AttemptRow,
-    EventRow,
-    InstanceRow,
-    JobRow,
-    Store,
-)
-from provisioner.control.store.schema import NotificationRow
-from provisioner.core.models import TAG_MANAGED, Instance
+from provisioner.control.invariants.snapshot import Snapshot
+from provisioner.control.rowchecks import ended_row_problems
+from provisioner.control.store import FINAL_STATES, AttemptRow, EventRow, InstanceRow, JobRow
+from provisioner.core.states import LIVE_ATTEMPT_STATES as LIVE_ATTEMPTS
 
 log = logging.getLogger("provisioner.control.invariants")
 
 #: attempt states of an attempt that may hold capacity
-LIVE_ATTEMPT_STATES = ("launching", "running")
+LIVE_ATTEMPT_STATES = tuple(sorted(s.value for s in LIVE_ATTEMPTS))
 #: instance states (normalised) of capacity that is there
 LIVE_INSTANCE_STATES = ("pending", "running")
-#: raw states (any cloud's, lower case, the last ``/`` part) of a VM that still runs
-LIVE_RAW_STATES = frozenset(
-    {"pending", "provisioning", "staging", "starting", "running", "creating", "launching"}
-)
 #: the event each final state is told by
 FINAL_EVENTS: dict[str, frozenset[str]] = {
     "succeeded": frozenset({"succeeded"}),
@@ -95,143 +68,6 @@ class Violation:
 
     def to_doc(self) -> dict[str, str]:
         return {"invariant": self.invariant.value, "job_id": self.job_id, "message": self.message}
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What the checks read, taken at ``now`` (rows as the store holds them)."""
-
-    now: datetime
-    jobs: tuple[JobRow, ...]
-    attempts: Mapping[str, tuple[AttemptRow, ...]]
-    instances: tuple[InstanceRow, ...]  # the store's rows of these jobs' instances
-    events: Mapping[str, tuple[EventRow, ...]] = field(default_factory=dict)
-    notifications: tuple[NotificationRow, ...] = ()
-    #: what the clouds list under our tag (every job's); None: not looked at
-    cloud: tuple[Instance, ...] | None = None
-    #: job id -> the result an uninterrupted run gives (a deterministic job's); where known
-    expected_results: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    def job(self, job_id: str) -> JobRow | None:
-        return next((j for j in self.jobs if j.id == job_id), None)
-
-
-class EventFeed:
-    """The events a run of snapshots has read so far, by job: each :func:`snapshot` given
-    one reads only the events added since the last (events are never changed or deleted, and
-    a SQLite store gives ids in commit order). For a caller that takes a snapshot after every
-    pass (the seeded run): the events query stops growing with the run."""
-
-    def __init__(self, job_id: str | None = None) -> None:
-        self.job_id = job_id  # only this job's events (None: every job's)
-        self.after = 0
-        self.by_job: dict[str | None, list[EventRow]] = {}
-
-    def read(self, store: Store, s: Any) -> None:
-        from sqlalchemy import select
-
-        q = select(EventRow).where(EventRow.id > self.after).order_by(EventRow.id)
-        if self.job_id is not None:
-            q = q.where(EventRow.job_id == self.job_id)
-        for e in s.scalars(q).all():
-            self.by_job.setdefault(e.job_id, []).append(store._fix(e))
-            self.after = e.id
-
-
-def snapshot(
-    store: Store,
-    providers: Iterable[Provider] = (),
-    now: datetime | None = None,
-    *,
-    job_ids: Sequence[str] | None = None,
-    cheap: bool = False,
-    expected_results: Mapping[str, Mapping[str, Any]] | None = None,
-    feed: EventFeed | None = None,
-) -> Snapshot:
-    """The store's rows of ``job_ids`` (None: every job) and the clouds' instances under our
-    tag (each provider listed once; none given: not looked at). ``cheap``: the rows the cheap
-    checks read only (no events, no outbox). ``feed``: the events read by earlier snapshots
-    (only newer ones are read). The store's rows are read in one transaction."""
-    from sqlalchemy import select
-
-    from provisioner.core.timefmt import utc
-
-    when = now if now is not None else _utcnow()
-    events: dict[str, tuple[EventRow, ...]] = {}
-    notes: tuple[NotificationRow, ...] = ()
-    with store.session() as s:
-        if job_ids is None:
-            q = select(JobRow).order_by(JobRow.submitted_at.desc())
-            jobs = tuple(store._fix(r) for r in s.scalars(q).all())
-        else:
-            by_id = {
-                r.id: r for part in _parts(job_ids) for r in s.scalars(_where(JobRow, part)).all()
-            }
-            jobs = tuple(store._fix(by_id[j]) for j in dict.fromkeys(job_ids) if j in by_id)
-        ids = [j.id for j in jobs]
-        wanted = set(ids)
-        attempts: dict[str, list[AttemptRow]] = {jid: [] for jid in ids}
-        every_job = job_ids is None
-        for part in [None] if every_job else _parts(ids):
-            for a in s.scalars(_where(AttemptRow, part).order_by(AttemptRow.attempt)).all():
-                if a.job_id in attempts:
-                    attempts[a.job_id].append(store._fix(a))
-        rows = tuple(
-            store._fix(r)
-            for part in ([None] if every_job else _parts(ids))
-            for r in s.scalars(_where(InstanceRow, part)).all()
-        )
-        if not cheap:
-            if feed is None:
-                feed = EventFeed(ids[0] if len(ids) == 1 else None)
-            feed.read(store, s)
-            events = {jid: tuple(feed.by_job.get(jid, ())) for jid in ids}
-            qn = select(NotificationRow).order_by(NotificationRow.id)
-            found = [n for n in s.scalars(qn).all() if n.job_id in wanted]
-            s.expunge_all()
-            notes = tuple(_fix_note(n) for n in found)
-    cloud: tuple[Instance, ...] | None = None
-    provs = list(providers)
-    if provs:
-        listed: list[Instance] = []
-        for p in provs:
-            listed += p.list({TAG_MANAGED: "true"})
-        cloud = tuple(listed)
-    return Snapshot(
-        now=utc(when),
-        jobs=jobs,
-        attempts={jid: tuple(v) for jid, v in attempts.items()},
-        instances=rows,
-        events=events,
-        notifications=notes,
-        cloud=cloud,
-        expected_results=dict(expected_results or {}),
-    )
-
-
-def _parts(ids: Sequence[str], size: int = 1000) -> list[list[str]]:
-    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
-
-
-def _where(table: Any, ids: list[str] | None) -> Any:
-    """``select(table)``, of the rows of these jobs (None: every row)."""
-    from sqlalchemy import select
-
-    q = select(table)
-    key = table.id if table is JobRow else table.job_id
-    return q if ids is None else q.where(key.in_(ids))
-
-
-def _fix_note(row: NotificationRow) -> NotificationRow:
-    from provisioner.control.store.outbox import _fix_row
-
-    return _fix_row(row)
-
-
-def _utcnow() -> datetime:
-    from datetime import UTC
-
-    return datetime.now(UTC)
 
 
 @lru_cache(maxsize=1024)
@@ -289,34 +125,14 @@ def check_final_job_live(snap: Snapshot) -> list[Violation]:
     return out
 
 
-def ended_row_problem(row: InstanceRow) -> str | None:
-    """What is wrong with an instance row that says its instance ended, if anything."""
-    ended = row.ended_at is not None or row.state not in LIVE_INSTANCE_STATES
-    if not ended:
-        return None
-    if row.ended_at is None:
-        return f"instance row {row.instance_id} is {row.state} with no end time"
-    if row.state in LIVE_INSTANCE_STATES:
-        return f"instance row {row.instance_id} has ended at {row.ended_at} but is {row.state}"
-    raw = (row.raw_state or "").rsplit("/", 1)[-1].strip().lower()
-    if not raw or raw in LIVE_RAW_STATES:
-        return (
-            f"instance row {row.instance_id} is {row.state} (ended {row.ended_at}) "
-            f"but its raw state is {row.raw_state!r}"
-        )
-    if row.launched_at is not None and row.ended_at < row.launched_at:
-        return f"instance row {row.instance_id} ended {row.ended_at} before its launch"
-    return None
-
-
 def check_ended_rows(snap: Snapshot) -> list[Violation]:
-    """Every ended instance has an end time and a final raw state."""
-    out = []
-    for r in snap.instances:
-        why = ended_row_problem(r)
-        if why:
-            out.append(Violation(Invariant.ENDED_ROW, r.job_id or "", why))
-    return out
+    """Every ended instance has an end time and a final raw state, and no row of an ended
+    attempt is live (:func:`provisioner.control.rowchecks.ended_row_problems`)."""
+    attempts = [a for rows in snap.attempts.values() for a in rows]
+    return [
+        Violation(Invariant.ENDED_ROW, r.job_id or "", why)
+        for r, why in ended_row_problems(snap.instances, attempts)
+    ]
 
 
 def _restart_codes(policy: Policy | None) -> tuple[int, ...]:
@@ -637,27 +453,20 @@ def check_results(snap: Snapshot) -> list[Violation]:
 
 
 def check_plan_daemon(snap: Snapshot) -> list[Violation]:
-    """Plan and the daemon agree (the daemon's launch check against plan's eligibility):
-    ``provisioner.control.plancheck.plan_daemon_disagreements`` where it exists."""
-    try:
-        from provisioner.control import plancheck  # type: ignore[attr-defined]
-    except ImportError:
-        return []
-    fn: Callable[..., Any] | None = getattr(plancheck, "plan_daemon_disagreements", None)
-    if fn is None:
-        return []
+    """Plan and the daemon agree: for each active job whose catalog the snapshot holds, an
+    offer ``plan`` lists as eligible now is one the daemon may launch, and the reverse
+    (:func:`provisioner.control.plancheck.disagreements`)."""
+    from provisioner.control.plancheck import disagreements
+
     out: list[Violation] = []
     for j in snap.jobs:
-        if _final(j):
+        catalog = snap.catalogs.get(j.id)
+        pol = None if catalog is None or _final(j) else _policy(j.policy_yaml)
+        if catalog is None or pol is None:
             continue
-        pol = _policy(j.policy_yaml)
-        if pol is None:
-            continue
-        try:
-            found = fn(j, pol, snap.now)
-        except TypeError:
-            return []  # another signature: wire it in here
-        out += [Violation(Invariant.PLAN_DAEMON, j.id, str(m)) for m in found]
+        attempts = snap.attempts.get(j.id, ())
+        found = disagreements(j, pol, attempts, catalog, snap.now, interval_s=snap.interval_s)
+        out += [Violation(Invariant.PLAN_DAEMON, j.id, m) for m in found]
     return out
 
 
@@ -688,38 +497,3 @@ def run_checks(snap: Snapshot, checks: Sequence[Check] = FULL) -> list[Violation
     for check in checks:
         out += check(snap)
     return sorted(set(out))
-
-
-# -- the daemon's per-pass check ----------------------------------------------------------------
-
-
-def check_pass(store: Store, job_ids: Sequence[str], now: datetime) -> list[Violation]:
-    """The cheap checks over the jobs a pass held, each violation recorded as an
-    ``invariant`` event of its job (once per job, invariant and message) and logged as a
-    WARNING. Never raises: a check that cannot run is logged and skipped."""
-    if not job_ids:
-        return []
-    try:
-        found = run_checks(snapshot(store, (), now, job_ids=job_ids, cheap=True), CHEAP)
-    except Exception:  # the store may be the trouble; the pass itself went fine
-        log.debug("invariant checks skipped", exc_info=True)
-        return []
-    for v in found:
-        log.warning("invariant violated: %s", v)
-        tag = f"[{v.invariant.value}]"
-        try:  # told once per job and invariant (a message may change pass to pass)
-            if not store.has_event(v.job_id, "invariant", tag):
-                store.add_event(
-                    v.job_id or None,
-                    "invariant",
-                    f"{tag} {v.message}",
-                    at=now,
-                    invariant=v.invariant.value,
-                )
-        except Exception:
-            log.debug("invariant event not recorded", exc_info=True)
-    return found
-
-
-def listing_error(exc: ProviderError) -> str:
-    return f"cannot list instances at {exc.provider or '?'}: {exc}"
