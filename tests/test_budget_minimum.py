@@ -170,10 +170,13 @@ def test_the_guard_refuses_a_launch_whose_minimum_is_more_than_what_is_left() ->
 # -- the daemon: Reconciler + the sim's server + SQLite, on a virtual clock ------------------
 
 
-def _run_daemon(tmp: Path, prices: list[float], passes: int) -> tuple[list[float], float, float]:
+def _run_daemon(
+    tmp: Path, prices: list[float], passes: int
+) -> tuple[list[float], float, float, list[str]]:
     """The issue's policy run by the real reconciler every 5 s of virtual time on the sim
     (bills as AWS: per second, 60 s minimum): (what was left of the budget at each launch,
-    each launch's least charge...), the job's spend and the sim's own bill."""
+    each launch's least charge...), the job's spend, the sim's own bill and the job's events'
+    kinds in order."""
     from providers.sim import SimProvider
     from provisioner.api import submit
     from provisioner.control.store import FINAL_STATES, Store
@@ -237,7 +240,7 @@ def _run_daemon(tmp: Path, prices: list[float], passes: int) -> tuple[list[float
         job = store.job(job_id)
         assert job is not None
         bill = sum(sim.billing(i.id).cost for i in sim.list({TAG_JOB: job_id}))
-        return margins, float(job.spent_usd), bill
+        return margins, float(job.spent_usd), bill, [e.kind for e in store.events(job_id)]
     finally:
         sim.shutdown_server(terminate_all=True)
 
@@ -246,13 +249,16 @@ def test_the_daemon_never_launches_past_a_stop_budget_without_compute_hours(
     tmp_path: Path,
 ) -> None:
     # only offers whose minimum alone is more than the budget: nothing is launched
-    margins, spent, bill = _run_daemon(tmp_path / "a", [0.30, 0.31], passes=6)
+    margins, spent, bill, _kinds = _run_daemon(tmp_path / "a", [0.30, 0.31], passes=6)
     assert margins == [] and spent == 0.0 and bill == 0.0
     # one that fits: launched, then stopped before its bill passes the cap, not relaunched
-    margins, spent, bill = _run_daemon(tmp_path / "b", [0.2022, 0.30], passes=40)
+    margins, spent, bill, kinds = _run_daemon(tmp_path / "b", [0.2022, 0.30], passes=40)
     assert len(margins) == 1 and margins[0] >= 0.0
     assert 0.2022 * 60 / 3600 <= spent <= 0.004 + 1e-9, spent
     assert bill <= 0.004 + 1e-9, bill
+    # told in order (defect 6): the budget level spend reached, then the job's end
+    assert kinds.count("failed") == 1 and "budget" in kinds, kinds
+    assert max(i for i, k in enumerate(kinds) if k == "budget") < kinds.index("failed"), kinds
 
 
 def test_least_charge_is_the_minimum_or_one_pass() -> None:
