@@ -114,6 +114,7 @@ def job_summary(store: Any, job: Any) -> dict[str, Any]:
         "spent_usd": round(job.spent_usd, 4),
         "progress": job.progress,
         "reason": job.reason,
+        "cause": job.cause or None,  # why it is in its state (provisioner.core.states.Cause)
         "placement": None
         if cur is None
         else {
@@ -129,6 +130,7 @@ def job_summary(store: Any, job: Any) -> dict[str, Any]:
             "bid_cap_per_hour": cur.bid_cap_per_hour,
             "instance_id": cur.instance_id,
             "attempt_state": cur.state,
+            "attempt_end_cause": cur.end_cause or None,
         },
         "result": job.result,
     }

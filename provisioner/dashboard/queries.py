@@ -168,6 +168,7 @@ def job_summary(job: JobRow, current: AttemptRow | None, now: datetime) -> dict[
         "name": job.name,
         "state": job.state,
         "reason": _redact(job.reason or ""),
+        "cause": job.cause or None,
         "provider": job.provider,
         "submitted_at": utc(job.submitted_at),
         "updated_at": utc(job.updated_at),
@@ -267,6 +268,7 @@ def _attempt(a: AttemptRow, now: datetime) -> dict[str, Any]:
         "launched_at": launched,
         "ended_at": ended,
         "end_reason": _redact(a.end_reason or ""),
+        "end_cause": a.end_cause or None,
         "cost_usd": round(cost or 0.0, 6),
         "token": a.token,
     }
