@@ -29,7 +29,7 @@ from provisioner.control.jobbase import JobMemo, LeaseLost, PassEnv
 from provisioner.control.launching import Launching
 from provisioner.control.progress import ProgressReading
 from provisioner.control.records import PassReport
-from provisioner.control.store import AttemptRow
+from provisioner.control.store import PREEMPTED_ROW, AttemptRow
 from provisioner.core import decide as d
 from provisioner.core.models import TAG_JOB, TAG_MANAGED, Instance, InstanceState
 from provisioner.core.states import (
@@ -198,21 +198,41 @@ class JobRunner(Launching, ProgressReading):
         elif released or (inst is not None and inst.state is InstanceState.PREEMPTED):
             why = inst.state_reason if inst else "spot instance released"
             shown = why or (inst.raw_state if inst else "")
-            self.end_attempt(cur, AttemptState.PREEMPTED, why or "preempted", Cause.PREEMPTED)
-            report.restarts += 1
-            self.env.failpoints.hit("after-preempted")
-            self.event(
-                "preempted",
+            self.preempted(
+                cur,
                 f"attempt {cur.attempt} on {cur.provider}:{cur.zone} preempted"
                 f" ({shown}); the zone is cooled down for {self.policy.restart.zone_cooldown}",
-                zone=cur.zone,
-                instance=cur.instance_id,
+                why or "preempted",
+                report,
             )
         else:
             reason = "instance gone" if inst is None else f"instance {inst.state.value}"
             self.end_attempt(cur, AttemptState.ENDED, reason, Cause.INSTANCE_LOST)
             self.event("lost", f"attempt {cur.attempt}: {reason}", instance=cur.instance_id)
         return seen
+
+    def preempted(self, a: AttemptRow, message: str, why: str, report: PassReport) -> None:
+        """An attempt the cloud took back: its ``preempted`` event (once, whatever crash
+        comes between the writes: the event goes first, and a pass that finds the attempt
+        still running and its instance gone comes here again), its instance rows ended as
+        preempted, then the attempt ended (a restart)."""
+        self.tell_preempted(a, message)
+        self.env.failpoints.hit("after-preempted")
+        if a.instance_id:
+            gone = self.expand([a.instance_id])
+            self.store.end_instances(
+                self.provider.name, gone, self.now, why, self.job.id, state=PREEMPTED_ROW
+            )
+        self.end_attempt(a, AttemptState.PREEMPTED, why, Cause.PREEMPTED)
+        report.restarts += 1
+
+    def tell_preempted(self, a: AttemptRow, message: str) -> None:
+        """The ``preempted`` event of attempt ``a``, unless it has one already (a process
+        killed between the event and the attempt's end wrote it); a restart may be complete
+        either way (:func:`provisioner.control.alerts.note_restart` looks this pass)."""
+        if not self.store.has_event(self.job.id, "preempted", f"attempt {a.attempt} on "):
+            self.event("preempted", message, zone=a.zone, instance=a.instance_id)
+        self.restart_check = True
 
     def end_replaced(self, seen: list[Instance], report: PassReport) -> None:
         """End the earlier attempts still recorded running whose instance is gone: one
@@ -225,16 +245,12 @@ class JobRunner(Launching, ProgressReading):
             inst = next((i for i in seen if i.id == a.instance_id), None)
             noticed = self.store.has_event(self.job.id, "notice", a.instance_id)
             if noticed or (inst is not None and inst.state is InstanceState.PREEMPTED):
-                why = "replaced after an interruption notice"
-                self.end_attempt(a, AttemptState.PREEMPTED, why, Cause.PREEMPTED)
-                report.restarts += 1
-                self.env.failpoints.hit("after-preempted")
-                self.event(
-                    "preempted",
+                self.preempted(
+                    a,
                     f"attempt {a.attempt} on {a.provider}:{a.zone} gone after its notice; "
                     f"attempt {self.job.attempt} took over",
-                    zone=a.zone,
-                    instance=a.instance_id,
+                    "replaced after an interruption notice",
+                    report,
                 )
             else:
                 self.end_attempt(a, AttemptState.ENDED, "instance gone", Cause.INSTANCE_LOST)
@@ -461,6 +477,13 @@ class JobRunner(Launching, ProgressReading):
         for a in self.attempts:
             if a.instance_id == action.instance_id and a.state in LIVE_ATTEMPT_STATES:
                 preempted = action.cause is Cause.PREEMPTED
+                if preempted and a is not self.current:  # overlap: told before it ends
+                    self.tell_preempted(
+                        a,
+                        f"attempt {a.attempt} on {a.provider}:{a.zone} under notice: "
+                        f"{self._checkpoint_note(a)}; attempt {self.job.attempt} takes over; "
+                        f"the zone is cooled down for {self.policy.restart.zone_cooldown}",
+                    )
                 self.end_attempt(a, attempt_end(action.cause), action.reason, action.cause)
                 if action.cause is Cause.PROBE_BELOW_FLOOR:
                     self.event(
@@ -473,14 +496,6 @@ class JobRunner(Launching, ProgressReading):
                     )
                 if preempted and a is not self.current:  # overlap: the replacement runs
                     report.restarts += 1
-                    self.event(
-                        "preempted",
-                        f"attempt {a.attempt} on {a.provider}:{a.zone} under notice: "
-                        f"{self._checkpoint_note(a)}; attempt {self.job.attempt} takes over; "
-                        f"the zone is cooled down for {self.policy.restart.zone_cooldown}",
-                        zone=a.zone,
-                        instance=a.instance_id,
-                    )
 
     def end_job(self, action: d.Final, report: PassReport, updates: dict[str, Any]) -> None:
         """A final action: the job's open attempts end, and its reason is set. What people

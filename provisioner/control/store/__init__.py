@@ -22,7 +22,7 @@ from provisioner.control.store.engine import (
 )
 from provisioner.control.store.jobs import JobQueries
 from provisioner.control.store.outbox import Notice
-from provisioner.control.store.records import TERMINATED_RAW, RecordQueries
+from provisioner.control.store.records import PREEMPTED_ROW, TERMINATED_RAW, RecordQueries
 from provisioner.control.store.replicas import drop_replica, heartbeat, live_replicas
 from provisioner.control.store.schema import (
     AttemptRow,
@@ -39,6 +39,7 @@ from provisioner.control.store.schema import (
 __all__ = [
     "ACTIVE_STATES",
     "FINAL_STATES",
+    "PREEMPTED_ROW",
     "TERMINATED_RAW",
     "AttemptRow",
     "CooldownRow",

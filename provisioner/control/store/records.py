@@ -27,6 +27,8 @@ from provisioner.core.zone_priors import ZonePrior
 #: the raw state of an instance this controller terminated, until the cloud's own final word
 #: replaces it (a finished job's instances are not listed again: it may stay)
 TERMINATED_RAW = "terminated by provisioner"
+#: how :meth:`RecordQueries.end_instances` records capacity the cloud took back (state, raw state)
+PREEMPTED_ROW = ("preempted", "reclaimed by the cloud")
 
 
 class RecordQueries(OutboxQueries):
@@ -130,10 +132,12 @@ class RecordQueries(OutboxQueries):
         at: datetime,
         reason: str,
         job_id: str | None = None,
+        state: tuple[str, str] = ("terminated", TERMINATED_RAW),
     ) -> None:
         """Record instances this controller terminated as ended ``at`` (the cloud stops
         listing them soon, and a job that ended is not looked at again to see it), with
-        :data:`TERMINATED_RAW` as their raw state until the cloud says otherwise. An instance
+        :data:`TERMINATED_RAW` as their raw state until the cloud says otherwise (``state``:
+        the state and raw state to record; :data:`PREEMPTED_ROW` for capacity taken back). An instance
         already ended keeps its end; one without a row yet (terminated in the pass that first
         saw it) gets one now, which the pass's own row for it then fills in and never
         brings back to life (:meth:`upsert_instances`)."""
@@ -142,8 +146,8 @@ class RecordQueries(OutboxQueries):
         stmt = self._insert()
         old = stmt.table.c
         ends = {
-            "state": "terminated",
-            "raw_state": TERMINATED_RAW,
+            "state": state[0],
+            "raw_state": state[1],
             "state_reason": reason[:500],
             "ended_at": at,
         }
