@@ -245,10 +245,15 @@ class JobRunner(Launching, ProgressReading):
             inst = next((i for i in seen if i.id == a.instance_id), None)
             noticed = self.store.has_event(self.job.id, "notice", a.instance_id)
             if noticed or (inst is not None and inst.state is InstanceState.PREEMPTED):
+                cur = self.current
+                took = (
+                    f"; attempt {cur.attempt} took over"
+                    if cur is not None and cur is not a and cur.state == "running"
+                    else ""
+                )
                 self.preempted(
                     a,
-                    f"attempt {a.attempt} on {a.provider}:{a.zone} gone after its notice; "
-                    f"attempt {self.job.attempt} took over",
+                    f"attempt {a.attempt} on {a.provider}:{a.zone} gone after its notice{took}",
                     "replaced after an interruption notice",
                     report,
                 )
