@@ -42,6 +42,13 @@ def one(
     base = _base()
     try:
         r = run_seed(seed, base / str(seed), verbose=verbose)
+    except Exception as exc:  # the harness itself failed: that seed's result, not the run's
+        import traceback
+
+        where = traceback.format_exc().strip().splitlines()[-3:]
+        why = f"{type(exc).__name__}: {exc}"
+        text = f"seed {seed}: the run itself failed: {why}\n  " + "\n  ".join(where)
+        return seed, [(0, "harness", "-", why)], 0, 0, 0.0, text
     finally:
         shutil.rmtree(base, ignore_errors=True)
     found = [(k, v.invariant.value, v.job_id, v.message) for k, v in r.violations]

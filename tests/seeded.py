@@ -597,6 +597,20 @@ def _git_repo() -> Path:
 _SCHEMA: Path | None = None
 
 
+def _store_away(ck: Path, aside: Path) -> None:
+    """The checkpoint store unreachable: its directory moved aside and a plain file in its
+    place, so that every read and write under it fails (as a bucket that does not answer),
+    and nothing can create it anew meanwhile."""
+    ck.rename(aside)
+    ck.write_text("unreachable\n")
+
+
+def _store_back(ck: Path, aside: Path) -> None:
+    """The checkpoint store reachable again, as it was."""
+    ck.unlink()
+    aside.rename(ck)
+
+
 def _fresh_store(path: Path) -> None:
     """An empty store at the newest schema at ``path``: a copy of one migrated once per
     process (the migrations run once, not once per seed)."""
@@ -787,7 +801,7 @@ def run_seed(
                 lock_after = int(f.arg)
             elif f.kind == "ckpt-away" and away == 0:
                 away = f.passes
-                ck.rename(tmp / "ck-away")
+                _store_away(ck, tmp / "ck-away")
                 player.reachable = False
             elif f.kind == "sim-restart":
                 box.stop()
@@ -814,7 +828,7 @@ def run_seed(
         if away > 0:
             away -= 1
             if away == 0:
-                (tmp / "ck-away").rename(ck)
+                _store_back(ck, tmp / "ck-away")
                 player.reachable = True
         busy = any(i.job_id in plans and i.state.alive for i in listed)
         idle = 0 if busy or pending or any(f.at > k for f in d.faults) else idle + 1
@@ -841,7 +855,7 @@ def run_seed(
             check(k + 1)
             break
     if away > 0:
-        (tmp / "ck-away").rename(ck)
+        _store_back(ck, tmp / "ck-away")
     outcomes = {
         plans[j.id].name: f"{j.state} ({j.reason[:80]})" if j.reason else j.state
         for j in checker.jobs_by_id(list(plans))
