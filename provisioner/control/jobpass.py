@@ -95,6 +95,7 @@ class JobRunner(Launching, ProgressReading):
             return
         seen = self.observe_attempt(seen, progress, report)
         self.end_replaced(seen, report)
+        seen = self.stop_leftovers(seen, report)
         live = [i for i in seen if i.state.alive]
 
         # Restarts are the preempted attempts: counted, never incremented, so a crash between
@@ -210,6 +211,26 @@ class JobRunner(Launching, ProgressReading):
             self.end_attempt(cur, AttemptState.ENDED, reason, Cause.INSTANCE_LOST)
             self.event("lost", f"attempt {cur.attempt}: {reason}", instance=cur.instance_id)
         return seen
+
+    def stop_leftovers(self, seen: list[Instance], report: PassReport) -> list[Instance]:
+        """Capacity of an attempt that has ended (say a gang's nodes, started by a launch
+        sent again after a crash, whose attempt then failed on a throttled call): stopped,
+        recorded first, never taken for the job's instance. Returns what was seen, those
+        shown terminated."""
+        ended = {a.attempt for a in self.attempts if a.state not in LIVE_ATTEMPT_STATES}
+        left = [i for i in seen if i.state.alive and i.attempt in ended and i.job_id == self.job.id]
+        if not left:
+            return seen
+        ids = [i.id for i in left]
+        why = "its attempt has ended: capacity left over"
+        for iid in ids:
+            self.event("terminate", f"terminated {iid}: {why}")
+        self.provider.terminate(ids)
+        self.store.end_instances(self.provider.name, ids, self.now, why, self.job.id)
+        report.provider_calls += 1
+        report.terminations += len(ids)
+        gone = set(ids)
+        return [replace(i, state=InstanceState.TERMINATED) if i.id in gone else i for i in seen]
 
     def preempted(self, a: AttemptRow, message: str, why: str, report: PassReport) -> None:
         """An attempt the cloud took back: its ``preempted`` event (once, whatever crash
@@ -482,12 +503,19 @@ class JobRunner(Launching, ProgressReading):
         for a in self.attempts:
             if a.instance_id == action.instance_id and a.state in LIVE_ATTEMPT_STATES:
                 preempted = action.cause is Cause.PREEMPTED
+                cooled = f"the zone is cooled down for {self.policy.restart.zone_cooldown}"
                 if preempted and a is not self.current:  # overlap: told before it ends
                     self.tell_preempted(
                         a,
                         f"attempt {a.attempt} on {a.provider}:{a.zone} under notice: "
                         f"{self._checkpoint_note(a)}; attempt {self.job.attempt} takes over; "
-                        f"the zone is cooled down for {self.policy.restart.zone_cooldown}",
+                        f"{cooled}",
+                    )
+                elif preempted:  # the cloud took it (a gang's node, say) while it still listed
+                    self.tell_preempted(
+                        a,
+                        f"attempt {a.attempt} on {a.provider}:{a.zone} preempted "
+                        f"({action.reason}); {cooled}",
                     )
                 self.end_attempt(a, attempt_end(action.cause), action.reason, action.cause)
                 if action.cause is Cause.PROBE_BELOW_FLOOR:

@@ -206,6 +206,12 @@ class Launching(JobPassBase):
             instance_type=o.instance_type,
         )
         ids = [i.id for i in launched]
+        try:  # and the nodes an earlier process started for it (a launch sent again)
+            tags = {TAG_MANAGED: "true", TAG_JOB: self.job.id, TAG_ATTEMPT: str(row.attempt)}
+            ids += [i.id for i in self.provider.list(tags) if i.state.alive and i.id not in ids]
+            report.provider_calls += 1
+        except ProviderError as err:  # the next pass stops them (JobRunner.stop_leftovers)
+            self.log.info("job %s: gang nodes not listed: %s", self.job.id, err)
         for iid in ids:
             self.event("terminate", f"terminated {iid}: gang incomplete")
         if ids:
