@@ -57,7 +57,10 @@ class JobRunner(Launching, ProgressReading):
     def step(self, seen: list[Instance], report: PassReport) -> None:
         try:
             self._step(seen, report)
-            if self.restart_check:
+            # level-triggered: a restart not yet told (this process's memo) is looked at,
+            # whatever events this process wrote (one killed between a replacement's record
+            # and its event left it to the next)
+            if self.restart_check or self.memo.restart_told < self.job.restarts:
                 alerts.note_restart(self)
         except LeaseLost as exc:
             self.memo.forget()

@@ -288,6 +288,29 @@ class Launching(JobPassBase):
         report.launch_seconds.append(time.perf_counter() - t0)
         self.env.failpoints.hit("after-launch-call")
         launched = inst.launched_at or self.now
+        head = inst if len(members) == 1 else self.fold(members)[0]
+        cap = f", bid cap ${placement.bid_cap_per_hour:.4f}/h" if placement.bid_cap_per_hour else ""
+        gang = ""
+        if len(members) > 1:
+            group = f" in {row.placement_group}" if row.placement_group else ""
+            cap += f" per node; {len(members)} nodes{group}: {', '.join(m.id for m in members)}"
+            gang = f"gang of {len(members)} x "
+        # told before it is recorded: a process killed between the two leaves the attempt
+        # `launching`, and the next pass adopts the instance (event `adopted`); the launch
+        # and why it went there are never lost
+        self.event(
+            "launch",
+            f"attempt {attempt}: {where} {gang}{o.instance_type} ({o.gpu_count}x {o.gpu}) "
+            f"{placement.market.value} ${placement.price_per_hour:.4f}/h{cap} -> {head.id}; "
+            f"why: {reason}",
+            zone=o.zone,
+            instance=head.id,
+            market=placement.market.value,
+            price=placement.price_per_hour,
+            billing=_billing(self.provider),
+            attempt=attempt,
+            plan=None if self.plan is None else plan_digest(self.plan, placement),
+        )
         self.store.update_attempt(
             job.id, attempt, instance_id=inst.id, state="running", launched_at=launched
         )
@@ -296,28 +319,10 @@ class Launching(JobPassBase):
             self.store.upsert_instance(instance_row(m, self.now))
             self.memo.instances[m.id] = (m.state, m.raw_state, m.state_reason, m.price_per_hour)
         if len(members) > 1:  # the pass goes on with the gang as one unit, as decide() sees it
-            inst = self.fold(members)[0]
+            inst = head
         self._sent = [*self._sent, inst]
         self.env.failpoints.hit("after-instance-record")
         report.launches += 1
-        cap = f", bid cap ${placement.bid_cap_per_hour:.4f}/h" if placement.bid_cap_per_hour else ""
-        gang = ""
-        if len(members) > 1:
-            group = f" in {row.placement_group}" if row.placement_group else ""
-            cap += f" per node; {len(members)} nodes{group}: {', '.join(m.id for m in members)}"
-            gang = f"gang of {len(members)} x "
-        self.event(
-            "launch",
-            f"attempt {attempt}: {where} {gang}{o.instance_type} ({o.gpu_count}x {o.gpu}) "
-            f"{placement.market.value} ${placement.price_per_hour:.4f}/h{cap} -> {inst.id}; why: {reason}",
-            zone=o.zone,
-            instance=inst.id,
-            market=placement.market.value,
-            price=placement.price_per_hour,
-            billing=_billing(self.provider),
-            attempt=attempt,
-            plan=None if self.plan is None else plan_digest(self.plan, placement),
-        )
         return True
 
 
