@@ -431,3 +431,21 @@ def test_a_snapshot_read_with_an_event_feed_equals_a_fresh_read(tmp_path: Path) 
     assert [e.kind for e in one.events["j2"]] == ["launched"]
     assert one.instances == () and one.attempts == {"j2": ()}
     assert inv.run_checks(again) == inv.run_checks(inv.snapshot(store, (), now))
+
+
+def test_the_daemon_checks_the_jobs_its_pass_changed_and_all_of_them_each_minute(
+    tmp_path: Path,
+) -> None:
+    from provisioner.control.jobbase import JobMemo
+    from provisioner.control.reconciler import CHECK_ALL_EVERY, Reconciler
+
+    rec = Reconciler(Store(f"sqlite:///{tmp_path / 's.db'}"))
+    try:
+        steady, busy = JobMemo(), JobMemo()
+        steady.steady = ("as last pass",)
+        held = [("a", steady), ("b", busy)]
+        assert rec._to_check(held, T0) == ["a", "b"]  # a new process: every job
+        assert rec._to_check(held, T0 + timedelta(seconds=5)) == ["b"]
+        assert rec._to_check(held, T0 + CHECK_ALL_EVERY) == ["a", "b"]
+    finally:
+        rec.close()

@@ -87,6 +87,10 @@ log = logging.getLogger("provisioner.control.reconciler")
 
 Clock = Callable[[], datetime]
 
+#: every job a replica holds has its cheap invariants checked at least this often (those its
+#: pass changed, after every pass)
+CHECK_ALL_EVERY = timedelta(seconds=60)
+
 
 class Reconciler:
     def __init__(
@@ -148,6 +152,7 @@ class Reconciler:
         self.reference = OnDemandReference(self.catalog_for)  # the ledger's, kept at launch
         #: run the cheap invariants (provisioner.control.invariants) after every pass
         self.check_invariants = True
+        self._all_checked_at: datetime | None = None
         self.refresh_prices()
 
     def notice_reported(self) -> bool:
@@ -427,9 +432,18 @@ class Reconciler:
                 log.warning("reaping at %s failed: %s", key.split(":")[0], exc)
         self._flush()
         if self.check_invariants:  # the cheap promises, on the store as this pass left it
-            report.violations = check_pass(self.store, ids, now)
+            report.violations = check_pass(self.store, self._to_check(held, now), now)
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _to_check(self, held: list[tuple[str, JobMemo]], now: datetime) -> list[str]:
+        """The jobs whose promises are checked after this pass: those whose pass did more
+        than find them as they were (a job left steady wrote nothing: what held after its
+        last change holds still), and every job held once a minute."""
+        if self._all_checked_at is None or now - self._all_checked_at >= CHECK_ALL_EVERY:
+            self._all_checked_at = now
+            return [jid for jid, _ in held]
+        return [jid for jid, m in held if m.steady is None]
 
     def _block(
         self, jobs: list[JobRow], reason: str, now: datetime, same: str | None = None
