@@ -15,6 +15,7 @@ for its facts). Reading facts imports no SDK.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -126,3 +127,23 @@ def billing_for(provider: str) -> Billing:
     """The billing rule of ``provider``; the sim bills as the cloud it mimics (AWS's rule when
     it mimics none)."""
     return cloud_facts("aws" if provider == "sim" else provider).billing
+
+
+class _CloudBilling(Mapping[str, Billing]):
+    """Each cloud's billing rule from its facts, read when asked (``JobView.billing``, the
+    plan's standing): a provider without facts is not in it (per second, no minimum)."""
+
+    def __getitem__(self, provider: str) -> Billing:
+        try:
+            return billing_for(provider)
+        except (ValueError, TypeError):
+            raise KeyError(provider) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+CLOUD_BILLING: Mapping[str, Billing] = _CloudBilling()

@@ -122,7 +122,7 @@ def launch_context(
     """The context that plans ``policy`` as the daemon will judge its first launch: nothing
     spent yet, each cloud's billing rule (from its facts, as the daemon reads them), the
     daemon's pass interval (``step_s``)."""
-    from provisioner.control.inputs import CLOUD_BILLING
+    from providers.facts import CLOUD_BILLING
     from provisioner.core.admission import DEFAULT_STEP_S, Standing
     from provisioner.core.planner import PlanContext
 

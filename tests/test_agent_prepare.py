@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -201,5 +202,5 @@ def test_a_notice_while_preparing_is_reported_and_recorded(tmp_path: Path) -> No
     finally:
         store.release_jobs(rec.owner)
         rec.close()
-        cancel_job(store, job_id)
+        cancel_job(store, job_id, now=datetime.now(UTC))
         sim.shutdown_server(terminate_all=True)

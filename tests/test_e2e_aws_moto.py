@@ -240,7 +240,9 @@ def test_the_replacement_starts_during_the_notice_on_aws_through_moto(
         atts = [a for a in store.attempts(job_id) if a.state != "failed"]
         first, second = atts[0], atts[1]
         assert first.instance_id == old and first.state == "preempted"
-        assert first.end_reason.startswith("preempted: checkpoint in"), first.end_reason
+        assert first.end_cause == "preempted", (first.end_cause, first.end_reason)
+        told = [e.message for e in store.events(job_id) if e.kind == "preempted"]
+        assert len(told) == 1 and "is in" in told[0], told  # its checkpoint landed
         # Launch(replaces=old): launched during the notice, in another zone, told to wait
         assert second.launched_at is not None
         assert utc(second.launched_at).timestamp() < deadline

@@ -131,8 +131,6 @@ OVERSIZE: dict[str, str] = {
     "from the transition table, restarts counted from the attempts)",
     "provisioner/control/reconciler.py": "the pass over every job: claim, list once per "
     "provider, hand each job its pass, flush, check the cheap invariants",
-    "provisioner/control/inputs.py": "decide()'s inputs from the store, field by field of "
-    "JobView and Observations",
 }
 
 

@@ -198,7 +198,7 @@ def test_plan_lists_nothing_the_daemon_would_fail_and_up_refuses(tmp_path: Path)
         PlanContext(now=T0, pacing=False),
         top=50,
     )
-    from provisioner.control.inputs import CLOUD_BILLING
+    from providers.facts import CLOUD_BILLING
 
     job = JobView.new("j1", pol, T0, billing=CLOUD_BILLING)  # as the daemon fills it
     out = decide(job, Observations(candidates=tuple(daemon.placements)), T0)

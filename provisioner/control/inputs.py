@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from policies.model import Policy
+from providers.facts import CLOUD_BILLING
 from provisioner.agent.protocol import ProgressRecord
 from provisioner.agent.store import step_of
 from provisioner.control.store import AttemptRow, JobRow
-from provisioner.core.billing import Billing
 from provisioner.core.decide import (
     AgentReport,
     AttemptView,
@@ -286,27 +286,6 @@ def spot_events(attempts: Iterable[AttemptRow]) -> list[SpotEvent]:
                 kind = "lost" if a.state == "preempted" else "stop"
                 out += [(end, loc, kind) for loc in locs]
     return out
-
-
-class _CloudBilling(Mapping[str, Billing]):
-    """Each cloud's billing rule from its facts, read when asked (``JobView.billing``)."""
-
-    def __getitem__(self, provider: str) -> Billing:
-        from providers.facts import billing_for
-
-        try:
-            return billing_for(provider)
-        except (ValueError, TypeError):  # a cloud without facts: per second
-            raise KeyError(provider) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
-CLOUD_BILLING = _CloudBilling()
 
 
 def job_view(

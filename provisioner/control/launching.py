@@ -297,7 +297,8 @@ class Launching(JobPassBase):
             gang = f"gang of {len(members)} x "
         # told before it is recorded: a process killed between the two leaves the attempt
         # `launching`, and the next pass adopts the instance (event `adopted`); the launch
-        # and why it went there are never lost
+        # and why it went there are never lost (the row in memory first: the log names it)
+        row.instance_id, row.state, row.launched_at = inst.id, "running", launched
         self.event(
             "launch",
             f"attempt {attempt}: {where} {gang}{o.instance_type} ({o.gpu_count}x {o.gpu}) "
@@ -314,7 +315,6 @@ class Launching(JobPassBase):
         self.store.update_attempt(
             job.id, attempt, instance_id=inst.id, state="running", launched_at=launched
         )
-        row.instance_id, row.state, row.launched_at = inst.id, "running", launched
         for m in members:
             self.store.upsert_instance(instance_row(m, self.now))
             self.memo.instances[m.id] = (m.state, m.raw_state, m.state_reason, m.price_per_hour)
