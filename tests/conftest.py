@@ -20,11 +20,16 @@ _TESTS = itertools.count(1)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The session's tag (pytest-xdist's workers inherit the controller's), and this process
-    as the owner of every sim server started under it: the server exits when it is gone."""
+    """The session's tag (pytest-xdist's workers inherit the controller's; a session a test
+    runs inside another gets its own, or it would take the outer session's servers for its
+    leaks and stop them under the outer tests), and this process as the owner of every sim
+    server started under it: the server exits when it is gone."""
     from providers.sim.client import ENV_OWNER
 
-    os.environ.setdefault(ENV_SESSION, uuid.uuid4().hex)
+    if hasattr(config, "workerinput"):
+        os.environ.setdefault(ENV_SESSION, uuid.uuid4().hex)
+    else:
+        os.environ[ENV_SESSION] = uuid.uuid4().hex
     os.environ[ENV_OWNER] = str(os.getpid())
 
 
