@@ -41,7 +41,7 @@ from provisioner.core.states import (
     counts_as_restart,
     job_after,
 )
-from provisioner.core.timefmt import parse_time
+from provisioner.core.timefmt import parse_time, utc
 from provisioner.core.views import BOOT_S
 from provisioner.probe.watch import gpu_idle_since, probe_below, watch
 
@@ -467,15 +467,28 @@ class JobRunner(Launching, ProgressReading):
         return sum(1 for a in self.attempts if counts_as_restart(a.state, a.end_cause))
 
     def _checkpoint_note(self, a: AttemptRow) -> str:
-        """Whether the attempt under notice got a checkpoint in after its notice, as its
-        agent reported: what the ``preempted`` event says (never "in" when none was)."""
+        """Whether a checkpoint got in after the notice of the attempt under it, as the
+        agents reported (the newest checkpoint's upload time, or the checkpoint events this
+        job's passes wrote from their records): what the ``preempted`` event says, never
+        "in" when none was."""
         p = self.memo.progress or {}
         notice = next(
             (x.at for x in self.interruptions if x.instance_id == a.instance_id), None
         ) or (a.launched_at or self.now)
+        notice = utc(notice)
         at = parse_time(p.get("last_checkpoint_at"))
-        if p.get("last_checkpoint_attempt") == a.attempt and at is not None and at >= notice:
+        mine = p.get("last_checkpoint_attempt") in (a.attempt, None)
+        if at is not None and at >= notice and p.get("last_checkpoint") and mine:
             return f"its checkpoint {p.get('last_checkpoint')} is in"
+        newer = [
+            e
+            for e in self.store.events(self.job.id)
+            if e.kind == "checkpoint"
+            and utc(e.at) >= notice
+            and (e.data or {}).get("attempt") in (a.attempt, None)  # its own, not its successor's
+        ]
+        if newer:
+            return f"its checkpoint {(newer[-1].data or {}).get('checkpoint') or ''} is in"
         last = p.get("last_checkpoint")
         return "no checkpoint since its notice; " + (
             f"resuming from {last}" if last else "no checkpoint yet: the job starts over"
