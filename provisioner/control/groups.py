@@ -28,13 +28,13 @@ from provisioner.control.failpoints import Failpoints
 from provisioner.control.records import PassReport
 from provisioner.control.store import FINAL_STATES, Store
 from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, Instance
+from provisioner.core.states import LIVE_ATTEMPT_STATES
 
 log = logging.getLogger("provisioner.reconciler")
 
 #: how often (seconds of the reconciler's clock) each provider's groups are swept
 SWEEP_EVERY_S = 30.0
 #: attempt states that still need their group
-LIVE_ATTEMPT_STATES = frozenset({"launching", "running"})
 
 
 def _key(group: PlacementGroup) -> tuple[str, int] | None:

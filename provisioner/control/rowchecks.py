@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from provisioner.core.states import LIVE_ATTEMPT_STATES
+
 #: instance states (``InstanceState``'s values) of a live instance, and of an ended one
 LIVE_STATES = frozenset({"pending", "running"})
 ENDED_STATES = frozenset({"terminated", "preempted"})
 #: attempt states of an attempt that may still have a live instance
-OPEN_ATTEMPTS = frozenset({"launching", "running"})
+OPEN_ATTEMPTS = LIVE_ATTEMPT_STATES
 #: the clouds' raw words for a live instance (lower case, without Azure's ``PowerState/`` or
 #: ``ProvisioningState/``): AWS, GCP, Azure, Alibaba, Tencent and the sim (their adapters'
 #: ``STATES`` tables, and ``providers.sim.rules``); never the raw state of an ended row

@@ -19,12 +19,10 @@ from providers.facts import billing_for
 from provisioner.control.invariants.snapshot import Snapshot
 from provisioner.control.rowchecks import ended_row_problems
 from provisioner.control.store import FINAL_STATES, AttemptRow, EventRow, InstanceRow, JobRow
-from provisioner.core.states import LIVE_ATTEMPT_STATES as LIVE_ATTEMPTS
+from provisioner.core.states import LIVE_ATTEMPT_STATES
 
 log = logging.getLogger("provisioner.control.invariants")
 
-#: attempt states of an attempt that may hold capacity
-LIVE_ATTEMPT_STATES = tuple(sorted(s.value for s in LIVE_ATTEMPTS))
 #: instance states (normalised) of capacity that is there
 LIVE_INSTANCE_STATES = ("pending", "running")
 #: the event each final state is told by

@@ -19,8 +19,11 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 
-ACTIVE_STATES = ("pending", "running", "recovering", "waiting")
-FINAL_STATES = ("succeeded", "failed", "cancelled", "stopped")
+from provisioner.core.states import JobState
+
+#: the job states the store filters by, as stored (the transition table's, provisioner.core.states)
+ACTIVE_STATES = tuple(s.value for s in JobState if not s.final)
+FINAL_STATES = tuple(s.value for s in JobState if s.final)
 
 
 def state_dir() -> Path:
