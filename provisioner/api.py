@@ -43,6 +43,7 @@ def submit(
     say: Callable[[str], None] | None = None,
     provider_defaults: bool = True,
     check: bool = True,
+    reach_store: bool = False,
 ) -> tuple[Store, str]:
     """The road ``provisioner up`` takes: the provider's options are its defaults (the sim's
     demo defaults, or the provider's section of ``~/.config/provisioner/providers.yaml``) with
@@ -57,7 +58,10 @@ def submit(
     a cloud whose SDK is not installed, and a policy with nothing eligible in the built-in
     catalog raise :class:`~provisioner.preflight.Refused` (``NothingEligible`` for the last,
     with the plan's rejections), and nothing is written (``check=False``: the caller has
-    already run that check)."""
+    already run that check). ``reach_store=True`` (``up`` asks it) also looks at a remote
+    checkpoint store once, with short timeouts
+    (:func:`provisioner.agent.objstore.reach_problem`): one this machine cannot reach is a
+    problem at the policy's ``checkpoint.uri``."""
     from provisioner.preflight import check_submission
     from provisioner.submission import prepare
 
@@ -82,6 +86,7 @@ def submit(
         policy_path=path,
         policy_text=text,
         say=say,
+        reach_store=reach_store,
     )
     st = store if isinstance(store, Store) else Store(store)
     now = now or datetime.now(UTC)

@@ -208,6 +208,7 @@ def prepare(
     policy_text: str | None = None,
     cwd: str | None = None,
     say: Callable[[str], None] | None = None,
+    reach_store: bool = False,
 ) -> Prepared:
     """Check and prepare everything a VM will need (see the module doc); raises
     :class:`~policies.loader.PolicyError` naming each problem's place in the policy (the
@@ -221,6 +222,11 @@ def prepare(
         issues.append(issue_at(policy_text, file, loc, message))
 
     uri, problem = checkpoint_store(policy, provider, cwd)
+    if problem is None and reach_store:  # a store this machine cannot reach: before any write
+        from provisioner.agent.objstore import reach_problem
+
+        (say or (lambda _m: None))(f"checking the checkpoint store {uri}")
+        problem = reach_problem(uri)
     if problem:
         at(("checkpoint", "uri"), problem)
     for loc, message in _secrets(policy, provider):

@@ -50,6 +50,11 @@ __all__ = [
 ]
 
 BACKEND_ENV = "PROVISIONER_S3_BACKEND"
+#: seconds to open a connection to S3, and to wait for each read of an answer (boto3's own
+#: defaults are 60 and 60, with retries: an endpoint that accepts and never answers held
+#: ``up`` for 425 s). Storage options ``connect_timeout``/``read_timeout`` change them.
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 20.0
 S3_PROTOCOLS = ("s3", "s3a")
 ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
@@ -98,6 +103,9 @@ class BotoS3FileSystem(AbstractFileSystem):
         secret: str | None = None,
         token: str | None = None,
         profile: str | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        read_timeout: float = READ_TIMEOUT_S,
+        max_attempts: int | None = None,
         **_ignored: Any,
     ) -> None:
         super().__init__()
@@ -112,6 +120,8 @@ class BotoS3FileSystem(AbstractFileSystem):
             "aws_session_token": token,
             "profile_name": profile,
         }
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.max_attempts = max_attempts
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -140,8 +150,14 @@ class BotoS3FileSystem(AbstractFileSystem):
             any(os.environ.get(e) for e in ENDPOINT_ENVS)
             and os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() != "true"
         )
-        options: dict[str, Any] = {"max_pool_connections": 20}
-        if not (os.environ.get("AWS_RETRY_MODE") or os.environ.get("AWS_MAX_ATTEMPTS")):
+        options: dict[str, Any] = {
+            "max_pool_connections": 20,
+            "connect_timeout": self.connect_timeout,
+            "read_timeout": self.read_timeout,
+        }
+        if self.max_attempts is not None:
+            options["retries"] = {"mode": "standard", "max_attempts": self.max_attempts}
+        elif not (os.environ.get("AWS_RETRY_MODE") or os.environ.get("AWS_MAX_ATTEMPTS")):
             options["retries"] = {"mode": "standard", "max_attempts": 6}
         if custom:  # MinIO, Ceph, moto...: bucket names are not host names there
             options["s3"] = {"addressing_style": "path"}
@@ -376,3 +392,63 @@ def _file_entry(bucket: str, key: str, size: int, modified: Any, etag: Any) -> d
 
 def _object_entry(bucket: str, obj: dict[str, Any]) -> dict[str, Any]:
     return _file_entry(bucket, obj["Key"], obj["Size"], obj.get("LastModified"), obj.get("ETag"))
+
+
+#: ``up``'s look at a remote checkpoint store before it writes the job: seconds to connect,
+#: and to wait for the answer (one try, no retries)
+CHECK_CONNECT_S = 5.0
+CHECK_READ_S = 10.0
+
+
+def reach_problem(uri: str) -> str | None:
+    """Why this machine cannot use a remote checkpoint store now (None: it answered, or it is
+    a local path): one listing of the job's prefix, on S3 with a connect timeout of
+    :data:`CHECK_CONNECT_S` and a read timeout of :data:`CHECK_READ_S` and no retries; on any
+    store, given up after both together (a thread that outlives that is left to its own
+    timeouts). The message names the store without credentials and says what to check."""
+    protocol = uri.split("://", 1)[0].lower() if "://" in uri else "file"
+    if protocol in ("file", "local"):
+        return None
+    shown = _shown(uri)
+    limit = CHECK_CONNECT_S + CHECK_READ_S
+    outcome: dict[str, BaseException | bool] = {}
+
+    def look() -> None:
+        try:
+            opts: dict[str, Any] = {}
+            if protocol in S3_PROTOCOLS:
+                opts = {
+                    "connect_timeout": CHECK_CONNECT_S,
+                    "read_timeout": CHECK_READ_S,
+                    "max_attempts": 1,
+                }
+            fs, path = filesystem(uri, **opts)
+            fs.exists(path)
+            outcome["ok"] = True
+        except BaseException as exc:  # reported by the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=look, name="store-check", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        return (
+            f"the checkpoint store {shown} did not answer within {limit:.0f} s (connect "
+            f"{CHECK_CONNECT_S:.0f} s, read {CHECK_READ_S:.0f} s): check its endpoint "
+            "(AWS_ENDPOINT_URL_S3 and the like), the network and any proxy between"
+        )
+    err = outcome.get("error")
+    if isinstance(err, BaseException):
+        from providers.base import redact
+
+        kind = type(err).__name__
+        return f"cannot use the checkpoint store {shown}: {kind}: {redact(str(err))}"
+    return None
+
+
+def _shown(uri: str) -> str:
+    """A store's URI without user information or query (where credentials could sit)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"

@@ -136,6 +136,7 @@ def _submit(
                 store=store,
                 say=say,
                 check=False,  # checked before the store was opened
+                reach_store=True,  # a remote checkpoint store answers, within seconds
             )
         except PolicyError as exc:
             status.stop()

@@ -67,6 +67,9 @@ class PassEnv:
     progress_every: timedelta = timedelta(0)
     notify: Any = None  # provisioner.control.notify.route.Router: who hears of which event
     reference: Any = None  # (job, policy, now) -> the cheapest on-demand placement allowed
+    #: bounded calls to the jobs' remote stores (provisioner.control.effects.Effects); None:
+    #: called in the pass's own thread (tests, one-shot tools)
+    effects: Any = None
 
 
 class JobLog(logging.LoggerAdapter):

@@ -19,12 +19,17 @@ from typing import Any
 
 from provisioner.agent.protocol import ProgressRecord
 from provisioner.control import inputs
+from provisioner.control.effects import Pending, store_where
 from provisioner.control.jobbase import JobPassBase
+from provisioner.control.passguard import describe
 from provisioner.core.models import Instance, Interruption
 from provisioner.core.timefmt import parse_time, utc
 
 #: A running job's row gets its progress (step counts) at least this often.
 PROGRESS_ROW_EVERY = timedelta(seconds=60)
+#: How long a finished job waits for its result from a store that does not answer before it
+#: ends with its last progress as the result.
+RESULT_PATIENCE_S = 3600.0
 
 
 def read_small(path: str, chunk: int = 1 << 16) -> bytes:
@@ -38,6 +43,11 @@ def read_small(path: str, chunk: int = 1 << 16) -> bytes:
     finally:
         os.close(fd)
     return b"".join(parts) if len(parts) > 1 else parts[0]
+
+
+def is_local_uri(uri: str) -> bool:
+    """Whether a checkpoint store is a path on this machine (``file://`` or no scheme)."""
+    return "://" not in uri or uri.split("://", 1)[0].lower() in ("file", "local")
 
 
 def local_mtime(path: str) -> int | None:
@@ -77,16 +87,18 @@ class ProgressReading(JobPassBase):
     """The progress part of a job's pass."""
 
     def read_progress(self) -> dict[str, Any] | None:
-        from provisioner.agent.store import CheckpointStore
-
+        """The agent's progress record: a local file read here (a ``stat`` and a read); a
+        remote store asked through the pass's bounded calls (:mod:`provisioner.control.effects`):
+        while it has not answered, the last record read stands."""
         memo = self.memo
         try:
-            if memo.progress_file is None:
-                store = memo.checkpoints
-                if store is None:
-                    store = memo.checkpoints = CheckpointStore(self.checkpoint_uri(), self.job.id)
-                if store.local:  # the same file, without fsspec's per-call overhead
-                    memo.progress_file = str(Path(store.path("progress.json")))
+            if memo.progress_file is None and memo.checkpoints is None:
+                uri = self.checkpoint_uri()
+                if is_local_uri(uri):  # the same file, without fsspec's per-call overhead
+                    from provisioner.agent.store import CheckpointStore
+
+                    memo.checkpoints = CheckpointStore(uri, self.job.id)
+                    memo.progress_file = str(Path(memo.checkpoints.path("progress.json")))
             if memo.progress_file is not None:
                 memo.progress_mtime = local_mtime(memo.progress_file)
                 try:
@@ -94,12 +106,30 @@ class ProgressReading(JobPassBase):
                 except (OSError, ValueError):  # missing, half-written, not UTF-8 or not JSON
                     return None
                 return doc if isinstance(doc, dict) else None
-            store = memo.checkpoints
-            got: dict[str, Any] | None = store.read_json("progress.json")
-            return got
+            return self.from_store("progress", "progress.json")
+        except Pending:  # the store is slow: its last answer stands (its event is written)
+            return memo.progress
         except Exception as exc:  # an unreachable checkpoint store must not stop the pass
-            self.log.warning("job %s: cannot read progress: %s", self.job.id, exc)
+            self.log.warning("job %s: cannot read progress: %s", self.job.id, describe(exc))
             return None
+
+    def from_store(self, purpose: str, rel: str) -> dict[str, Any] | None:
+        """A small JSON file of the job's remote checkpoint store, through the pass's bounded
+        calls (:class:`~provisioner.control.effects.Pending` while it has not answered)."""
+        memo, uri, job_id = self.memo, self.checkpoint_uri(), self.job.id
+
+        def read() -> dict[str, Any] | None:
+            from provisioner.agent.store import CheckpointStore
+
+            if memo.checkpoints is None:  # made in the worker: a filesystem may dial out
+                memo.checkpoints = CheckpointStore(uri, job_id)
+            got: dict[str, Any] | None = memo.checkpoints.read_json(rel)
+            return got
+
+        effects = self.env.effects
+        if effects is None:
+            return read()
+        return effects.call(job_id, purpose, store_where(uri), rel, read)
 
     def progress_for(self, live: list[Instance]) -> dict[str, Any] | None:
         """The job's progress: read again when the memo's copy is older than the reconciler's
@@ -114,6 +144,7 @@ class ProgressReading(JobPassBase):
             and not self.interruptions  # under a notice: what was checkpointed, every pass
             and not self.due(memo.progress_at, every)
             and not local_notice(memo)  # an agent's notice on a local store: read at once
+            and not (self.env.effects and self.env.effects.ready(self.job.id, "progress"))
         )
         if not fresh:
             memo.progress, memo.progress_at, memo.live = self.read_progress(), self.now, ids
@@ -270,13 +301,22 @@ class ProgressReading(JobPassBase):
         )
 
     def read_result(self, progress: dict[str, Any]) -> dict[str, Any]:
-        """The job's output/result.json from the checkpoint store, else its last progress."""
-        from provisioner.agent.store import CheckpointStore
-
+        """The job's output/result.json from the checkpoint store, else its last progress.
+        :class:`~provisioner.control.effects.Pending` while a remote store has not answered
+        (the job ends in a later pass, with its result)."""
         try:
-            doc = CheckpointStore(self.checkpoint_uri(), self.job.id).read_json(
-                "output/result.json"
-            )
+            if self.memo.progress_file is not None or is_local_uri(self.checkpoint_uri()):
+                from provisioner.agent.store import CheckpointStore
+
+                doc = CheckpointStore(self.checkpoint_uri(), self.job.id).read_json(
+                    "output/result.json"
+                )
+            else:
+                doc = self.from_store("result", "output/result.json")
+        except Pending as exc:
+            if exc.waited_s < RESULT_PATIENCE_S:
+                raise
+            doc = None  # an hour without an answer: the job ends on its last progress
         except Exception:
             doc = None
         return doc or {

@@ -46,6 +46,7 @@ from provisioner.control.cancel import (
     default_provider_factory,
     utcnow,
 )
+from provisioner.control.effects import Effects, Pending
 from provisioner.control.failpoints import Failpoints, installed
 from provisioner.control.groups import SWEEP_EVERY_S, sweep_groups, sweep_job_groups
 from provisioner.control.guard import GuardViolation, guard_launch
@@ -153,6 +154,8 @@ class Reconciler:
         #: run the cheap invariants (provisioner.control.invariants) after every pass
         self.check_invariants = True
         self._all_checked_at: datetime | None = None
+        #: calls to the jobs' remote checkpoint stores, bounded so a slow one holds only its job
+        self.effects = Effects()
         self.refresh_prices()
 
     def notice_reported(self) -> bool:
@@ -269,6 +272,7 @@ class Reconciler:
         return max(1, -(-active // len(alive)))
 
     def close(self) -> None:
+        self.effects.close()
         for p in self._providers.values():
             try:
                 p.close()
@@ -294,6 +298,7 @@ class Reconciler:
             progress_every=self.progress_every,
             notify=self.notify,
             reference=self.reference,
+            effects=self.effects,
         )
 
     def step_s(self) -> float:
@@ -310,6 +315,7 @@ class Reconciler:
             self._gap_s = max(0.0, (now - self._pass_at).total_seconds())
         self._pass_at = now
         report = PassReport(step_s=self.pass_interval_s)
+        self.effects.begin_pass()
         self.refresh_prices()
         env = self.env()
         claimed = self.store.claim(
@@ -317,6 +323,7 @@ class Reconciler:
         )
         for gone in set(self._memos) - set(claimed):  # released, taken over or finished
             del self._memos[gone]
+        self.effects.forget(set(claimed))
         # Rows are read again only where they changed (their version moved) since last pass:
         # this process writes the jobs it holds, so its copies stay current in between.
         stale = [
@@ -396,6 +403,8 @@ class Reconciler:
                 )
                 try:
                     runner.step(by_job.get(jid, []), report)
+                except Pending:  # a slow store: this job goes on next pass (stall told below)
+                    memo.forget()
                 except GuardViolation as exc:
                     report.errors += 1
                     job_log(job).error(
@@ -431,10 +440,29 @@ class Reconciler:
                 report.errors += 1
                 log.warning("reaping at %s failed: %s", key.split(":")[0], exc)
         self._flush()
+        self._tell_stalls(now)
+        report.waited = dict(self.effects.waited)
         if self.check_invariants:  # the cheap promises, on the store as this pass left it
             report.violations = check_pass(self.store, self._to_check(held, now), now)
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _tell_stalls(self, now: datetime) -> None:
+        """A ``store-slow`` event on each job whose store stopped answering (once per stall),
+        and ``store-answered`` when it answers again."""
+        for st in self.effects.take_stalls():
+            kind = "store-answered" if st.ended else "store-slow"
+            if st.ended:
+                msg = f"{st.where} answered again after {st.waited_s:.0f} s"
+            else:
+                msg = (
+                    f"{st.where} has not answered for {st.waited_s:.0f} s ({st.what}): the "
+                    "job goes on with what was last read from it"
+                )
+            try:
+                self.store.add_event(st.job_id, kind, msg, at=now, waited_s=round(st.waited_s, 1))
+            except Exception as exc:  # the store itself may be the trouble
+                log.warning("job %s: %s (not recorded: %s)", st.job_id, msg, describe(exc))
 
     def _to_check(self, held: list[tuple[str, JobMemo]], now: datetime) -> list[str]:
         """The jobs whose promises are checked after this pass: those whose pass did more

@@ -50,6 +50,8 @@ class PassReport:
     step_s: float = 0.0  # the decision interval decide() was told this pass
     #: the cheap invariants this pass broke (provisioner.control.invariants.Violation)
     violations: list[Any] = field(default_factory=list)
+    #: seconds the pass waited on each slow service (provisioner.control.effects)
+    waited: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from provisioner.core.timefmt import parse_time
 from provisioner.probe import records
@@ -193,13 +193,20 @@ def _probe(runner: JobRunner, cur: AttemptRow, progress: dict[str, Any]) -> None
 
 def _read_report(runner: JobRunner, rel: str) -> dict[str, Any] | None:
     from provisioner.agent.store import CheckpointStore
+    from provisioner.control.effects import Pending
+    from provisioner.control.progress import ProgressReading, is_local_uri
 
     if not rel or ".." in rel.split("/"):
         return None
     try:
+        if not is_local_uri(runner.checkpoint_uri()):
+            reader = cast(ProgressReading, runner)  # the JobRunner reads its own store
+            return reader.from_store("probe-report", rel)  # bounded: a slow store holds no one
         store = runner.memo.checkpoints or CheckpointStore(runner.checkpoint_uri(), runner.job.id)
         doc: dict[str, Any] | None = store.read_json(rel)
         return doc
+    except Pending:  # read next pass (the store-slow event says why)
+        return None
     except Exception as exc:
         log.warning("job %s: cannot read probe report %s: %s", runner.job.id, rel, exc)
         return None

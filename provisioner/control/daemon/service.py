@@ -26,6 +26,7 @@ from typing import Any
 from provisioner.control.daemon.config import DaemonConfig, load_config
 from provisioner.control.daemon.metrics import Metrics
 from provisioner.control.daemon.notifying import load_book
+from provisioner.control.daemon.overruns import Overruns, quiet_scheduler
 from provisioner.control.daemon.sdnotify import Notifier, watchdog_interval_s
 
 log = logging.getLogger("provisioner.control.daemon")
@@ -78,6 +79,7 @@ class Daemon:
         self.reconciler: Any = None
         self.scheduler: Any = None
         self.passes = 0
+        self.overruns = Overruns()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -103,10 +105,20 @@ class Daemon:
                 if self.metrics_port_override is not None
                 else self.config.metrics.port
             )
-            self.metrics_port = self.metrics.serve(port, self.config.metrics.address)
-            log.info(
-                "metrics on http://%s:%d/metrics", self.config.metrics.address, self.metrics_port
-            )
+            addr = self.config.metrics.address
+            try:
+                self.metrics_port = self.metrics.serve(port, addr)
+            except OSError as exc:  # the jobs come first: no metrics, and the log says why
+                log.error(
+                    "metrics not served: cannot listen on %s:%d (%s). Another daemon or "
+                    "program holds the port: set metrics.port in the configuration or "
+                    "--metrics-port (0: any free port)",
+                    addr,
+                    port,
+                    exc.strerror or exc,
+                )
+            else:
+                log.info("metrics on http://%s:%d/metrics", addr, self.metrics_port)
         if self.config.dashboard.enabled:
             self.serve_dashboard()
 
@@ -131,6 +143,7 @@ class Daemon:
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
 
+        quiet_scheduler()
         sched = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(4)},
             timezone=UTC,
@@ -267,8 +280,10 @@ class Daemon:
                     log.exception("reconcile pass failed; the next pass retries")
                 return
             self.passes += 1
+            took = time.perf_counter() - t0
+            self.overruns.note(took, self.config.reconcile_interval.total_seconds(), report)
             m = self.metrics
-            m.pass_seconds.observe(time.perf_counter() - t0)
+            m.pass_seconds.observe(took)
             m.passes.inc()
             m.reaped.inc(report.reaped)
             for seconds in report.launch_seconds:
