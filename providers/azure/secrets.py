@@ -74,7 +74,9 @@ def read(ref: SecretRef, *, region: str | None = None) -> str:
             ref.text, "the Azure SDK is missing: pip install 'provisioner[azure]'"
         ) from None
     override = os.environ.get(ENDPOINT_ENV)
-    options: dict[str, Any] = {"retry_total": 2}
+    # seconds to connect and per read, like the other clouds' secret reads (azure-core's
+    # defaults are 300 s per read)
+    options: dict[str, Any] = {"retry_total": 2, "connection_timeout": 5, "read_timeout": 15}
     vault_url = ref.vault_url or ""
     if override:
         vault_url = override.rstrip("/")
