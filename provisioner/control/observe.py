@@ -23,11 +23,12 @@ class InterruptionFeed:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.last: dict[str, datetime] = {}
-        self.seen: set[tuple[str, str]] = set()
-        #: notices by instance, kept while the instance is listed: a notice is served once,
-        #: but decide() reads it on every pass until the capacity goes (overlap on notice
-        #: keeps the instance under notice while its replacement starts)
-        self.notices: dict[str, Any] = {}
+        #: by provider key (each provider's jobs are observed apart, maybe at once)
+        self.seen: dict[str, set[tuple[str, str]]] = {}
+        #: notices by provider key and instance, kept while the instance is listed: a notice
+        #: is served once, but decide() reads it on every pass until the capacity goes
+        #: (overlap on notice keeps the instance under notice while its replacement starts)
+        self.notices: dict[str, dict[str, Any]] = {}
 
     def collect(
         self,
@@ -48,8 +49,10 @@ class InterruptionFeed:
             return {}
         self.last[key] = now - timedelta(seconds=5)  # overlap: clocks, late events
         owner = {i.id: job_id for job_id, insts in by_job.items() for i in insts}
-        if len(self.seen) > 100_000:  # a daemon runs for months
-            self.seen = {m for m in self.seen if m[0] in owner}
+        seen = self.seen.setdefault(key, set())
+        if len(seen) > 100_000:  # a daemon runs for months
+            seen = self.seen[key] = {m for m in seen if m[0] in owner}
+        notices = self.notices.setdefault(key, {})
         out: dict[str, list[Any]] = {}
         for it in items:
             job_id = owner.get(it.instance_id)
@@ -57,19 +60,19 @@ class InterruptionFeed:
                 continue
             out.setdefault(job_id, []).append(it)
             if it.kind == "notice":
-                self.notices[it.instance_id] = it
+                notices[it.instance_id] = it
         alive = {i.id for insts in by_job.values() for i in insts if i.state.alive}
-        for iid, it in list(self.notices.items()):
+        for iid, it in list(notices.items()):
             job_id = owner.get(iid)
             if job_id is None or iid not in alive or it.at < now - timedelta(hours=1):
-                del self.notices[iid]  # gone, or long over
+                del notices[iid]  # gone, or long over
                 continue
             if it not in out.get(job_id, []):
                 out.setdefault(job_id, []).append(it)
             mark = (it.instance_id, it.kind)
-            if mark in self.seen:
+            if mark in seen:
                 continue
-            self.seen.add(mark)
+            seen.add(mark)
             # once per notice, also across restarts (the memory above is this process's)
             if it.kind == "notice" and not self.store.has_event(job_id, "notice", it.instance_id):
                 until = f"; capacity goes at {it.deadline:%H:%M:%S}" if it.deadline else ""
