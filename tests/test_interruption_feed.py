@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from providers.sim import SimProvider
 from provisioner.control.observe import InterruptionFeed
 from provisioner.control.records import PassReport
 from provisioner.control.store import Store
-from provisioner.core.models import TAG_MANAGED, LaunchRequest, Market
+from provisioner.core.models import TAG_MANAGED, Instance, LaunchRequest, Market
 
 
 @pytest.fixture
@@ -47,18 +48,18 @@ def test_a_notice_at_one_provider_outlives_the_other_providers_pass(
 
     t0 = datetime.now(UTC)
 
-    def observe(key: str, sim: SimProvider, later_s: float = 0.0) -> dict[str, list[object]]:
-        by_job: dict[str, list[object]] = {}
+    def observe(key: str, sim: SimProvider, later_s: float = 0.0) -> dict[str, list[Any]]:
+        by_job: dict[str, list[Instance]] = {}
         for inst in sim.list({TAG_MANAGED: "true"}):
             by_job.setdefault(str(inst.job_id), []).append(inst)
-        got = feed.collect(key, sim, by_job, t0 + timedelta(seconds=later_s), PassReport())  # type: ignore[arg-type]
-        return got  # type: ignore[return-value]
+        got = feed.collect(key, sim, by_job, t0 + timedelta(seconds=later_s), PassReport())
+        return got
 
     first = observe("sim:a", sim_a, later_s=60)  # a pass a minute after the notice
-    assert [it.kind for it in first["job-a"]] == ["notice"]  # type: ignore[attr-defined]
+    assert [it.kind for it in first["job-a"]] == ["notice"]
     assert observe("sim:b", sim_b, later_s=61) == {}
     # the next pass asks from where the last left off (less 5 s): the cloud does not serve
     # the notice again, the feed keeps it
     again = observe("sim:a", sim_a, later_s=62)
-    assert [it.kind for it in again.get("job-a", [])] == ["notice"]  # type: ignore[attr-defined]
+    assert [it.kind for it in again.get("job-a", [])] == ["notice"]
     assert len([e for e in store.events("job-a") if e.kind == "notice"]) == 1
