@@ -44,7 +44,7 @@ def test_a_quick_call_is_answered_in_the_pass() -> None:
     fx.begin_pass()
     assert fx.call("j1", "progress", "store A", "progress.json", lambda: {"step": 3}) == {"step": 3}
     with pytest.raises(KeyError):  # the call's own error, as it is
-        fx.call("j1", "progress", "store A", "progress.json", lambda: {}["x"])
+        fx.call("j1", "progress", "store A", "progress.json", lambda: {"a": 1}["x"])
     fx.close()
 
 
@@ -270,3 +270,62 @@ def test_a_taken_metrics_port_is_named_and_the_daemon_goes_on(
         if d.reconciler is not None:
             d.reconciler.close()
         d.metrics.close()
+
+
+# -- providers' lanes ---------------------------------------------------------------------------
+
+
+def test_a_provider_that_hangs_is_left_to_finish_and_counted_when_it_does() -> None:
+    from provisioner.control.lanes import ProviderLanes
+    from provisioner.control.records import PassReport
+
+    lanes = ProviderLanes(patience_s=0.3)
+    gate = threading.Event()
+
+    def step(key: str, pairs: list[tuple[str, object]], report: PassReport) -> None:
+        if key == "hung":
+            gate.wait(10)
+        report.launches += len(pairs)
+        report.provider_errors[(key, "transient")] += 1
+
+    report = PassReport()
+    groups: dict[str, list[tuple[str, object]]] = {
+        "hung": [("a1", None), ("a2", None)],
+        "fine": [("b1", None)],
+    }
+    lanes.run(groups, step, report)
+    assert report.launches == 1 and lanes.jobs() == {"a1", "a2"}
+    nxt = PassReport()
+    assert lanes.busy_jobs(nxt) == {"a1", "a2"}  # still at it: its jobs are its own
+    lanes.run({"fine": [("b1", None)]}, step, nxt)  # the next pass goes on without it
+    assert nxt.launches == 1
+    gate.set()
+    for _ in range(200):
+        if not lanes.busy_jobs(nxt):
+            break
+        threading.Event().wait(0.01)
+    assert lanes.jobs() == set()
+    assert nxt.launches == 3  # the late part counted in the pass that found it done
+    assert nxt.provider_errors[("hung", "transient")] == 1
+    lanes.close()
+
+
+def test_one_provider_runs_in_the_pass_own_thread() -> None:
+    from provisioner.control.lanes import ProviderLanes
+    from provisioner.control.records import PassReport
+
+    where: list[str] = []
+    lanes = ProviderLanes(patience_s=0.3)
+    lanes.run(
+        {"only": [("j", None)]},
+        lambda k, p, r: where.append(threading.current_thread().name),
+        PassReport(),
+    )
+    assert where == [threading.current_thread().name]
+    with pytest.raises(RuntimeError, match="store locked"):  # a part's error reaches the pass
+
+        def boom(k: str, p: list[tuple[str, object]], r: PassReport) -> None:
+            raise RuntimeError("store locked")
+
+        lanes.run({"x": [("j1", None)], "y": [("j2", None)]}, boom, PassReport())
+    lanes.close()

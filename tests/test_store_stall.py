@@ -10,6 +10,7 @@ is let go (SIGCONT) a ``store-answered`` event.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -168,9 +169,91 @@ def test_a_frozen_store_holds_only_its_own_job(
         moto.send_signal(signal.SIGCONT)
         assert wait_for(lambda: told("store-answered"), timeout=90), log.read_text()[-3000:]
         assert f"s3://{BUCKET}" in told("store-answered")[0]
-        assert CREDS["AWS_SECRET_ACCESS_KEY"] not in log.read_text()  # the store's credentials stay out of the log
+        assert (
+            CREDS["AWS_SECRET_ACCESS_KEY"] not in log.read_text()
+        )  # the store's credentials stay out of the log
     finally:
         moto.send_signal(signal.SIGCONT)
         if d.alive():
             d.stop()
         sim.shutdown_server(terminate_all=True)
+
+
+def test_a_frozen_cloud_holds_only_its_own_jobs(tmp_path: Path) -> None:
+    """Two providers (two sim servers): one frozen with SIGSTOP (its API accepts and never
+    answers, as a cloud's endpoint behind a broken proxy), a spot notice at the other. The
+    other's replacement comes within the notice; once the frozen one is let go, its job is
+    passed again."""
+    import json
+
+    from providers.sim import SimProvider
+
+    def options(name: str) -> dict[str, object]:
+        return {
+            "state_dir": str(tmp_path / name),
+            "mimic": "aws",
+            "seconds_per_hour": 3600,
+            "mtbp_hours": None,
+            "idle_exit_s": 300,
+            "terminate_grace_s": 1.0,
+        }
+
+    opt_a, opt_b = options("sim-a"), options("sim-b")
+    sim_a, sim_b = SimProvider(**opt_a), SimProvider(**opt_b)  # type: ignore[arg-type]
+    sim_a.url, sim_b.url  # noqa: B018 - start both servers
+    frozen = int(json.loads((tmp_path / "sim-a" / "server.json").read_text())["pid"])
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(store_url)
+    cfg = write_config(
+        tmp_path / "daemon.yaml",
+        store_url,
+        reconcile_interval="1s",
+        interruption_poll_interval="0.5s",
+        lease="60s",
+    )
+    long_run = {"steps": 100_000, "step_seconds": 0.05, "checkpoint_every": 40}
+    policy = write_policy(tmp_path / "p.yaml", ckpt=tmp_path / "ckpt", **long_run)  # type: ignore[arg-type]
+    (job_a,) = submit(store, policy, 1, "sim", opt_a)
+    (job_b,) = submit(store, policy, 1, "sim", opt_b)
+    log = tmp_path / "daemon.log"
+    d = DaemonProc(cfg, log).start()
+    try:
+        assert d.ready(store), log.read_text()[-3000:]
+
+        def running(job_id: str) -> bool:
+            job = store.job(job_id)
+            return job is not None and job.state == "running" and bool(job.progress)
+
+        assert wait_for(lambda: running(job_a) and running(job_b), timeout=120), log.read_text()[
+            -3000:
+        ]
+        os.kill(frozen, signal.SIGSTOP)
+        time.sleep(3.0)  # a pass or two has met it
+        first = store.attempts(job_b)[-1]
+        assert first.instance_id
+        preempted_at = time.monotonic()
+        sim_b.preempt(first.instance_id, notice_s=NOTICE_S)
+        assert wait_for(lambda: len(store.attempts(job_b)) >= 2, timeout=NOTICE_S * 3, every=0.1), (
+            log.read_text()[-3000:]
+        )
+        took = time.monotonic() - preempted_at
+        print(f"\nB: notice {NOTICE_S:.0f} s, replacement launched after {took:.1f} s")
+        assert took < NOTICE_S, (took, log.read_text()[-3000:])
+        assert "has not finished its part of the pass" in log.read_text()
+        os.kill(frozen, signal.SIGCONT)
+        assert wait_for(lambda: "its late part of a pass ended" in log.read_text(), timeout=90), (
+            log.read_text()[-3000:]
+        )
+        # the job at the frozen cloud is passed again: its recorded progress moves on
+        before = store.job(job_a).progress  # type: ignore[union-attr]
+        assert wait_for(
+            lambda: store.job(job_a).progress != before,  # type: ignore[union-attr]
+            timeout=60,
+        ), log.read_text()[-3000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(frozen, signal.SIGCONT)
+        if d.alive():
+            d.stop()
+        sim_a.shutdown_server(terminate_all=True)
+        sim_b.shutdown_server(terminate_all=True)

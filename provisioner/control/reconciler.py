@@ -53,6 +53,7 @@ from provisioner.control.guard import GuardViolation, guard_launch
 from provisioner.control.invariants import check_pass
 from provisioner.control.jobbase import JobMemo, PassEnv, job_log
 from provisioner.control.jobpass import JobRunner
+from provisioner.control.lanes import ProviderLanes
 from provisioner.control.notify.route import Router
 from provisioner.control.observe import InterruptionFeed, reap
 from provisioner.control.passguard import (
@@ -156,6 +157,9 @@ class Reconciler:
         self._all_checked_at: datetime | None = None
         #: calls to the jobs' remote checkpoint stores, bounded so a slow one holds only its job
         self.effects = Effects()
+        #: providers' parts of the pass run side by side when there are several, and one that
+        #: hangs is left to finish while the next passes go on without it
+        self._lanes = ProviderLanes(patience_s=max(2.0, pass_interval_s))
         self.refresh_prices()
 
     def notice_reported(self) -> bool:
@@ -273,6 +277,7 @@ class Reconciler:
 
     def close(self) -> None:
         self.effects.close()
+        self._lanes.close()
         for p in self._providers.values():
             try:
                 p.close()
@@ -321,13 +326,16 @@ class Reconciler:
         claimed = self.store.claim(
             self.owner, now, self.lease, limit=self.claim_limit(now), job_ids=self.only_jobs
         )
-        for gone in set(self._memos) - set(claimed):  # released, taken over or finished
+        busy = self._lanes.busy_jobs(report)  # a provider still at the last pass's work
+        for gone in set(self._memos) - set(claimed) - busy:  # released, taken over, finished
             del self._memos[gone]
         self.effects.forget(set(claimed))
         # Rows are read again only where they changed (their version moved) since last pass:
         # this process writes the jobs it holds, so its copies stay current in between.
         stale = [
-            j for j, v in claimed.items() if j not in self._memos or self._memos[j].version != v
+            j
+            for j, v in claimed.items()
+            if (j not in self._memos or self._memos[j].version != v) and j not in busy
         ]
         if stale:
             fresh = self.store.jobs_by_id(stale, states=ACTIVE_STATES)
@@ -342,16 +350,21 @@ class Reconciler:
         held = [
             (jid, m)
             for jid in claimed
-            if (m := self._memos.get(jid)) is not None and m.job is not None
+            if jid not in busy and (m := self._memos.get(jid)) is not None and m.job is not None
         ]
         ids = [jid for jid, _ in held]
+        owned = set(ids) | busy  # never reaped: the busy ones' instances are theirs
         report.jobs = len(held)
         # Observe: one list() per provider (configured once) per pass.
         by_provider: dict[str, list[tuple[str, JobMemo]]] = {}
         for jid, m in held:
             by_provider.setdefault(m.provider_key, []).append((jid, m))
         cooldowns = self.store.cooldowns_for(ids, now)
-        for key, pairs in by_provider.items():
+
+        def observe_and_step(
+            key: str, pairs: list[tuple[str, JobMemo]], report: PassReport
+        ) -> None:
+            """One provider's part of the pass: list, interruptions, each job's step, reap."""
             group: list[JobRow] = [m.job for _, m in pairs if m.job is not None]
             try:
                 prov = self.provider_for(group[0])
@@ -360,7 +373,7 @@ class Reconciler:
                     raise
                 report.errors += 1
                 self._block(group, f"cannot set up {group[0].provider}: {describe(exc)}", now)
-                continue
+                return
             try:
                 seen = prov.list({TAG_MANAGED: "true"})
                 report.provider_calls += 1
@@ -371,7 +384,7 @@ class Reconciler:
                 if exc.kind in (ErrorKind.AUTH, ErrorKind.INVALID):  # will not pass by itself
                     why = f"{group[0].provider} refuses ({exc.kind.value} {exc.code})"
                     self._block(group, f"{why}: {describe(exc)}", now, same=why)
-                continue
+                return
             self._unblock(group, now)
             by_job: dict[str, list[Instance]] = {}
             for inst in seen:
@@ -435,15 +448,18 @@ class Reconciler:
                     with contextlib.suppress(Exception):
                         self.store.add_event(job.id, "error", f"step failed: {exc!r}", at=now)
             try:
-                self._reap(prov, seen, set(ids), now, report)
+                self._reap(prov, seen, owned, now, report)
             except ProviderError as exc:
                 report.errors += 1
                 log.warning("reaping at %s failed: %s", key.split(":")[0], exc)
+
+        self._lanes.run(by_provider, observe_and_step, report)
         self._flush()
         self._tell_stalls(now)
         report.waited = dict(self.effects.waited)
         if self.check_invariants:  # the cheap promises, on the store as this pass left it
-            report.violations = check_pass(self.store, self._to_check(held, now), now)
+            checked = [(j, m) for j, m in held if j not in self._lanes.jobs()]
+            report.violations = check_pass(self.store, self._to_check(checked, now), now)
         report.seconds = time.perf_counter() - t0
         return report
 
