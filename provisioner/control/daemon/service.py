@@ -322,6 +322,12 @@ class Daemon:
         since = self.last_interruption_poll
         now = self.clock()
         found = 0
+        try:  # an agent's notice in a progress file on a local store (first: no cloud call)
+            found += self.reconciler.notice_reported()
+        except Exception as exc:
+            log.warning("progress watch failed: %s", exc)
+        if found:  # a pass now, before any cloud is asked (one that hangs must not delay it)
+            self._pass_now()
         for prov in list(self.reconciler._providers.values()):
             try:
                 items = prov.interruptions(since)
@@ -336,19 +342,18 @@ class Daemon:
                 found += 1
                 self.metrics.interruptions.labels(provider=it.provider).inc()
         self.last_interruption_poll = now
-        try:  # an agent's notice in a progress file on a local store: a pass now
-            found += self.reconciler.notice_reported()
-        except Exception as exc:
-            log.warning("progress watch failed: %s", exc)
         if len(self.seen_interruptions) > 1_000:  # a notice lasts minutes: keep a day's worth
             old = now - timedelta(days=1)
             self.seen_interruptions = {
                 k: at for k, at in self.seen_interruptions.items() if at >= old
             }
         if found:
-            self.run_again.set()  # the pass in flight runs again when it ends
-            if self.scheduler is not None and not self.pass_lock.locked():
-                self.scheduler.modify_job("reconcile", next_run_time=datetime.now(UTC))
+            self._pass_now()
+
+    def _pass_now(self) -> None:
+        self.run_again.set()  # the pass in flight runs again when it ends
+        if self.scheduler is not None and not self.pass_lock.locked():
+            self.scheduler.modify_job("reconcile", next_run_time=datetime.now(UTC))
 
     def refresh_prices(self) -> None:
         from providers.base import get
