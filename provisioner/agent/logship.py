@@ -219,21 +219,6 @@ class LogShipper:
             self._file.close()
 
 
-def scrubber(values: list[str]) -> Callable[[str], str]:
-    """A function that replaces each of ``values`` (the job's secrets) by ``***``."""
-    secrets = sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True)
-    if not secrets:
-        return lambda s: s
-
-    def scrub(text: str) -> str:
-        for value in secrets:
-            if value in text:
-                text = text.replace(value, "***")
-        return text
-
-    return scrub
-
-
 def open_pipe() -> tuple[int, IO[bytes]]:
     """(write end for the child, read end for the shipper)."""
     r, w = os.pipe()
