@@ -154,4 +154,6 @@ def write_record(agent: Agent) -> None:
         else:
             write_text_uri(agent.spec.progress_uri, json.dumps(doc, indent=2, sort_keys=True))
     except Exception as exc:  # progress is best effort; the job goes on
-        log.warning("cannot write progress: %s", exc)
+        agent.progress_failures.failed(f"cannot write progress: {type(exc).__name__}: {exc}")
+    else:
+        agent.progress_failures.ok()

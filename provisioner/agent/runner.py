@@ -47,6 +47,7 @@ from provisioner.agent.logship import LogShipper
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
 from provisioner.agent.prewatch import PrepareWatch, notice_before_job
+from provisioner.agent.repeats import Repeats
 from provisioner.agent.report import job_env, job_file_stamp, progress_record, write_record
 from provisioner.agent.scrub import scrubber
 from provisioner.agent.signals import EarlyWatch
@@ -125,6 +126,7 @@ class Agent:
             self.reader, self.gang, spec.cloud, spec.poll_s, lambda n: notice_before_job(self, n)
         )
         self._progress_lock = threading.Lock()
+        self.progress_failures = Repeats(log, "progress write", level=logging.WARNING)
 
     # -- set-up ------------------------------------------------------------------------------
 
