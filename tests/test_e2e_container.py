@@ -34,11 +34,9 @@ STEPS = 300
 @pytest.fixture
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     bin_dir = tmp_path / "bin"
-    install(bin_dir, "docker")
     log = tmp_path / "shim.jsonl"
+    install(bin_dir, log, tmp_path / "images", "docker")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("SHIM_LOG", str(log))
-    monkeypatch.setenv("SHIM_IMAGES", str(tmp_path / "images"))
     yield log
 
 

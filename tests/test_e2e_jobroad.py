@@ -43,6 +43,9 @@ sys.path.insert(0, ".deps")  # what setup installed
 import localpkg
 print("greeting:", localpkg.greet(), flush=True)
 print("token is", os.environ["MY_TOKEN"], "of length", len(os.environ["MY_TOKEN"]), flush=True)
+# the agent reached the S3 store with the VM's identity (the sim: the store's variables); the
+# job is given none of it
+assert not [k for k in os.environ if k.startswith("AWS_")], sorted(os.environ)
 assert os.path.exists("setup-ran.txt"), "setup ran in the code's directory"
 import train
 train.main()

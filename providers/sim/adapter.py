@@ -33,6 +33,7 @@ from providers.base import (
 from providers.capabilities import PlacementGroup
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
+from providers.sim.identity import identity_env
 from providers.sim.sandbox import project_root
 from provisioner.core.models import (
     TAG_MANAGED,
@@ -357,6 +358,8 @@ class SimProvider(Provider):
             },
             # the sim's secret store: read on the "VM" by its agent, like a cloud's
             "secrets_file": _absolute_path(os.environ.get("PROVISIONER_SIM_SECRETS")),
+            # what a VM's identity gives its agent: this job's stores' access only
+            "identity_env": identity_env(spec) if spec is not None else {},
             "placement_group": request.placement_group,
         }
         if spec is not None and request.nodes > 1:  # every node of a sim gang is this host

@@ -181,7 +181,7 @@ class SimCloud:
     def launch(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             self.touch()
-            self.requests.append(body)
+            self.requests.append(sandbox_.recorded(body))  # its identity's names, no values
             self._injected("launch")
             token = str(body.get("token") or "")
             if token and token in self.by_token:
@@ -229,11 +229,8 @@ class SimCloud:
             if self.config.run_agent:
                 self.procs[iid] = sandbox_.start(
                     inst,
-                    body.get("spec"),
-                    body.get("pythonpath") or (),
-                    agent=body.get("agent") or None,
+                    body,
                     gpu_speed=self.config.gpu_speed.get(inst["instance_type"]),
-                    secrets_file=body.get("secrets_file") or None,
                     cache_dir=self.dir / "vm-cache",
                 )
                 inst["pid"] = self.procs[iid].pid  # = the process group id (session leader)

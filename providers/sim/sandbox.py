@@ -19,6 +19,8 @@ from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from provisioner.core import jobenv
+
 log = logging.getLogger("provisioner.sim")
 
 
@@ -40,43 +42,32 @@ def project_root() -> str:
 
 def start(
     inst: dict[str, Any],
-    spec: dict[str, Any] | None,
-    pythonpath: Iterable[str] = (),
+    launch: Mapping[str, Any],
     *,
-    agent: dict[str, Any] | None = None,
     gpu_speed: float | None = None,
-    secrets_file: str | None = None,
     cache_dir: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the instance's process group in its sandbox; the agent's spec is written there.
+    """Start the instance's process group in its sandbox, as ``launch`` (the launch's body)
+    asks; the agent's spec is written there.
 
     A sandbox has no GPU: the agent's utilisation samples come from ``work/sim-gpu.json``,
     which the job may write (``$PROVISIONER_GPU_FILE``), and its probe reads a simulated
     report (``gpu_speed``: the share of the datasheet the simulated GPUs deliver).
 
-    What a VM would have: provisioner installed (the project on ``PYTHONPATH``); the sim's
-    secret store (``$PROVISIONER_SIM_SECRETS``: the file the launch names, read by the agent
-    as a VM reads its cloud's); a code cache (``cache_dir``, shared by the sim's sandboxes as
-    VMs from one warm machine image would share it). A job that brings no code of its own
-    (no ``job.workdir``, ``job.git`` or image) also finds the controller's working directory
-    on ``PYTHONPATH`` (``pythonpath``): the sim's convenience, which no cloud VM gives.
+    What a VM would have, and only that (:func:`vm_environment`): provisioner installed (the
+    project on ``PYTHONPATH``); the sim's secret store (``$PROVISIONER_SIM_SECRETS``: the file
+    the launch names, read by the agent as a VM reads its cloud's); a code cache
+    (``cache_dir``, shared by the sim's sandboxes as VMs from one warm machine image would
+    share it). A job that brings no code of its own (no ``job.workdir``, ``job.git`` or
+    image) also finds the controller's working directory on ``PYTHONPATH`` (``pythonpath``):
+    the sim's convenience, which no cloud VM gives.
 
     The provisioner installed is the launching controller's (``agent``: its project root, its
     interpreter and its ``PYTHONPATH``), not the server's: one server serves a state directory
     for every ``up`` that uses it, whichever checkout or install started it first."""
     sandbox = Path(inst["sandbox"])
-    env = dict(os.environ)
-    own_code = bool(spec and (spec.get("code") or spec.get("container")))
-    root, python, extra = _installed(agent, env)
-    paths = [root, *([] if own_code else [str(p) for p in pythonpath]), *extra]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
-    env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
-    env["PROVISIONER_METADATA_URL"] = inst["metadata_url"]
-    env["PROVISIONER_INSTANCE_ID"] = inst["id"]
-    if secrets_file:
-        env["PROVISIONER_SIM_SECRETS"] = secrets_file
-    if cache_dir is not None:
-        env.setdefault("PROVISIONER_CACHE_DIR", str(cache_dir))
+    spec: dict[str, Any] | None = launch.get("spec")
+    env, python = vm_environment(inst, launch, cache_dir)
     if spec is not None:
         spec = {
             **spec,
@@ -104,6 +95,41 @@ def start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def vm_environment(
+    inst: Mapping[str, Any], launch: Mapping[str, Any], cache_dir: Path | None = None
+) -> tuple[dict[str, str], str]:
+    """The agent's environment in a sandbox, and its interpreter: what a VM would give it, never
+    the server's (or a controller's) whole environment. The basics a job may see too
+    (:mod:`provisioner.core.jobenv`: ``PATH``, ``HOME``, locale...) from the server's; the
+    provisioner installed (``PYTHONPATH``, the interpreter's directory first on ``PATH``); the
+    sim's own (the instance's metadata URL and id, the secrets file, the code cache); and the
+    launch's ``identity_env``, what a VM's identity would give its agent: the job's stores'
+    access (:mod:`providers.sim.identity`)."""
+    env = jobenv.basics(os.environ)
+    spec = launch.get("spec")
+    own_code = bool(spec and (spec.get("code") or spec.get("container")))
+    root, python, extra = _installed(launch.get("agent") or None, dict(os.environ))
+    pythonpath = [str(p) for p in launch.get("pythonpath") or ()]
+    paths = [root, *([] if own_code else pythonpath), *extra]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
+    env.update({str(k): str(v) for k, v in (launch.get("identity_env") or {}).items()})
+    env["PROVISIONER_METADATA_URL"] = str(inst["metadata_url"])
+    env["PROVISIONER_INSTANCE_ID"] = str(inst["id"])
+    if launch.get("secrets_file"):
+        env["PROVISIONER_SIM_SECRETS"] = str(launch["secrets_file"])
+    cache = os.environ.get("PROVISIONER_CACHE_DIR") or (str(cache_dir) if cache_dir else "")
+    if cache:
+        env["PROVISIONER_CACHE_DIR"] = cache
+    return env, python
+
+
+def recorded(launch: Mapping[str, Any]) -> dict[str, Any]:
+    """A launch as the server keeps it for tests (``GET /v1/requests``): its identity's
+    variables by name only, their values never kept."""
+    return {**launch, "identity_env": sorted(launch.get("identity_env") or {})}
 
 
 def _installed(agent: dict[str, Any] | None, env: dict[str, str]) -> tuple[str, str, list[str]]:

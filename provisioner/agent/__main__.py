@@ -20,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s [agent] %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    from providers.base import RedactingFilter
+
+    for handler in logging.getLogger().handlers:  # a secret read on the VM is registered:
+        handler.addFilter(RedactingFilter())  # scrubbed from every line the agent logs
     from provisioner.agent.runner import Agent
     from provisioner.agent.spec import AgentSpec, SpecError
 

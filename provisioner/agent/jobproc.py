@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.agent.container import container_name
-from provisioner.agent.logship import LogShipper, log_dir, open_pipe, scrubber
+from provisioner.agent.logship import LogShipper, log_dir, open_pipe
 from provisioner.agent.prepare import Ready
 from provisioner.agent.procs import child_preexec
+from provisioner.agent.scrub import scrubber
 from provisioner.agent.spec import AgentSpec
+from provisioner.core import jobenv
 
 
 def start_job(
@@ -21,12 +23,13 @@ def start_job(
     ready: Ready,
     store: Any,
     workdir: Path,
-    env: dict[str, str],
     job_env: dict[str, str],
 ) -> tuple[subprocess.Popen[bytes], LogShipper]:
-    """Start the job: ``env`` is its whole environment, ``job_env`` what the agent adds (the
-    names a container is given; their values come from the engine client's environment)."""
+    """Start the job with ``job_env``, its own variables, and the basics of the agent's
+    environment (:mod:`provisioner.core.jobenv`); in an image, the engine's client gets the
+    agent's environment and passes ``job_env`` into the container by name."""
     argv = list(spec.command)
+    env = jobenv.for_job(job_env, os.environ)
     if ready.engine is not None and ready.image is not None:
         name = container_name(spec.job_id, spec.attempt, spec.node)
         subprocess.run(ready.engine.remove(name), capture_output=True, check=False)
@@ -39,6 +42,7 @@ def start_job(
             env_names=job_env,
             run_args=list(spec.container.get("run_args") or []),
         )
+        env = jobenv.for_engine(job_env, os.environ)
     w, r = open_pipe()
     try:  # started before the shipper's threads, so that preexec_fn is safe
         proc = subprocess.Popen(

@@ -32,6 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from provisioner.agent.repeats import Repeats
+
 log = logging.getLogger("provisioner.agent.logs")
 
 FLUSH_S = 2.0
@@ -87,6 +89,7 @@ class LogShipper:
         self._closing = False
         self._readers: list[threading.Thread] = []
         self.error: str | None = None
+        self._failures = Repeats(log, f"shipping the {kind} log", level=logging.WARNING)
         local.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(local, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         self._sender = threading.Thread(target=self._send_loop, name=f"logs-{kind}", daemon=True)
@@ -195,8 +198,9 @@ class LogShipper:
             self.store.write_text(f"{self.dir}/{name}", text)
         except Exception as exc:  # the job goes on; its output is still in the local file
             self.error = f"cannot ship logs: {type(exc).__name__}: {exc}"
-            log.warning("%s", self.error)
+            self._failures.failed(self.error)
             return
+        self._failures.ok()
         self._seq += 1
         size = len(text.encode("utf-8"))
         self._shipped.append((name, size))
@@ -217,21 +221,6 @@ class LogShipper:
         self._sender.join(timeout)
         with contextlib.suppress(OSError):
             self._file.close()
-
-
-def scrubber(values: list[str]) -> Callable[[str], str]:
-    """A function that replaces each of ``values`` (the job's secrets) by ``***``."""
-    secrets = sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True)
-    if not secrets:
-        return lambda s: s
-
-    def scrub(text: str) -> str:
-        for value in secrets:
-            if value in text:
-                text = text.replace(value, "***")
-        return text
-
-    return scrub
 
 
 def open_pipe() -> tuple[int, IO[bytes]]:

@@ -38,6 +38,7 @@ from provisioner.agent.container import Engine, NoEngine, container_name, find_e
 from provisioner.agent.logship import LogShipper, open_pipe
 from provisioner.agent.procs import child_preexec, stop_group
 from provisioner.agent.spec import AgentSpec
+from provisioner.core import jobenv
 
 log = logging.getLogger("provisioner.agent")
 
@@ -117,9 +118,13 @@ class Preparer:
         self.spec, self.workdir, self.cache, self.store = spec, workdir, cache, store
         self.job_env, self.should_stop, self.scrub_with = job_env, should_stop, scrub_with
 
-    def env(self, secrets: dict[str, str]) -> dict[str, str]:
-        """The whole environment of a step: the agent's, with the job's variables."""
-        return {**os.environ, **self.job_env(secrets)}
+    def env(self, secrets: dict[str, str], *, engine: bool = False) -> dict[str, str]:
+        """The whole environment of a step: the job's (its variables and the basics,
+        :mod:`provisioner.core.jobenv`) for a setup command on the VM; for the engine's
+        client, the agent's with the job's variables over it (passed in by name)."""
+        own = self.job_env(secrets)
+        env = jobenv.for_engine if engine else jobenv.for_job
+        return env(own, os.environ)
 
     def run(self) -> Ready:
         spec = self.spec
@@ -169,7 +174,12 @@ class Preparer:
         image = str(c["image"])
         if self._quiet(engine.has_image(image)) != 0:
             self._command(
-                engine.pull(image), "image", f"pull {image}", ENGINE_STEP_S, cwd=self.workdir
+                engine.pull(image),
+                "image",
+                f"pull {image}",
+                ENGINE_STEP_S,
+                cwd=self.workdir,
+                engine=True,
             )
         return engine, image
 
@@ -204,8 +214,10 @@ class Preparer:
                 remove=False,
             )
             try:
-                self._command(argv, "setup", None, spec.setup_timeout_s, ready=ready)
-                self._command(ready.engine.commit(name, committed), "setup", "commit", 600.0)
+                self._command(argv, "setup", None, spec.setup_timeout_s, ready=ready, engine=True)
+                self._command(
+                    ready.engine.commit(name, committed), "setup", "commit", 600.0, engine=True
+                )
             finally:
                 self._quiet(ready.engine.remove(name))
             ready.image = committed
@@ -227,10 +239,12 @@ class Preparer:
         *,
         ready: Ready | None = None,
         cwd: Path | None = None,
+        engine: bool = False,
     ) -> None:
         """Run one step with its output shipped as the attempt's setup log; SetupFailed unless
         it exits 0 within ``timeout_s``. ``label`` None: a setup script (the failing command
-        is the last ``$ `` line it printed)."""
+        is the last ``$ `` line it printed). ``engine``: the step is the container engine's
+        client (its environment: :meth:`env`)."""
         from provisioner.agent.logship import log_dir
 
         secrets = ready.secrets if ready else {}
@@ -239,7 +253,7 @@ class Preparer:
             proc = subprocess.Popen(
                 argv,
                 cwd=str((ready.cwd if ready else cwd) or self.workdir),
-                env=self.env(secrets),
+                env=self.env(secrets, engine=engine),
                 stdin=subprocess.DEVNULL,
                 stdout=w,
                 stderr=subprocess.STDOUT,

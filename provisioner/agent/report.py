@@ -10,8 +10,10 @@ import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from providers.base import redact
 from provisioner.agent import protocol
 from provisioner.agent.protocol import AgentNotice
+from provisioner.agent.scrub import scrub_doc, scrubber
 from provisioner.agent.store import step_of, write_text_uri
 from provisioner.probe.idle import ENV_GPU_FILE
 
@@ -26,8 +28,9 @@ def iso(value: datetime | None) -> str | None:
 
 
 def job_env(agent: Agent, resume_from: str) -> dict[str, str]:
-    """The variables ``agent``'s job gets beyond the agent's own environment: its own, its
-    secrets, and where it finds the agent (docs/agent.md's protocol)."""
+    """``agent``'s job's own variables: its ``env``, its secrets, where it finds the agent
+    (docs/agent.md's protocol) and a gang's torchrun variables. With the basics of the agent's
+    environment (:mod:`provisioner.core.jobenv`) they are all the job gets."""
     env = {"PYTHONUNBUFFERED": "1", **agent.spec.env, **agent.ready.secrets}
     env.update(
         {
@@ -121,11 +124,22 @@ def progress_record(agent: Agent) -> dict[str, Any]:
     }
 
 
+def masked(agent: Agent, doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the job's secrets (and any credential the agent registered, e.g. a
+    store's key) scrubbed from every string in it, keys included: the job's own progress is
+    the job's to write, and may hold a secret it was given."""
+    scrub = scrubber(agent.ready.secrets.values())
+    out: dict[str, Any] = scrub_doc(doc, lambda text: redact(scrub(text)))
+    return out
+
+
 def write_record(agent: Agent) -> None:
     """Write ``agent``'s record where the controller reads it (node 0 speaks for a gang; a
-    later attempt's record is never overwritten); best effort: the job goes on."""
+    later attempt's record is never overwritten), its secrets masked (:func:`masked`); best
+    effort: the job goes on."""
     doc = progress_record(agent)
     agent._reported_ckpt, agent._reported_job = doc["last_checkpoint"], job_file_stamp(agent)
+    doc = masked(agent, doc)
     try:
         if agent.gang is not None and agent.gang.node > 0:  # node 0 speaks for the gang
             agent.gang.write_node_progress(doc)
@@ -140,4 +154,6 @@ def write_record(agent: Agent) -> None:
         else:
             write_text_uri(agent.spec.progress_uri, json.dumps(doc, indent=2, sort_keys=True))
     except Exception as exc:  # progress is best effort; the job goes on
-        log.warning("cannot write progress: %s", exc)
+        agent.progress_failures.failed(f"cannot write progress: {type(exc).__name__}: {exc}")
+    else:
+        agent.progress_failures.ok()

@@ -32,7 +32,6 @@ processes (data loaders) are not killed by a SIGUSR1 they do not handle.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
 import threading
@@ -44,11 +43,13 @@ from provisioner.agent import protocol
 from provisioner.agent.gang import EXIT_PEER_LOST, Gang, RendezvousError
 from provisioner.agent.handover import await_handover
 from provisioner.agent.jobproc import end_job, start_job
-from provisioner.agent.logship import LogShipper, scrubber
+from provisioner.agent.logship import LogShipper
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
 from provisioner.agent.prewatch import PrepareWatch, notice_before_job
+from provisioner.agent.repeats import Repeats
 from provisioner.agent.report import job_env, job_file_stamp, progress_record, write_record
+from provisioner.agent.scrub import scrubber
 from provisioner.agent.signals import EarlyWatch
 from provisioner.agent.spec import AgentSpec
 from provisioner.agent.store import CheckpointStore
@@ -125,6 +126,7 @@ class Agent:
             self.reader, self.gang, spec.cloud, spec.poll_s, lambda n: notice_before_job(self, n)
         )
         self._progress_lock = threading.Lock()
+        self.progress_failures = Repeats(log, "progress write", level=logging.WARNING)
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -150,11 +152,10 @@ class Agent:
             log.info("attempt %d %s", spec.handover_from, "handed over" if done else "gone")
 
     def _job_env(self, resume_from: str) -> dict[str, str]:
-        """The variables the job gets beyond the agent's own environment."""
+        """The job's own variables (the protocol's, its env and secrets, a gang's); with the
+        basics of the agent's environment they are its whole environment
+        (:mod:`provisioner.core.jobenv`)."""
         return job_env(self, resume_from)
-
-    def _env(self, resume_from: str) -> dict[str, str]:
-        return {**os.environ, **self._job_env(resume_from)}
 
     def _prepare(self) -> int | None:
         """Code, secrets, image, setup (provisioner.agent.prepare); an exit code when they
@@ -207,7 +208,6 @@ class Agent:
             self.ready,
             self.store,
             self.workdir,
-            self._env(resume_from),
             self._job_env(resume_from),
         )
         return proc

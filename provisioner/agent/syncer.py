@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from provisioner.agent import protocol
+from provisioner.agent.repeats import Repeats
 from provisioner.agent.store import CheckpointStore
 
 log = logging.getLogger("provisioner.agent")
@@ -37,6 +38,8 @@ class Syncer(threading.Thread):
         self.history: list[tuple[str, datetime]] = []
         self.error: str | None = None
         self.frozen = False  # the notice's checkpoint is in: its replacement resumes from it
+        #: a store that refuses every try (a full disk) is logged once, then summarised
+        self.failures = Repeats(log, "checkpoint upload")
         self._wake = threading.Event()
         self._halt = threading.Event()
         self._idle = threading.Event()
@@ -63,9 +66,10 @@ class Syncer(threading.Thread):
             self.store.upload(self.local_dir / name, name)
         except Exception as exc:  # keep going: the next checkpoint may get through
             self.error = f"{type(exc).__name__}: {exc}"
-            log.error("upload of checkpoint %s failed: %s", name, self.error)
+            self.failures.failed(f"upload of checkpoint {name} failed: {self.error}")
             return
         self.error = None
+        self.failures.ok()
         self.uploaded, self.uploaded_at = name, _now()
         self.history = [*self.history, (name, self.uploaded_at)][-HISTORY:]
         log.info("checkpoint %s uploaded in %.2fs", name, time.monotonic() - started)

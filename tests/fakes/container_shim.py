@@ -2,9 +2,10 @@
 
 Put on PATH under the engine's name (:func:`install`), it records every call (argv, and for
 ``-e NAME`` whether NAME had a value in its environment, never the value) to the JSON-lines
-file ``$SHIM_LOG``, keeps "images" as files under ``$SHIM_IMAGES/<VM>`` (a sim sandbox's instance id: an engine's
-images are on its own VM), and carries out what the
-agent asks of an engine the way an engine would:
+file ``$SHIM_LOG``, keeps "images" as files under ``$SHIM_IMAGES/<VM>`` (a sim sandbox's
+instance id: an engine's images are on its own VM; both variables are set by the wrapper
+:func:`install` writes), and carries out what the agent asks of an engine the way an engine
+would:
 
 - ``image inspect IMG``: exit 0 when IMG is there (pulled or committed), else 1;
 - ``pull IMG``: IMG appears, unless its name contains ``missing`` (then exit 1 with a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -104,11 +106,17 @@ def main(argv: list[str]) -> int:
     return 2
 
 
-def install(bin_dir: Path, name: str = "docker") -> Path:
-    """Write an executable ``bin_dir/name`` that runs this shim with this Python."""
+def install(bin_dir: Path, log: Path, images: Path, name: str = "docker") -> Path:
+    """Write an executable ``bin_dir/name`` that runs this shim with this Python, recording to
+    ``log`` and keeping images under ``images``: its own configuration, as an engine has its
+    own (the agent's environment carries none of the test's)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / name
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
+    path.write_text(
+        "#!/bin/sh\n"
+        f"SHIM_LOG={shlex.quote(str(log))} SHIM_IMAGES={shlex.quote(str(images))} "
+        f'exec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n'
+    )
     path.chmod(0o755)
     return path
 
