@@ -13,9 +13,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @cache
-def reference_result(steps: int, seed: int = 0) -> dict[str, object]:
+def reference_result(
+    steps: int, seed: int = 0, env: tuple[tuple[str, str], ...] | None = None
+) -> dict[str, object]:
     """The example job run straight through, no signal, no kill, in this process's
-    environment."""
+    environment (``env``, as (name, value) pairs: in that one instead, e.g. a container's,
+    which has none of this machine's BLAS settings)."""
     import tempfile
 
     d = Path(tempfile.mkdtemp(prefix="ref-run-"))
@@ -39,7 +42,7 @@ def reference_result(steps: int, seed: int = 0) -> dict[str, object]:
         timeout=300,
         # the environment a job gets (the sim's sandbox and the agent pass theirs on): BLAS
         # kernel choices such as OPENBLAS_CORETYPE change the last bits of a matrix product
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**(os.environ if env is None else dict(env)), "PYTHONPATH": str(REPO)},
     )
     doc: dict[str, object] = json.loads((d / "out" / "result.json").read_text())
     return doc
