@@ -5,9 +5,9 @@ A face of the tool, like the CLI: it reads the store through :mod:`provisioner.d
 (read-only queries, no writes but the two records in :mod:`provisioner.dashboard.history`, which
 the daemon makes), renders HTML on the server (Jinja2 templates with autoescaping, charts as
 inline SVG, a stylesheet and a small script shipped in the package) and answers the same routes
-in JSON for scripts. :mod:`provisioner.dashboard.server` is the HTTP server (the standard
-library's threaded one) with its access rules: loopback by default, a bearer token for anything
-beyond, no state-changing endpoint at all.
+in JSON for scripts. :mod:`provisioner.dashboard.routes` holds the routes and the access rules
+(loopback by default, a bearer token for anything beyond, no state-changing endpoint at all),
+:mod:`provisioner.dashboard.server` serves them over HTTP (Starlette on uvicorn).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from provisioner.dashboard.server import DEFAULT_PORT, DashboardError, DashboardServer
+from provisioner.dashboard.access import DashboardError
+from provisioner.dashboard.server import DEFAULT_PORT, DashboardServer
 
 __all__ = ["DEFAULT_PORT", "DashboardError", "DashboardServer", "start_beside_daemon"]
 
