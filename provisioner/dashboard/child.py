@@ -119,6 +119,8 @@ class DashboardProcess:
             env=self.env,
             stdin=subprocess.PIPE,  # its end tells the child that this process is gone
             pass_fds=(self.sock.fileno(),),
+            # its own process group: a terminal's Ctrl-C reaches the daemon, which stops it
+            start_new_session=True,
         )
 
     def _supervise(self) -> None:
@@ -128,6 +130,8 @@ class DashboardProcess:
             code = proc.wait() if proc is not None else None
             if self._stop.is_set():
                 return
+            if proc is not None and proc.stdin is not None:
+                proc.stdin.close()
             lived = time.monotonic() - started
             if lived >= HEALTHY_S:
                 wait = self.first_retry_s
@@ -161,9 +165,9 @@ class DashboardProcess:
         self._stop.set()
         with self._lock:
             proc = self.proc
+        if proc is not None and proc.stdin is not None:
+            proc.stdin.close()
         if proc is not None and proc.poll() is None:
-            if proc.stdin is not None:
-                proc.stdin.close()
             proc.terminate()
             try:
                 proc.wait(timeout=5)
@@ -251,7 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
 
     threading.Thread(target=parent_gone, name="parent-watch", daemon=True).start()
-    server.serve_forever()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:  # SIGINT sent to it alone: stopped, as asked
+        return 130
     return 0
 
 
