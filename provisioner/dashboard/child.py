@@ -13,6 +13,8 @@ daemon serves it from a child process by default:
   from an allow-list (:data:`PASSED`: the locale, paths, the store's PostgreSQL settings),
   never the daemon's whole environment with its cloud credentials; the child drops both from
   its environment once read;
+- the child runs at a lower priority (niceness +10): the page shares the CPUs with the
+  passes, and they come first;
 - a child that exits is started again after 1 s, doubling to a minute while it keeps dying
   (back to 1 s once one has lived a minute); its failure never stops the daemon;
 - the daemon's exit (SIGTERM, or any end, ``kill -9`` included) ends the child: it is sent
@@ -56,6 +58,9 @@ FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 60.0
 #: a child that lived this long starts its next restart's wait from FIRST_RETRY_S again
 HEALTHY_S = 60.0
+#: the child's niceness above the daemon's: on a busy machine the passes get the CPU first
+#: (the page waits a little; a replacement after a notice does not)
+NICE = 10
 
 
 def child_env(
@@ -224,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-size", type=int, default=100)
     ap.add_argument("--source", default="")
     args = ap.parse_args(argv)
+    os.nice(NICE)
     from provisioner.logs import setup_logging
 
     setup_logging(1, json_lines=True)
