@@ -13,8 +13,17 @@ in JSON for scripts. :mod:`provisioner.dashboard.routes` holds the routes and th
 
 from __future__ import annotations
 
+from typing import Any
+
 from provisioner.dashboard.access import DashboardError
-from provisioner.dashboard.child import start_beside_daemon
 from provisioner.dashboard.server import DEFAULT_PORT, DashboardServer
 
 __all__ = ["DEFAULT_PORT", "DashboardError", "DashboardServer", "start_beside_daemon"]
+
+
+def start_beside_daemon(store: Any, config: Any, port: int, source: str) -> Any:
+    """The daemon's dashboard: :func:`provisioner.dashboard.child.start_beside_daemon` (the
+    package leaves that module unimported: ``python -m`` runs it as the child)."""
+    from provisioner.dashboard.child import start_beside_daemon as start
+
+    return start(store, config, port, source)

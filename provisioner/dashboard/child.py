@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         except (OSError, ValueError):
             pass
-        log.info("dashboard process: the daemon is gone; stopping")
+        log.info("dashboard process: the daemon stopped it or is gone; stopping")
         server.stop()
 
     threading.Thread(target=parent_gone, name="parent-watch", daemon=True).start()
