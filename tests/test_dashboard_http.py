@@ -5,7 +5,8 @@ outside probe broke on the standard library's server (issue 43), each as a case 
   second request gets one answer; a POST over the body limit is refused (413) and the
   connection closed before its body is read;
 - a ``Content-Length`` that is negative or garbage is answered 400 and the connection
-  closed, not held open;
+  closed, not held open; a malformed request is a 400 with the security headers and no log
+  line (the client's fault, answered);
 - every method but GET and HEAD (OPTIONS, TRACE, PROPFIND, CONNECT, anything) is 401 without
   the token, then 405 with it, both with the security headers;
 - a client that resets its connection before or during the answer leaves no traceback in
@@ -267,6 +268,35 @@ def test_a_bad_content_length_is_a_400_and_the_connection_closes(
     got = _answers(data)
     assert [a.status for a in got] in ([400], [413]), [(a.status, a.body[:80]) for a in got]
     _secured(got[0])
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"GARBAGE\r\n\r\n", b"GET /\xff HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\nBad Header\r\n\r\n"],
+    ids=["request-line", "non-ascii-target", "header"],
+)
+def test_a_malformed_request_is_a_400_with_the_headers_and_no_log_line(
+    open_server: DashboardServer, raw: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    got = _exchange(open_server.port, raw)
+    assert [a.status for a in got] == [400], [(a.status, a.body[:80]) for a in got]
+    _secured(got[0])
+    # the client's fault, answered: nothing for the journal
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_an_upgrade_header_is_answered_as_a_page_without_a_log_line(
+    open_server: DashboardServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    raw = (
+        b"GET /healthz HTTP/1.1\r\n" + _host(open_server)
+        + b"Upgrade: websocket\r\nConnection: Upgrade, close\r\n\r\n"
+    )  # fmt: skip
+    got = _exchange(open_server.port, raw)
+    assert [(a.status, a.body) for a in got] == [(200, b"ok\n")]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
 def test_head_answers_without_a_body_and_the_next_request_still_parses(

@@ -151,6 +151,22 @@ async def _answer(r: Response, scope: Scope, receive: Receive, send: Send) -> No
     await out(scope, receive, send)  # a client gone by now: uvicorn drops it, silently
 
 
+#: what uvicorn logs (WARNING) about a client's malformed or unsupported request: the client
+#: got its 400, or a plain answer; the journal needs none of it, one line per probe
+_CLIENTS_FAULT = ("Invalid HTTP request received.", "Unsupported upgrade request.", "No supported")
+
+
+class _ClientFaults(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_CLIENTS_FAULT)
+
+
+def _quiet_client_faults() -> None:
+    server_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _ClientFaults) for f in server_log.filters):
+        server_log.addFilter(_ClientFaults())
+
+
 def _protocol() -> type:
     """uvicorn's h11 protocol, its own 400 (for a request h11 cannot parse: a negative or
     garbage Content-Length, a malformed request line) with the security headers and
@@ -227,6 +243,8 @@ class DashboardServer:
 
     def _uvicorn(self) -> Any:
         import uvicorn
+
+        _quiet_client_faults()
 
         config = uvicorn.Config(
             DashboardApp(self.app),
