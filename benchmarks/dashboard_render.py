@@ -5,7 +5,7 @@ preempted-and-restarted job) plus 10,000 more, each with an attempt (half of the
 a live instance), and a day of price refreshes. Then times the dashboard's own request handling
 (query, view, template, SVG; no socket) for each page, warm, and prints the median and the
 slowest of ``--repeat`` runs, with the first (cold) request apart; then the same pages once
-over HTTP through the real threaded server.
+over HTTP through the real server (uvicorn).
 
     .venv/bin/python benchmarks/dashboard_render.py [--jobs 10000] [--repeat 20] [--store URL]
 

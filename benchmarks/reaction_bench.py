@@ -62,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,7 +186,20 @@ def _policy(path: Path, ckpt: Path, market: str = "spot", extra: str = "") -> Pa
     )
 
 
-def measure(notice_s: float, count: int, tree: Path, cloud: str = "aws") -> list[Reaction]:
+def measure(
+    notice_s: float,
+    count: int,
+    tree: Path,
+    cloud: str = "aws",
+    *,
+    dashboard: dict[str, Any] | None = None,
+    during: Callable[[Any, str], Any] | None = None,
+) -> list[Reaction]:
+    """``count`` notices of ``notice_s`` on one job under a fresh daemon. ``dashboard``: the
+    daemon's ``dashboard:`` section (default: not served). ``during(store, job_id)``: called
+    once the daemon runs, before the first notice; what it returns, if anything, is called
+    (with no argument) after the last one, before the daemon stops (a load on the dashboard
+    starts and ends so)."""
     from providers.sim import SimProvider
     from provisioner.api import submit
     from provisioner.control.store import Store
@@ -210,7 +224,7 @@ def measure(notice_s: float, count: int, tree: Path, cloud: str = "aws") -> list
                 "store": store_url,
                 "providers": {"sim": options},
                 "metrics": {"enabled": False},
-                "dashboard": {"enabled": False},
+                "dashboard": dashboard or {"enabled": False},
             }
         )
     )
@@ -238,8 +252,11 @@ def measure(notice_s: float, count: int, tree: Path, cloud: str = "aws") -> list
     job = Job(sim, ckpt, job_id)
     out = []
     try:
+        after = during(store, job_id) if during is not None else None
         for _ in range(count):
             out.append(_one_notice(job, notice_s))
+        if after is not None:
+            after()
     finally:
         daemon.terminate()
         try:

@@ -136,6 +136,7 @@ SLOW_TESTS = {
     "test_contract.py::test_the_bid_sent_never_exceeds_the_cap",
     "test_daemon_service.py::test_ready_watchdog_metrics_reload_and_clean_stop",
     "test_dashboard.py::test_daemon_serves_the_dashboard_and_up_prints_its_address",
+    "test_dashboard_child.py::test_the_daemon_serves_its_page_from_a_child_it_stops_on_sigterm",
     "test_dashboard.py::test_dashboard_command_serves_a_store_and_refuses_bad_setups",
     "test_dashboard.py::test_jobs_page_lists_every_state_with_placement_market_progress_spend_deadline",
     "test_dashboard.py::test_pages_on_postgresql",

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +54,15 @@ def served(
 
 def get(
     url: str, headers: dict[str, str] | None = None, method: str = "GET", data: bytes | None = None
-) -> tuple[int, dict[str, str], str]:
+) -> tuple[int, Message, str]:
+    """(status, headers: names case-insensitive, as HTTP's are; body) of one request."""
     req = urllib.request.Request(url, headers=headers or {}, method=method, data=data)
     opener = urllib.request.build_opener(_NoRedirect())
     try:
         with opener.open(req, timeout=10) as r:
-            return r.status, dict(r.headers), r.read().decode("utf-8")
+            return r.status, r.headers, r.read().decode("utf-8")
     except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read().decode("utf-8")
+        return e.code, e.headers, e.read().decode("utf-8")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -62,6 +62,10 @@ NOT_FOR_PLAN = (
     "tenacity",
     "rich",  # the plan table is plain text (rich only for a table wider than the screen)
     "apprise",  # notifications: the daemon's and `notify test`'s alone
+    "starlette",  # the dashboard's HTTP stack: the daemon's and `dashboard`'s alone
+    "uvicorn",
+    "h11",
+    "anyio",
 )
 
 

@@ -33,7 +33,8 @@ def daemon(
 
     Meant for systemd (Type=notify; see systemd/provisioner.service). Logs JSON lines to
     stdout. SIGTERM finishes the current pass and leaves jobs running; SIGHUP reloads.
-    Serves the read-only dashboard on http://127.0.0.1:8470/ unless configured otherwise.
+    Serves the read-only dashboard on http://127.0.0.1:8470/ unless configured otherwise, from
+    a child process it supervises.
     """
     from policies.loader import PolicyError
     from provisioner.console import error

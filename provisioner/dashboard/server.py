@@ -1,404 +1,199 @@
-"""The dashboard's HTTP server: the standard library's threaded server, GET only.
+"""The dashboard's HTTP server: an ASGI application built with Starlette's request and
+response parts, served by uvicorn on its pure-Python h11 protocol.
 
-Access rules (safe by default):
+Why these (issue 43): the standard library's ``http.server``, which served the dashboard
+before, is documented as not for production, and a probe showed why: bodies it did not read
+were parsed as the next request, a ``Content-Length: -1`` held a thread for a minute,
+methods it did not know got its own page without the token check or the headers, and a
+client that went away wrote a traceback. uvicorn is maintained and widely deployed; h11
+frames every message by the HTTP/1.1 rules (a body is a body whether or not anyone reads it,
+a malformed length is a 400 and a closed connection), it handles a client that goes away
+without a word in the logs, and it serves on one event loop rather than a thread per
+connection. Starlette is the small toolkit the same people maintain for ASGI (requests,
+headers, responses). h11 rather than httptools: pure Python, nothing to compile, and the
+dashboard's work is its queries, not parsing.
 
-- bound to 127.0.0.1 unless configured otherwise;
-- bound beyond loopback, it will not start without a bearer token, and then every request
-  needs it (``Authorization: Bearer <token>``; a browser opens ``/?token=<token>`` once and
-  gets an HttpOnly, SameSite=Strict cookie instead, the token gone from the address bar);
-- on loopback with no token, requests must name a loopback host (``Host: 127.0.0.1:...``),
-  which stops a web page from reading the dashboard through DNS rebinding;
-- there is no state-changing endpoint: anything but GET/HEAD is 405 (401 first without the
-  token);
-- strict Content-Security-Policy (own scripts and styles only), no caching of pages.
+What this module adds to them (the access rules are :mod:`provisioner.dashboard.routes`'):
 
-The same routes answer JSON when asked (``Accept: application/json`` or ``?format=json``).
+- the page is rendered in a bounded pool of worker threads (the store's calls block), off
+  the event loop;
+- nothing here takes a body: one announced over :data:`MAX_BODY` is refused with 413 and the
+  connection closed before it is read; a smaller one is read and dropped, within
+  :data:`BODY_WAIT_S` (else 408, closed);
+- the headers of :data:`~provisioner.dashboard.routes.SECURITY_HEADERS` on every answer,
+  uvicorn's own 400 for a request h11 cannot parse included;
+- requests are logged (DEBUG) without their query, which may hold the token.
+
+:class:`DashboardServer` binds the port itself (a taken port is a :class:`DashboardError`
+naming it) and serves in a thread (:meth:`~DashboardServer.start`) or in the foreground
+(:meth:`~DashboardServer.serve_forever`, ``provisioner dashboard`` and the daemon's child).
 """
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
-import json
 import logging
 import socket
 import threading
-import time
-from collections.abc import Callable
-from datetime import UTC, date, datetime
-from http import HTTPStatus
-from http.cookies import SimpleCookie
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
+from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
 
 from provisioner.control.store import Store
+from provisioner.dashboard.access import DashboardError, check_token, load_token
+from provisioner.dashboard.routes import SECURITY_HEADERS, Dashboard, Response
+
+__all__ = [
+    "DEFAULT_PORT",
+    "Dashboard",
+    "DashboardApp",
+    "DashboardError",
+    "DashboardServer",
+    "load_token",
+]
 
 log = logging.getLogger("provisioner.dashboard")
 
 DEFAULT_PORT = 8470
-COOKIE = "provisioner_dashboard"
-MIN_TOKEN_CHARS = 16
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
-_TYPES = {
-    ".css": "text/css; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".svg": "image/svg+xml",
-    ".png": "image/png",
-}
+#: the largest request body read (and dropped); one announced larger is refused unread
+MAX_BODY = 64 * 1024
+#: how long a body may take to arrive once its headers have
+BODY_WAIT_S = 5.0
+#: pages rendered at once (each holds a thread and a store connection while it queries)
+RENDER_THREADS = 8
+#: an idle keep-alive connection is closed after this
+KEEP_ALIVE_S = 5
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_GONE = -1  # the client went away while its body was read
 
 
-class DashboardError(ValueError):
-    """The dashboard cannot be served as configured (says what to change)."""
-
-
-def is_loopback(address: str) -> bool:
-    if address in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(address.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_token(address: str, token: str | None) -> None:
-    """Refuse a configuration that would expose the page: beyond loopback without a token,
-    or with a token too short to resist guessing."""
-    if token is not None and len(token) < MIN_TOKEN_CHARS:
-        raise DashboardError(
-            f"the dashboard token is {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
-            "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
-        )
-    if not is_loopback(address) and not token:
-        raise DashboardError(
-            f"the dashboard would listen on {address}, beyond loopback, without a token: set "
-            "PROVISIONER_DASHBOARD_TOKEN (e.g. in the daemon's EnvironmentFile) or "
-            "dashboard.token_file, or bind it to 127.0.0.1"
-        )
-
-
-def load_token(env: str | None, path: str | None) -> str | None:
-    """The bearer token: from the file when one is named, else from the environment variable
-    ``env`` (systemd: the daemon's EnvironmentFile). Never logged."""
-    import os
-
-    if path:
-        try:
-            text = open(path, encoding="utf-8").read().strip()  # noqa: SIM115 - read once
-        except OSError as exc:
-            raise DashboardError(
-                f"dashboard token file {path}: {exc.strerror or exc}; create it (mode 0600) "
-                "or remove dashboard.token_file"
-            ) from None
-        return text or None
-    value = os.environ.get(env or "", "").strip() if env else ""
-    return value or None
-
-
-class Response:
-    __slots__ = ("body", "headers", "status")
+class DashboardApp:
+    """The ASGI application: every HTTP request through :meth:`Dashboard.handle` in a worker
+    thread, answered with the security headers."""
 
     def __init__(
         self,
-        status: int,
-        body: bytes | str = b"",
-        content_type: str = "text/html; charset=utf-8",
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self.status = status
-        self.body = body.encode("utf-8") if isinstance(body, str) else body
-        self.headers = {"Content-Type": content_type, **(headers or {})}
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, datetime | date):
-        return o.isoformat()
-    if isinstance(o, tuple | set | frozenset):
-        return list(o)
-    return str(o)
-
-
-def to_json(doc: Any) -> bytes:
-    return json.dumps(doc, default=_json_default, separators=(",", ":")).encode("utf-8")
-
-
-class BadRequest(ValueError):
-    pass
-
-
-class Dashboard:
-    """Routes to pages; no sockets here (the server below wraps it)."""
-
-    def __init__(
-        self,
-        store: Store,
+        dashboard: Dashboard,
         *,
-        token: str | None = None,
-        page_size: int = 100,
-        allowed_hosts: frozenset[str] = frozenset(),
-        source: str = "",
-        clock: Callable[[], datetime] | None = None,
+        max_body: int = MAX_BODY,
+        body_wait_s: float = BODY_WAIT_S,
+        threads: int = RENDER_THREADS,
     ) -> None:
-        from provisioner.dashboard.render import Renderer
+        self.dashboard = dashboard
+        self.max_body, self.body_wait_s, self.threads = max_body, body_wait_s, threads
+        self._limiter: Any = None  # made on the event loop, at the first request
 
-        self.store = store
-        self.token = token or None
-        self.page_size = page_size
-        self.allowed_hosts = allowed_hosts
-        self.clock = clock or (lambda: datetime.now(UTC))
-        self.renderer = Renderer(store_url=store.url, source=source)
-        root = resources.files("provisioner.dashboard").joinpath("static")
-        self.static = {
-            p.name: p.read_bytes()
-            for p in root.iterdir()
-            if p.is_file() and p.name.rsplit(".", 1)[-1] in ("css", "js", "svg", "png")
-        }
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # no lifespan, no websockets: nothing to do
+            return
+        from starlette.datastructures import Headers
 
-    # -- access ---------------------------------------------------------------------------------
-
-    def _token_ok(self, presented: str | None) -> bool:
-        if self.token is None or presented is None:
-            return False
-        return hmac.compare_digest(presented.encode("utf-8"), self.token.encode("utf-8"))
-
-    def authorized(self, headers: Any, query: dict[str, list[str]]) -> tuple[bool, bool]:
-        """(allowed, came with ?token=) for a request."""
-        if self.token is None:
-            return True, False
-        auth = headers.get("Authorization") or ""
-        if auth[:7].lower() == "bearer " and self._token_ok(auth[7:].strip()):
-            return True, False
-        cookie = SimpleCookie()
+        headers = Headers(scope=scope)
+        method = str(scope["method"])
+        raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
+        query = scope.get("query_string") or b""
+        target = raw_path.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
+        refused = await self._body(headers, receive)
+        if refused == _GONE:
+            return
         try:
-            cookie.load(headers.get("Cookie") or "")
+            if refused:
+                r = await self._run(self.dashboard.refuse_body, target, headers, refused)
+            else:
+                r = await self._run(self.dashboard.handle, method, target, headers)
         except Exception:
-            cookie = SimpleCookie()
-        if COOKIE in cookie and self._token_ok(cookie[COOKIE].value):
-            return True, False
-        presented = query.get("token") or []
-        if presented and self._token_ok(presented[0]):
-            return True, True
-        return False, False
+            log.exception("dashboard: %s %s failed", method, scope["path"])
+            r = Response(500, "the page failed; the log says why\n", "text/plain; charset=utf-8")
+        await _answer(r, scope, receive, send)
+        log.debug("%s %s %s", method, scope["path"], r.status)
 
-    def host_ok(self, headers: Any) -> bool:
-        """With no token (loopback only), the Host must be a loopback name: a page on another
-        site that rebinds its DNS name to 127.0.0.1 cannot read this one."""
-        if self.token is not None:
-            return True
-        host = (headers.get("Host") or "").strip().lower()
-        if host.startswith("["):
-            name = host[: host.find("]") + 1]
-        else:
-            name = host.rsplit(":", 1)[0] if ":" in host else host
-        return name in self.allowed_hosts or is_loopback(name)
+    async def _run(self, fn: Callable[..., Response], *args: Any) -> Response:
+        import anyio
+        import anyio.to_thread
 
-    # -- dispatch -------------------------------------------------------------------------------
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.threads)
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
-    def handle(self, method: str, target: str, headers: Any) -> Response:
-        parts = urlsplit(target)
-        path = parts.path or "/"
-        query = parse_qs(parts.query, keep_blank_values=True)
-        wants_json = (query.get("format") or [""])[0] == "json" or (
-            "application/json" in (headers.get("Accept") or "")
-            and "text/html" not in (headers.get("Accept") or "")
-        )
-        if path == "/healthz":
-            return Response(200, "ok\n", "text/plain; charset=utf-8")
-        if not self.host_ok(headers):
-            return self._error(
-                403,
-                "This address is not served here: open the dashboard at 127.0.0.1 or localhost.",
-                wants_json,
-            )
-        ok, via_query = self.authorized(headers, query)
-        if not ok:
-            return self._unauthorized(wants_json)
-        if method not in ("GET", "HEAD"):
-            return self._error(
-                405,
-                "The dashboard is read-only: it answers GET only.",
-                wants_json,
-                {"Allow": "GET, HEAD"},
-            )
-        if via_query and not wants_json:
-            rest = {k: v for k, v in query.items() if k != "token"}
-            location = path + ("?" + urlencode(rest, doseq=True) if rest else "")
-            secure = "; Secure" if headers.get("X-Forwarded-Proto") == "https" else ""
-            return Response(
-                303,
-                b"",
-                headers={
-                    "Location": location,
-                    "Set-Cookie": f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/{secure}",
-                },
-            )
-        try:
-            return self.route(path, query, wants_json)
-        except BadRequest as exc:
-            return self._error(400, str(exc), wants_json)
-        except Exception:
-            log.exception("dashboard: %s failed", path)
-            return self._error(
-                500, "The page failed to render; the daemon's log says why.", wants_json
-            )
+    async def _body(self, headers: Any, receive: Receive) -> int:
+        """0 when the request's body (if any) was read and dropped; 413 when it is over the
+        limit (announced or read), 408 when it did not arrive in time; _GONE when the client
+        went away."""
+        import anyio
 
-    def route(self, path: str, query: dict[str, list[str]], wants_json: bool) -> Response:
-        from provisioner.dashboard import queries, savings
-
-        now = self.clock()
-        if path.startswith("/static/"):
-            return self._static(path[len("/static/") :])
-        if path == "/favicon.ico":
-            return Response(301, b"", headers={"Location": "/static/icon.svg"})
-        t0 = time.perf_counter()
-        page = _int(query, "page", 1)
-        per_page = _int(query, "per_page", self.page_size)
-        if path in ("/", "/jobs"):
-            state = _str(query, "state")
-            if state and state not in queries.STATES:
-                raise BadRequest(f"state {state!r}: expected one of {', '.join(queries.STATES)}")
-            doc = queries.job_page(
-                self.store, now, page=page, per_page=per_page, state=state, q=_str(query, "q")
-            )
-            doc["savings"] = savings.store_savings(self.store, now)
-            template = "jobs.html"
-        elif path.startswith("/jobs/"):
-            job_id = path[len("/jobs/") :].strip("/")
-            found = queries.job_detail(self.store, job_id, now) if job_id else None
-            if found is None:
-                return self._error(404, f"No job {job_id!r} in the store.", wants_json)
-            row = self.store.job(job_id)
-            if row is not None:
-                from provisioner.dashboard.output import output_tail
-
-                found["output"] = output_tail(row)
-            found["ledger"] = savings.job_ledger(self.store, found["job"]["id"], now)
-            doc, template = found, "job.html"
-        elif path == "/fleet":
-            doc = queries.fleet(self.store, now, page=page, per_page=per_page)
-            template = "fleet.html"
-        elif path == "/prices":
-            doc = queries.prices(
-                self.store, provider=_str(query, "provider"), page=page, per_page=per_page
-            )
-            template = "prices.html"
-        else:
-            return self._error(404, f"Nothing at {path}.", wants_json)
-        if wants_json:
-            return Response(200, to_json(doc), "application/json", _NO_STORE)
-        html = self.renderer.page(template, doc, now=now, path=path, query=query, t0=t0)
-        return Response(200, html, headers=_NO_STORE)
-
-    def _static(self, name: str) -> Response:
-        body = self.static.get(name)
-        if body is None:
-            return Response(404, "not found\n", "text/plain; charset=utf-8")
-        ctype = _TYPES.get("." + name.rsplit(".", 1)[-1], "application/octet-stream")
-        return Response(200, body, ctype, {"Cache-Control": "public, max-age=3600"})
-
-    def _unauthorized(self, wants_json: bool) -> Response:
-        msg = (
-            "This dashboard needs its token: send `Authorization: Bearer <token>`, or open "
-            "/?token=<token> once in the browser (the token is in the daemon's EnvironmentFile "
-            "as PROVISIONER_DASHBOARD_TOKEN)."
-        )
-        r = self._error(401, msg, wants_json)
-        r.headers["WWW-Authenticate"] = 'Bearer realm="provisioner"'
-        return r
-
-    def _error(
-        self, status: int, message: str, wants_json: bool, headers: dict[str, str] | None = None
-    ) -> Response:
-        if wants_json:
-            body = to_json({"error": message, "status": status})
-            return Response(status, body, "application/json", {**_NO_STORE, **(headers or {})})
-        html = self.renderer.error(status, HTTPStatus(status).phrase, message)
-        return Response(status, html, headers={**_NO_STORE, **(headers or {})})
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            return 413
+        if (length is None or length == "0") and "transfer-encoding" not in headers:
+            return 0
+        got = 0
+        with anyio.move_on_after(self.body_wait_s):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return _GONE
+                got += len(message.get("body", b""))
+                if got > self.max_body:
+                    return 413
+                if not message.get("more_body", False):
+                    return 0
+        return 408
 
 
-_NO_STORE = {"Cache-Control": "no-store"}
+async def _answer(r: Response, scope: Scope, receive: Receive, send: Send) -> None:
+    from starlette.responses import Response as Out
+
+    out = Out(r.body, status_code=r.status, headers={**SECURITY_HEADERS, **r.headers})
+    await out(scope, receive, send)  # a client gone by now: uvicorn drops it, silently
 
 
-def _int(query: dict[str, list[str]], name: str, default: int) -> int:
-    raw = (query.get(name) or [""])[0]
-    if raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name}={raw!r}: expected a whole number") from None
-    if value < 1:
-        raise BadRequest(f"{name}={raw!r}: expected 1 or more")
-    return value
+#: what uvicorn logs (WARNING) about a client's malformed or unsupported request: the client
+#: got its 400, or a plain answer; the journal needs none of it, one line per probe
+_CLIENTS_FAULT = ("Invalid HTTP request received.", "Unsupported upgrade request.", "No supported")
 
 
-def _str(query: dict[str, list[str]], name: str) -> str | None:
-    raw = (query.get(name) or [""])[0].strip()
-    return raw or None
+class _ClientFaults(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_CLIENTS_FAULT)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "provisioner-dashboard"
-    sys_version = ""
-    protocol_version = "HTTP/1.1"
-    timeout = 60  # an idle or slow connection lets its thread go after this
-    app: Dashboard
+def _quiet_client_faults() -> None:
+    server_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _ClientFaults) for f in server_log.filters):
+        server_log.addFilter(_ClientFaults())
 
-    def _serve(self, method: str) -> None:
-        r = self.app.handle(method, self.path, self.headers)
-        self.send_response(r.status)
-        headers = {
-            "Content-Security-Policy": CSP,
-            "X-Content-Type-Options": "nosniff",
-            "X-Frame-Options": "DENY",
-            "Referrer-Policy": "no-referrer",
-            **r.headers,
-            "Content-Length": str(len(r.body)),
-        }
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.end_headers()
-        if method != "HEAD":
-            self.wfile.write(r.body)
 
-    def do_GET(self) -> None:
-        self._serve("GET")
+def _protocol() -> type:
+    """uvicorn's h11 protocol, its own 400 (for a request h11 cannot parse: a negative or
+    garbage Content-Length, a malformed request line) with the security headers and
+    nothing else changed."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    def do_HEAD(self) -> None:
-        self._serve("HEAD")
+    extra = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 
-    def do_POST(self) -> None:
-        self._drain()
-        self._serve("POST")
+    class Protocol(H11Protocol):
+        def send_400_response(self, msg: str) -> None:
+            body = msg.encode("ascii")
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+                *extra,
+            ]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event) or b"")
+            self.transport.close()
 
-    def do_PUT(self) -> None:
-        self._drain()
-        self._serve("PUT")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def do_PATCH(self) -> None:
-        self._drain()
-        self._serve("PATCH")
-
-    def _drain(self) -> None:
-        try:
-            n = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
-        except ValueError:
-            n = 0
-        if n:
-            self.rfile.read(n)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # requests are logged in log_request, without their query (it may hold a token)
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        log.debug("%s %s %s", self.command, urlsplit(self.path).path, code)
+    return Protocol
 
 
 class DashboardServer:
@@ -430,57 +225,108 @@ class DashboardServer:
             source=source,
             clock=clock,
         )
-        self._httpd: ThreadingHTTPServer | None = None
+        self._sock: socket.socket | None = None
+        self._server: Any = None
+        self._stopping = False
         self._thread: threading.Thread | None = None
 
     def bind(self) -> int:
-        handler = type("Handler", (_Handler,), {"app": self.app})
+        """Listen on the address and port; the port (a free one for port 0)."""
+        return self.adopt(listen(self.address, self.port))
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-            address_family = socket.AF_INET6 if ":" in self.address else socket.AF_INET
-
-        try:
-            self._httpd = Server((self.address.strip("[]"), self.port), handler)
-        except OSError as exc:
-            raise DashboardError(
-                f"cannot listen on {self.address}:{self.port}: {exc.strerror or exc}; "
-                "choose another dashboard port (0: any free one)"
-            ) from None
-        self.port = int(self._httpd.server_address[1])
+    def adopt(self, sock: socket.socket) -> int:
+        """Serve on a socket already listening (the daemon's child gets its parent's); the
+        port."""
+        self._sock = sock
+        self.port = int(sock.getsockname()[1])
         return self.port
+
+    def _uvicorn(self) -> Any:
+        import uvicorn
+
+        _quiet_client_faults()
+
+        config = uvicorn.Config(
+            DashboardApp(self.app),
+            http=_protocol(),
+            loop="asyncio",
+            lifespan="off",
+            ws="none",
+            interface="asgi3",
+            log_config=None,  # the process's logging stays as it is
+            access_log=False,  # requests are logged without their query (DashboardApp)
+            server_header=False,
+            proxy_headers=False,
+            timeout_keep_alive=KEEP_ALIVE_S,
+            timeout_graceful_shutdown=3,
+        )
+        self._server = uvicorn.Server(config)
+        self._server.should_exit = self._stopping
+        return self._server
 
     def start(self) -> int:
         """Listen and serve in a background thread; the port."""
-        port = self.bind()
-        assert self._httpd is not None
+        if self._sock is None:
+            self.bind()
+        server, sock = self._uvicorn(), self._sock
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="dashboard", daemon=True
+            target=server.run, kwargs={"sockets": [sock]}, name="dashboard", daemon=True
         )
         self._thread.start()
-        return port
+        return self.port
 
     def serve_forever(self) -> None:
-        if self._httpd is None:
+        """Serve in this thread until SIGINT or SIGTERM (then re-raised: Ctrl-C ends in
+        KeyboardInterrupt) or :meth:`close` from another thread."""
+        if self._sock is None:
             self.bind()
-        assert self._httpd is not None
-        self._httpd.serve_forever()
+        self._uvicorn().run(sockets=[self._sock])
 
     @property
     def url(self) -> str:
-        host = self.address
-        if host in ("0.0.0.0", "::", ""):
-            host = socket.gethostname()
-        elif ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        return f"http://{host}:{self.port}/"
+        return url_of(self.address, self.port)
+
+    def stop(self) -> None:
+        """Ask the server to stop (it finishes the answers under way, 3 s at most); from any
+        thread, before it started too."""
+        self._stopping = True
+        if self._server is not None:
+            self._server.should_exit = True
 
     def close(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        self.stop()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=10)
             self._thread = None
+        if self._sock is not None:
+            self._sock.close()  # uvicorn closed it on its way out; never started: here
+            self._sock = None
+        self._server = None
+
+
+def listen(address: str, port: int) -> socket.socket:
+    """A socket listening on ``address:port`` (port 0: a free one); a port that cannot be had
+    is a :class:`DashboardError` naming it."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address.strip("[]"), port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise DashboardError(
+            f"cannot listen on {address}:{port}: {exc.strerror or exc}; "
+            "choose another dashboard port (0: any free one)"
+        ) from None
+    return sock
+
+
+def url_of(address: str, port: int) -> str:
+    """The page's address as a person types it (a wildcard bind: this host's name)."""
+    host = address
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"

@@ -43,6 +43,11 @@ class DashboardConfig(BaseModel):
     )
     token_file: str | None = Field(None, description="Or a file holding the token.")
     page_size: int = Field(100, ge=1, le=1000, description="Jobs per page.")
+    in_process: bool = Field(
+        False,
+        description="Serve the page in a thread of the daemon instead of its own child process "
+        "(the page's load then slows the passes: the interpreter lock is shared).",
+    )
 
 
 class RateLimit(BaseModel):

@@ -35,6 +35,8 @@ log = logging.getLogger("provisioner.control.daemon")
 #: port, source label)`` -> a started server (``.url``, ``.close()``), or None when it cannot
 #: start (it logs why: the jobs come first). Passed in by the face that runs the daemon
 #: (:mod:`provisioner.cli.daemon_cmd`): the control package does not import the dashboard.
+#: The CLI's serves it from a child process it supervises (its load never holds the
+#: interpreter lock the passes need), or with ``dashboard.in_process`` in a thread.
 DashboardStarter = Callable[[Any, Any, int, str], Any]
 
 
@@ -123,8 +125,9 @@ class Daemon:
             self.serve_dashboard()
 
     def serve_dashboard(self) -> None:
-        """The read-only web page, in a thread. A dashboard that cannot start (port taken, a
-        non-loopback address without a token) is logged and left out: the jobs come first."""
+        """The read-only web page, by the starter passed in (the CLI's: a supervised child
+        process). A dashboard that cannot start (port taken, a non-loopback address without a
+        token) is logged and left out: the jobs come first."""
         from provisioner.control.history import record_address
 
         if self.start_dashboard is None:
