@@ -140,6 +140,23 @@ class DaemonProc:
             return None
 
 
+# -- the sim ---------------------------------------------------------------------------------
+
+
+def sim_options(state_dir: Path, **overrides: Any) -> dict[str, Any]:
+    """A sim provider's options for the daemon tests: AWS's rules, real time, no random
+    preemptions (the test serves its own), a server that outlives a slow test."""
+    return {
+        "state_dir": str(state_dir),
+        "mimic": "aws",
+        "seconds_per_hour": 3600,
+        "mtbp_hours": None,
+        "idle_exit_s": 300,
+        "terminate_grace_s": 1.0,
+        **overrides,
+    }
+
+
 # -- jobs ------------------------------------------------------------------------------------
 
 

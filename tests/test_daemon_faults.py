@@ -32,6 +32,7 @@ from tests.daemon_util import (
     ec2_operation,
     sim_error,
     sim_operation,
+    sim_options,
     submit,
     wait_for,
     write_config,
@@ -160,14 +161,7 @@ def test_jobs_finish_through_provider_faults_on_sim(tmp_path: Path) -> None:
     from providers.sim import SimProvider
 
     state = tmp_path / "sim"
-    options = {
-        "state_dir": str(state),
-        "mimic": "aws",
-        "seconds_per_hour": 3600,
-        "mtbp_hours": None,
-        "idle_exit_s": 300,
-        "terminate_grace_s": 1.0,
-    }
+    options = sim_options(state)
     sim = SimProvider(**options)  # type: ignore[arg-type]
     real = sim.url  # starts the server
     proxy = FaultProxy(

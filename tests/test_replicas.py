@@ -22,6 +22,7 @@ from tests.daemon_util import (
     DaemonProc,
     Watch,
     check_books,
+    sim_options,
     submit,
     wait_for,
     write_config,
@@ -44,14 +45,7 @@ def test_a_killed_replica_s_jobs_are_taken_over(tmp_path: Path) -> None:
     from providers.sim import SimProvider
     from tests.e2e_util import reference_result
 
-    options = {
-        "state_dir": str(tmp_path / "sim"),
-        "mimic": "aws",
-        "seconds_per_hour": 3600,
-        "mtbp_hours": None,
-        "idle_exit_s": 300,
-        "terminate_grace_s": 1.0,
-    }
+    options = sim_options(tmp_path / "sim")
     sim = SimProvider(**options)  # type: ignore[arg-type]
     watch = Watch(lambda: sim.list({TAG_MANAGED: "true"}))
     daemons: list[DaemonProc] = []

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.control.store import ACTIVE_STATES, Store
-from tests.daemon_util import DaemonProc, submit, wait_for, write_config, write_policy
+from tests.daemon_util import DaemonProc, sim_options, submit, wait_for, write_config, write_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +34,23 @@ CREDS = {
     "AWS_SECRET_ACCESS_KEY": "stall-secret-0123456789",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+#: a job that runs until the test is done with it
+LONG_RUN = {"steps": 100_000, "step_seconds": 0.05, "checkpoint_every": 40}
+
+
+def _daemon(tmp_path: Path, lease: str) -> tuple[Store, Path]:
+    """A store and a daemon configuration with fast passes and polls."""
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    cfg = write_config(
+        tmp_path / "daemon.yaml",
+        store_url,
+        reconcile_interval="1s",
+        interruption_poll_interval="0.5s",
+        lease=lease,
+    )
+    return Store(store_url), cfg
 
 
 def _free_port() -> int:
@@ -91,32 +108,16 @@ def test_a_frozen_store_holds_only_its_own_job(
 
     moto, url = moto_proc
     state = tmp_path / "sim"
-    options = {
-        "state_dir": str(state),
-        "mimic": "aws",
-        "seconds_per_hour": 3600,
-        "mtbp_hours": None,
-        "idle_exit_s": 300,
-        "terminate_grace_s": 1.0,
-    }
+    options = sim_options(state)
     sim = SimProvider(**options)  # type: ignore[arg-type]
     env = {**CREDS, "AWS_ENDPOINT_URL_S3": url}
-    store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = Store(store_url)
-    cfg = write_config(
-        tmp_path / "daemon.yaml",
-        store_url,
-        reconcile_interval="1s",
-        interruption_poll_interval="0.5s",
-        lease="10s",
-    )
-    long_run = {"steps": 100_000, "step_seconds": 0.05, "checkpoint_every": 40}
-    pol_a = write_policy(tmp_path / "a.yaml", ckpt=tmp_path / "unused", **long_run)  # type: ignore[arg-type]
+    store, cfg = _daemon(tmp_path, lease="10s")
+    pol_a = write_policy(tmp_path / "a.yaml", ckpt=tmp_path / "unused", **LONG_RUN)  # type: ignore[arg-type]
     text = pol_a.read_text()
     start = text.index("checkpoint:")
     end = text.index("\n", text.index("uri:", start))
     pol_a.write_text(text[:start] + f"checkpoint:\n  uri: s3://{BUCKET}/runs" + text[end:])
-    pol_b = write_policy(tmp_path / "b.yaml", ckpt=tmp_path / "ckpt", **long_run)  # type: ignore[arg-type]
+    pol_b = write_policy(tmp_path / "b.yaml", ckpt=tmp_path / "ckpt", **LONG_RUN)  # type: ignore[arg-type]
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the jobs are recorded (and the sim started) as `up` would
     try:
@@ -189,30 +190,14 @@ def test_a_frozen_cloud_holds_only_its_own_jobs(tmp_path: Path) -> None:
     from providers.sim import SimProvider
 
     def options(name: str) -> dict[str, object]:
-        return {
-            "state_dir": str(tmp_path / name),
-            "mimic": "aws",
-            "seconds_per_hour": 3600,
-            "mtbp_hours": None,
-            "idle_exit_s": 300,
-            "terminate_grace_s": 1.0,
-        }
+        return sim_options(tmp_path / name)
 
     opt_a, opt_b = options("sim-a"), options("sim-b")
     sim_a, sim_b = SimProvider(**opt_a), SimProvider(**opt_b)  # type: ignore[arg-type]
     sim_a.url, sim_b.url  # noqa: B018 - start both servers
     frozen = int(json.loads((tmp_path / "sim-a" / "server.json").read_text())["pid"])
-    store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = Store(store_url)
-    cfg = write_config(
-        tmp_path / "daemon.yaml",
-        store_url,
-        reconcile_interval="1s",
-        interruption_poll_interval="0.5s",
-        lease="60s",
-    )
-    long_run = {"steps": 100_000, "step_seconds": 0.05, "checkpoint_every": 40}
-    policy = write_policy(tmp_path / "p.yaml", ckpt=tmp_path / "ckpt", **long_run)  # type: ignore[arg-type]
+    store, cfg = _daemon(tmp_path, lease="60s")
+    policy = write_policy(tmp_path / "p.yaml", ckpt=tmp_path / "ckpt", **LONG_RUN)  # type: ignore[arg-type]
     (job_a,) = submit(store, policy, 1, "sim", opt_a)
     (job_b,) = submit(store, policy, 1, "sim", opt_b)
     log = tmp_path / "daemon.log"
