@@ -162,6 +162,7 @@ checkpoint:
         "jobs": jobs,
         "logs": logs,
         "store": _tables(tmp_path / "s.db"),
+        **_pages(tmp_path / "s.db", job_id),
     }
     for root in (sim_dir, ckpt):
         for path in root.rglob("*"):
@@ -176,3 +177,26 @@ checkpoint:
         if value in text and not (value == JOB_SECRET and where.endswith("/job-progress.json"))
     ]
     assert leaks == []
+
+
+def _pages(db: Path, job_id: str) -> dict[str, str]:
+    """The dashboard's pages of the job (HTML and JSON; its output's tail included), served
+    by the real server on the store."""
+    import urllib.request
+
+    from provisioner.control.store import Store
+    from provisioner.dashboard.server import DashboardServer
+
+    store = Store(f"sqlite:///{db}")
+    server = DashboardServer(store, port=0)
+    server.start()
+    try:
+        out: dict[str, str] = {}
+        for path in ("/", f"/jobs/{job_id}", f"/jobs/{job_id}?format=json", "/fleet"):
+            with urllib.request.urlopen(server.url.rstrip("/") + path, timeout=30) as r:
+                out[f"dashboard {path}"] = r.read().decode("utf-8", "replace")
+        assert job_id in out[f"dashboard /jobs/{job_id}"]  # the job's own page, served
+        return out
+    finally:
+        server.close()
+        store.close()
