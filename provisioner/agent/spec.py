@@ -66,6 +66,10 @@ class AgentSpec:
     #: (0: none); the job starts once that one's checkpoint is in, or ``handover_until``
     handover_from: int = 0
     handover_until: str = ""  # ISO time its capacity goes
+    #: the other side: the controller launches a replacement during a notice at least this
+    #: long (its boot time; 0: never, a gang), so on Azure this attempt approves its event
+    #: only once that replacement has taken over (provisioner.agent.handover.Release)
+    overlap_notice_s: float = 0.0
     #: a gang (issue 10): this node's rank and the gang's size; the agents meet through the
     #: checkpoint store (provisioner.agent.gang) and give the job torchrun's environment
     node: int = 0
@@ -100,8 +104,8 @@ class AgentSpec:
             raise SpecError(f"signal: unknown signal {self.signal!r}")
         if not 0 < self.poll_s <= 1.0:
             raise SpecError("poll_s: the metadata endpoint is polled at least every second")
-        if self.interval_s < 0 or self.grace_s < 0:
-            raise SpecError("interval_s and grace_s must not be negative")
+        if self.interval_s < 0 or self.grace_s < 0 or self.overlap_notice_s < 0:
+            raise SpecError("interval_s, grace_s and overlap_notice_s must not be negative")
         from provisioner.probe.node import valid_mode
 
         if not valid_mode(self.probe):
@@ -211,6 +215,7 @@ class AgentSpec:
             "probe_timeout_s",
             "gpu_sample_s",
             "setup_timeout_s",
+            "overlap_notice_s",
         ):
             if key in values:
                 values[key] = float(values[key])

@@ -30,7 +30,7 @@ from provisioner.core import gang
 from provisioner.core.models import Instance
 from provisioner.core.states import AttemptState, Cause, check_attempt
 from provisioner.core.timefmt import utc
-from provisioner.core.views import cooldowns_in_force
+from provisioner.core.views import BOOT_S, cooldowns_in_force
 
 if TYPE_CHECKING:
     from provisioner.core.planner import Plan
@@ -185,6 +185,12 @@ class JobPassBase:
         if self._log is None:
             self._log = JobLog(log, self)
         return self._log
+
+    @property
+    def boot_s(self) -> float:
+        """How long the provider's replacement takes from its launch to a running agent: a
+        notice at least this long is overlapped (``JobView.boot_s``)."""
+        return float(getattr(self.provider, "boot_seconds", BOOT_S))
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -42,7 +42,6 @@ from provisioner.core.states import (
     job_after,
 )
 from provisioner.core.timefmt import parse_time, utc
-from provisioner.core.views import BOOT_S
 from provisioner.probe.watch import gpu_idle_since, probe_below, watch
 
 #: decide() calls per pass (a launch refused for capacity, or a new cooldown, asks again).
@@ -381,7 +380,7 @@ class JobRunner(Launching, ProgressReading):
             spent_usd=self.spent(),
             cooldowns=cooldowns,
             interval_s=self.env.interval_s,
-            boot_s=float(getattr(self.provider, "boot_seconds", BOOT_S)),
+            boot_s=self.boot_s,
             probe_below=probe_below(self),
             gpu_idle_since=gpu_idle_since(self, progress),
         )

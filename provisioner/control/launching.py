@@ -123,6 +123,8 @@ class Launching(JobPassBase):
         )
         if nodes > 1:  # the agent finds its peers through the checkpoint store (agent/gang.py)
             spec = replace(spec, node=node, nodes=nodes)
+        else:  # a notice this long is overlapped: on Azure the agent approves it after that
+            spec = replace(spec, overlap_notice_s=self.boot_s)
         prev = self._replaces(row)
         if prev is not None:  # overlap on notice: the agent waits for that one's checkpoint
             spec = replace(spec, handover_from=prev[0], handover_until=prev[1].isoformat())
