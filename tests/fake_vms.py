@@ -6,6 +6,8 @@ takes the job spec out of it and starts the real node agent with it, pointed at
 :class:`MetadataServer`, an instance metadata endpoint in the cloud's own format (the sim's
 metadata service) where a test serves an interruption notice. An instance the fake no longer
 shows as running is powered off (its agent killed, as the VM going takes it).
+:class:`Evictions` is Azure's side of a Spot VM's ``Preempt`` event: the VM goes when its
+agent approves the event, or at ``NotBefore`` if it never does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,7 +39,8 @@ class MetadataServer:
     def __init__(self, cloud: str, approve: Callable[[str], Any] | None = None) -> None:
         self.deadlines: dict[str, float] = {}
         self.zones: dict[str, str] = {}
-        self.service = MetadataService(approve or (lambda _id: None))
+        self.approve: Callable[[str], Any] = approve or (lambda _id: None)
+        self.service = MetadataService(lambda iid: self.approve(iid))
         meta = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -89,6 +93,8 @@ class Hypervisor:
         self.running, self.script, self.meta, self.root = running, script, meta, root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.specs: dict[str, dict[str, Any]] = {}  # each instance's spec, from its user data
+        self.booted: dict[str, float] = {}  # instance -> when its agent started (epoch s)
+        self.gone: dict[str, float] = {}  # instance -> when it was powered off (epoch s)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -107,6 +113,7 @@ class Hypervisor:
         )
         spec.save(work / "spec.json")
         self.meta.zones[iid] = zone
+        self.booted[iid] = time.time()
         log = open(work / "agent.log", "wb")  # noqa: SIM115 - the child keeps it
         self.procs[iid] = subprocess.Popen(
             [sys.executable, "-m", "provisioner.agent", "--spec", str(work / "spec.json")],
@@ -121,6 +128,7 @@ class Hypervisor:
     def power_off(self, iid: str) -> None:
         proc = self.procs.get(iid)
         if proc and proc.poll() is None:
+            self.gone.setdefault(iid, time.time())
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
@@ -142,3 +150,36 @@ class Hypervisor:
         self.thread.join(timeout=5)
         for iid in list(self.procs):
             self.power_off(iid)
+
+
+class Evictions:
+    """Azure's side of a Spot VM's ``Preempt`` scheduled event, as Microsoft's Scheduled Events
+    page has it: the event starts (the VM is evicted) when the VM approves it (a ``POST`` of
+    ``StartRequests``; :meth:`approve` is the :class:`MetadataServer`'s ``approve``) or when
+    its ``NotBefore`` passes, whichever comes first. ``evict(id)`` takes the VM away (the
+    fake's eviction and the VM's power); ``started``: id -> when and why its event started.
+    It takes the approvals ``meta``'s VMs send."""
+
+    def __init__(self, meta: MetadataServer, evict: Callable[[str], Any]) -> None:
+        self.meta, self.evict = meta, evict
+        self.started: dict[str, tuple[float, str]] = {}
+        self._lock = threading.Lock()
+        meta.approve = self.approve
+
+    def serve(self, iid: str, not_before: float) -> None:
+        """Serve a ``Preempt`` event to ``iid`` with ``NotBefore`` at ``not_before`` (epoch s)."""
+        self.meta.deadlines[iid] = not_before
+        timer = threading.Timer(max(0.0, not_before - time.time()), self._start, (iid, "NotBefore"))
+        timer.daemon = True
+        timer.start()
+
+    def approve(self, iid: str) -> None:
+        """The VM approved its event: Azure starts it now (the metadata answer goes first)."""
+        threading.Thread(target=self._start, args=(iid, "approved"), daemon=True).start()
+
+    def _start(self, iid: str, why: str) -> None:
+        with self._lock:
+            if iid in self.started:
+                return
+            self.started[iid] = (time.time(), why)
+        self.evict(iid)

@@ -5,10 +5,14 @@ endpoint); its API shows the VM deallocated or gone once evicted, never before. 
 (tests/fakes/azure_server.py) plays ARM for the real SDK; a small "hypervisor" here boots each
 VM the fake holds the way a real one would: it reads the VM's customData (our bootstrap
 script), takes the job spec out of it and starts the node agent with it, pointed at a metadata
-endpoint in Azure's format (the sim's metadata service). A ``Preempt`` event is served there;
-the agent checkpoints, reports the notice and approves the event (the VM goes at once, as on
-Azure); the controller, which learnt of the notice from the agent's progress record alone,
-has launched the replacement during the notice; the job ends bit-identical.
+endpoint in Azure's format (the sim's metadata service). A ``Preempt`` event is served there
+and the VM is evicted as Azure does it (tests/fake_vms.py, ``Evictions``): at once when its
+agent approves the event, else at ``NotBefore``. The controller, which learns of the notice
+from the agent's progress record alone, launches the replacement during the notice and
+terminates the old VM once its checkpoint is in; the old agent would approve the event only
+once the replacement has taken over, so the old VM is still there when the replacement is
+launched and boots; the replacement resumes from the notice's checkpoint and the job ends
+bit-identical.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,13 +36,14 @@ if str(CONTRACT) not in sys.path:
 
 from harness_azure import REGION, make_harness  # noqa: E402
 
+from provisioner.agent.store import step_of  # noqa: E402
 from provisioner.control.reconciler import Reconciler  # noqa: E402
 from provisioner.control.store import FINAL_STATES, Store  # noqa: E402
 from provisioner.core.catalog import Catalog  # noqa: E402
 from provisioner.core.models import Offer  # noqa: E402
 from provisioner.core.timefmt import utc  # noqa: E402
 from tests.e2e_util import reference_result, write_policy  # noqa: E402
-from tests.fake_vms import Hypervisor, MetadataServer  # noqa: E402
+from tests.fake_vms import Evictions, Hypervisor, MetadataServer  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 STEPS = 400
@@ -106,15 +110,18 @@ def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
         rec = Reconciler(
             store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
         )
-        approved: list[str] = []
-
-        def approve(name: str) -> None:  # the VM approved its Preempt event: evicted at once
-            approved.append(name)
-
-        meta = MetadataServer("azure", approve)
+        meta = MetadataServer("azure")
         hv = vms(server, meta, tmp_path / "vms")
+
+        def evict(name: str) -> None:  # Azure starts the Preempt event: the VM goes
+            hv.power_off(name)
+            if server.vm(name) is not None:  # not deleted by the controller meanwhile
+                harness.preempt(name)
+
+        evictions = Evictions(meta, evict)
         hv.thread.start()
         noticed: dict[str, float] = {}
+        step_at_notice = 0
         api_notices: list[str] = []
         try:
             end = time.monotonic() + 150
@@ -125,9 +132,6 @@ def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
                     for x in provider.interruptions(datetime.now(UTC) - timedelta(minutes=5))
                     if x.kind == "notice"
                 ]
-                for name in [n for n in approved if n in hv.running()]:
-                    hv.power_off(name)
-                    harness.preempt(name)
                 job = store.job(job_id)
                 assert job is not None
                 if job.state in FINAL_STATES:
@@ -144,21 +148,16 @@ def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
                     and (prog.get("step") or 0) > 40
                 ):
                     name = cur.instance_id.rsplit("/", 1)[-1].lower()
-                    noticed[cur.instance_id] = meta.deadlines[name] = time.time() + NOTICE_S
-
-                    def evict(name: str = name) -> None:  # at NotBefore, if still there
-                        time.sleep(NOTICE_S + 0.5)  # behaviour under test: evicted at NotBefore
-                        if name in hv.running():
-                            hv.power_off(name)
-                            harness.preempt(name)
-
-                    threading.Thread(target=evict, daemon=True).start()
+                    noticed[cur.instance_id] = time.time() + NOTICE_S
+                    step_at_notice = int(prog["step"])
+                    evictions.serve(name, noticed[cur.instance_id])
                 time.sleep(0.3)  # this hand-driven controller's pass interval (a daemon's)
         finally:
             hv.close()
             rec.close()
         job = store.job(job_id)
-        assert job is not None and job.state == "succeeded", (job.state, job.reason)
+        assert job is not None
+        assert job.state == "succeeded", (job.state, job.reason)
         [(old, deadline)] = noticed.items()
         assert api_notices == [], "Azure's API reports no notice: the agent's record carried it"
         atts = [a for a in store.attempts(job_id) if a.state != "failed"]
@@ -170,6 +169,13 @@ def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
         assert second.zone != first.zone
         second_name = (second.instance_id or "").rsplit("/", 1)[-1].lower()
         assert hv.specs[second_name]["handover_from"] == first.attempt
+        # overlap on notice: the old VM was still there when its replacement was launched and
+        # booted (its agent did not approve the event, which Azure starts at once, before then)
+        first_name = old.rsplit("/", 1)[-1].lower()
+        assert hv.specs[first_name]["overlap_notice_s"] == 2.0  # the agent knew it (boot_s)
+        gone = hv.gone[first_name]
+        assert utc(second.launched_at).timestamp() < gone
+        assert hv.booted[second_name] < gone
         events = store.events(job_id)
         launch = next(
             e for e in events if e.kind == "launch" and f"attempt {second.attempt}:" in e.message
@@ -186,6 +192,7 @@ def test_the_replacement_starts_during_an_azure_notice_served_to_the_vm_only(
         resumed = json.loads((tmp_path / "ck" / job_id / "progress.json").read_text())
         assert resumed["attempt"] == second.attempt
         assert resumed["resumed_from"] == ck_first[-1]
+        assert (step_of(ck_first[-1]) or 0) >= step_at_notice  # no work lost to the notice
         assert job.result["params_sha256"] == reference_result(STEPS)["params_sha256"]
         assert job.result["final_loss"] == reference_result(STEPS)["final_loss"]
         assert not hv.running(), "no VM left running"

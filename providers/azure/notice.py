@@ -3,7 +3,9 @@
 ``GET /metadata/scheduledevents?api-version=2020-07-01`` with ``Metadata: true``: a document
 ``{"Events": [...]}``; an event with ``EventType: Preempt`` is the notice, ``NotBefore``
 (RFC 1123) its deadline. ``POST`` the same path with ``{"StartRequests": [{"EventId": id}]}``
-approves it (the VM is ready to go).
+approves it (the VM is ready to go): the event starts then, or at ``NotBefore`` if never
+approved, and a started ``Preempt`` is the eviction. When the agent approves it:
+:class:`provisioner.agent.handover.Release`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ One loop, ticking every ``TICK_S``:
    checkpoint (its ``interrupted`` report, at most its notice) before resuming from it;
 3. a notice (or SIGTERM/SIGINT to the agent): signal the job (``spec.signal``), wait until it
    commits a new checkpoint or until ``min(grace, deadline - margin)``, upload it, report
-   ``interrupted``; on Azure, approve the event so the VM goes at once;
+   ``interrupted``; on Azure, approve the event once the handover is done (``Release``);
 4. every ``spec.interval_s``: signal the job for a periodic checkpoint (the fallback);
 5. any checkpoint the job commits (``latest`` changed) is uploaded by a background thread, so
    a long upload never stops the polling;
@@ -41,14 +41,14 @@ from typing import Any
 
 from provisioner.agent import protocol
 from provisioner.agent.gang import EXIT_PEER_LOST, Gang, RendezvousError
-from provisioner.agent.handover import await_handover
+from provisioner.agent.handover import Release, await_handover
 from provisioner.agent.jobproc import end_job, start_job
 from provisioner.agent.logship import LogShipper
 from provisioner.agent.notices import Notice, NoticeReader
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
 from provisioner.agent.prewatch import PrepareWatch, notice_before_job
 from provisioner.agent.repeats import Repeats
-from provisioner.agent.report import job_env, job_file_stamp, progress_record, write_record
+from provisioner.agent.report import iso, job_env, job_file_stamp, progress_record, write_record
 from provisioner.agent.scrub import scrubber
 from provisioner.agent.signals import EarlyWatch
 from provisioner.agent.spec import AgentSpec
@@ -71,10 +71,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
-
-
 class Agent:
     """Runs one attempt of one job as its spec says; :meth:`run` returns the exit code."""
 
@@ -88,6 +84,8 @@ class Agent:
         self.store = CheckpointStore(spec.checkpoint_uri, spec.job_id)
         self.reader = NoticeReader(spec.cloud, spec.base_metadata_url)
         self.early = EarlyWatch(spec.cloud, spec.base_metadata_url)  # reported, not a notice
+        overlap_s = 0.0 if spec.progress_uri else spec.overlap_notice_s  # when the VM may go:
+        self.release = Release(self.reader, self.store, spec.attempt, overlap_s, spec.poll_s)
         self.state = "starting"
         self.started_at = _now()
         self.resumed_from: str | None = None
@@ -401,7 +399,7 @@ class Agent:
         wait = max(0.0, min(self.spec.grace_s, left - UPLOAD_MARGIN_S))
         self.notice_wait_until = time.monotonic() + wait
         try:  # for every process of the job, before the signal (docs/frameworks.md)
-            seen, until = _iso(notice.seen_at), _iso(notice.deadline)
+            seen, until = iso(notice.seen_at), iso(notice.deadline)
             protocol.write_notice(self.notice_file, seen, until, notice.cloud, reason or notice.raw)
         except OSError as exc:
             log.warning("cannot write the notice file for the job: %s", exc)
@@ -410,6 +408,8 @@ class Agent:
     def _follow_notice(self, proc: subprocess.Popen[bytes], marker: str | None) -> None:
         assert self.syncer is not None and self.notice_wait_until is not None
         if self.state == "interrupted":
+            if self.notice is not None:
+                self.release.tick(self.notice)
             if self._stop_reason and proc.poll() is None:  # the agent was told to stop
                 if self._terminated_at is None:
                     self._terminated_at = time.monotonic()
@@ -444,8 +444,8 @@ class Agent:
         if self.job_log is not None:  # the job's last words go before the capacity does
             left = self.notice.seconds_left() if self.notice is not None else 2.0
             self.job_log.flush(timeout=min(2.0, max(0.1, left - 0.5)))
-        if self.notice is not None and self.reader.acknowledge(self.notice):
-            log.info("approved the %s event early", self.notice.cloud)
+        if self.notice is not None:
+            self.release.tick(self.notice)
 
     def _progress_dirty(self) -> bool:
         s = self.syncer
