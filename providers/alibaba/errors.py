@@ -10,7 +10,7 @@ DescribeInstances, DeleteDeploymentSet, ...); docs/cloud-errors.md lists them wi
 
 from __future__ import annotations
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers._regional import transport_error
 from providers.base import ErrorKind, ProviderError
 

@@ -10,7 +10,7 @@ Classified by code, never by exception class or HTTP status alone: EC2 sends
 
 from __future__ import annotations
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers.base import ErrorKind, ProviderError
 
 ERRORS = ErrorTable(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers._regional import transport_error
 from providers.base import ErrorKind, ProviderError
 
