@@ -260,7 +260,13 @@ def checkpoint_signal(v: str) -> str:
 class Restart(_Model):
     max_restarts: int = Field(20, ge=0, le=10_000)
     zone_cooldown: Annotated[
-        timedelta, Field(description="How long a preempted zone is avoided.")
+        timedelta,
+        Field(
+            description=(
+                "How long a preempted zone is avoided (and a zone whose launch refusal named "
+                "the whole zone: not open to the account, its subnet or vSwitch full)."
+            )
+        ),
     ] = timedelta(minutes=30)
     launch_calls_per_hour: int = Field(
         120,

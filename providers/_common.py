@@ -1,12 +1,8 @@
-"""Small helpers every cloud adapter needs: error tables, state tables, tags, prices, times.
+"""Small helpers every cloud adapter needs: state tables, tags, prices, times.
 
 Shared by the cloud folders ``providers/aws``, ``gcp``, ``azure``, ``alibaba`` and ``tencent``.
 Nothing here imports a cloud SDK.
 
-- :class:`ErrorTable` maps a cloud's own error codes onto :class:`ErrorKind`, falling back on
-  the HTTP status (429 throttled, 401/403 auth, 404 not-found, 5xx transient, else invalid).
-  The code always wins over the status: AWS sends ``InsufficientInstanceCapacity`` with a 500,
-  and it is capacity, not a transient error to retry in place.
 - :func:`normalise_state` maps a raw state string onto :class:`InstanceState`; a preemption
   flag turns a stopped or terminated instance into ``PREEMPTED``.
 - :func:`wanted_tags` is the tag filter ``Provider.list`` uses by default; :func:`has_tags`
@@ -25,8 +21,7 @@ Nothing here imports a cloud SDK.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal
 from typing import Any, TypeVar
@@ -35,55 +30,6 @@ from providers.base import ErrorKind, ProviderError
 from provisioner.core.models import TAG_MANAGED, InstanceState, LaunchRequest, Offer
 from provisioner.core.timefmt import parse_time as parse_time
 from provisioner.core.timefmt import utc as utc
-
-
-@dataclass(frozen=True)
-class ErrorTable:
-    """A cloud's error codes by kind. ``prefixes`` match codes by their start (``Throttling.*``),
-    ``fragments`` anywhere in the code (``*.NoStock``), in that order after the exact codes;
-    ``by_status`` is the fallback on the HTTP status for a code none of them knows."""
-
-    provider: str
-    codes: Mapping[ErrorKind, Iterable[str]]
-    prefixes: Mapping[ErrorKind, Iterable[str]] = field(default_factory=dict)
-    fragments: Mapping[ErrorKind, Iterable[str]] = field(default_factory=dict)
-    by_status: Callable[[int | None], ErrorKind] = field(default=lambda s: kind_from_status(s))
-
-    def kind_of(self, code: str, status: int | None = None) -> ErrorKind:
-        for kind, codes in self.codes.items():
-            if code in codes:
-                return kind
-        for kind, fragments in self.fragments.items():
-            if any(f in code for f in fragments):
-                return kind
-        for kind, prefixes in self.prefixes.items():
-            if any(code.startswith(p) for p in prefixes):
-                return kind
-        return self.by_status(status)
-
-    def error(self, code: str, message: str, status: int | None = None) -> ProviderError:
-        """The classified :class:`ProviderError` for a cloud error (message is redacted)."""
-        return ProviderError(
-            self.kind_of(code, status),
-            code or f"HTTP{status or ''}",
-            message,
-            provider=self.provider,
-        )
-
-
-def kind_from_status(status: int | None) -> ErrorKind:
-    """The kind an HTTP status implies when the error code itself is not known."""
-    if status is None:
-        return ErrorKind.INVALID
-    if status == 429:
-        return ErrorKind.THROTTLED
-    if status in (401, 403):
-        return ErrorKind.AUTH
-    if status == 404:
-        return ErrorKind.NOT_FOUND
-    if status >= 500 or status == 408:
-        return ErrorKind.TRANSIENT
-    return ErrorKind.INVALID
 
 
 def normalise_state(

@@ -48,13 +48,48 @@ class ErrorKind(str, Enum):
         return self in (ErrorKind.CAPACITY, ErrorKind.PRICE_TOO_LOW)
 
 
-class ProviderError(Exception):
-    """A classified cloud error. ``code`` is the cloud's own error code; never a credential."""
+class ErrorScope(str, Enum):
+    """How far a refusal reaches: what another launch must change to stand a chance.
 
-    def __init__(self, kind: ErrorKind, code: str, message: str, *, provider: str = "") -> None:
+    A launch refused with a ``ZONE`` error is refused for everything in that zone (the zone is
+    not open to the account, its subnet or vSwitch has no free address): the job avoids the
+    zone for a while, and the region is not blocked. ``REGION`` is the account's limit in the
+    region (a quota), ``ACCOUNT`` the account anywhere (credentials, balance). ``OFFER`` is
+    this type on this market in this zone (sold out, price)."""
+
+    OFFER = "offer"
+    ZONE = "zone"
+    REGION = "region"
+    ACCOUNT = "account"
+
+    @classmethod
+    def of(cls, kind: ErrorKind) -> ErrorScope:
+        """The usual scope of a kind (a cloud's table names the codes that differ)."""
+        if kind is ErrorKind.QUOTA:
+            return cls.REGION
+        if kind is ErrorKind.AUTH:
+            return cls.ACCOUNT
+        return cls.OFFER
+
+
+class ProviderError(Exception):
+    """A classified cloud error. ``code`` is the cloud's own error code; never a credential.
+    ``scope`` says how far the refusal reaches (:class:`ErrorScope`; the kind's usual one
+    unless the cloud's table says otherwise)."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        code: str,
+        message: str,
+        *,
+        provider: str = "",
+        scope: ErrorScope | None = None,
+    ) -> None:
         self.kind = kind
         self.code = code
         self.provider = provider
+        self.scope = ErrorScope.of(kind) if scope is None else scope
         self.message = redact(message)
         super().__init__(f"{provider or 'provider'}: {kind.value}: {code}: {self.message}")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers.notice import NoticePoll
 from provisioner.core.billing import Billing
 

@@ -187,20 +187,22 @@ def test_undocumented_codes_are_not_in_the_tables(cloud: str, code: str) -> None
 
 
 def test_every_exact_code_is_in_the_docs_with_a_source() -> None:
-    """docs/cloud-errors.md names each code the tables match, its class and where the cloud
-    documents it (code and docs tell the same story)."""
+    """docs/cloud-errors.md names each code the tables match, its class, its scope and where
+    the cloud documents it (code and docs tell the same story)."""
     doc = (REPO / "docs" / "cloud-errors.md").read_text()
     rows = {}
     for line in doc.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and cells[1].startswith("`"):
-            rows[(cells[0], cells[1].strip("`"))] = (cells[2], cells[3])
+        if len(cells) == 5 and cells[1].startswith("`"):
+            rows[(cells[0], cells[1].strip("`"))] = (cells[2], cells[3], cells[4])
     for cloud in ("aws", "gcp", "azure", "alibaba", "tencent"):
-        for kind, codes in _table(cloud).codes.items():
+        table = _table(cloud)
+        for kind, codes in table.codes.items():
             for code in codes:
                 assert (cloud, code) in rows, f"{cloud} {code} not in docs/cloud-errors.md"
-                cls, source = rows[(cloud, code)]
+                cls, scope, source = rows[(cloud, code)]
                 assert cls == kind.value, (cloud, code, cls)
+                assert scope == table.scope_of(code, kind).value, (cloud, code, scope)
                 assert source, (cloud, code)
 
 

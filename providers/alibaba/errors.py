@@ -10,9 +10,9 @@ DescribeInstances, DeleteDeploymentSet, ...); docs/cloud-errors.md lists them wi
 
 from __future__ import annotations
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers._regional import transport_error
-from providers.base import ErrorKind, ProviderError
+from providers.base import ErrorKind, ErrorScope, ProviderError
 
 NAME = "alibaba"
 
@@ -34,6 +34,9 @@ ERRORS = ErrorTable(
             "InvalidResourceType.NotSupported",  # type not sold in that zone
             "ResourceNotAvailable",
             "InvalidVSwitchId.IpNotEnough",  # the zone's vSwitch has no free IP
+            # the same, as RunInstances also words it (before the QuotaExceed prefix: the
+            # vSwitch is full, no limit of the account's)
+            "QuotaExceeded.PrivateIpAddress",
             "InvalidInstanceType.ZoneNotSupported",  # the type is not sold in that zone
             "DeploymentSet.NoRoom",  # the gang's deployment set is full there
         ),
@@ -41,6 +44,9 @@ ERRORS = ErrorTable(
             "InvalidInstanceType.ValueUnauthorized",  # account not allowed this type
             "InvalidAccountStatus.NotEnoughBalance",
             "Account.Arrearage",
+            # the account may not buy in that zone (yet): the user asks Alibaba to open it;
+            # other zones of the region are open
+            "Zone.NotOpen",
         ),
         ErrorKind.PRICE_TOO_LOW: ("InvalidSpotPriceLimit.LowerThanPublicPrice",),
         # SpotPriceLimit malformed (which the adapter never sends): another offer would not help
@@ -74,6 +80,16 @@ ERRORS = ErrorTable(
         ErrorKind.NOT_FOUND: ("InvalidInstanceId.NotFound",),
     },
     by_status=_by_status,
+    scopes={
+        # each names one zone, or the zone's vSwitch: the job tries the region's other zones
+        ErrorScope.ZONE: (
+            "Zone.NotOpen",
+            "InvalidVSwitchId.IpNotEnough",
+            "QuotaExceeded.PrivateIpAddress",
+        ),
+        # the account's balance: no launch anywhere until it is paid
+        ErrorScope.ACCOUNT: ("InvalidAccountStatus.NotEnoughBalance", "Account.Arrearage"),
+    },
 )
 
 

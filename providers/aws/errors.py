@@ -5,13 +5,14 @@ Every code is in EC2's error code reference
 it has here; docs/cloud-errors.md lists them with their sources.
 
 Classified by code, never by exception class or HTTP status alone: EC2 sends
-``InsufficientInstanceCapacity`` with a 500, and it is capacity.
+``InsufficientInstanceCapacity`` with a 500, and it is capacity. A subnet lies in one zone, so
+a subnet without a free address refuses that zone only (:class:`ErrorScope` ``ZONE``).
 """
 
 from __future__ import annotations
 
-from providers._common import ErrorTable
-from providers.base import ErrorKind, ProviderError
+from providers._errors import ErrorTable
+from providers.base import ErrorKind, ErrorScope, ProviderError
 
 ERRORS = ErrorTable(
     "aws",
@@ -20,6 +21,8 @@ ERRORS = ErrorTable(
             "InsufficientInstanceCapacity",
             "InsufficientHostCapacity",
             "InsufficientCapacity",
+            # not enough spare spot capacity for the request now: another type or zone may have it
+            "UnfulfillableCapacity",
             # not enough EBS capacity in the zone for the root volume: another zone may have it
             "InsufficientVolumeCapacity",
             "Unsupported",
@@ -55,6 +58,8 @@ ERRORS = ErrorTable(
             "Unavailable",
         ),
     },
+    # the subnet the launch names (one per zone) is full: every launch in that zone is refused
+    scopes={ErrorScope.ZONE: ("InsufficientFreeAddressesInSubnet",)},
 )
 
 

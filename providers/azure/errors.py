@@ -9,7 +9,7 @@ when its message speaks of quota, invalid otherwise.
 
 from __future__ import annotations
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers.base import ErrorKind, ProviderError
 
 ERRORS = ErrorTable(
@@ -69,7 +69,7 @@ def classify(exc: BaseException) -> ProviderError | None:
         if code == "OperationNotAllowed":
             kind = ErrorKind.QUOTA if "quota" in message.lower() else ErrorKind.INVALID
             return ProviderError(kind, code, message, provider="azure")
-        return ERRORS.error(code or f"HTTP{status or ''}", message, status)
+        return ERRORS.error(code, message, status)
     if isinstance(exc, ServiceRequestError | ServiceResponseError | ConnectionError | TimeoutError):
         return ProviderError(ErrorKind.TRANSIENT, type(exc).__name__, str(exc), provider="azure")
     return None

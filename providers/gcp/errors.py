@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers.base import ErrorKind, ProviderError
 
 ERRORS = ErrorTable(
@@ -71,7 +71,7 @@ def classify(exc: BaseException) -> ProviderError | None:
         status = exc.code if isinstance(exc.code, int) else None
         reasons = [e.get("reason", "") for e in exc.errors if isinstance(e, Mapping)]
         reason = next((r for r in reasons if r), "") or (exc.reason or "")
-        err = ERRORS.error(reason or f"HTTP{status or ''}", exc.message or str(exc), status)
+        err = ERRORS.error(reason, exc.message or str(exc), status)
         if status == 403 and err.kind is ErrorKind.INVALID:
             return ProviderError(ErrorKind.AUTH, err.code, exc.message, provider="gcp")
         return err

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from providers._common import ErrorTable
+from providers._errors import ErrorTable
 from providers._regional import transport_error
-from providers.base import ErrorKind, ProviderError
+from providers.base import ErrorKind, ErrorScope, ProviderError
 
 NAME = "tencent"
 
@@ -31,6 +31,7 @@ ERRORS = ErrorTable(
             "ResourceUnavailable.InstanceType",
             # placement failures: another zone (its subnet, its images, its spot stock) may work
             "FailedOperation.NoAvailableIpAddressCountInSubnet",
+            "LimitExceeded.VpcSubnetNum",  # the subnet's IPs, though under LimitExceeded
             "InvalidParameterValue.ZoneNotSupported",
             "UnsupportedOperation.LocationImageNotSupported",
             "InvalidParameterValue.InsufficientOffering",  # spot stock too small
@@ -45,7 +46,12 @@ ERRORS = ErrorTable(
         ErrorKind.QUOTA: (
             "InvalidAccount.InsufficientBalance",
             "InstancesQuotaLimitExceeded",  # more instances than the account's remaining quota
+            # limits of the account under the ResourceInsufficient prefix (capacity otherwise):
+            "ResourceInsufficient.InsufficientGroupQuota",  # security groups
+            "ResourceInsufficient.DisasterRecoverGroupCvmQuota",  # instances per placement group
         ),
+        # the disk parameters do not conform (ResourceInsufficient by name only)
+        ErrorKind.INVALID: ("ResourceInsufficient.CloudDiskUnavailable",),
         ErrorKind.TRANSIENT: (
             "InternalError",
             "InternalServerError",
@@ -64,6 +70,14 @@ ERRORS = ErrorTable(
         ErrorKind.AUTH: ("AuthFailure", "UnauthorizedOperation"),
         ErrorKind.THROTTLED: ("RequestLimitExceeded",),  # .UinLimitExceeded, ...
         ErrorKind.TRANSIENT: ("InternalError",),
+    },
+    scopes={
+        # a subnet lies in one zone: out of addresses, it refuses that zone only
+        ErrorScope.ZONE: (
+            "FailedOperation.NoAvailableIpAddressCountInSubnet",
+            "LimitExceeded.VpcSubnetNum",
+        ),
+        ErrorScope.ACCOUNT: ("InvalidAccount.InsufficientBalance",),
     },
 )
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from policies.model import Policy
-from providers.base import ErrorKind, ProviderError
+from providers.base import ErrorKind, ErrorScope, ProviderError
 from providers.capabilities import PlacementGroups
 from provisioner.control.alerts import note_deadline
 from provisioner.control.guard import guard_launch
@@ -230,6 +230,22 @@ class Launching(JobPassBase):
                     "job %s: group %s kept for now: %s", self.job.id, row.placement_group, err
                 )
 
+    def _refused(self, exc: ProviderError, placement: Placement) -> str:
+        """What a refusal of the cloud's leaves behind, by its scope; says what comes next.
+
+        A refusal that names the zone (the zone not open to the account, its subnet or vSwitch
+        full) cools that zone down for the job: every offer there is left out of the next plan,
+        and nothing is recorded for the region. A quota of the region or the account goes to
+        the quota cache (``provisioner quotas``) as used up for the offer's kind."""
+        o = placement.offer
+        if exc.scope is ErrorScope.ZONE and o.zone:
+            cooldown = self.policy.restart.zone_cooldown
+            self.cool_down(o.provider, o.zone, self.now + cooldown, f"launch refused: {exc.code}")
+            return f"{o.provider}:{o.zone} cooled down for {cooldown}; trying another zone"
+        if exc.kind is ErrorKind.QUOTA:
+            self.store.save_quotas([refused_at_launch(o, placement.market, exc.code, self.now)])
+        return "trying the next offer"
+
     def _replaces(self, row: AttemptRow) -> tuple[int, datetime] | None:
         """The earlier attempt this one overlaps (its number, and when it goes at the latest):
         one still running under an interruption notice (its capacity goes then), or a switch
@@ -273,20 +289,20 @@ class Launching(JobPassBase):
             moved_on = exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA
             cause = Cause.LAUNCH_REFUSED if moved_on else Cause.LAUNCH_FAILED
             self.end_attempt(row, AttemptState.FAILED, why, cause)
-            if exc.kind is ErrorKind.QUOTA:  # the quota cache says so (`provisioner quotas`)
-                self.store.save_quotas([refused_at_launch(o, placement.market, exc.code, self.now)])
-            if exc.kind.try_next_offer or exc.kind is ErrorKind.QUOTA:
-                # the failed attempt is the observation: decide() reads it as no capacity
-                # there for a while (provisioner.core.views.CAPACITY_ERRORS_WITHIN)
-                self.event(
-                    "launch-failed",
-                    f"attempt {attempt} on {where} {o.instance_type} {placement.market.value}: "
-                    f"{exc.kind.value} ({exc.code}); trying the next offer",
-                    zone=o.zone,
-                    code=exc.code,
-                )
-                return False
-            raise
+            if not moved_on:
+                raise
+            # the failed attempt is the observation: decide() reads it as no capacity there
+            # for a while (provisioner.core.views.CAPACITY_ERRORS_WITHIN)
+            then = self._refused(exc, placement)
+            self.event(
+                "launch-failed",
+                f"attempt {attempt} on {where} {o.instance_type} {placement.market.value}: "
+                f"{exc.kind.value} ({exc.code}); {then}",
+                zone=o.zone,
+                code=exc.code,
+                scope=exc.scope.value,
+            )
+            return False
         report.launch_seconds.append(time.perf_counter() - t0)
         self.env.failpoints.hit("after-launch-call")
         launched = inst.launched_at or self.now

@@ -39,7 +39,7 @@ class AlibabaHarness:
         ErrorKind.THROTTLED: "Throttling.User",
     }
     #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
-    placement_codes = ["InvalidVSwitchId.IpNotEnough"]  # noqa: RUF012
+    placement_codes = ["InvalidVSwitchId.IpNotEnough", "QuotaExceeded.PrivateIpAddress"]  # noqa: RUF012
     secret = SECRET
     missing_id = "i-bp1missing00000000000"
 

@@ -41,6 +41,7 @@ class TencentHarness:
     #: subnet/IP exhaustion and image-not-here codes: placement failures, next offer
     placement_codes = [  # noqa: RUF012 - read-only table
         "FailedOperation.NoAvailableIpAddressCountInSubnet",
+        "LimitExceeded.VpcSubnetNum",
         "UnsupportedOperation.LocationImageNotSupported",
     ]
     secret = SECRET_KEY

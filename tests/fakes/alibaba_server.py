@@ -35,6 +35,8 @@ DEFAULT_ZONES = ("cn-hangzhou-h", "cn-hangzhou-i", "cn-hangzhou-j")
 STATUS: dict[str, int] = {
     "OperationDenied.NoStock": 403,
     "Zone.NotOnSale": 403,
+    "Zone.NotOpen": 403,
+    "QuotaExceeded.PrivateIpAddress": 400,
     "QuotaExceed.ElasticQuota": 403,
     "QuotaExceed.PostPaidInstance": 403,
     "InvalidInstanceType.ValueUnauthorized": 403,
@@ -178,6 +180,10 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
         }
         #: DescribeSpotAdvice: (zone, instance type) -> (InterruptionRate, InterruptRateDesc)
         self.spot_advice: dict[tuple[str, str], tuple[float, str]] = {}
+        #: zones the account may not buy in (RunInstances there: Zone.NotOpen)
+        self.closed_zones: set[str] = set()
+        #: vSwitches without a free private IP (RunInstances: QuotaExceeded.PrivateIpAddress)
+        self.full_vswitches: set[str] = set()
         self._lock = threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -365,6 +371,14 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
         zone = params.get("ZoneId") or ""
         if zone and zone not in self.zones:
             raise ApiError("InvalidZoneId.NotFound", f"The zone {zone} does not exist.", 404)
+        if zone in self.closed_zones:
+            raise ApiError(
+                "Zone.NotOpen", "The specified zone is not granted to you to buy resources yet."
+            )
+        if params.get("VSwitchId") in self.full_vswitches:
+            raise ApiError(
+                "QuotaExceeded.PrivateIpAddress", "Don't have enough private IPs in this switch"
+            )
         strategy = params.get("SpotStrategy") or "NoSpot"
         spot = strategy in ("SpotWithPriceLimit", "SpotAsPriceGo")
         if spot:

@@ -139,6 +139,8 @@ class TencentFakeServer(PlacementGroups, LocalHTTPServer):
                 {"Zone": z, "UsedQuota": 0, "RemainingQuota": 30, "TotalQuota": 30} for z in zones
             ],
         }
+        #: subnets without a free IP (RunInstances into one: ``LimitExceeded.VpcSubnetNum``)
+        self.full_subnets: set[str] = set()
         #: the Content-Type of every answer; the cloud's is exactly ``application/json``
         self.content_type = JSON
         #: CVM's ``ItemPrice`` (API 2017-03-12) names no currency; a test may set one here to
@@ -333,6 +335,9 @@ class TencentFakeServer(PlacementGroups, LocalHTTPServer):
         token = params.get("ClientToken")
         if token and token in self._state.tokens:
             return {"InstanceIdSet": list(self._state.tokens[token])}
+        subnet = (params.get("VirtualPrivateCloud") or {}).get("SubnetId")
+        if subnet in self.full_subnets:
+            raise ApiError("LimitExceeded.VpcSubnetNum", f"The subnet {subnet} has no free IP.")
         charge = params.get("InstanceChargeType") or "POSTPAID_BY_HOUR"
         if charge == "SPOTPAID":
             price = self._spot_price(itype, zone, params)
