@@ -71,6 +71,7 @@ def test_aws_quotas_through_service_quotas_then_plan_rejects_beyond_them(
 
     install()
     monkeypatch.setitem(EC2_QUOTAS, "L-3819A6DF", ("All G and VT Spot Instance Requests", 8.0))
+    monkeypatch.setitem(EC2_QUOTAS, "L-DB2E81BA", ("Running On-Demand G and VT instances", 4.0))
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     url = f"sqlite:///{tmp_path / 's.db'}"
@@ -104,6 +105,15 @@ def test_aws_quotas_through_service_quotas_then_plan_rejects_beyond_them(
     spot = [p for p in here if p["market"] == "spot"]
     assert spot, "some G spot offer fits in 8 vCPUs"
     assert all(p["instance_type"].startswith("g") and p["vcpus"] <= 8 for p in spot)
+    on_demand_g = [p for p in here if p["market"] == "on-demand" and p["instance_type"][0] == "g"]
+    assert all(p["vcpus"] <= 4 for p in on_demand_g)
+
+    # G types only, under spot-then-on-demand: a spot candidate is refused by the spot quota,
+    # never by the on-demand one its row's other candidate meets
+    doc = plan_json(policy(tmp_path, "US", "A10G, L4, T4"), url)
+    examples = doc["rejected_examples"]["quota"]
+    spot_ex = [e for e in examples if " spot " in e]
+    assert spot_ex and all("L-3819A6DF" in e and "L-DB2E81BA" not in e for e in spot_ex)
 
 
 def test_gcp_regional_gpu_quotas_reject_spot_beyond_the_preemptible_quota(tmp_path: Path) -> None:
@@ -253,3 +263,33 @@ def test_tencent_zone_quotas_reject_a_zone_without_spot_left(tmp_path: Path) -> 
     tencent = [p for p in doc["placements"] if p["provider"] == "tencent"]
     assert not [p for p in tencent if p["zone"] == full and p["market"] == "spot"]
     assert any(f"SpotPaidQuota:{full}" in e for e in doc["rejected_examples"]["quota"])
+
+
+def test_each_markets_candidates_are_judged_against_their_own_quota() -> None:
+    """Under spot-then-on-demand a row is two candidates: its spot one meets the spot quota
+    (L-3819A6DF), its on-demand one the on-demand quota (L-DB2E81BA); each rejection names
+    its own (the reason of one used to be kept by row position, shared by both markets)."""
+    from policies import parse_policy
+    from provisioner.core.catalog import Catalog
+    from provisioner.core.planner import PlanContext, plan_offers
+
+    at = datetime(2026, 12, 5, tzinfo=UTC)
+    quotas = (
+        Quota("aws", "us-east-1", "L-DB2E81BA", VCPU, 0, None, "on-demand", ("g", "vt"), at),
+        Quota("aws", "us-east-1", "L-3819A6DF", VCPU, 0, None, "spot", ("g", "vt"), at),
+    )
+    offers = [
+        Offer("aws", "us-east-1", f"us-east-1{z}", "g5.xlarge", "A10G", 1, 4, 16, 1.0, 0.4)
+        for z in "ab"
+    ]
+    pol = parse_policy("market: spot-then-on-demand\nresources: {gpus: [A10G]}\n")
+    plan = plan_offers(
+        pol, Catalog.from_offers(offers), PlanContext(now=at, quotas=quotas), top=None
+    )
+    assert plan.placements == [] and plan.rejected == {"quota": 4}
+    examples = plan.rejections["quota"].examples
+    spot = [e for e in examples if " spot " in e]
+    on_demand = [e for e in examples if " on-demand " in e]
+    assert spot and all("L-3819A6DF" in e and "L-DB2E81BA" not in e for e in spot)
+    assert len(spot) + len(on_demand) == len(examples)
+    assert all("L-DB2E81BA" in e and "L-3819A6DF" not in e for e in on_demand)
