@@ -293,3 +293,80 @@ def test_each_markets_candidates_are_judged_against_their_own_quota() -> None:
     assert spot and all("L-3819A6DF" in e and "L-DB2E81BA" not in e for e in spot)
     assert len(spot) + len(on_demand) == len(examples)
     assert all("L-DB2E81BA" in e and "L-3819A6DF" not in e for e in on_demand)
+
+
+def _azure_gpu_sizes() -> set[str]:
+    """Every Azure GPU size of the bundled catalog, and of SkyPilot's Azure catalog where the
+    shared data is here (its GPU rows: those naming an accelerator)."""
+    import csv
+
+    from provisioner.catalog_files import builtin_catalog
+
+    sizes = {o.instance_type for o in builtin_catalog().offers if o.provider == "azure"}
+    shared = REPO.parent / "shared" / "data" / "catalog" / "azure_skypilot_v6_gpu.csv"
+    if shared.exists():
+        with shared.open() as fh:
+            sizes |= {r["InstanceType"] for r in csv.DictReader(fh) if r["AcceleratorName"]}
+    return sizes
+
+
+def test_every_azure_gpu_size_in_the_catalog_maps_to_its_usage_family() -> None:
+    """Microsoft.Compute/skus' ``family`` of each size, the name its vCPUs are counted under;
+    the issue's four sizes by name, then every GPU size the catalogs hold."""
+    from providers.azure.quotas import USAGE_FAMILIES, usage_family
+    from provisioner.core.quotas import azure_family_key
+
+    assert usage_family("Standard_NC4as_T4_v3") == "standardNCASv3_T4Family"
+    assert usage_family("Standard_ND96asr_v4") == "standardNDASv4_A100Family"
+    assert usage_family("Standard_ND96isr_H100_v5") == "standardNDSH100v5Family"
+    assert usage_family("Standard_NC24rs_v3") == "standardNCSv3Family"
+    assert usage_family("Standard_NCC40ads_H100_v5") == "standardNCCads2023Family"
+    sizes = _azure_gpu_sizes()
+    assert len(sizes) >= 16
+    missing = sorted(s for s in sizes if usage_family(s) is None)
+    assert missing == [], f"no usage family for {missing}"
+    # one series, one family: no size of the table is claimed by two families
+    seen: dict[str, str] = {}
+    for name, members in USAGE_FAMILIES.items():
+        for size in members:
+            assert seen.setdefault(azure_family_key(size), name) == name, size
+
+
+def test_azure_family_quotas_hold_each_size_to_its_own_family(tmp_path: Path) -> None:
+    """The usage API on the fake answers the T4, ND A100 and ND H100 families by their usage
+    names (T4: none left; the others: plenty); on-demand T4 sizes are rejected naming
+    standardNCASv3_T4Family, Spot ones (lowPriorityCores) stay, and the others stay."""
+    pytest.importorskip("azure.mgmt.compute")
+    from harness_azure import REGION, make_harness
+
+    def usage(name: str, local: str, used: float, limit: float) -> dict[str, Any]:
+        value = {"value": name, "localizedValue": local}
+        return {"unit": "Count", "currentValue": used, "limit": limit, "name": value}
+
+    with make_harness() as h:
+        h.server.usages[REGION] = [
+            usage("standardNCASv3_T4Family", "Standard NCASv3_T4 Family vCPUs", 60, 64),
+            usage("standardNDASv4_A100Family", "Standard NDASv4_A100 Family vCPUs", 0, 960),
+            usage("standardNDSH100v5Family", "Standard NDSH100v5 Family vCPUs", 0, 960),
+            usage("lowPriorityCores", "Total Regional Low-priority vCPUs", 0, 1000),
+            usage("cores", "Total Regional vCPUs", 0, 2000),
+        ]
+        provider = h.provider()
+        read = provider.quotas([REGION])
+        provider.close()
+    t4 = next(q for q in read if q.name == "standardNCASv3_T4Family")
+    assert (t4.market, t4.remaining) == ("on-demand", 4)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    store.save_quotas(read, replace="azure")
+    store.close()
+    doc = plan_json(policy(tmp_path, "US", "T4, A100, H100"), url)
+    mine = [p for p in doc["placements"] if p["provider"] == "azure" and p["region"] == REGION]
+    t4_on_demand = [
+        p for p in mine if p["gpu"] == "T4" and p["market"] == "on-demand" and p["vcpus"] > 4
+    ]
+    assert t4_on_demand == []
+    assert any(p["gpu"] == "T4" and p["market"] == "spot" and p["vcpus"] > 4 for p in mine)
+    examples = " ".join(doc["rejected_examples"].get("quota", []))
+    assert "standardNCASv3_T4Family" in examples
+    assert "standardNDSH100v5Family" not in examples and "NDASv4" not in examples
