@@ -67,8 +67,10 @@ def test_aws_quotas_through_service_quotas_then_plan_rejects_beyond_them(
     keeps only G spot offers of at most 8 vCPUs in that region."""
     pytest.importorskip("moto")
     from fakes.aws_quotas import EC2_QUOTAS, install
-    from harness_aws import ACCESS_KEY, REGION, SECRET, _endpoint
+    from harness_aws import ACCESS_KEY, REGION, SECRET, _endpoint, make_harness
 
+    with make_harness():  # a reset moto: no instance of another test counts
+        pass
     install()
     monkeypatch.setitem(EC2_QUOTAS, "L-3819A6DF", ("All G and VT Spot Instance Requests", 8.0))
     monkeypatch.setitem(EC2_QUOTAS, "L-DB2E81BA", ("Running On-Demand G and VT instances", 4.0))
@@ -114,6 +116,73 @@ def test_aws_quotas_through_service_quotas_then_plan_rejects_beyond_them(
     examples = doc["rejected_examples"]["quota"]
     spot_ex = [e for e in examples if " spot " in e]
     assert spot_ex and all("L-3819A6DF" in e and "L-DB2E81BA" not in e for e in spot_ex)
+
+
+def test_aws_usage_is_counted_from_the_running_instances(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On moto, the account runs G spot (g5.2xlarge + g5.xlarge: 12 vCPUs), G on-demand
+    (2 x g4dn.xlarge: 8; a stopped g5.xlarge holds none) and P on-demand (p4d.24xlarge: 96).
+    `quotas --refresh` counts them per quota, says the usage is counted and live, and `plan`
+    keeps only G spot offers that fit in the 4 vCPUs left of 16. Without permission to
+    describe instances the limits stay alone, the whole of each left, and it says so."""
+    pytest.importorskip("moto")
+    import boto3
+    from fakes.aws_quotas import EC2_QUOTAS, install
+    from harness_aws import ACCESS_KEY, REGION, SECRET, make_harness
+
+    install()
+    monkeypatch.setitem(EC2_QUOTAS, "L-3819A6DF", ("All G and VT Spot Instance Requests", 16.0))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with make_harness() as h:
+        ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=h.endpoint)
+        image = h._moto_image()
+        spot = {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}}
+
+        def run_(itype: str, n: int = 1, **kw: Any) -> list[str]:
+            got = ec2.run_instances(ImageId=image, MinCount=n, MaxCount=n, InstanceType=itype, **kw)
+            return [i["InstanceId"] for i in got["Instances"]]
+
+        run_("g5.2xlarge", InstanceMarketOptions=spot)
+        run_("g5.xlarge", InstanceMarketOptions=spot)
+        run_("g4dn.xlarge", 2)
+        run_("p4d.24xlarge")
+        ec2.stop_instances(InstanceIds=run_("g5.xlarge"))
+        ec2.close()
+        code, out, err = run(
+            "quotas", "--refresh", "--provider", "aws", "-o", f"region={REGION}",
+            "-o", f"endpoint={h.endpoint}", "--store", url, "--json",
+        )  # fmt: skip
+        assert code == 0, err
+        rows = {q["name"]: q for q in json.loads(out)["quotas"]}
+        used = {name: (q["used"], q["remaining"]) for name, q in rows.items()}
+        assert used == {
+            "L-3819A6DF": (12, 4),
+            "L-DB2E81BA": (8, 56),
+            "L-7212CCBC": (0, 0),
+            "L-417A185B": (96, 288),
+        }
+        assert all(
+            q["source"] == "counted" and q["live"] == ["limit", "used"] for q in rows.values()
+        )
+        code, text, _ = run("quotas", "--store", url)
+        assert code == 0 and "limit, used (counted)" in text
+        assert "counted from the account's running instances" in text
+
+        doc = plan_json(policy(tmp_path, "US", "A10G, L4, T4"), url)
+        mine = [p for p in doc["placements"] if p["provider"] == "aws" and p["region"] == REGION]
+        spot_here = [p for p in mine if p["market"] == "spot"]
+        assert spot_here and all(p["vcpus"] <= 4 for p in spot_here)
+        assert any("4 of 16 left" in e for e in doc["rejected_examples"]["quota"])
+
+        h.inject_error("UnauthorizedOperation", operation="list")
+        provider = h.provider()
+        blind = provider.quotas([REGION])
+        provider.close()
+    assert blind and all(q.used is None and q.origin == "limit" for q in blind)
+    assert {q.name: q.remaining for q in blind}["L-3819A6DF"] == 16
 
 
 def test_gcp_regional_gpu_quotas_reject_spot_beyond_the_preemptible_quota(tmp_path: Path) -> None:

@@ -316,6 +316,7 @@ class RecordQueries(OutboxQueries):
                         used=q.used,
                         market=q.market,
                         families=list(q.families),
+                        source=q.source,
                         at=q.at,
                     )
                 )
@@ -341,6 +342,7 @@ class RecordQueries(OutboxQueries):
                     market=r.market,
                     families=tuple(r.families or ()),
                     at=_aware(r.at),
+                    source=r.source or "",
                 )
                 for r in rows.all()
             ]

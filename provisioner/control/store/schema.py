@@ -219,6 +219,8 @@ class QuotaRow(Base):
     market: Mapped[str] = mapped_column(String(16))
     families: Mapped[list[str]] = mapped_column(JSON, default=list)
     at: Mapped[datetime]
+    #: where the figures come from (provisioner.core.quotas.SOURCES; migration 0010)
+    source: Mapped[str] = mapped_column(String(16), default="", server_default="")
 
 
 class PriorRow(Base):
