@@ -282,6 +282,7 @@ class RecordQueries(OutboxQueries):
                         spot_price=q.spot_price,
                         on_demand_price=q.on_demand_price,
                         at=q.at,
+                        changed_at=getattr(q, "changed_at", None),
                     )
                 )
                 n += 1

@@ -200,7 +200,9 @@ class PriceRow(Base):
     instance_type: Mapped[str] = mapped_column(String(64), primary_key=True)
     spot_price: Mapped[float | None] = mapped_column(Float, nullable=True)
     on_demand_price: Mapped[float | None] = mapped_column(Float, nullable=True)
-    at: Mapped[datetime]
+    at: Mapped[datetime]  # when the quote was read (the price in effect then)
+    #: when the cloud last changed the spot price, where it says (migration 0011)
+    changed_at: Mapped[datetime | None] = mapped_column(nullable=True)
 
 
 class QuotaRow(Base):
