@@ -439,3 +439,34 @@ def test_azure_family_quotas_hold_each_size_to_its_own_family(tmp_path: Path) ->
     examples = " ".join(doc["rejected_examples"].get("quota", []))
     assert "standardNCASv3_T4Family" in examples
     assert "standardNDSH100v5Family" not in examples and "NDASv4" not in examples
+
+
+def test_where_each_quotas_figures_come_from_survives_the_store(tmp_path: Path) -> None:
+    """A refused launch's row has no live figure; a counted AWS row, a cloud's own usage and a
+    bare limit keep what they are through the store, and `quotas --json` says so."""
+    from provisioner.core.quotas import FROM_COUNT, refused_at_launch
+
+    at = datetime(2026, 12, 5, tzinfo=UTC)
+    offer = _offer("aws", "p4d.24xlarge", "A100", 96)
+    refused = refused_at_launch(offer, Market.SPOT, "VcpuLimitExceeded", at)
+    rows = [
+        refused,
+        Quota("aws", "r1", "L-3819A6DF", VCPU, 16, 12, "spot", ("g", "vt"), at, source=FROM_COUNT),
+        Quota("gcp", "r1", "NVIDIA_L4_GPUS", GPU, 8, 1, "on-demand", ("NVIDIA_L4_GPUS",), at),
+        Quota("aws", "r2", "L-7212CCBC", VCPU, 0, None, "spot", ("p",), at),
+    ]
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    store.save_quotas(rows)
+    back = {(q.region, q.name): q for q in store.quotas()}
+    store.close()
+    assert {k: (q.origin, q.live) for k, q in back.items()} == {
+        ("r1", refused.name): ("launch", ()),
+        ("r1", "L-3819A6DF"): ("counted", ("limit", "used")),
+        ("r1", "NVIDIA_L4_GPUS"): ("cloud", ("limit", "used")),
+        ("r2", "L-7212CCBC"): ("limit", ("limit",)),
+    }
+    code, out, err = run("quotas", "--store", url, "--json")
+    assert code == 0, err
+    live = {q["name"]: q["live"] for q in json.loads(out)["quotas"]}
+    assert live[refused.name] == [] and live["L-3819A6DF"] == ["limit", "used"]
