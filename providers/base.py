@@ -106,12 +106,17 @@ class PriceQuote:
     instance_type: str
     spot_price: float | None  # USD per instance-hour (converted from the account's currency)
     on_demand_price: float | None  # USD per instance-hour
-    at: datetime  # when the spot price was observed
+    #: when the price was read: the quote is the price in effect at that time, and plan ranks
+    #: it against the catalog's rows by this time
+    at: datetime
     #: when the on-demand price was fetched live (None: from the catalog, not live)
     on_demand_at: datetime | None = None
     #: the currency the cloud quoted in, and the USD per unit it was converted at
     currency: str = "USD"
     usd_per_unit: float = 1.0
+    #: when the cloud last changed the spot price, where it says (AWS: the spot price
+    #: history's timestamp, which may be months before ``at``); None: not said
+    changed_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,10 @@ Offers come from ``DescribeInstanceTypes`` (types with ``GpuInfo``) and
 type; live spot prices from ``DescribeSpotPriceHistory``, live on-demand prices from the Price
 List Query API (``pricing`` ``GetProducts``), one query per GPU type, every page followed,
 cached ``on_demand_ttl_s`` for the process's life.
+
+A spot quote is the price in effect when it was read, and is dated so (``at``): asked from the
+time of the read, the history answers the last change before it, dated by that change, which
+may be months old for a price that has not moved; that date is kept too (``changed_at``).
 """
 
 from __future__ import annotations
@@ -168,13 +172,19 @@ class AWSOffers(AWSClient):
                 continue
             priced = _CatalogPrices.for_region(region)
 
-            def fetch(ec2: EC2Client, types: list[str] = types) -> dict[tuple[str, str], Any]:
+            # the history from now on: EC2 answers, for each zone and type, the last change
+            # before the start time, the price in effect now, dated by when it changed
+            read_at = now_utc()
+
+            def fetch(
+                ec2: EC2Client, types: list[str] = types, read_at: datetime = read_at
+            ) -> dict[tuple[str, str], Any]:
                 latest: dict[tuple[str, str], Any] = {}
                 pages = ec2.get_paginator("describe_spot_price_history").paginate(
                     **self._pages(
                         InstanceTypes=types,
                         ProductDescriptions=["Linux/UNIX"],
-                        StartTime=now_utc(),
+                        StartTime=read_at,
                     )
                 )
                 for page in pages:
@@ -198,8 +208,9 @@ class AWSOffers(AWSClient):
                         on_demand_price=od
                         if od is not None
                         else getattr(priced.find(zone, itype), "price", None),
-                        at=utc(row["Timestamp"]),
+                        at=read_at,
                         on_demand_at=live_at if od is not None else None,
+                        changed_at=utc(row["Timestamp"]),
                     )
                 )
         return out

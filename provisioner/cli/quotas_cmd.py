@@ -9,6 +9,23 @@ import click
 
 from provisioner.cli import EXIT_OK, EXIT_PROVIDER
 from provisioner.cli.common import fail, json_option, print_json
+from provisioner.core.quotas import FROM_CLOUD, FROM_COUNT, FROM_LAUNCH, FROM_LIMIT, SOURCES
+
+#: the `live` column: which figures of a quota were read from the cloud when it was read
+LIVE_TEXT = {
+    FROM_CLOUD: "limit, used",
+    FROM_COUNT: "limit, used (counted)",
+    FROM_LIMIT: "limit",
+    FROM_LAUNCH: "none",
+}
+LIVE_MEANS = {
+    FROM_CLOUD: "the cloud's limit and usage, as read",
+    FROM_COUNT: "the cloud's limit; the usage counted from the account's running instances "
+    "when read (AWS)",
+    FROM_LIMIT: "the cloud's limit; its usage was not read, so the whole limit counts as left",
+    FROM_LAUNCH: "a launch the cloud refused for quota: nothing more of that kind fits until "
+    "the next --refresh",
+}
 
 
 @click.command()
@@ -102,7 +119,8 @@ def _render(rows: list[Any], now: datetime, provider_name: str | None) -> None:
         which = provider_name or "NAME"
         out.line(f"no quotas cached; `provisioner quotas --refresh --provider {which}` reads them")
         return
-    headers = ["provider", "region", "quota", "market", "unit", "limit", "used", "left", "age"]
+    headers = ["provider", "region", "quota", "market", "unit"]
+    headers += ["limit", "used", "left", "live", "age"]
     table = []
     for q in rows:
         age = "-" if q.at is None else age_text(now - q.at)
@@ -116,14 +134,16 @@ def _render(rows: list[Any], now: datetime, provider_name: str | None) -> None:
                 f"{q.limit:g}",
                 "-" if q.used is None else f"{q.used:g}",
                 f"{q.remaining:g}",
+                LIVE_TEXT.get(q.origin, q.origin),
                 age,
             ]
         )
-    right = [False, False, False, False, False, True, True, True, True]
+    right = [False, False, False, False, False, True, True, True, False, True]
     if not out.table(headers, right, table):
         for row in table:
             out.line("  ".join(row))
     notes = {q.name: q.note for q in rows if q.note and q.note != q.name}
     for name, note in notes.items():
         out.line(f"  {name}: {note}")
-    out.line("used -: the cloud does not report usage there (AWS); the whole limit counts as left")
+    for origin in sorted({q.origin for q in rows}, key=SOURCES.index):
+        out.line(f"live {LIVE_TEXT[origin]}: {LIVE_MEANS[origin]}")

@@ -222,32 +222,14 @@ class Catalog:
         return cls(list(offers), [source])
 
     def with_prices(self, quotes: Iterable[Any]) -> Catalog:
-        """A catalog whose prices are replaced by live quotes (provider, region, zone, type).
-
-        A quote with an empty zone applies to every zone of its region; a quote that matches
-        no offer is ignored (offers come from the catalog or the provider's offer list).
+        """A catalog priced by live quotes (provider, region, zone, type, read ``at``), as
+        ``plan`` prices it: :func:`provisioner.core.price_age.freshest` (a quote replaces a
+        row's prices unless the row is newer; a quote with an empty zone covers the region's
+        zones; a quote for a zone the catalog has no row of its type in is an offer of its own).
         """
-        table: dict[tuple[str, str, str, str], Any] = {}
-        for q in quotes:
-            table[(q.provider, q.region, q.zone or "", q.instance_type)] = q
-        if not table:
-            return self
-        from dataclasses import replace
+        from provisioner.core.price_age import freshest
 
-        out = []
-        for o in self.offers:
-            q = table.get((o.provider, o.region, o.zone, o.instance_type)) or table.get(
-                (o.provider, o.region, "", o.instance_type)
-            )
-            if q is not None:
-                o = replace(
-                    o,
-                    spot_price=q.spot_price if q.spot_price is not None else o.spot_price,
-                    price=q.on_demand_price if q.on_demand_price is not None else o.price,
-                    price_date=q.at.date().isoformat() if getattr(q, "at", None) else o.price_date,
-                )
-            out.append(o)
-        return Catalog(out, [*self.sources, "live prices"], self.network)
+        return freshest(self, quotes)[0]
 
     def merged(self, other: Catalog) -> Catalog:
         network = {**(self.network or {}), **(other.network or {})}

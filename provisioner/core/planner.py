@@ -280,6 +280,9 @@ def plan_offers(
         base[(base == 0) & low] = _CODE["cpu_memory"]
     nodes = res.nodes
     why_row: dict[tuple[str, int], str] = {}  # (reason, row position) -> why, for the examples
+    #: the same for the rules judged per market (quota, gang capacity): (reason, row position,
+    #: market index) -> why; a row's spot and on-demand candidates meet different limits
+    why_market: dict[tuple[str, int, int], str] = {}
     if wants_interconnect(res.interconnect, nodes):
         bad = interconnect_mask(policy, catalog, rows, why_row)
         base[(base == 0) & bad] = _CODE["interconnect"]
@@ -337,7 +340,7 @@ def plan_offers(
                 there = ctx.node_capacity.get((o.provider, o.location, o.instance_type, m.value))
                 if there is not None and there < nodes:
                     short_mask[m][j] = True
-                    why_row[("gang_capacity", j)] = (
+                    why_market[("gang_capacity", j, markets.index(m))] = (
                         f"only {there} of {nodes} nodes of {o.instance_type} {m.value} in "
                         f"{o.location}"
                     )
@@ -397,7 +400,7 @@ def plan_offers(
                 over = blocking(ctx.quotas, row, market, nodes)
                 if over is not None:
                     cand[pos] = _CODE["quota"]
-                    why_row[("quota", pos)] = quota_why(over, row, nodes)
+                    why_market[("quota", pos, mi)] = quota_why(over, row, nodes)
         if window_shut:
             cand[cand == 0] = _CODE["window"]
         cand_rows.append(rows)
@@ -424,8 +427,12 @@ def plan_offers(
                 for j in idx:
                     o = catalog.offers[int(rows[j])]
                     text = _example(o, markets[mi], r, cand_cap[mi][j], worst_rtt[j], hours[j])
-                    why = why_row.get((r, int(j))) or _shared_why(
-                        policy, ctx, r, o, markets[mi], cand_price[mi][j], hours[j], nodes
+                    why = (
+                        why_market.get((r, int(j), mi))
+                        or why_row.get((r, int(j)))
+                        or _shared_why(
+                            policy, ctx, r, o, markets[mi], cand_price[mi][j], hours[j], nodes
+                        )
                     )
                     examples[r].append(f"{text}: {why}" if why else text)
 

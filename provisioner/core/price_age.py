@@ -1,10 +1,12 @@
 """Which price a plan ranks an offer by, where it comes from and how old it is (pure).
 
 Two sources can price an offer: the catalog's row (a date, ``price_date``: the built-in
-catalog's or a user's file) and a live quote that ``provisioner catalog refresh`` stored (a
-time). :func:`freshest` takes, per offer, whichever is newer, and says so in a
-:class:`PriceOrigin`: the plan shows each price's source and age, and warns when the price it
-would launch on is older than :data:`STALE_DAYS`.
+catalog's or a user's file) and a live quote that ``provisioner catalog refresh`` stored (the
+time it was read: the price in effect then, however long ago the cloud last changed it).
+:func:`freshest` takes, per offer, whichever is newer, and says so in a :class:`PriceOrigin`:
+the plan shows each price's source and age, and warns when the price it would launch on is
+older than :data:`STALE_DAYS`. A quote for a zone (or region) the catalog has no row of its
+type in is planned as an offer of its own (:func:`quoted_offers`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ class PriceOrigin:
     """Where an offer's price comes from and when it was true (None: undated)."""
 
     source: str  # LIVE or CATALOG
-    at: datetime | None
+    at: datetime | None  # a live quote: when it was read; a catalog row: its date
+    #: a live quote: when the cloud last changed the price, where it says
+    changed: datetime | None = None
 
     def age(self, now: datetime) -> timedelta | None:
         return None if self.at is None else max(now - self.at, timedelta(0))
@@ -57,7 +61,10 @@ class PriceOrigin:
         if self.at is None:
             return f"{self.source}, undated"
         what = "live" if self.source == LIVE else f"catalog of {self.at:%Y-%m-%d}"
-        return f"{what}, {age_text(self.age(now) or timedelta(0))} old"
+        text = f"{what}, {age_text(self.age(now) or timedelta(0))} old"
+        if self.changed is not None and self.at - self.changed >= timedelta(days=1):
+            text += f", unchanged since {self.changed:%Y-%m-%d}"
+        return text
 
     def as_dict(self, now: datetime) -> dict[str, Any]:
         age = self.age(now)
@@ -65,6 +72,7 @@ class PriceOrigin:
             "price_source": self.source,
             "price_at": None if self.at is None else self.at.isoformat(),
             "price_age_days": None if age is None else round(age.total_seconds() / 86400, 4),
+            "price_changed_at": None if self.changed is None else self.changed.isoformat(),
         }
 
 
@@ -105,25 +113,24 @@ def freshest(
     (by :func:`price_key`: a quote may carry the spot price and not the on-demand one).
 
     A stored quote (``provider, region, zone, instance_type, spot_price, on_demand_price,
-    at``; an empty zone covers the region's zones) replaces the catalog's prices it carries
-    when it is at least as new as the catalog's row (or the row is undated); an older quote
-    leaves the row as it is."""
-    from provisioner.core.catalog import Catalog
-
-    table: dict[OfferKey, Any] = {}
-    for quote in quotes:
-        key = (quote.provider, quote.region, quote.zone or "", quote.instance_type)
-        held = table.get(key)
-        if held is None or (_aware(quote.at) or datetime.min.replace(tzinfo=UTC)) > (
-            _aware(held.at) or datetime.min.replace(tzinfo=UTC)
-        ):
-            table[key] = quote
+    at``; an empty zone covers the region's zones) is the price in effect when it was read
+    (``at``): it replaces the catalog's prices it carries when it is at least as new as the
+    catalog's row (or the row is undated); an older quote leaves the row as it is. A quote
+    for a place the catalog has no row of its type in (a zone of a region, or a region of a
+    cloud whose rows are regional) is an offer of its own (:func:`quoted_offers`)."""
+    table = _newest(quotes)
     origins: dict[PriceKey, PriceOrigin] = {}
     out = []
+    used: set[OfferKey] = set()
     changed = False
     for o in catalog.offers:
         row = PriceOrigin(CATALOG, catalog_time(o.price_date))
-        q: Any = table.get(offer_key(o)) or table.get((o.provider, o.region, "", o.instance_type))
+        key = offer_key(o)
+        if key not in table:
+            key = (o.provider, o.region, "", o.instance_type)
+        q: Any = table.get(key)
+        if q is not None:
+            used.add(key)
         q_at = _aware(getattr(q, "at", None)) if q is not None else None
         newer = q_at is not None and (row.at is None or q_at >= row.at)
         spot = newer and q.spot_price is not None
@@ -136,13 +143,77 @@ def freshest(
                 price_date=q_at.date().isoformat() if q_at else o.price_date,
             )
             changed = True
-        live = PriceOrigin(LIVE, q_at)
+        live = _live(q, q_at)
         origins[(*offer_key(o), "spot")] = live if spot else row
         origins[(*offer_key(o), "on-demand")] = live if on_demand else row
         out.append(o)
-    if not changed:
+    extra = quoted_offers(catalog.offers, [q for k, q in table.items() if k not in used])
+    for o, q, template in extra:
+        live = _live(q, _aware(q.at))
+        row = PriceOrigin(CATALOG, catalog_time(template.price_date))
+        origins[(*offer_key(o), "spot")] = live
+        origins[(*offer_key(o), "on-demand")] = live if q.on_demand_price is not None else row
+        out.append(o)
+    if not changed and not extra:
         return catalog, origins
-    return Catalog(out, [*catalog.sources, "live prices"], catalog.network), origins
+    # a catalog of the same kind (built by its constructor: its columns are built anew)
+    return replace(catalog, offers=out, sources=[*catalog.sources, "live prices"]), origins
+
+
+def _newest(quotes: Iterable[Any]) -> dict[OfferKey, Any]:
+    """The newest quote (by ``at``) per (provider, region, zone, type)."""
+    table: dict[OfferKey, Any] = {}
+    oldest = datetime.min.replace(tzinfo=UTC)
+    for quote in quotes:
+        key = (quote.provider, quote.region, quote.zone or "", quote.instance_type)
+        held = table.get(key)
+        if held is None or (_aware(quote.at) or oldest) > (_aware(held.at) or oldest):
+            table[key] = quote
+    return table
+
+
+def _live(q: Any, at: datetime | None) -> PriceOrigin:
+    return PriceOrigin(LIVE, at, _aware(getattr(q, "changed_at", None)) if q is not None else None)
+
+
+def quoted_offers(offers: Iterable[Offer], quotes: Iterable[Any]) -> list[tuple[Offer, Any, Offer]]:
+    """Offers for quotes that price a place the catalog has no row of the type in: (the new
+    offer, its quote, the row it was made from).
+
+    What the type is (GPUs, vCPUs, memory) comes from a row of the same type: one of the same
+    region where there is one (its on-demand price and interruption band too, where the quote
+    has no on-demand price: both are the region's), else one of another region (no on-demand
+    price nor band then, unless the quote has the price). A quote with a zone becomes an offer
+    in that zone; a regional quote (no zone) becomes a regional offer only where the type's
+    rows are regional too (a cloud whose launches name no zone). A quote with no spot price,
+    or for a type the catalog lacks, makes none."""
+    same_region: dict[tuple[str, str, str], Offer] = {}
+    anywhere: dict[tuple[str, str], Offer] = {}
+    for o in offers:
+        same_region.setdefault((o.provider, o.region, o.instance_type), o)
+        anywhere.setdefault((o.provider, o.instance_type), o)
+    out: list[tuple[Offer, Any, Offer]] = []
+    for q in quotes:
+        zone = q.zone or ""
+        local = same_region.get((q.provider, q.region, q.instance_type))
+        template = local or anywhere.get((q.provider, q.instance_type))
+        if template is None or q.spot_price is None or (not zone and template.zone):
+            continue
+        at = _aware(q.at)
+        on_demand = q.on_demand_price
+        if on_demand is None and local is not None:
+            on_demand = local.price
+        offer = replace(
+            template,
+            region=q.region,
+            zone=zone,
+            spot_price=q.spot_price,
+            price=on_demand,
+            price_date=at.date().isoformat() if at else "",
+            interruption_band=local.interruption_band if local is not None else "",
+        )
+        out.append((offer, q, template))
+    return out
 
 
 def summary(

@@ -4,9 +4,10 @@ Each cloud limits GPU capacity per account and region in its own unit: AWS in vC
 instance family and market (Service Quotas), GCP in GPUs per model and market (a region's
 ``quotas``), Azure in vCPUs per VM family and for all spot VMs of a region (the usage API). A
 :class:`Quota` says which offers it covers (``market``, ``families``), in which ``unit`` an
-offer draws on it, its ``limit`` and what is ``used`` (None: the cloud does not say, and the
-whole limit counts as left). :func:`blocking` names the first quota an offer would exceed;
-the planner rejects such an offer with reason ``quota``.
+offer draws on it, its ``limit`` and what is ``used`` (None: not read, and the whole limit
+counts as left), and where those figures come from (``source``: :data:`SOURCES`), so that
+`provisioner quotas` can say which are live. :func:`blocking` names the first quota an offer
+would exceed; the planner rejects such an offer with reason ``quota``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ GPU = "gpu"
 INSTANCE = "instance"
 ANY = "any"  # a quota of both markets
 
+#: where a quota's figures come from, all read at its ``at``
+FROM_CLOUD = "cloud"  # the limit and the usage, as the cloud reports them
+FROM_COUNT = "counted"  # the limit from the cloud; the usage counted from its running instances
+FROM_LIMIT = "limit"  # the limit from the cloud; no usage read (the whole limit counts as left)
+FROM_LAUNCH = "launch"  # no figure: a launch the cloud refused for quota (nothing more fits)
+SOURCES = (FROM_CLOUD, FROM_COUNT, FROM_LIMIT, FROM_LAUNCH)
+
 
 @dataclass(frozen=True, slots=True)
 class Quota:
@@ -40,10 +48,25 @@ class Quota:
     at: datetime | None = None  # when it was read
     zone: str = ""  # a zonal quota (Tencent); "" for the region
     note: str = ""  # the cloud's description, for `provisioner quotas`
+    source: str = ""  # one of SOURCES ("": a row stored before sources were kept; see origin)
 
     @property
     def remaining(self) -> float:
         return max(self.limit - (self.used or 0.0), 0.0)
+
+    @property
+    def origin(self) -> str:
+        """Where the figures come from (:data:`SOURCES`); for a row stored without one, what
+        its figures say (a usage: the cloud's; none: the limit only)."""
+        if self.source:
+            return self.source
+        return FROM_LIMIT if self.used is None else FROM_CLOUD
+
+    @property
+    def live(self) -> tuple[str, ...]:
+        """Which figures were read from the cloud (at ``at``): ``("limit", "used")``,
+        ``("limit",)`` or ``()`` (a refused launch's row)."""
+        return {FROM_LIMIT: ("limit",), FROM_LAUNCH: ()}.get(self.origin, ("limit", "used"))
 
     def as_dict(self, now: datetime | None = None) -> dict[str, Any]:
         age = None if self.at is None or now is None else (now - self.at).total_seconds()
@@ -59,6 +82,8 @@ class Quota:
             "remaining": self.remaining,
             "market": self.market,
             "families": list(self.families),
+            "source": self.origin,
+            "live": list(self.live),
             "at": None if self.at is None else self.at.isoformat(),
             "age_s": None if age is None else round(age, 1),
         }
@@ -158,4 +183,5 @@ def refused_at_launch(offer: Offer, market: Market, code: str, at: datetime) -> 
         families=families,
         at=at,
         note=f"{offer.instance_type} {market.value} refused with {code}",
+        source=FROM_LAUNCH,
     )

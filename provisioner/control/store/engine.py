@@ -192,6 +192,7 @@ class StoreBase:
             "ended_at",
             "last_seen_at",
             "at",
+            "changed_at",
             "until",
         ):
             if hasattr(row, attr):

@@ -282,6 +282,7 @@ class RecordQueries(OutboxQueries):
                         spot_price=q.spot_price,
                         on_demand_price=q.on_demand_price,
                         at=q.at,
+                        changed_at=getattr(q, "changed_at", None),
                     )
                 )
                 n += 1
@@ -316,6 +317,7 @@ class RecordQueries(OutboxQueries):
                         used=q.used,
                         market=q.market,
                         families=list(q.families),
+                        source=q.source,
                         at=q.at,
                     )
                 )
@@ -341,6 +343,7 @@ class RecordQueries(OutboxQueries):
                     market=r.market,
                     families=tuple(r.families or ()),
                     at=_aware(r.at),
+                    source=r.source or "",
                 )
                 for r in rows.all()
             ]

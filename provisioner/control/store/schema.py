@@ -200,7 +200,9 @@ class PriceRow(Base):
     instance_type: Mapped[str] = mapped_column(String(64), primary_key=True)
     spot_price: Mapped[float | None] = mapped_column(Float, nullable=True)
     on_demand_price: Mapped[float | None] = mapped_column(Float, nullable=True)
-    at: Mapped[datetime]
+    at: Mapped[datetime]  # when the quote was read (the price in effect then)
+    #: when the cloud last changed the spot price, where it says (migration 0011)
+    changed_at: Mapped[datetime | None] = mapped_column(nullable=True)
 
 
 class QuotaRow(Base):
@@ -219,6 +221,8 @@ class QuotaRow(Base):
     market: Mapped[str] = mapped_column(String(16))
     families: Mapped[list[str]] = mapped_column(JSON, default=list)
     at: Mapped[datetime]
+    #: where the figures come from (provisioner.core.quotas.SOURCES; migration 0010)
+    source: Mapped[str] = mapped_column(String(16), default="", server_default="")
 
 
 class PriorRow(Base):
