@@ -53,8 +53,7 @@ def note_first_progress(runner: JobPassBase, progress: dict[str, Any] | None) ->
     at = min(max(at, cur.launched_at), runner.now)
     secs = (at - cur.launched_at).total_seconds()
     resumed = p.get("resumed_from")
-    runner.store.add_event(
-        runner.job.id,
+    runner.queue_event(  # with the progress row that records it (the pass's batch)
         "first-progress",
         f"attempt {cur.attempt}: the job runs, {secs:.0f} s after its launch"
         + (f" (resumed from {resumed})" if resumed else ""),

@@ -22,7 +22,7 @@ from provisioner.control.failpoints import Failpoints
 from provisioner.control.records import (
     PassBatch,
     attempt_cost,
-    instance_row,
+    instance_doc,
     job_checkpoint_uri,
 )
 from provisioner.control.store import AttemptRow, JobRow, Store
@@ -222,9 +222,24 @@ class JobPassBase:
     def current(self) -> AttemptRow | None:
         return self.attempts[-1] if self.attempts else None
 
+    def queue_event(self, kind: str, message: str, at: datetime, **data: Any) -> None:
+        """An event of the job that tells of what the pass's batch writes (no notification):
+        written with the batch at the end of the pass, in its transaction, or before anything
+        else of the job that is written sooner (:meth:`write_queued`)."""
+        self.env.batch.event(self.job.id, kind, message, at, **data)
+
+    def write_queued(self) -> None:
+        """The job's queued events, written now: before another of its events (they keep
+        their order) and before its row is written outside the batch (a progress row never
+        commits before the event that tells of it)."""
+        queued = self.env.batch.events_of(self.job.id)
+        if queued:
+            self.store.add_events(queued)
+
     def event(self, kind: str, message: str, **data: Any) -> None:
         """An event of the job; the outbox rows of the notifications it sends (the router's
         answer) go in its transaction."""
+        self.write_queued()
         self.log.info("job %s: %s", self.job.id, message, extra={"event": kind})
         router = self.env.notify
         notice = None
@@ -259,7 +274,7 @@ class JobPassBase:
         for inst in seen:
             key = (inst.state, inst.raw_state, inst.state_reason, inst.price_per_hour)
             if self.memo.instances.get(inst.id) != key:
-                self.env.batch.instance(instance_row(inst, self.now))
+                self.env.batch.instance(instance_doc(inst, self.now))
                 self.memo.instances[inst.id] = key
 
     def note_spend(self) -> None:
@@ -291,6 +306,7 @@ class JobPassBase:
             self.note_spend()
         else:
             spent = self.spent()
+            self.write_queued()
             self.store.update_job(self.job.id, at=self.now, spent_usd=spent, **updates)
             self.job.spent_usd = spent
             note_budget(self, spent)

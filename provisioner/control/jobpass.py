@@ -452,6 +452,7 @@ class JobRunner(Launching, ProgressReading):
             updates.clear()
             return retry
         spent = self.spent()
+        self.write_queued()
         self.store.update_job(job.id, at=self.now, state=state, spent_usd=spent, **updates)
         job.state, job.spent_usd = state, spent
         updates.clear()

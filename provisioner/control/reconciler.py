@@ -507,18 +507,17 @@ class Reconciler:
                     unblock(self.store, job, now)
 
     def _flush(self) -> None:
-        rows, cols = self.batch.take()
-        by_keys: dict[frozenset[str], list[dict[str, Any]]] = {}
-        for job_id, values in cols.items():
-            by_keys.setdefault(frozenset(values), []).append({"id": job_id, **values})
+        rows, cols, events = self.batch.take()
         try:
-            self.store.upsert_instances(rows)
-            for batch in by_keys.values():
-                self.store.update_jobs(batch)
+            self.store.write_pass(rows, cols, events)
         except Exception:  # bookkeeping only: the next pass writes it again
-            log.exception("writing instance states and spend failed")
+            log.exception("writing instance states, spend and progress failed")
             for m in self._memos.values():
                 m.instances.clear()
+            for jid in {e["job_id"] for e in events}:  # read again: its events come again
+                if (lost := self._memos.get(jid)) is not None:
+                    lost.forget()
+                    lost.first_progress = None
 
     def reap_orphans(self, provider: str, options: dict[str, Any]) -> int:
         """List one provider's managed instances and reap those whose job is finished or

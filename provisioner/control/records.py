@@ -1,9 +1,10 @@
 """What a pass writes and reports, shared by the reconciler and one job's pass.
 
 * :class:`PassReport`: the figures of one pass (the daemon's metrics read them);
-* :class:`PassBatch`: instance rows and job columns written at the end of the pass, in a few
-  statements for all jobs;
-* :func:`attempt_row`, :func:`instance_row`: store rows from model objects;
+* :class:`PassBatch`: instance rows, job columns and bookkeeping events written at the end of
+  the pass, in a few statements for all jobs, in one transaction;
+* :func:`attempt_row`, :func:`instance_row`, :func:`instance_doc`: store rows (or a row's
+  columns) from model objects;
 * :func:`launch_estimate`: the estimate an attempt row keeps from its launch (the one place
   that reads it off the placement);
 * :func:`billed_cost`: what an attempt cost, by its cloud's billing rule
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from providers.facts import billing_for
 from provisioner.control.store import AttemptRow, InstanceRow, JobRow
+from provisioner.control.store.records import event_doc
 from provisioner.core.models import CostEstimate, Instance, Placement, launch_token
 
 if TYPE_CHECKING:
@@ -56,22 +58,34 @@ class PassReport:
 
 @dataclass
 class PassBatch:
-    """Rows queued during a pass, written together at its end."""
+    """Rows queued during a pass, written together at its end, in one transaction
+    (:meth:`provisioner.control.store.Store.write_pass`)."""
 
-    instances: list[InstanceRow] = field(default_factory=list)
+    instances: list[dict[str, Any]] = field(default_factory=list)  # instance_doc()s
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: events that tell of what the batch writes (a job's first progress), by job, in order;
+    #: none sends a notification
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def instance(self, row: InstanceRow) -> None:
-        self.instances.append(row)
+    def instance(self, doc: dict[str, Any]) -> None:
+        self.instances.append(doc)
 
     def job(self, job_id: str, **columns: Any) -> None:
         """Job columns that change all the time (spend, progress)."""
         self.jobs.setdefault(job_id, {}).update(columns)
 
-    def take(self) -> tuple[list[InstanceRow], dict[str, dict[str, Any]]]:
+    def event(self, job_id: str, kind: str, message: str, at: datetime, **data: Any) -> None:
+        self.events.setdefault(job_id, []).append(event_doc(job_id, kind, message, at, data))
+
+    def events_of(self, job_id: str) -> list[dict[str, Any]]:
+        """This job's queued events, taken out of the batch (to be written now)."""
+        return self.events.pop(job_id, [])
+
+    def take(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], list[dict[str, Any]]]:
         rows, cols = self.instances, self.jobs
-        self.instances, self.jobs = [], {}
-        return rows, cols
+        events = [e for evs in self.events.values() for e in evs]
+        self.instances, self.jobs, self.events = [], {}, {}
+        return rows, cols, events
 
 
 def billed_cost(
@@ -255,20 +269,25 @@ def attempt_row(
 
 
 def instance_row(inst: Instance, now: datetime) -> InstanceRow:
-    return InstanceRow(
-        provider=inst.provider,
-        instance_id=inst.id,
-        job_id=inst.job_id,
-        attempt=inst.attempt,
-        region=inst.region,
-        zone=inst.zone,
-        instance_type=inst.instance_type,
-        market=inst.market.value,
-        state=inst.state.value,
-        raw_state=inst.raw_state,
-        state_reason=inst.state_reason,
-        price_per_hour=inst.price_per_hour,
-        launched_at=inst.launched_at,
-        ended_at=None if inst.state.alive else now,
-        last_seen_at=now,
-    )
+    return InstanceRow(**instance_doc(inst, now))
+
+
+def instance_doc(inst: Instance, now: datetime) -> dict[str, Any]:
+    """An instance row's columns, as seen ``now`` (what a pass queues: no ORM object)."""
+    return {
+        "provider": inst.provider,
+        "instance_id": inst.id,
+        "job_id": inst.job_id,
+        "attempt": inst.attempt,
+        "region": inst.region,
+        "zone": inst.zone,
+        "instance_type": inst.instance_type,
+        "market": inst.market.value,
+        "state": inst.state.value,
+        "raw_state": inst.raw_state,
+        "state_reason": inst.state_reason,
+        "price_per_hour": inst.price_per_hour,
+        "launched_at": inst.launched_at,
+        "ended_at": None if inst.state.alive else now,
+        "last_seen_at": now,
+    }

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import Table, bindparam, case, func, select, update
 
 from provisioner.control.store.engine import ACTIVE_STATES, StoreBase, _chunks, new_job_id
 from provisioner.control.store.schema import EventRow, JobRow
+
+_JOBS = cast(Table, JobRow.__table__)
+
+
+def update_job_rows(conn: Any, values: Sequence[dict[str, Any]]) -> None:
+    """Several jobs' columns on ``conn``, in its transaction (``values``: dicts with the job
+    ``id``): one UPDATE by id per set of columns, run with the jobs as its parameter sets
+    (Core: the ORM's bulk update by primary key cost three times the CPU, at 10,000 jobs a
+    tenth of a warm pass)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for v in values:
+        cols = tuple(sorted(k for k in v if k != "id"))
+        groups.setdefault(cols, []).append({"job_id_": v["id"], **{k: v[k] for k in cols}})
+    for cols, params in groups.items():
+        if cols:
+            stmt = update(_JOBS).where(_JOBS.c.id == bindparam("job_id_"))
+            conn.execute(stmt.values({c: bindparam(c) for c in cols}), params)
 
 
 class JobQueries(StoreBase):
@@ -125,7 +142,7 @@ class JobQueries(StoreBase):
         if not values:
             return
         with self.session() as s:
-            s.execute(update(JobRow), list(values))
+            update_job_rows(s.connection(), values)
 
     def update_job(self, job_id: str, *, at: datetime, **values: Any) -> None:
         """Change a job's columns; ``at`` (the caller's clock) becomes its ``updated_at``."""

@@ -7,9 +7,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, case, delete, func, select, update
+from sqlalchemy import Table, case, delete, func, insert, select, update
 
 from provisioner.control.store.engine import _aware, _chunks
+from provisioner.control.store.jobs import update_job_rows
 from provisioner.control.store.outbox import Notice, OutboxQueries
 from provisioner.control.store.schema import (
     AttemptRow,
@@ -23,6 +24,19 @@ from provisioner.control.store.schema import (
 )
 from provisioner.core.quotas import Quota
 from provisioner.core.zone_priors import ZonePrior
+
+#: an event row, its columns as parameters (Core: an ORM unit of work cost 3 times the CPU)
+_EVENT_INSERT = insert(cast(Table, EventRow.__table__))
+
+
+def event_doc(
+    job_id: str | None, kind: str, message: str, at: datetime, data: dict[str, Any]
+) -> dict[str, Any]:
+    """An event row's columns (the message redacted of every secret known)."""
+    from providers.base import redact
+
+    return {"job_id": job_id, "at": at, "kind": kind, "message": redact(message), "data": data}
+
 
 #: the raw state of an instance this controller terminated, until the cloud's own final word
 #: replaces it (a finished job's instances are not listed again: it may stay)
@@ -87,24 +101,35 @@ class RecordQueries(OutboxQueries):
         self.upsert_instances([row])
 
     def upsert_instances(self, rows: Sequence[InstanceRow]) -> None:
-        """Insert or update many instance rows: one upsert statement, compiled once and run
-        with the rows as its parameter sets (the driver's executemany; SQLAlchemy batches it
-        into multi-row statements where the dialect can). A statement with the rows written
-        into it as VALUES was compiled again for every chunk: half the CPU of a cold pass
-        over 10,000 jobs.
+        """Insert or update many instance rows (see :meth:`upsert_instance_docs`)."""
+        if not rows:
+            return
+        cols = [c.name for c in InstanceRow.__table__.columns]
+        with self.session() as s:
+            self.upsert_instance_docs(
+                s.connection(), [{c: getattr(r, c) for c in cols} for r in rows]
+            )
+
+    def upsert_instance_docs(self, conn: Any, docs: Sequence[dict[str, Any]]) -> None:
+        """Insert or update many instance rows (``docs``: every column of each, as
+        :func:`provisioner.control.records.instance_doc` makes them) on ``conn``, in its
+        transaction: one upsert statement, compiled once and run with the rows as its
+        parameter sets (the driver's executemany; SQLAlchemy batches it into multi-row
+        statements where the dialect can). A statement with the rows written into it as
+        VALUES was compiled again for every chunk: half the CPU of a cold pass over 10,000
+        jobs.
 
         An ended row stays ended, whatever order the writes come in (a pass's batch is
         written at its end, after the terminations it made; another daemon's batch may come
         later still): its end time is the first one recorded; a row that says the instance is
         alive does not change its state or raw state (only the cloud's own word that it
         ended does); the reason it ended is kept."""
-        if not rows:
+        if not docs:
             return
         stmt = self._insert()
         table = stmt.table
         cols = [c.name for c in table.columns]
         keys = ("provider", "instance_id")
-        docs = [{c: getattr(r, c) for c in cols} for r in rows]
         new, old = stmt.excluded, table.c
         ended = old.ended_at.is_not(None)
         kept = ended & new.ended_at.is_(None)  # ended here, alive in this row: not so
@@ -120,10 +145,25 @@ class RecordQueries(OutboxQueries):
             launched_at=func.coalesce(new.launched_at, old.launched_at),
         )  # fmt: skip
         stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_=set_)
+        for chunk in _chunks(docs, 1000):
+            conn.execute(stmt, chunk)
+
+    def write_pass(
+        self,
+        instances: Sequence[dict[str, Any]],
+        jobs: dict[str, dict[str, Any]],
+        events: Sequence[dict[str, Any]],
+    ) -> None:
+        """What a pass queued, in one transaction: its events (:func:`event_doc`), instance
+        rows (:meth:`upsert_instance_docs`) and job columns (``{job id: columns}``). A job's
+        queued progress and the event that tells of it commit together, or neither does."""
+        if not (instances or jobs or events):
+            return
         with self.session() as s:
             conn = s.connection()
-            for chunk in _chunks(docs, 1000):
-                conn.execute(stmt, chunk)
+            self.insert_events(conn, events)
+            self.upsert_instance_docs(conn, instances)
+            update_job_rows(conn, [{"id": jid, **cols} for jid, cols in jobs.items()])
 
     def end_instances(
         self,
@@ -188,15 +228,26 @@ class RecordQueries(OutboxQueries):
         ``notify``, its outbox rows in the same transaction, created and due at ``at``
         (delivered by the daemon once this commits: an event is never told before it is
         recorded, and a recorded one is never lost to a crash)."""
-        from providers.base import redact
-
-        when = at
         with self.session() as s:
-            row = EventRow(job_id=job_id, at=when, kind=kind, message=redact(message), data=data)
-            s.add(row)
-            if notify is not None and notify.targets:
-                s.flush()  # the event's id, for the outbox rows
-                self.enqueue(s, row.id, job_id, notify, when)
+            conn = s.connection()
+            done = conn.execute(_EVENT_INSERT, event_doc(job_id, kind, message, at, data))
+            if notify is not None and notify.targets:  # the event's id, for the outbox rows
+                key = done.inserted_primary_key
+                self.enqueue(s, None if key is None else int(key[0]), job_id, notify, at)
+
+    def add_events(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Many events (``docs`` from :func:`event_doc`), in their order, in one transaction
+        (see :meth:`insert_events`)."""
+        if docs:
+            with self.session() as s:
+                self.insert_events(s.connection(), docs)
+
+    @staticmethod
+    def insert_events(conn: Any, docs: Sequence[dict[str, Any]]) -> None:
+        """Many events (``docs`` from :func:`event_doc`) on ``conn``, in its transaction, in
+        their order (one statement, the driver's executemany). None has notifications."""
+        if docs:
+            conn.execute(_EVENT_INSERT, list(docs))
 
     def has_event(self, job_id: str, kind: str, mentioning: str) -> bool:
         """Whether the job has an event of ``kind`` whose message mentions ``mentioning``."""
