@@ -4,6 +4,7 @@ breaks its promise and passes a clean one; the daemon's per-pass check records w
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -439,13 +440,24 @@ def test_the_daemon_checks_the_jobs_its_pass_changed_and_all_of_them_each_minute
     from provisioner.control.jobbase import JobMemo
     from provisioner.control.reconciler import CHECK_ALL_EVERY, Reconciler
 
-    rec = Reconciler(Store(f"sqlite:///{tmp_path / 's.db'}"))
+    rec = Reconciler(Store(f"sqlite:///{tmp_path / 's.db'}"), pass_interval_s=5.0)
     try:
-        steady, busy = JobMemo(), JobMemo()
-        steady.steady = ("as last pass",)
-        held = [("a", steady), ("b", busy)]
-        assert rec._to_check(held, T0) == ["a", "b"]  # a new process: every job
-        assert rec._to_check(held, T0 + timedelta(seconds=5)) == ["b"]
-        assert rec._to_check(held, T0 + CHECK_ALL_EVERY) == ["a", "b"]
+        steady = [(f"s{i}", JobMemo(steady=("as last pass",))) for i in range(60)]
+        held = [*steady, ("busy", JobMemo())]
+        minute = int(CHECK_ALL_EVERY.total_seconds())
+        checked: dict[str, list[int]] = {}
+        for t in range(0, 3 * minute, 5):  # a pass every 5 s for three minutes
+            got = rec._to_check(held, T0 + timedelta(seconds=t))
+            assert got[-1] == "busy"  # changed by its pass: checked after every pass
+            assert len(got) < len(held) // 2  # the steady ones spread over the passes
+            for jid in got:
+                checked.setdefault(jid, []).append(t)
+        for jid, _ in steady:  # each steady job once a minute, a minute apart
+            times = checked[jid]
+            assert len(times) == 3 and all(b - a == minute for a, b in itertools.pairwise(times))
+        assert len(checked["busy"]) == 3 * minute // 5
+        # a pass that comes a whole period late checks every job
+        late = T0 + timedelta(seconds=3 * minute) + CHECK_ALL_EVERY
+        assert rec._to_check(held, late) == [jid for jid, _ in held]
     finally:
         rec.close()

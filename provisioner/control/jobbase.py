@@ -97,6 +97,12 @@ def job_log(job: JobRow) -> logging.LoggerAdapter:
     return logging.LoggerAdapter(log, {"job": job.id, "provider": job.provider})
 
 
+def phase_of(job_id: str) -> float:
+    """A job's place in periodic work, in [0, 1), fixed by its id: the jobs' turns spread
+    evenly over the passes (see :meth:`JobPassBase.due`)."""
+    return (zlib.crc32(job_id.encode()) % 10_000) / 10_000.0
+
+
 class LeaseLost(RuntimeError):
     """Another replica holds the job now: this one must not act on it."""
 
@@ -322,7 +328,7 @@ class JobPassBase:
             return True
         phase = self.memo.phase
         if phase is None:
-            phase = self.memo.phase = (zlib.crc32(self.job.id.encode()) % 10_000) / 10_000.0
+            phase = self.memo.phase = phase_of(self.job.id)
         shift = phase * e
         return (self._now_ts + shift) // e != (last.timestamp() + shift) // e
 

@@ -50,8 +50,9 @@ from provisioner.control.effects import Effects, Pending
 from provisioner.control.failpoints import Failpoints, installed
 from provisioner.control.groups import SWEEP_EVERY_S, sweep_groups, sweep_job_groups
 from provisioner.control.guard import GuardViolation, guard_launch
+from provisioner.control.heap import GcPacer, paced
 from provisioner.control.invariants import check_pass
-from provisioner.control.jobbase import JobMemo, PassEnv, job_log
+from provisioner.control.jobbase import JobMemo, PassEnv, job_log, phase_of
 from provisioner.control.jobpass import JobRunner
 from provisioner.control.lanes import ProviderLanes
 from provisioner.control.notify.route import Router
@@ -89,8 +90,8 @@ log = logging.getLogger("provisioner.control.reconciler")
 
 Clock = Callable[[], datetime]
 
-#: every job a replica holds has its cheap invariants checked at least this often (those its
-#: pass changed, after every pass)
+#: every job a replica holds has its cheap invariants checked once this often, its turn spread
+#: over the passes (those its pass changed: after every pass)
 CHECK_ALL_EVERY = timedelta(seconds=60)
 
 
@@ -110,6 +111,7 @@ class Reconciler:
         progress_every: timedelta = timedelta(0),
         pass_interval_s: float = 5.0,
         failpoints: Failpoints | None = None,
+        pace_gc: bool = False,
     ) -> None:
         self.store = store
         #: the catalog the offers come from; live prices stored by `catalog refresh` and the
@@ -148,18 +150,21 @@ class Reconciler:
         #: (0: every pass); a job without a live instance is read every pass.
         self.progress_every = progress_every
         self._memos: dict[str, JobMemo] = {}
+        self._keys: dict[str, tuple[Any, str, str]] = {}  # job id -> (options, provider, key)
         #: probe results and the clouds' availability priors: data for the planner and decide()
         self.measured, self.priors = figures(store)
         self.notify = Router()  # the policies' own targets; the daemon adds its defaults
         self.reference = OnDemandReference(self.catalog_for)  # the ledger's, kept at launch
         #: run the cheap invariants (provisioner.control.invariants) after every pass
         self.check_invariants = True
-        self._all_checked_at: datetime | None = None
+        self._checked_to: float | None = None  # the end of the last pass's turns (seconds)
         #: calls to the jobs' remote checkpoint stores, bounded so a slow one holds only its job
         self.effects = Effects()
         #: providers' parts of the pass run side by side when there are several, and one that
         #: hangs is left to finish while the next passes go on without it
         self._lanes = ProviderLanes(patience_s=max(2.0, pass_interval_s))
+        #: the daemon's: the garbage collector paced by the passes (provisioner.control.heap)
+        self.gc = GcPacer(pace_gc)
         self.refresh_prices()
 
     def notice_reported(self) -> bool:
@@ -278,6 +283,7 @@ class Reconciler:
     def close(self) -> None:
         self.effects.close()
         self._lanes.close()
+        self.gc.close()
         for p in self._providers.values():
             try:
                 p.close()
@@ -313,6 +319,7 @@ class Reconciler:
         late = min(self._gap_s, 10.0 * self.pass_interval_s)
         return max(self.pass_interval_s, late)
 
+    @paced
     def run_pass(self) -> PassReport:
         t0 = time.perf_counter()
         now = self.clock()
@@ -483,11 +490,29 @@ class Reconciler:
     def _to_check(self, held: list[tuple[str, JobMemo]], now: datetime) -> list[str]:
         """The jobs whose promises are checked after this pass: those whose pass did more
         than find them as they were (a job left steady wrote nothing: what held after its
-        last change holds still), and every job held once a minute."""
-        if self._all_checked_at is None or now - self._all_checked_at >= CHECK_ALL_EVERY:
-            self._all_checked_at = now
+        last change holds still), and every job held once per :data:`CHECK_ALL_EVERY`,
+        spread over the passes: each job's turn comes at a moment of that period fixed by
+        its id (as :meth:`~provisioner.control.jobbase.JobPassBase.due` spreads periodic
+        work), and a pass checks the jobs whose turn came since the pass before it (a new
+        process: since one pass interval ago), about jobs x interval / period of them, never
+        all at once."""
+        every = CHECK_ALL_EVERY.total_seconds()
+        end = now.timestamp()
+        start = self._checked_to if self._checked_to is not None else end - self.pass_interval_s
+        self._checked_to = end
+        if end - start >= every:
             return [jid for jid, _ in held]
-        return [jid for jid, m in held if m.steady is None]
+        out = []
+        for jid, m in held:
+            if m.steady is not None:
+                phase = m.phase
+                if phase is None:
+                    phase = m.phase = phase_of(jid)
+                shift = phase * every
+                if (end + shift) // every == (start + shift) // every:
+                    continue  # steady, and its turn is not in this pass
+            out.append(jid)
+        return out
 
     def _block(
         self, jobs: list[JobRow], reason: str, now: datetime, same: str | None = None

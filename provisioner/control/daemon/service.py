@@ -443,6 +443,7 @@ def reconciler_for(
         decide_every=config.decide_interval,
         progress_every=config.progress_interval,
         pass_interval_s=config.reconcile_interval.total_seconds(),
+        pace_gc=True,
     )
     return rec
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from providers.base import Provider
@@ -88,26 +89,30 @@ def snapshot(
     events: dict[str, tuple[EventRow, ...]] = {}
     notes: tuple[NotificationRow, ...] = ()
     with store.session() as s:
+
+        def load(q: Any) -> list[Any]:
+            """The rows of an ORM query: plain rows for the cheap checks (see _plain)."""
+            if cheap:
+                return _plain(s, q)
+            return [store._fix(r) for r in s.scalars(q).all()]
+
         if job_ids is None:
-            q = select(JobRow).order_by(JobRow.submitted_at.desc())
-            jobs = tuple(store._fix(r) for r in s.scalars(q).all())
+            jobs = tuple(load(select(JobRow).order_by(JobRow.submitted_at.desc())))
         else:
-            by_id = {
-                r.id: r for part in _parts(job_ids) for r in s.scalars(_where(JobRow, part)).all()
-            }
-            jobs = tuple(store._fix(by_id[j]) for j in dict.fromkeys(job_ids) if j in by_id)
+            by_id = {r.id: r for part in _parts(job_ids) for r in load(_where(JobRow, part))}
+            jobs = tuple(by_id[j] for j in dict.fromkeys(job_ids) if j in by_id)
         ids = [j.id for j in jobs]
         wanted = set(ids)
         attempts: dict[str, list[AttemptRow]] = {jid: [] for jid in ids}
         every_job = job_ids is None
         for part in [None] if every_job else _parts(ids):
-            for a in s.scalars(_where(AttemptRow, part).order_by(AttemptRow.attempt)).all():
+            for a in load(_where(AttemptRow, part).order_by(AttemptRow.attempt)):
                 if a.job_id in attempts:
-                    attempts[a.job_id].append(store._fix(a))
+                    attempts[a.job_id].append(a)
         rows = tuple(
-            store._fix(r)
+            r
             for part in ([None] if every_job else _parts(ids))
-            for r in s.scalars(_where(InstanceRow, part)).all()
+            for r in load(_where(InstanceRow, part))
         )
         if not cheap:
             if feed is None:
@@ -137,6 +142,31 @@ def snapshot(
         catalogs=dict(catalogs or {}),
         interval_s=interval_s,
     )
+
+
+class PlainRow(SimpleNamespace):
+    """A row's columns as attributes, its datetimes in UTC (as the store's rows give them),
+    without an ORM object's identity map and change tracking: the cheap checks only read
+    their rows, and after a pass the daemon reads those of 1,000 jobs or more (an ORM row
+    cost twice as much CPU)."""
+
+
+def _plain(s: Any, q: Any) -> list[Any]:
+    """The rows of ORM query ``q`` (one mapped class) as :class:`PlainRow` s."""
+    from sqlalchemy import DateTime
+
+    from provisioner.control.store import _aware
+
+    table = q.column_descriptions[0]["entity"].__table__
+    core = q.with_only_columns(*table.columns)
+    times = [c.name for c in table.columns if isinstance(c.type, DateTime)]
+    out = []
+    for r in s.execute(core):
+        row = PlainRow(**r._mapping)
+        for name in times:
+            setattr(row, name, _aware(getattr(row, name)))
+        out.append(row)
+    return out
 
 
 def _parts(ids: Sequence[str], size: int = 1000) -> list[list[str]]:
