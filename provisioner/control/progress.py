@@ -185,6 +185,8 @@ class ProgressReading(JobPassBase):
         did not see begin: a restarted daemon, a takeover) gets its notice back from its
         ``notice`` event, once: its agent's record may be the replacement's by now."""
         memo, cur = self.memo, self.current
+        if len(self.attempts) < 2:
+            return  # no earlier attempt
         earlier = {
             a.instance_id
             for a in self.attempts

@@ -245,9 +245,17 @@ class Reconciler:
             self._plans[key] = got
         return got
 
-    @staticmethod
-    def _provider_key(job: JobRow) -> str:
-        return job.provider + ":" + json.dumps(job.provider_options, sort_keys=True)
+    def _provider_key(self, job: JobRow) -> str:
+        """Which configured provider a job runs on (its name and options), worked out once
+        per row read: every decision asks (its plan is shared by this key)."""
+        known = self._keys.get(job.id)
+        if known is not None and known[0] is job.provider_options and known[1] == job.provider:
+            return known[2]
+        key = job.provider + ":" + json.dumps(job.provider_options, sort_keys=True)
+        if len(self._keys) > 1_000_000:
+            self._keys.clear()
+        self._keys[job.id] = (job.provider_options, job.provider, key)
+        return key
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -336,6 +344,7 @@ class Reconciler:
         busy = self._lanes.busy_jobs(report)  # a provider still at the last pass's work
         for gone in set(self._memos) - set(claimed) - busy:  # released, taken over, finished
             del self._memos[gone]
+            self._keys.pop(gone, None)
         self.effects.forget(set(claimed))
         # Rows are read again only where they changed (their version moved) since last pass:
         # this process writes the jobs it holds, so its copies stay current in between.

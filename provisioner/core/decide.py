@@ -306,8 +306,9 @@ def _decide_on(
     p_up, life, score = av.for_options(hist, avail, ages, np.asarray(saving) if od else None, seed)
     strat = _strategy_for(job, strategy)
     state = sv.state(job, now, running, spot, avail, od, ages, (p_up, life))
-    wish = int(np.asarray(strat.want(state))[0])
-    choice = int(st.choose_market(strat, state)[0])
+    wants = strat.want(state)
+    wish = int(np.asarray(wants)[0])
+    choice = int(st.choose_market(strat, state, wants)[0])
     if job.deadline is None or job.work_total_h is None:
         choice = st.unpaced_choice(strat, state, bool(od))
     if choice == ON_DEMAND and not od:

@@ -122,13 +122,14 @@ def waiting_is_safe(s: StepState) -> Array:
     return (s.time_left_h - s.step_h) - s.work_left_h - s.overhead_h - s.margin_h >= -EPS_H
 
 
-def choose_market(strategy: Strategy, s: StepState) -> Array:
-    """The market to be on for the next step: the strategy's wish, made feasible and safe.
+def choose_market(strategy: Strategy, s: StepState, wish: Array | None = None) -> Array:
+    """The market to be on for the next step: the strategy's wish (``wish``: its
+    ``want(s)``, where the caller has it already), made feasible and safe.
 
     Spot is chosen only where capacity is there; a wish that the safety net cannot allow
     becomes on-demand. On-demand is never overridden.
     """
-    want = np.asarray(strategy.want(s), dtype=np.int8)
+    want = np.asarray(strategy.want(s) if wish is None else wish, dtype=np.int8)
     want = np.where((want == SPOT) & ~s.spot_available, NONE, want)
     want = np.where((want == SPOT) & ~spot_is_safe(s), ON_DEMAND, want)
     want = np.where((want == NONE) & ~waiting_is_safe(s), ON_DEMAND, want)
