@@ -50,6 +50,7 @@ core watching them, on the same machine as the measured process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -460,7 +461,14 @@ def _baseline(tree: Path, n: int, args: argparse.Namespace) -> dict[str, float]:
     if args.store:
         argv += ["--store", args.store]
     print(f"baseline ({tree}):", flush=True)
-    out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="daemon-scale-baseline-") as tmp:
+        env["TMPDIR"] = tmp  # its work directories, so that its sim server can be found
+        try:
+            out = subprocess.run(
+                argv, env=env, cwd=tree, capture_output=True, text=True, check=False
+            )
+        finally:
+            _wait_gone(_servers_under(Path(tmp)), within_s=60.0)
     print(out.stdout, end="", flush=True)
     if out.returncode != 0:
         print(out.stderr[-4000:])
@@ -485,9 +493,63 @@ def _reset(url: str) -> None:
 
 
 def _stop_sim(work: Path) -> None:
+    """Stop the sim server and its sandboxes, and wait until it is gone: a server left
+    behind (10,000 sandboxes take longer to stop than the shutdown call waits) would spend
+    CPU beside the next measurement."""
     from providers.sim import SimProvider
 
+    pid = _server_pid(work / "sim")
     SimProvider(work / "sim").shutdown_server(terminate_all=True)
+    if pid is not None:
+        _wait_gone([pid])
+
+
+def _server_pid(state_dir: Path) -> int | None:
+    try:
+        return int(json.loads((state_dir / "server.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _wait_gone(pids: list[int], within_s: float = 120.0) -> None:
+    """Wait for these processes to exit (SIGTERM after ``within_s``, SIGKILL 10 s later)."""
+    deadline = time.monotonic() + within_s
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+        while time.monotonic() < deadline:
+            pids = [p for p in pids if _alive(p)]
+            if not pids:
+                return
+            time.sleep(0.2)
+        deadline = time.monotonic() + 10.0
+
+
+def _alive(pid: int) -> bool:
+    try:  # a zombie (an exited child not yet reaped) counts as gone
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _servers_under(root: Path) -> list[int]:
+    """The sim servers serving a state directory under ``root`` (the baseline's, whose own
+    script may leave them running): their pids, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if b"providers.sim" in argv and any(a.startswith(str(root).encode()) for a in argv):
+            found.append(int(entry))
+    return found
 
 
 def _print(n: int, res: dict[str, Any]) -> None:

@@ -113,9 +113,11 @@ class Handler(BaseHTTPRequestHandler):
             elif url.path.startswith("/v1/"):
                 doc = json.loads(body) if body else {}
                 status, out = self._api(method, url.path, query, doc)
-                self._json(status, out)
-                if url.path == "/v1/shutdown" and status == 200:
-                    self.server.stopping.set()  # after the answer is out
+                try:
+                    self._json(status, out)
+                finally:  # after the answer is out, or the caller gone (it waited too long)
+                    if url.path == "/v1/shutdown" and status == 200:
+                        self.server.stopping.set()
             else:
                 self._json(
                     404, {"error": {"kind": "not-found", "code": "NotFound", "message": url.path}}
