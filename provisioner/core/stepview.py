@@ -23,13 +23,16 @@ def _hours(delta: timedelta) -> float:
 def ages(obs: Observations, now: datetime, locs: list[Location], avail: np.ndarray) -> np.ndarray:
     """Hours each spot option's capacity has been up (0: unknown or not up), by the
     options' (provider, location)."""
-    ages = np.zeros(len(locs))
     up = obs.spot_up_since
-    for i, loc in enumerate(locs):
-        since = up.get(loc)
-        if since is not None and avail[i]:
-            ages[i] = max(0.0, _hours(now - since))
-    return ages
+    if not up:
+        return np.zeros(len(locs))
+    hours = [0.0] * len(locs)  # Python floats, one array at the end: 40 options a decision
+    for i, (loc, ok) in enumerate(zip(locs, avail.tolist(), strict=True)):
+        since = up.get(loc) if ok else None
+        if since is not None:
+            h = (now - since).total_seconds() / 3600.0
+            hours[i] = h if h > 0.0 else 0.0
+    return np.asarray(hours, dtype=np.float64)
 
 
 def state(
