@@ -57,6 +57,9 @@ CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 20.0
 S3_PROTOCOLS = ("s3", "s3a")
 ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: local URIs resolved (fsspec's local filesystem is one object; its parsing cost the daemon's
+#: cold pass a tenth of a second at 10,000 jobs)
+_LOCAL: dict[str, tuple[AbstractFileSystem, str]] = {}
 
 
 def filesystem(uri: str, **storage_options: Any) -> tuple[AbstractFileSystem, str]:
@@ -69,6 +72,14 @@ def filesystem(uri: str, **storage_options: Any) -> tuple[AbstractFileSystem, st
     if protocol in S3_PROTOCOLS and backend != "s3fs":
         fs = BotoS3FileSystem(**storage_options)
         return fs, fs._strip_protocol(uri)
+    absolute = uri.startswith("/") or uri.split("://", 1)[-1].startswith("/")
+    if protocol in ("file", "local") and absolute and not storage_options:
+        got = _LOCAL.get(uri)  # an absolute path's: the same every time (the daemon asks per job)
+        if got is None:
+            if len(_LOCAL) > 10_000:
+                _LOCAL.clear()
+            got = _LOCAL[uri] = fsspec.core.url_to_fs(uri)
+        return got
     try:
         return fsspec.core.url_to_fs(uri, **storage_options)
     except ImportError:

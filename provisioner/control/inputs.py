@@ -367,9 +367,7 @@ def observations(
         for a in attempts
         if refused(a) and (a.ended_at or a.created_at) >= recent
     )
-    spot = [
-        (p.offer.provider, p.offer.location) for p in plan.placements if p.market is Market.SPOT
-    ]
+    spot = _spot_locations(plan)
     return Observations(
         instances=tuple(instances),
         interruptions=tuple(interruptions),
@@ -392,6 +390,22 @@ def _candidates(plan: Plan) -> tuple[Placement, ...]:
         if len(_CANDIDATES) > 1_000:
             _CANDIDATES.clear()
         got = _CANDIDATES[id(plan)] = (plan, tuple(plan.placements))
+    return got[1]
+
+
+#: plan -> the (provider, location) of its spot placements, in order (as _CANDIDATES)
+_SPOT_LOCATIONS: dict[int, tuple[Plan, list[tuple[str, str]]]] = {}
+
+
+def _spot_locations(plan: Plan) -> list[tuple[str, str]]:
+    got = _SPOT_LOCATIONS.get(id(plan))
+    if got is None or got[0] is not plan:
+        if len(_SPOT_LOCATIONS) > 1_000:
+            _SPOT_LOCATIONS.clear()
+        spot = [
+            (p.offer.provider, p.offer.location) for p in plan.placements if p.market is Market.SPOT
+        ]
+        got = _SPOT_LOCATIONS[id(plan)] = (plan, spot)
     return got[1]
 
 
