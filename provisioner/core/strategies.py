@@ -123,8 +123,7 @@ def waiting_is_safe(s: StepState) -> Array:
 
 
 def choose_market(strategy: Strategy, s: StepState, wish: Array | None = None) -> Array:
-    """The market to be on for the next step: the strategy's wish (``wish``: its
-    ``want(s)``, where the caller has it already), made feasible and safe.
+    """The market for the next step: the strategy's wish (``wish`` where known), made safe.
 
     Spot is chosen only where capacity is there; a wish that the safety net cannot allow
     becomes on-demand. On-demand is never overridden.
