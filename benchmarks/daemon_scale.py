@@ -39,7 +39,18 @@ in proportion) and writes the stacks to FILE in the collapsed format flame graph
 Before and after the lean warm pass (issue 17), one run with ``--baseline`` (b2cbc13), 12
 warm passes, 2 cores shared with two test suites (load 5-7; CPU is the steadier figure):
 1,000 jobs 0.224 s (0.139 s CPU) before, 0.158 s (0.107 s CPU) after; 10,000 jobs 11.7 s
-(2.72 s CPU) before, 5.44 s (1.48 s CPU) after. docs/daemon.md has the table.
+(2.72 s CPU) before, 5.44 s (1.48 s CPU) after.
+
+Before and after issue 43's cuts (the collector paced by the passes, the invariants' sweep
+spread over the minute, first-progress events in the pass's batch, Core writes), one run of
+``--jobs 10000 --passes 8 --baseline /tmp/old-checkout`` (a worktree of 6062259) on 2 cores
+shared with other work (10^7 Python additions in 0.48 s; load average 3.3 at the start, 2-5
+during the run, this benchmark's sim server and progress writers included): warm pass 2.040 s
+wall / 0.887 s CPU before, 0.961 s / 0.655 s after; cold pass 13.4 s before, 2.3 s after;
+peak RSS 264 MB and 277 MB. docs/daemon.md has the table. At 10,000 sandboxes the sim's
+shutdown call outlasts its timeout; the sim server of each tree measured is waited for (and
+stopped) before the next measurement: an older checkout's, left running, scanned /proc at a
+third of a core beside the next one.
 
 The aims (issue #5): <= 1 s per pass and <= 300 MB at 10,000 jobs; provider calls per pass
 growing with regions, not with jobs. Launching 10,000 sandboxes takes about half a minute
