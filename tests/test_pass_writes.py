@@ -126,3 +126,17 @@ def test_a_queued_event_goes_before_its_jobs_next_writes(store: Store) -> None:
     assert got is not None and got.reason == "written at once"
     assert [e["job_id"] for e in batch.take()[2]] == [other]  # only the other job's is left
     assert kinds(store, other) == []
+
+
+def test_a_step_that_does_not_finish_drops_what_it_queued(store: Store) -> None:
+    jid = submit(store, "dropped")
+    job = store.job(jid)
+    assert job is not None
+    batch = PassBatch()
+    env = PassEnv(store, "t", timedelta(minutes=1), lambda: NOW, no_plan, batch, None)
+    run = JobPassBase(env, job, parse_policy(POLICY, "p.yaml"), None, [], NOW)  # type: ignore[arg-type]
+    run.memo.first_progress = 1  # told, as note_first_progress marks it when it queues
+    run.queue_event("first-progress", "attempt 1: the job runs", NOW, attempt=1)
+    run.drop_queued()  # the pass forgets the job: its progress row may not be written
+    assert batch.take()[2] == [] and kinds(store, jid) == []
+    assert run.memo.first_progress is None  # its next pass tells it again

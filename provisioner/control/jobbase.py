@@ -242,6 +242,12 @@ class JobPassBase:
         if queued:
             self.store.add_events(queued)
 
+    def drop_queued(self) -> None:
+        """Forget the job's queued events (its step did not finish: the progress row they tell
+        of may not be written); its next pass finds what they told and queues them again."""
+        if self.env.batch.events_of(self.job.id):
+            self.memo.first_progress = None
+
     def event(self, kind: str, message: str, **data: Any) -> None:
         """An event of the job; the outbox rows of the notifications it sends (the router's
         answer) go in its transaction."""

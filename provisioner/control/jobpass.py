@@ -62,8 +62,12 @@ class JobRunner(Launching, ProgressReading):
             if self.restart_check or self.memo.restart_told < self.job.restarts:
                 alerts.note_restart(self)
         except LeaseLost as exc:
+            self.drop_queued()
             self.memo.forget()
             self.log.warning("job %s: %s; leaving it to its new owner", self.job.id, exc)
+        except BaseException:  # the pass forgets the job: what it queued is told again
+            self.drop_queued()
+            raise
 
     def _step(self, seen: list[Instance], report: PassReport) -> None:
         job, memo = self.job, self.memo
