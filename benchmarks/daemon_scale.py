@@ -44,13 +44,14 @@ warm passes, 2 cores shared with two test suites (load 5-7; CPU is the steadier 
 Before and after issue 43's cuts (the collector paced by the passes, the invariants' sweep
 spread over the minute, first-progress events in the pass's batch, Core writes), one run of
 ``--jobs 10000 --passes 8 --baseline /tmp/old-checkout`` (a worktree of 6062259) on 2 cores
-shared with other work (10^7 Python additions in 0.48 s; load average 3.3 at the start, 2-5
-during the run, this benchmark's sim server and progress writers included): warm pass 2.040 s
-wall / 0.887 s CPU before, 0.961 s / 0.655 s after; cold pass 13.4 s before, 2.3 s after;
-peak RSS 264 MB and 277 MB. docs/daemon.md has the table. At 10,000 sandboxes the sim's
-shutdown call outlasts its timeout; the sim server of each tree measured is waited for (and
-stopped) before the next measurement: an older checkout's, left running, scanned /proc at a
-third of a core beside the next one.
+shared with other work (10^7 Python additions in 0.48 s; load average 0.9 at the start,
+1.7-4.1 during the run, this benchmark's sim server and progress writers included): warm pass
+2.270 s wall / 0.813 s CPU before, 1.645 s / 0.705 s after; cold pass 6.5 s before, 2.5 s
+after; peak RSS 264 MB and 278 MB (an earlier run at load 2-5: 2.040 s / 0.887 s before,
+0.961 s / 0.655 s after, cold 13.4 s and 2.3 s). docs/daemon.md has the table. At 10,000
+sandboxes the sim's shutdown call outlasts its timeout; the sim server of each tree measured
+is waited for (and stopped) before the next measurement: an older checkout's, left running,
+scanned /proc at a third of a core beside the next one.
 
 The aims (issue #5): <= 1 s per pass and <= 300 MB at 10,000 jobs; provider calls per pass
 growing with regions, not with jobs. Launching 10,000 sandboxes takes about half a minute
