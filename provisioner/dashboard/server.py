@@ -281,6 +281,8 @@ class DashboardServer:
         if self._sock is None:
             self.bind()
         self._uvicorn().run(sockets=[self._sock])
+        if not self._stopping:  # a signal ended it: uvicorn re-raises it in some versions only
+            raise KeyboardInterrupt
 
     @property
     def url(self) -> str:
