@@ -58,6 +58,13 @@ class MarketChoice(str, enum.Enum):
     SPOT_THEN_ON_DEMAND = "spot-then-on-demand"
 
 
+class CapEnforce(str, enum.Enum):
+    """Who holds a spot instance to the bid cap."""
+
+    CLOUD = "cloud"  # the cap is sent as the cloud's maximum price: the cloud reclaims above it
+    DAEMON = "daemon"  # no maximum price is sent: the daemon reads the price and moves the job
+
+
 class BidCap(_Model):
     """The most the job bids for spot capacity; the tightest of the given caps applies."""
 
@@ -65,6 +72,14 @@ class BidCap(_Model):
     max_spot_price_per_gpu_hour: float | None = Field(None, gt=0, description="USD per GPU-hour.")
     max_fraction_of_on_demand: float | None = Field(
         None, gt=0, le=1, description="Spot price at most this share of the on-demand price."
+    )
+    enforce: CapEnforce | None = Field(
+        None,
+        description="Who holds the job to the cap: `cloud` (sent as the cloud's maximum price; "
+        "the cloud reclaims the instance once its price passes it) or `daemon` (no maximum "
+        "price sent; the daemon reads the running price every pass and moves the job, made "
+        "before break, once it passes the cap). Unset: the cloud's default (docs/clouds.md). "
+        "A cloud that takes no maximum price (GCP) is always `daemon`.",
     )
 
 

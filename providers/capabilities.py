@@ -7,6 +7,10 @@ needs one asks ``isinstance(provider, LivePrices)`` and says what it does withou
 
 - :class:`LivePrices`: quotes spot and on-demand prices live from the cloud (the daemon's price
   refresh and ``provisioner catalog refresh`` use it; without it the catalog's prices stand).
+- :class:`SpotPricesNow`: reads the spot price in effect now for a few (region, zone, type)s:
+  the daemon's check of running instances against their bid cap under ``bid_cap.enforce:
+  daemon`` (AWS DescribeSpotPriceHistory, the sim's market); without it the daemon reads the
+  latest stored quote (the daemon's price refresh).
 - :class:`ListsOffers`: lists its GPU offers itself (the sim's offers are its market; for a
   cloud the catalog is what the planner reads, and an adapter's list is a cross-check).
 - :class:`PlacementGroups`: places a gang of instances close together (issue 10: AWS cluster
@@ -57,6 +61,19 @@ class LivePrices(Protocol):
     def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
         """Live spot and on-demand prices of the GPU types in ``regions`` (default: the
         adapter's own)."""
+        ...
+
+
+#: (region, zone, instance type): where a running spot instance's price is read
+PriceKey = tuple[str, str, str]
+
+
+@runtime_checkable
+class SpotPricesNow(Protocol):
+    """An adapter that reads the spot price in effect now, for a few running instances."""
+
+    def spot_prices_now(self, keys: Iterable[PriceKey]) -> dict[PriceKey, float]:
+        """USD per instance-hour now for each key it can price (a key left out: unknown)."""
         ...
 
 

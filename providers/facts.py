@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from policies.model import CapEnforce
 from providers._errors import ErrorTable
 from providers.notice import NoticePoll
 from provisioner.core.billing import Billing
@@ -66,6 +67,22 @@ class NoticeSources:
 
 
 @dataclass(frozen=True, slots=True)
+class BidFacts:
+    """How the cloud takes a spot bid cap, as its documentation says.
+
+    ``takes_cap``: whether a launch can carry a maximum price at all (GCP's Spot VMs take
+    none: the daemon is the only one to hold the job to a cap). ``default``: who enforces the
+    cap when the policy does not say (``bid_cap.enforce``). ``uncapped``: what a launch
+    carries when no maximum price is sent. ``why``: the cloud's own words for the default, and
+    where they are."""
+
+    takes_cap: bool
+    default: CapEnforce
+    uncapped: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class CloudFacts:
     name: str
     display: str
@@ -81,6 +98,7 @@ class CloudFacts:
     sdk_module: str  # the module whose presence says the SDK is installed (found, not imported)
     zone_suffixes: tuple[str, ...]  # how zones are named after their region (the sim spreads rows)
     errors: ErrorTable  # the cloud's error codes by kind (providers/<cloud>/errors.py)
+    bid: BidFacts  # how the cloud takes a bid cap, and who enforces it by default
     docs: str = ""  # where these facts come from
     #: where a notice can be read before the capacity goes: on the VM, through the API
     notice_sources: NoticeSources = NoticeSources(vm="the instance metadata endpoint")
@@ -121,6 +139,19 @@ def cloud_facts(name: str) -> CloudFacts:
 def known_clouds() -> tuple[str, ...]:
     names = set(_registered()) | set(BUILTIN)
     return tuple(sorted(names))
+
+
+def cap_enforcement(cloud: str, asked: CapEnforce | None) -> CapEnforce:
+    """Who holds a spot launch on ``cloud`` to its bid cap: the policy's ``bid_cap.enforce``,
+    else the cloud's default; always the daemon where the cloud takes no maximum price. A
+    cloud without facts: the daemon (nothing is known of its bids)."""
+    try:
+        bid = cloud_facts(cloud).bid
+    except (ValueError, TypeError):
+        return CapEnforce.DAEMON
+    if not bid.takes_cap:
+        return CapEnforce.DAEMON
+    return asked if asked is not None else bid.default
 
 
 def billing_for(provider: str) -> Billing:

@@ -132,6 +132,9 @@ class Draw:
     refusals: list[tuple[int, str, int]] = field(default_factory=list)
     #: (pass, region, passes): a whole region without spot capacity for a while
     region_outages: list[tuple[int, str, int]] = field(default_factory=list)
+    #: (pass, pick, factor, passes): a zone's spot price times factor for a while; the zone is
+    #: that of live spot instance ``pick`` (modulo how many run then), else of offer ``pick``
+    surges: list[tuple[int, str, float, int]] = field(default_factory=list)
 
     def summary(self) -> str:
         clouds = sorted({o.provider for o in self.offers})
@@ -140,6 +143,7 @@ class Draw:
             f"seed {self.seed}: {len(self.jobs)} jobs, {self.daemons} daemon(s), clouds "
             f"{','.join(clouds)}, {len({o.zone for o in self.offers})} zones, mtbp "
             f"{self.mtbp_hours:.1f} h, faults {faults}"
+            + (f", price surges {[(a, f) for a, _, f, _ in self.surges]}" if self.surges else "")
         )
 
 
@@ -178,7 +182,10 @@ def draw(seed: int) -> Draw:
             rows = sorted((o for o in t4[c] if o.region == region), key=lambda o: o.spot_price or 0)
             cheapest = rows[0].instance_type
             offers += [o for o in rows if o.instance_type == cheapest][:3]
-    jobs = [_job(rng, k) for k in range(rng.randint(3, 7))]
+    # bid caps and price surges come from their own generator: every seed's other draws stay
+    # what they were before they existed (the regression seeds replay the same run)
+    prices = random.Random(f"prices-{seed}")
+    jobs = [_job(rng, k, prices) for k in range(rng.randint(3, 7))]
     faults: list[Fault] = []
     for _ in range(rng.randint(0, 4)):
         kind = rng.choice(["kill", "kill", "crash", "lock", "ckpt-away", "sim-restart"])
@@ -199,6 +206,10 @@ def draw(seed: int) -> Draw:
     regions = sorted({o.region for o in offers})
     for _ in range(rng.randint(0, 2)):
         outages.append((rng.randint(0, 40), rng.choice(regions), rng.randint(2, 15)))
+    surges = []
+    for _ in range(prices.choice([0, 1, 1, 2])):
+        at, pick = prices.randint(2, 50), prices.randint(0, 99)
+        surges.append((at, pick, prices.choice([1.5, 3.0, 10.0]), prices.randint(3, 40)))
     return Draw(
         seed=seed,
         offers=offers,
@@ -209,10 +220,11 @@ def draw(seed: int) -> Draw:
         daemons=rng.choice([1, 1, 2]),
         refusals=refusals,
         region_outages=outages,
+        surges=surges,
     )
 
 
-def _job(rng: random.Random, k: int) -> JobPlan:
+def _job(rng: random.Random, k: int, prices: random.Random | None = None) -> JobPlan:
     name = f"j{k}"
     work_s = rng.choice([600.0, 1200.0, 1800.0, 3600.0])
     market = rng.choice(["spot", "spot", "on-demand", "spot-then-on-demand"])
@@ -241,6 +253,10 @@ def _job(rng: random.Random, k: int) -> JobPlan:
         )
     elif r < 0.45:
         lines.append(f"budget: {{max_price_per_hour: {rng.choice([0.3, 0.6, 2.0])}}}")
+    if prices is not None and prices.random() < 0.4:  # a bid cap, held by the cloud or the daemon
+        cap = prices.choice([0.15, 0.3, 0.6])
+        how = prices.choice(["", ", enforce: daemon", ", enforce: cloud"])
+        lines.append(f"bid_cap: {{max_spot_price_per_hour: {cap}{how}}}")
     if rng.random() < 0.3:
         lines.append(f"deadline: {rng.choice(['30m', '1h', '2h', '6h'])}")
     if rng.random() < 0.15:
@@ -695,6 +711,7 @@ def run_seed(
     notes: list[str] = []
     found: dict[tuple[inv.Invariant, str], tuple[int, inv.Violation]] = {}
     feed = inv.EventFeed()  # the events the checks have read so far (only new ones are read)
+    watch = inv.OverCapWatch()  # live instances with no bid above their cap, since when
     seen: list[Any] = [None]  # the job rows of the latest check of this pass (None: none ran)
     passes = 0
     away: int = 0  # passes left with the checkpoint store unreachable
@@ -707,6 +724,20 @@ def run_seed(
         rows = checker.jobs([s.value for s in ACTIVE_JOB_STATES])
         return {j.id: rec.catalog_for(j) for j in rows}
 
+    def over_cap() -> list[str]:
+        """Live spot instances launched with no bid whose price at the sim is above the cap
+        their launch was held to (the sim's own records: what the cloud bills)."""
+        cloud = box.cloud
+        out = []
+        for i in cloud.instances.values():
+            cap = i.get("price_ceiling")
+            if i["state"] != "running" or i["market"] != "spot" or i.get("bid_cap") is not None:
+                continue
+            price = cloud.spot_price(i["zone"], cloud.now(), i.get("spot_base"))
+            if cap is not None and price is not None and price > float(cap) + 1e-9:
+                out.append(i["id"])
+        return out
+
     def check(k: int) -> None:
         snap = inv.snapshot(
             checker,
@@ -716,6 +747,7 @@ def run_seed(
             feed=feed,
             catalogs=catalogs(),
             interval_s=STEP_S,
+            over_cap_since=watch.update(clock[0], over_cap()),
         )
         seen[0] = snap.jobs
         for v in inv.run_checks(snap, inv.FULL):
@@ -773,6 +805,15 @@ def run_seed(
                         "status": 409 if kind == "capacity" else 400,
                     }
                 )
+        for at, pick, factor, n in d.surges:
+            if at == k and box.cloud is not None:
+                running = sorted(
+                    {i["zone"] for i in box.cloud.instances.values() if i["state"] == "running"}
+                    & {o.zone for o in d.offers}
+                )
+                zones = running or sorted({o.zone for o in d.offers})
+                until = (now + timedelta(seconds=n * STEP_S)).timestamp()
+                box.cloud.surges.set(zones[pick % len(zones)], factor, until)
         for at, region, n in d.region_outages:
             if at == k and box.cloud is not None:
                 until = (now + timedelta(seconds=n * STEP_S)).timestamp()

@@ -45,15 +45,16 @@ def _request(harness: Any, cap: float, job: str) -> LaunchRequest:
 
 
 def test_aws_refuses_a_cap_below_the_clouds_minimum_and_sends_nothing() -> None:
-    """EC2 takes no MaxPrice under USD 0.001 (InvalidParameterValue, which fails the whole
-    pass): such a cap is refused here as price-too-low (the next offer is tried), and nothing
-    goes out. Before: 0.00004 went out as "0.0000" and 0.0009 as "0.0009"."""
+    """EC2 takes a MaxPrice only above USD 0.001 (InvalidParameterValue, which fails the whole
+    pass): a cap at or under it is refused here as price-too-low (the next offer is tried), and
+    nothing goes out. Before: 0.00004 went out as "0.0000", 0.0009 as "0.0009", and 0.001
+    (not "more than USD $0.001") as "0.0010"."""
     pytest.importorskip("moto")
     from harness_aws import make_harness
 
     with make_harness() as harness:
         provider = harness.provider()
-        for n, cap in enumerate((0.00004, 0.0009, 0.00099999)):
+        for n, cap in enumerate((0.00004, 0.0009, 0.00099999, 0.001)):
             before = len(harness.launch_requests())
             with pytest.raises(ProviderError) as caught:
                 provider.launch(_request(harness, cap, f"tiny-{n}"))
@@ -62,9 +63,9 @@ def test_aws_refuses_a_cap_below_the_clouds_minimum_and_sends_nothing() -> None:
             assert "below the cloud's minimum" in str(caught.value)
             assert caught.value.kind.try_next_offer
             assert harness.launch_requests()[before:] == []  # nothing sent
-        provider.launch(_request(harness, 0.001, "at-the-minimum"))
+        provider.launch(_request(harness, 0.0011, "over-the-minimum"))
         sent = harness.launch_requests()[-1]
-        assert sent["InstanceMarketOptions.SpotOptions.MaxPrice"] == "0.0010"
+        assert sent["InstanceMarketOptions.SpotOptions.MaxPrice"] == "0.0011"
 
 
 # -- 2. Tencent: the termination time is UTC+8 -------------------------------------------------------

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -699,3 +700,13 @@ def test_every_list_and_price_call_crosses_pages(server: AlibabaFakeServer) -> N
     assert tokens("DescribeInstances", "NextToken")[:3] == [None, "1", "2"]
     assert "1" in tokens("DescribeInstanceTypes", "NextToken")
     assert "1" in tokens("DescribeSpotPriceHistory", "Offset")  # NextOffset followed
+
+
+def test_a_cap_held_by_the_daemon_bids_as_price_goes(
+    server: AlibabaFakeServer, provider: AlibabaProvider
+) -> None:
+    """``bid_cap.enforce: daemon`` (Alibaba's default): SpotAsPriceGo, no price limit."""
+    provider.launch(replace(request(cap=0.5), cap_on_wire=False))
+    [sent] = server.calls("RunInstances")
+    assert sent.params["SpotStrategy"] == "SpotAsPriceGo"
+    assert "SpotPriceLimit" not in sent.params

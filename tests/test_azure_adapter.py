@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -596,3 +597,12 @@ def test_commitment_prices_are_the_retail_apis_reservations(
     assert "Standard_D4s_v5" not in {q.instance_type for q in quotes}  # not a GPU size
     pages = [r for r in server.requests if r.path == "/api/retail/prices"]
     assert pages and all("priceType eq 'Reservation'" in p.query["$filter"] for p in pages)
+
+
+def test_a_cap_held_by_the_daemon_sends_minus_one(
+    server: AzureServer, provider: AzureProvider
+) -> None:
+    """``bid_cap.enforce: daemon`` (Azure's default): maxPrice -1, never evicted for price."""
+    provider.launch(replace(request(cap=0.5, job="held"), cap_on_wire=False))
+    [sent] = [r.body for r in server.launch_requests()]
+    assert sent["properties"]["billingProfile"] == {"maxPrice": -1}

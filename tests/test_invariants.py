@@ -236,6 +236,56 @@ def test_at_most_two_live_attempts_and_a_gang_is_one_unit() -> None:
     assert [v.invariant for v in found] == [Invariant.LIVE_ATTEMPTS] * 2
 
 
+def test_a_spot_instance_over_its_cap_is_moved_or_stopped_in_time() -> None:
+    now = T0 + timedelta(hours=1)
+    running = (cloud("i-1", 1),)
+    # over its cap for one pass: not yet due
+    young = snap(
+        attempts=(attempt(1),),
+        cloud=running,
+        interval_s=60.0,
+        over_cap_since={"i-1": now - timedelta(seconds=60)},
+    )
+    assert inv.check_over_cap(young) == []
+    # three passes on, nothing done: found
+    stuck = snap(
+        attempts=(attempt(1),),
+        cloud=running,
+        interval_s=60.0,
+        over_cap_since={"i-1": now - timedelta(seconds=180)},
+    )
+    found = inv.check_over_cap(stuck)
+    assert kinds(found) == {Invariant.OVER_CAP} and "neither moved nor stopped" in found[0].message
+    # a replacement on its way: held to the handover's time, no longer
+    moving = (attempt(1), attempt(2, "launching"))
+    acted = snap(
+        attempts=moving,
+        cloud=running,
+        interval_s=60.0,
+        over_cap_since={"i-1": now - timedelta(minutes=10)},
+    )
+    assert inv.check_over_cap(acted) == []
+    late = snap(
+        attempts=moving,
+        cloud=running,
+        interval_s=60.0,
+        over_cap_since={"i-1": now - timedelta(hours=2)},
+    )
+    assert kinds(inv.check_over_cap(late)) == {Invariant.OVER_CAP}
+    # gone at the cloud: nothing to find; the watch forgets what is no longer over
+    gone = (cloud("i-1", 1, InstanceState.TERMINATED),)
+    assert (
+        inv.check_over_cap(
+            snap(attempts=(attempt(1),), cloud=gone, interval_s=60.0, over_cap_since={"i-1": T0})
+        )
+        == []
+    )
+    watch = inv.OverCapWatch()
+    assert watch.update(T0, ["i-1"]) == {"i-1": T0}
+    assert watch.update(now, ["i-1", "i-2"]) == {"i-1": T0, "i-2": now}
+    assert watch.update(now, []) == {}
+
+
 def test_an_instance_without_its_live_attempt_or_job_is_an_orphan() -> None:
     atts = (attempt(1, "preempted"), attempt(2))
     assert inv.check_orphans(snap(attempts=atts, cloud=(cloud("i-2", 2),))) == []

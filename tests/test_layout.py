@@ -131,6 +131,9 @@ OVERSIZE: dict[str, str] = {
     "from the transition table, restarts counted from the attempts)",
     "provisioner/control/reconciler.py": "the pass over every job: claim, list once per "
     "provider, hand each job its pass, flush, check the cheap invariants",
+    "provisioner/control/invariants/checks.py": "the job's promises, one check each, read "
+    "side by side (the snapshot they read and the daemon's per-pass check are modules of "
+    "their own)",
 }
 
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -667,3 +668,13 @@ def test_short_pages_from_the_server_are_followed_to_total_count(
     server.preempt(sorted(ids)[-1])
     since = datetime.now(UTC) - timedelta(seconds=5)
     assert [i.instance_id for i in provider.interruptions(since)] == [sorted(ids)[-1]]
+
+
+def test_a_cap_held_by_the_daemon_bids_the_on_demand_price(
+    server: TencentFakeServer, provider: TencentProvider
+) -> None:
+    """``bid_cap.enforce: daemon``: Tencent takes no spot launch without a MaxPrice, so the
+    on-demand price goes, not the cap."""
+    provider.launch(replace(request(cap=0.5), cap_on_wire=False))
+    options = server.calls("RunInstances")[0].params["InstanceMarketOptions"]
+    assert options["SpotOptions"]["MaxPrice"] == "1.30"

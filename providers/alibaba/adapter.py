@@ -174,7 +174,7 @@ class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPriors, AlibabaPri
             req.deployment_set_id = group
         if request.market is Market.SPOT:
             req.spot_interruption_behavior = "Terminate"
-            if request.bid_cap_per_hour is not None:
+            if request.bid_cap_per_hour is not None and request.cap_on_wire:
                 req.spot_strategy = "SpotWithPriceLimit"
                 req.spot_price_limit = self.spot_price_limit(
                     request.bid_cap_per_hour, region, offer

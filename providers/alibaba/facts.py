@@ -1,8 +1,9 @@
 """Alibaba Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
+from policies.model import CapEnforce
 from providers.alibaba.errors import ERRORS
 from providers.alibaba.notice import POLL
-from providers.facts import CloudFacts, Credentials, NoticeSources
+from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources
 from provisioner.core.billing import PER_SECOND
 
 FACTS = CloudFacts(
@@ -32,6 +33,17 @@ FACTS = CloudFacts(
     sdk_module="alibabacloud_ecs20140526",
     zone_suffixes=("-a", "-b", "-c"),
     errors=ERRORS,
+    bid=BidFacts(
+        takes_cap=True,
+        default=CapEnforce.DAEMON,
+        uncapped="SpotStrategy SpotAsPriceGo: bids the market price, at most the pay-as-you-go price",
+        why=(
+            "ECS RunInstances, SpotStrategy: SpotWithPriceLimit instances are reclaimed when "
+            "the market price passes the limit as well as when stock runs short; "
+            "SpotAsPriceGo follows the market price (capped at pay-as-you-go) and is reclaimed "
+            "for stock only. https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-runinstances"
+        ),
+    ),
     docs="spot: 1 h protection, reclaim notice about 5 min before (metadata shows ~2 min); pay-as-you-go and spot billed per second, no minimum (DescribeSpotPriceHistory reference)",
     notice_sources=NoticeSources(
         vm="metadata GET /latest/meta-data/instance/spot/termination-time (about 5 min before)",

@@ -30,7 +30,8 @@ ERRORS = ErrorTable(
             "InsufficientFreeAddressesInSubnet",
         ),
         # BidCapBelowMinimum: a cap under EC2's smallest MaxPrice, refused before it is sent
-        ErrorKind.PRICE_TOO_LOW: ("SpotMaxPriceTooLow", "BidCapBelowMinimum"),
+        # PriceAboveCap: the price read before a launch with no MaxPrice is above the cap
+        ErrorKind.PRICE_TOO_LOW: ("SpotMaxPriceTooLow", "BidCapBelowMinimum", "PriceAboveCap"),
         ErrorKind.QUOTA: (
             "VcpuLimitExceeded",
             "InstanceLimitExceeded",

@@ -1,8 +1,9 @@
 """AWS: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
+from policies.model import CapEnforce
 from providers.aws.errors import ERRORS
 from providers.aws.notice import POLL, REBALANCE
-from providers.facts import CloudFacts, Credentials, NoticeSources
+from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
 
 FACTS = CloudFacts(
@@ -33,6 +34,17 @@ FACTS = CloudFacts(
     sdk_module="boto3",
     zone_suffixes=("a", "b", "c"),
     errors=ERRORS,
+    bid=BidFacts(
+        takes_cap=True,
+        default=CapEnforce.DAEMON,
+        uncapped="no SpotOptions.MaxPrice: the on-demand price is the most EC2 charges",
+        why=(
+            "EC2 User Guide, 'Spot Instance requests': if you specify a maximum price, your "
+            "instances will be interrupted more frequently than if you do not specify it; "
+            "without one, the default maximum is the on-demand price. "
+            "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-requests.html"
+        ),
+    ),
     docs="EC2 spot two-minute notice; per-second billing with a 60 s minimum for Linux",
     notice_sources=NoticeSources(
         vm="IMDS GET /latest/meta-data/spot/instance-action (two minutes before; IMDSv2 token)",

@@ -72,9 +72,10 @@ DEFAULT_IMAGE_ROOT_DEVICE = "/dev/sda1"
 #: decimals of ``SpotOptions.MaxPrice`` (EC2 quotes spot prices to 4 places)
 PRICE_DECIMALS = 4
 
-#: the smallest ``MaxPrice`` EC2 takes: "it must be more than USD $0.001. Specifying a value
-#: below USD $0.001 will result in an InvalidParameterValue error" (EC2 API reference,
-#: LaunchTemplateSpotMarketOptions / SpotMarketOptions); a smaller cap is refused locally
+#: EC2's floor for ``MaxPrice``: "it must be more than USD $0.001. Specifying a value below
+#: USD $0.001 will result in an InvalidParameterValue error" (EC2 API reference,
+#: LaunchTemplateSpotMarketOptions / SpotMarketOptions); a cap at or under it is refused
+#: locally (exactly $0.001 is not "more than")
 MIN_MAX_PRICE = Decimal("0.001")
 
 _WHEN = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
@@ -85,12 +86,12 @@ def max_price(cap: float) -> str:
     "0.5123", never "0.5124"); a cap under EC2's minimum is refused here, as price-too-low (the
     next offer is tried), instead of failing the whole pass as InvalidParameterValue."""
     text = cap_str(cap, PRICE_DECIMALS)
-    if Decimal(text) < MIN_MAX_PRICE:
+    if Decimal(text) <= MIN_MAX_PRICE:
         raise ProviderError(
             ErrorKind.PRICE_TOO_LOW,
             "BidCapBelowMinimum",
-            f"bid cap {cap!r} USD/h is below the cloud's minimum: EC2 takes no MaxPrice under "
-            f"{MIN_MAX_PRICE} USD/h",
+            f"bid cap {cap!r} USD/h is below the cloud's minimum: EC2 takes a MaxPrice only "
+            f"above {MIN_MAX_PRICE} USD/h",
             provider="aws",
         )
     return text
@@ -141,6 +142,7 @@ class AWSInstances(AWSClient):
             log.info("aws: %s already has instance %s", request.token, mine[0].id)
             return mine[0]
         params = self._run_params(request, region)
+        self._price_under_cap(request, region)
         response = self._call(region, "RunInstances", lambda ec2: ec2.run_instances(**params))
         instance = self._instance(response["Instances"][0], region)
         if not instance.tags:  # EC2 may answer before the tags are visible
@@ -153,6 +155,28 @@ class AWSInstances(AWSClient):
             request.token,
         )
         return instance
+
+    def _price_under_cap(self, request: LaunchRequest, region: str) -> None:
+        """With no MaxPrice on the wire (``bid_cap.enforce: daemon``), the price in effect now
+        is read and a spot launch above the cap is refused before it is sent (the plan's price
+        may be minutes old)."""
+        cap = request.bid_cap_per_hour
+        if request.market is not Market.SPOT or cap is None or request.cap_on_wire:
+            return
+        from providers.capabilities import SpotPricesNow
+
+        if not isinstance(self, SpotPricesNow):
+            return
+        key = (region, request.offer.zone, request.offer.instance_type)
+        price = self.spot_prices_now([key]).get(key)
+        if price is not None and price > cap + 1e-9:
+            raise ProviderError(
+                ErrorKind.PRICE_TOO_LOW,
+                "PriceAboveCap",
+                f"the spot price of {key[2]} in {key[1]} is {price} USD/h now, above the bid "
+                f"cap {cap:.5f} (no maximum price is sent under bid_cap.enforce: daemon)",
+                provider="aws",
+            )
 
     def _run_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
         offer = request.offer
@@ -228,7 +252,7 @@ class AWSInstances(AWSClient):
                 "SpotInstanceType": "one-time",
                 "InstanceInterruptionBehavior": "terminate",
             }
-            if request.bid_cap_per_hour is not None:
+            if request.bid_cap_per_hour is not None and request.cap_on_wire:
                 spot["MaxPrice"] = max_price(request.bid_cap_per_hour)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return params

@@ -215,6 +215,46 @@ class AWSOffers(AWSClient):
                 )
         return out
 
+    def spot_prices_now(
+        self, keys: Iterable[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], float]:
+        """The spot price in effect now for each (region, zone, type): one
+        DescribeSpotPriceHistory per region, from now on (EC2 answers the last change before
+        the start time as the price in effect)."""
+        wanted: dict[str, set[tuple[str, str, str]]] = {}
+        for key in keys:
+            wanted.setdefault(key[0], set()).add(key)
+        out: dict[tuple[str, str, str], float] = {}
+        for region, group in wanted.items():
+            read_at = now_utc()
+
+            def fetch(
+                ec2: EC2Client,
+                group: set[tuple[str, str, str]] = group,
+                read_at: datetime = read_at,
+            ) -> dict[tuple[str, str], Any]:
+                latest: dict[tuple[str, str], Any] = {}
+                pages = ec2.get_paginator("describe_spot_price_history").paginate(
+                    **self._pages(
+                        InstanceTypes=sorted({k[2] for k in group}),
+                        ProductDescriptions=["Linux/UNIX"],
+                        StartTime=read_at,
+                    )
+                )
+                for page in pages:
+                    for row in page["SpotPriceHistory"]:
+                        at = (row["AvailabilityZone"], row["InstanceType"])
+                        if at not in latest or row["Timestamp"] > latest[at]["Timestamp"]:
+                            latest[at] = row
+                return latest
+
+            rows = self._call(region, "DescribeSpotPriceHistory", fetch)
+            for key in group:
+                row = rows.get((key[1], key[2]))
+                if row is not None:
+                    out[key] = float(row["SpotPrice"])
+        return out
+
 
 def price_list_products(client: Any, region: str, itype: str) -> list[Mapping[str, Any]]:
     """The Price List API's products for Linux shared-tenancy ``itype`` in ``region``, every

@@ -1,8 +1,9 @@
 """Azure: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
+from policies.model import CapEnforce
 from providers.azure.errors import ERRORS
 from providers.azure.notice import POLL
-from providers.facts import CloudFacts, Credentials, NoticeSources
+from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources
 from provisioner.core.billing import PER_STARTED_MINUTE
 
 FACTS = CloudFacts(
@@ -32,6 +33,17 @@ FACTS = CloudFacts(
     sdk_module="azure.mgmt.compute",
     zone_suffixes=("-1", "-2", "-3"),
     errors=ERRORS,
+    bid=BidFacts(
+        takes_cap=True,
+        default=CapEnforce.DAEMON,
+        uncapped="billingProfile.maxPrice -1: never evicted for price, charged at most pay-as-you-go",
+        why=(
+            "Azure Spot Virtual Machines: a max price of -1 means the VM is not evicted for "
+            "price; it pays the current Spot price or the standard price, whichever is less; "
+            "with a max price it is also evicted once the Spot price passes it. "
+            "https://learn.microsoft.com/azure/virtual-machines/spot-vms"
+        ),
+    ),
     docs="Scheduled Events Preempt: at least 30 s; billed per started minute",
     notice_sources=NoticeSources(
         vm=(

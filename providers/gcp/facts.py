@@ -1,6 +1,7 @@
 """Google Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from providers.facts import CloudFacts, Credentials, NoticeSources
+from policies.model import CapEnforce
+from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources
 from providers.gcp.errors import ERRORS
 from providers.gcp.notice import POLL
 from provisioner.core.billing import PER_SECOND_60S_MINIMUM
@@ -27,6 +28,16 @@ FACTS = CloudFacts(
     sdk_module="google.cloud.compute_v1",
     zone_suffixes=("-a", "-b", "-c"),
     errors=ERRORS,
+    bid=BidFacts(
+        takes_cap=False,
+        default=CapEnforce.DAEMON,
+        uncapped="no bid: a Spot VM pays the Spot price of the day",
+        why=(
+            "Compute Engine Spot VMs take no maximum price (scheduling.provisioningModel SPOT "
+            "has no bid field); the price is Google's and changes at most once a day. "
+            "https://cloud.google.com/compute/docs/instances/spot"
+        ),
+    ),
     docs="Spot VM preemption: 30 s notice; per-second billing, 1 minute minimum",
     notice_sources=NoticeSources(
         vm=(

@@ -30,10 +30,11 @@ from providers.base import (
     RetryPolicy,
     call_with_retries,
 )
-from providers.capabilities import PlacementGroup
+from providers.capabilities import PlacementGroup, PriceKey
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
 from providers.sim.identity import identity_env
+from providers.sim.market import spot_now as _spot_now
 from providers.sim.sandbox import project_root
 from provisioner.core.models import (
     TAG_MANAGED,
@@ -305,22 +306,21 @@ class SimProvider(Provider):
 
     def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
         offers = self.offers(regions)
-        view = self._call(
-            "market", "POST", "/v1/market", {"zones": sorted({o.zone for o in offers})}
-        )
-        now = datetime.now(UTC)
+        now, spot = datetime.now(UTC), self._spot(offers)
         return [
-            PriceQuote(
-                "sim",
-                o.region,
-                o.zone,
-                o.instance_type,
-                view.get(o.zone, {}).get("price") or o.spot_price,
-                o.price,
-                now,
-            )
+            PriceQuote("sim", o.region, o.zone, o.instance_type, spot.get(o), o.price, now)
             for o in offers
         ]
+
+    def spot_prices_now(self, keys: Iterable[PriceKey]) -> dict[PriceKey, float]:
+        want = set(keys)
+        offers = [o for o in self._all_offers() if (o.region, o.zone, o.instance_type) in want]
+        return {(o.region, o.zone, o.instance_type): p for o, p in self._spot(offers).items()}
+
+    def _spot(self, offers: list[Offer]) -> dict[Offer, float]:
+        """The market's spot price now (the trace's, else the offer's; a surge multiplies it)."""
+        zones = sorted({o.zone for o in offers})
+        return _spot_now(self._call("market", "POST", "/v1/market", {"zones": zones}), offers)
 
     # -- instances -----------------------------------------------------------------------------
 
@@ -344,7 +344,8 @@ class SimProvider(Provider):
             "zone": zone,
             "instance_type": o.instance_type,
             "market": request.market.value,
-            "bid_cap": request.bid_cap_per_hour,
+            "bid_cap": request.bid_cap_per_hour if request.cap_on_wire else None,  # the bid
+            "price_ceiling": request.bid_cap_per_hour,  # the cap, checked with or without one
             "price": o.price,
             "spot_price": o.spot_price,
             "spec": spec,
@@ -363,8 +364,7 @@ class SimProvider(Provider):
             "placement_group": request.placement_group,
         }
         if spec is not None and request.nodes > 1:  # every node of a sim gang is this host
-            spec.setdefault("advertise_addr", "127.0.0.1")
-            spec["advertise_addr"] = spec["advertise_addr"] or "127.0.0.1"
+            spec["advertise_addr"] = spec.get("advertise_addr") or "127.0.0.1"
         return _instance(self._call("launch", "POST", "/v1/instances", body))
 
     # -- placement groups (providers.capabilities.PlacementGroups) -----------------------------

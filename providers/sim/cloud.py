@@ -42,7 +42,7 @@ from typing import Any
 from providers.sim import sandbox as sandbox_
 from providers.sim.config import SimConfig, SimError
 from providers.sim.groups import PlacementGroupBook, demo_first
-from providers.sim.market import Market
+from providers.sim.market import Market, Surges
 from providers.sim.metadata import MetadataService
 from providers.sim.records import (
     atomic_json,
@@ -52,7 +52,7 @@ from providers.sim.records import (
     instance_view,
     new_instance,
 )
-from providers.sim.rules import RULES, api_reports, rules_for
+from providers.sim.rules import RULES, api_reports, refuse_price, rules_for
 
 log = logging.getLogger("provisioner.sim")
 
@@ -80,6 +80,7 @@ class SimCloud:
         self.by_token = {i["token"]: i["id"] for i in self.instances.values()}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.outages: dict[str, float] = {}  # zone -> real time capacity comes back
+        self.surges = Surges()
         self.injected: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.last_activity = time.time()
@@ -152,11 +153,17 @@ class SimCloud:
     def market_view(self, zones: list[str]) -> dict[str, Any]:
         with self.lock:
             now = self.now()
-            t = self.sim_time(now)
-            return {
+            t, factor = self.sim_time(now), self.surges.factor
+            return {  # the trace's price (None: the offer's), and a surge's factor
                 z: {"available": self.zone_available(z, now), "price": self.market.price(z, t)}
+                | {"factor": factor(z, now)}
                 for z in zones
             }
+
+    def spot_price(self, zone: str, now: float, base: Any) -> float | None:
+        """The spot price in ``zone`` now: the trace's, else ``base`` (the offer's), surged."""
+        price = self.market.price(zone, self.sim_time(now)) or base
+        return None if price is None else float(price) * self.surges.factor(zone, now)
 
     # -- testing hooks -----------------------------------------------------------------------
 
@@ -205,15 +212,8 @@ class SimCloud:
                         rules.capacity_code,
                         f"no spot capacity for {body.get('instance_type')} in {zone}",
                     )
-                price = self.market.price(zone, self.sim_time(now)) or body.get("spot_price")
-                cap = body.get("bid_cap")
-                if cap is not None and price is not None and rules.price_code and price > cap:
-                    raise SimError(
-                        409,
-                        "price-too-low",
-                        rules.price_code,
-                        f"bid cap {cap} is under the spot price {price} in {zone}",
-                    )
+                price = self.spot_price(zone, now, body.get("spot_price"))
+                refuse_price(rules, zone, price, body)
             group = str(body.get("placement_group") or "") or None
             if group is not None and group not in self.groups.groups:
                 raise SimError(400, "invalid", "InvalidPlacementGroup.Unknown", f"no group {group}")
@@ -475,12 +475,14 @@ class SimCloud:
     def _why_preempt(self, inst: dict[str, Any], now: float) -> str | None:
         if inst["demo_at_real"] is not None and now >= inst["demo_at_real"]:
             return "demo"
-        age_sim = (now - inst["launched_real"]) * inst["time_scale"]
-        if age_sim < rules_for(inst["cloud"]).protection_s:
+        rules = rules_for(inst["cloud"])
+        if (now - inst["launched_real"]) * inst["time_scale"] < rules.protection_s:
             return None
         if not self.zone_available(inst["zone"], now):
             return "market"
-        return None
+        cap = inst.get("bid_cap")  # a bid sent: the cloud reclaims once the price passes it
+        price = self.spot_price(inst["zone"], now, inst.get("spot_base")) or 0.0
+        return "price" if cap is not None and rules.price_code and price > cap else None
 
     def shutdown(self, terminate_all: bool) -> None:
         with self.lock:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import bisect
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioner.core.models import Offer
 from provisioner.core.rebalance import RebalanceModel
 
 
@@ -182,3 +184,34 @@ def rebalance_real(cloud: Any, inst: dict[str, Any]) -> float | None:
     if at is None:
         return None
     return float(now - (sim_now - at) / cloud.config.time_scale)
+
+
+class Surges:
+    """Spot price surges: a zone's spot price times ``factor`` until a time on the cloud's
+    clock (``POST /v1/market/surge``; the seeded run draws them). A price that passes a bid
+    sent with the launch reclaims the instance, as the clouds that take a bid do; with no bid
+    sent the instance runs on at the higher price and the daemon is the one to move it."""
+
+    def __init__(self) -> None:
+        self.by_zone: dict[str, tuple[float, float]] = {}  # zone -> (until, factor)
+
+    def set(self, zone: str, factor: float, until: float) -> None:
+        if factor <= 0:
+            raise ValueError(f"a surge's factor must be positive, not {factor}")
+        self.by_zone[zone] = (until, factor)
+
+    def factor(self, zone: str, now: float) -> float:
+        until, factor = self.by_zone.get(zone, (0.0, 1.0))
+        return factor if now < until else 1.0
+
+
+def spot_now(view: dict[str, Any], offers: Iterable[Offer]) -> dict[Offer, float]:
+    """Each offer's spot price in a ``POST /v1/market`` answer: the zone's trace price, else
+    the offer's own, times the zone's surge (an offer with neither is left out)."""
+    out: dict[Offer, float] = {}
+    for o in offers:
+        zone = view.get(o.zone) or {}
+        base = zone.get("price") or o.spot_price
+        if base is not None:
+            out[o] = float(base) * float(zone.get("factor") or 1.0)
+    return out

@@ -36,6 +36,8 @@ def new_instance(
         "market": market,
         "price_per_hour": None if price is None else float(price),
         "bid_cap": body.get("bid_cap"),
+        "price_ceiling": body.get("price_ceiling"),  # the cap, sent as a bid or not
+        "spot_base": body.get("spot_price"),  # the offer's spot price (a surge multiplies it)
         "tags": {str(k): str(v) for k, v in (body.get("tags") or {}).items()},
         "state": "running",
         "raw_state": rules.raw_running,

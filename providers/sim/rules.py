@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from providers.facts import CloudFacts, cloud_facts
-from providers.sim.config import SimConfig
+from providers.sim.config import SimConfig, SimError
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,21 @@ RULES: dict[str, CloudRules] = {
         preempted_reason="SPOT_PAID_INSTANCE_RECYCLED: the spot instance was reclaimed",
     ),
 }
+
+
+def refuse_price(rules: CloudRules, zone: str, price: float | None, body: dict[str, Any]) -> None:
+    """Refuse a spot launch for its price: above the bid it carries (``bid_cap``: the cloud's
+    own code; GCP takes no bid), or, with none sent, above the cap its adapter checks before
+    sending (``price_ceiling``: ``PriceAboveCap``, as the AWS and GCP adapters refuse it)."""
+    if price is None:
+        return
+    cap, ceiling = body.get("bid_cap"), body.get("price_ceiling")
+    if cap is not None and rules.price_code and price > float(cap) + 1e-9:
+        why = f"bid cap {cap} is under the spot price {price} in {zone}"
+        raise SimError(409, "price-too-low", rules.price_code, why)
+    if ceiling is not None and price > float(ceiling) + 1e-9:
+        why = f"the spot price {price} in {zone} is above the cap {ceiling} (no bid sent)"
+        raise SimError(409, "price-too-low", "PriceAboveCap", why)
 
 
 def rules_for(cloud: str) -> CloudRules:

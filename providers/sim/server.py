@@ -17,7 +17,8 @@ API (JSON bodies; errors are ``{"error": {"kind", "code", "message"}}`` with an 
 | GET  /v1/health                  | pid, live instances, options |
 | POST /v1/config                  | set options (SimConfig fields) |
 | POST /v1/clock ``{"now"}``       | move the virtual clock (epoch seconds; never back) and run the scheduler then |
-| POST /v1/market ``{"zones"}``    | availability and trace price per zone now |
+| POST /v1/market ``{"zones"}``    | availability, trace price and surge factor per zone now |
+| POST /v1/market/surge            | ``{"zone", "factor", "seconds"}``: the zone's spot price times factor a while |
 | POST /v1/instances               | launch (idempotent on ``token``) |
 | GET  /v1/instances[?tag:K=V]     | list (a summary of each; tag filters as EC2's) |
 | GET  /v1/instances/ID            | get (the full record) |
@@ -171,6 +172,11 @@ class Handler(BaseHTTPRequestHandler):
             return 200, cloud.set_clock(float(doc["now"]))
         if route == ("POST", "market"):
             return 200, cloud.market_view([str(z) for z in doc.get("zones") or []])
+        if route == ("POST", "market", "surge"):
+            with cloud.lock:
+                until = cloud.now() + float(doc["seconds"])
+                cloud.surges.set(str(doc["zone"]), float(doc["factor"]), until)
+            return 200, {"ok": True}
         if route == ("POST", "instances"):
             return 200, cloud.launch(doc)
         if route == ("GET", "instances"):

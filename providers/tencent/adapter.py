@@ -182,9 +182,12 @@ class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
 
     def _spot_options(self, request: LaunchRequest) -> dict[str, Any]:
         """``InstanceMarketOptions`` for a spot launch: the cap (else the on-demand price) as
-        ``MaxPrice`` in the account's currency."""
+        ``MaxPrice`` in the account's currency. Under ``bid_cap.enforce: daemon`` the on-demand
+        price goes out (Tencent takes no spot launch without a MaxPrice) and the daemon holds
+        the instance to the cap."""
         offer = request.offer
-        cap = request.bid_cap_per_hour if request.bid_cap_per_hour is not None else offer.price
+        sent = request.bid_cap_per_hour if request.cap_on_wire else None
+        cap = sent if sent is not None else (offer.price or request.bid_cap_per_hour)
         if cap is None:
             raise ProviderError(
                 ErrorKind.INVALID,

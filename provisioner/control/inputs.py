@@ -354,6 +354,7 @@ def observations(
     now: datetime,
     record: ProgressRecord | None = None,
     zone_priors: Mapping[Any, Any] | None = None,
+    spot_prices: Mapping[tuple[str, str, str], float] | None = None,
 ) -> Observations:
     """What the providers say now, as decide() sees it: the provider's interruptions, and the
     notice the agent reports (``record``; :func:`reported_notices`) where the provider's API
@@ -376,6 +377,7 @@ def observations(
         spot_up_since=spot_up_since(spot, outages(attempts), job.submitted_at),
         spot_history=zone_history(spot_events(attempts), now),
         zone_priors=zone_priors or {},
+        spot_prices=spot_prices or {},
     )
 
 

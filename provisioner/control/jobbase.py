@@ -167,6 +167,7 @@ class JobPassBase:
         cooldowns: dict[Location, datetime] | None = None,
         memo: JobMemo | None = None,
         interruptions: list[Any] | None = None,
+        spot_prices: dict[tuple[str, str, str], float] | None = None,
     ) -> None:
         self.env = env
         self.store = env.store
@@ -177,6 +178,9 @@ class JobPassBase:
         self.now = now
         self._now_ts = now.timestamp()  # due() asks for it a few times per job per pass
         self.interruptions: list[Any] = list(interruptions or [])
+        #: the price now of this job's running spot instances held to the cap by the daemon
+        #: (provisioner.control.pricewatch; empty: none is)
+        self.spot_prices = dict(spot_prices or {})
         self._cooldowns = None if cooldowns is None else dict(cooldowns)
         self.memo = memo or JobMemo()
         self._sent: list[Instance] = []  # instances launched by this step

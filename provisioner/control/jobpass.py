@@ -27,11 +27,13 @@ from provisioner.control import alerts, inputs
 from provisioner.control.groups import sweep_groups
 from provisioner.control.jobbase import JobMemo, LeaseLost, PassEnv
 from provisioner.control.launching import Launching
+from provisioner.control.pricewatch import price_key
 from provisioner.control.progress import ProgressReading
 from provisioner.control.records import PassReport
 from provisioner.control.store import PREEMPTED_ROW, AttemptRow
 from provisioner.core import decide as d
 from provisioner.core.models import TAG_JOB, TAG_MANAGED, Instance, InstanceState
+from provisioner.core.rules import EPS_USD, spot_cap
 from provisioner.core.states import (
     LIVE_ATTEMPT_STATES,
     AttemptState,
@@ -91,7 +93,7 @@ class JobRunner(Launching, ProgressReading):
         # (replace an instance under the probe floor, stop a job idle too long) is decide()'s.
         if not job.cancel_requested:
             watch(self, progress)
-        stop_due = self.policy_stop_due(progress)
+        stop_due = self.policy_stop_due(progress) or self.over_cap(live)
         if stop_due:
             steady = None  # decide now, whatever was decided before
         if steady is not None and self._unchanged(steady, seen, progress):
@@ -363,6 +365,15 @@ class JobRunner(Launching, ProgressReading):
 
     # -- deciding and acting --------------------------------------------------------------------
 
+    def over_cap(self, live: list[Instance]) -> bool:
+        """Whether a running spot instance's price read this pass passed its cap (the daemon
+        holds it there: provisioner.control.pricewatch): decide now, whatever was decided."""
+        cur = self.current
+        if not self.spot_prices or cur is None:
+            return False
+        cap = spot_cap(self.policy, inputs.placement_of(cur))
+        return any(self.spot_prices.get(price_key(i), 0.0) > cap + EPS_USD for i in live)
+
     def policy_stop_due(self, progress: dict[str, Any] | None) -> bool:
         """Whether decide() has a policy stop to make now: the probe floor or idle GPUs."""
         if probe_below(self):
@@ -397,7 +408,15 @@ class JobRunner(Launching, ProgressReading):
             plan = self.plan = self.env.plan_for(job, policy, cooled, now)
         risks = None if self.env.priors is None else self.env.priors.get(now)
         obs = inputs.observations(
-            job, self.attempts, seen, self.interruptions, plan, now, self.record_of(progress), risks
+            job,
+            self.attempts,
+            seen,
+            self.interruptions,
+            plan,
+            now,
+            self.record_of(progress),
+            risks,
+            self.spot_prices,
         )
         return d.decide(view, obs, now)
 

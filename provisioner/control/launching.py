@@ -9,13 +9,14 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from policies.model import Policy
+from policies.model import CapEnforce, Policy
 from providers.base import ErrorKind, ErrorScope, ProviderError
 from providers.capabilities import PlacementGroups
 from provisioner.control.alerts import note_deadline
 from provisioner.control.guard import guard_launch
 from provisioner.control.inputs import placement_of, plan_digest, spot_events
 from provisioner.control.jobbase import JobPassBase, LeaseLost
+from provisioner.control.pricewatch import enforcement
 from provisioner.control.records import PassReport, attempt_row, instance_row
 from provisioner.control.store import AttemptRow
 from provisioner.core.models import (
@@ -136,6 +137,8 @@ class Launching(JobPassBase):
             bid_cap_per_hour=placement.bid_cap_per_hour
             if placement.market is Market.SPOT
             else None,
+            # bid_cap.enforce: the cap goes as the cloud's maximum price, or the daemon holds it
+            cap_on_wire=enforcement(self.provider, self.policy, o) is CapEnforce.CLOUD,
             image=self.policy.job.image,
             disk_gb=self.policy.job.disk_gb,
             extra_tags=dict(self.policy.tags),

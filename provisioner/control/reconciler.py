@@ -39,7 +39,9 @@ from typing import Any
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
+from providers.capabilities import PriceKey
 from provisioner.catalog_files import builtin_catalog
+from provisioner.control import pricewatch
 from provisioner.control.cancel import (
     ProviderFactory,
     cancel_job,
@@ -51,6 +53,7 @@ from provisioner.control.failpoints import Failpoints, installed
 from provisioner.control.groups import SWEEP_EVERY_S, sweep_groups, sweep_job_groups
 from provisioner.control.guard import GuardViolation, guard_launch
 from provisioner.control.heap import GcPacer, paced
+from provisioner.control.inputs import placement_of
 from provisioner.control.invariants import check_pass
 from provisioner.control.jobbase import JobMemo, PassEnv, job_log, phase_of
 from provisioner.control.jobpass import JobRunner
@@ -119,6 +122,9 @@ class Reconciler:
         self.base_catalog = catalog or builtin_catalog()
         self.catalog = self.base_catalog
         self._prices_mark: Any = None
+        #: the newest stored spot quote per provider and (region, zone, type): the price of a
+        #: running instance where its adapter reads none live (control.pricewatch)
+        self._stored_spot: dict[str, dict[PriceKey, float]] = {}
         self.provider_factory = provider_factory
         self.clock = clock
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
@@ -188,7 +194,9 @@ class Reconciler:
         if mark == self._prices_mark:
             return False
         self._prices_mark = mark
-        self.catalog = self.base_catalog.with_prices(self.store.prices())
+        rows = self.store.prices()
+        self._stored_spot = pricewatch.stored_quotes(rows)
+        self.catalog = self.base_catalog.with_prices(rows)
         self._catalogs.clear()
         self._plans.clear()
         return True
@@ -407,6 +415,7 @@ class Reconciler:
                 if inst.job_id:
                     by_job.setdefault(inst.job_id, []).append(inst)
             notices = self._interruptions(key, prov, by_job, now, report)
+            prices = self._spot_prices(key, prov, pairs, by_job, report)
             for jid, memo in pairs:
                 job = memo.job
                 if job is None:
@@ -429,6 +438,7 @@ class Reconciler:
                     cooldowns=cooldowns.get(job.id, {}),
                     memo=memo,
                     interruptions=notices.get(jid, []),
+                    spot_prices=prices.get(jid),
                 )
                 try:
                     runner.step(by_job.get(jid, []), report)
@@ -478,6 +488,36 @@ class Reconciler:
             report.violations = check_pass(self.store, self._to_check(checked, now), now)
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _spot_prices(
+        self,
+        key: str,
+        prov: Provider,
+        pairs: list[tuple[str, JobMemo]],
+        by_job: dict[str, list[Instance]],
+        report: PassReport,
+    ) -> dict[str, dict[PriceKey, float]]:
+        """The price now of each job's running spot instances that the daemon holds to their
+        cap (``bid_cap.enforce: daemon``): one read per provider per pass."""
+        want: dict[str, list[PriceKey]] = {}
+        for jid, memo in pairs:
+            job, live = memo.job, by_job.get(jid)
+            if job is None or not live or not memo.attempts:
+                continue
+            try:
+                policy = memo.policy = memo.policy or self.policy_of(job)
+            except PolicyError:  # the job's step says so
+                continue
+            offer = placement_of(memo.attempts[-1]).offer
+            keys = pricewatch.watched(prov, policy, offer, live)
+            if keys:
+                want[jid] = keys
+        if not want:
+            return {}
+        stored = self._stored_spot.get(key.split(":")[0], {})
+        now = pricewatch.read(prov, [k for ks in want.values() for k in ks], stored)
+        report.provider_calls += 1
+        return {jid: {k: now[k] for k in ks if k in now} for jid, ks in want.items()}
 
     def _tell_stalls(self, now: datetime) -> None:
         """A ``store-slow`` event on each job whose store stopped answering (once per stall),

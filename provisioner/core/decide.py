@@ -83,6 +83,7 @@ from provisioner.core import availability as av
 from provisioner.core import gang
 from provisioner.core import looks as lk
 from provisioner.core import overlap as ov
+from provisioner.core import pricecap as pc
 from provisioner.core import signals as sig
 from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
@@ -277,6 +278,9 @@ def _decide_on(
     if gated is not None:
         return gated
     policy, keep, cur = job.policy, t.keep, job.current
+    over = pc.over_cap(job, obs, keep)  # its price passed the cap: it moves or stops
+    if over is not None:
+        t = pc.keep_away(job, t, now, over)
     alive = [x for x in (keep, t.handing_over) if x is not None]
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
     avail = lk.open_zones(job, keep, locs, avail, now)  # looks due (from a working instance)
@@ -293,8 +297,8 @@ def _decide_on(
                 locs.append(_loc(spot[-1]))
                 prices.append(launch_price(spot[-1]))
                 cur_i, avail = len(spot) - 1, np.append(avail, True)
-            if cur_i >= 0:
-                avail[cur_i] = True  # it is running: capacity is there
+            if cur_i >= 0 and over is None:
+                avail[cur_i] = True  # it is running: capacity is there (at its price)
         elif running == SPOT:  # a replacement lost in its overlap: it took over again
             cur_i = sig.running_at(keep, locs, avail)
     ages = sv.ages(obs, now, locs, avail)
@@ -315,7 +319,7 @@ def _decide_on(
         choice = SPOT if avail.any() else NONE
     why = sv.why(strat, state, wish, choice)
     if choice == NONE:
-        stop = stop_all(alive, f"waiting: {why}", Cause.WAITING)
+        stop = stop_all(alive, f"waiting: {why}", Cause.OVER_CAP if over else Cause.WAITING)
         return [*t.actions, *stop, Wait(None, f"waiting: {why}")]
     if choice == SPOT:
         last = cur.placement if cur is not None and cur.placement.market is Market.SPOT else None
@@ -330,6 +334,8 @@ def _decide_on(
             )[0]
         )
         if pick == cur_i:
+            if over is not None:
+                return pc.stop(over, t.actions, f"no spot placement under it ({why})")
             return [*t.actions, Wait(None, f"staying on {_describe(spot[pick])}: {why}")]
         ordered = [spot[pick]] + [p for i, p in enumerate(spot) if i != pick and avail[i]]
     elif running == ON_DEMAND:
@@ -337,6 +343,8 @@ def _decide_on(
     else:
         ordered = od
     if job.restarts >= policy.restart.max_restarts:
+        if over is not None:
+            return pc.stop(over, t.actions, "restarts exhausted")
         return [*t.actions, Wait(None, f"restarts exhausted: keeping the instance we have ({why})")]
     if t.handing_over is not None:  # one switch at a time: never a third instance
         old = t.handing_over.id
@@ -344,7 +352,9 @@ def _decide_on(
     # make before break: the running instance works on (and bills) through the changeover
     mbb = keep is not None and ov.settled(job, keep, now)  # a gang's unit too
     # passed over: the launch-call budget spent, a look that does not pay (core.looks)
-    passed = [lk.pass_over(job, keep if mbb else None, p, now, why) for p in ordered]
+    # (a move off a price over the cap is no look: it is made whatever it saves)
+    looking = keep if mbb and over is None else None
+    passed = [lk.pass_over(job, looking, p, now, why) for p in ordered]
     # the budget (core.admission, the rule plan applies too): what is spent, what instances
     # under a notice bill until they go, a switch's overlap, and the launch's least charge
     # (billing minimum, one pass) or the work left on it, whichever is more
@@ -357,6 +367,8 @@ def _decide_on(
         if mbb and keep is not None:
             n = job.attempt + 1
             how = f"make before break: {keep.id} runs until attempt {n} takes over"
+            if over is not None:
+                how = f"{over.why}; {how}"
             return [
                 *t.actions,
                 Launch(p, n, f"{_describe(p)} (rank {p.rank}): {why}; {how}", replaces=keep.id),
@@ -367,6 +379,9 @@ def _decide_on(
             *stop,
             Launch(p, job.attempt + 1, f"{_describe(p)} (rank {p.rank}): {why}"),
         ]
+    if over is not None:
+        held = next((w.reason for w in passed if w is not None), "no launch fits the budget")
+        return pc.stop(over, t.actions, held)
     if any(passed):
         return [*t.actions, next(w for w in passed if w is not None)]
     if alive:

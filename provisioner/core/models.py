@@ -231,7 +231,13 @@ class LaunchRequest:
     attempt: int
     offer: Offer
     market: Market
+    #: the spot cap the launch is held to (the adapter refuses a live price above it where it
+    #: reads one before launching)
     bid_cap_per_hour: float | None = None
+    #: whether the cap goes on the wire as the cloud's maximum price (``bid_cap.enforce:
+    #: cloud``); False: no maximum price is sent (the cloud's uncapped bid, providers/facts.py
+    #: BidFacts) and the daemon holds the running instance to the cap
+    cap_on_wire: bool = True
     image: str | None = None
     disk_gb: int = 100
     user_data: str = ""

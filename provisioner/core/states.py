@@ -119,6 +119,9 @@ class Cause(_Named):
     NO_LAUNCH_FITS = "no-launch-fits"  # nothing the remaining budget can pay for
     RESTARTS_EXHAUSTED = "restarts-exhausted"
     PROBE_BELOW_FLOOR = "probe-below-floor"
+    #: the running spot price passed the bid cap (``bid_cap.enforce: daemon``): stopped, or
+    #: handed over to an instance under the cap
+    OVER_CAP = "over-cap"
     GPU_IDLE = "gpu-idle"
     POLICY_ERROR = "policy-error"  # the stored policy no longer parses
     UNKNOWN = "unknown"  # rows written before causes were stored
@@ -170,6 +173,7 @@ RECOVER_CAUSES = frozenset(
         C.SETUP_FAILED,
         C.EXIT_RESTART,
         C.PROBE_BELOW_FLOOR,
+        C.OVER_CAP,
     }
 )
 
@@ -209,6 +213,7 @@ ENDED_CAUSES = frozenset(
         C.WAITING,
         C.RESTARTS_EXHAUSTED,
         C.PROBE_BELOW_FLOOR,
+        C.OVER_CAP,
         C.GPU_IDLE,
         C.POLICY_ERROR,
     }

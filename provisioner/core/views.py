@@ -259,3 +259,7 @@ class Observations:
     #: the clouds' availability priors (provisioner.core.zone_priors.zone_risks): a spot
     #: option's zone with no history starts from its prior's lifetime, not the default
     zone_priors: Mapping[tuple[str, str, str], ZoneRisk] = field(default_factory=dict)
+    #: the spot price in effect now (USD/h) of the job's running spot instance, by (region,
+    #: zone, instance type), where the caller holds it to the bid cap (``bid_cap.enforce:
+    #: daemon``, provisioner.control.pricewatch); above the cap, decide() moves or stops it
+    spot_prices: Mapping[tuple[str, str, str], float] = field(default_factory=dict)

@@ -32,6 +32,7 @@ from provisioner.control.invariants.checks import (
     check_live_attempts,
     check_notifications,
     check_orphans,
+    check_over_cap,
     check_plan_daemon,
     check_results,
     check_resume,
@@ -39,7 +40,7 @@ from provisioner.control.invariants.checks import (
     run_checks,
 )
 from provisioner.control.invariants.daemon import check_pass, listing_error
-from provisioner.control.invariants.snapshot import EventFeed, Snapshot, snapshot
+from provisioner.control.invariants.snapshot import EventFeed, OverCapWatch, Snapshot, snapshot
 
 __all__ = [
     "CHEAP",
@@ -47,6 +48,7 @@ __all__ = [
     "Check",
     "EventFeed",
     "Invariant",
+    "OverCapWatch",
     "Snapshot",
     "Violation",
     "check_budget",
@@ -57,6 +59,7 @@ __all__ = [
     "check_live_attempts",
     "check_notifications",
     "check_orphans",
+    "check_over_cap",
     "check_pass",
     "check_plan_daemon",
     "check_results",

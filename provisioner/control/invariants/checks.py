@@ -10,6 +10,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import lru_cache
 
 from policies.loader import PolicyError, parse_policy
@@ -20,6 +21,7 @@ from provisioner.control.invariants.snapshot import Snapshot
 from provisioner.control.rowchecks import ended_row_problems
 from provisioner.control.store import FINAL_STATES, AttemptRow, EventRow, InstanceRow, JobRow
 from provisioner.core.states import LIVE_ATTEMPT_STATES
+from provisioner.core.views import CHANGEOVER_H
 
 log = logging.getLogger("provisioner.control.invariants")
 
@@ -50,6 +52,7 @@ class Invariant(str, enum.Enum):
     PLAN_DAEMON = "plan-daemon"  # plan and the daemon disagree on an offer
     RESUME = "resume"  # a resumed attempt did not start from the newest complete checkpoint
     RESULT = "result"  # a deterministic job's result differs from an uninterrupted run's
+    OVER_CAP = "over-cap"  # a spot instance held by the daemon left running above its cap
 
     def __str__(self) -> str:
         return self.value
@@ -468,6 +471,46 @@ def check_plan_daemon(snap: Snapshot) -> list[Violation]:
     return out
 
 
+#: how long a switch made before break may keep the old instance after its replacement's
+#: launch: the changeover, then the wait for its checkpoint (control.launching.HANDOVER_WAIT)
+HANDOVER_BOUND = timedelta(hours=CHANGEOVER_H) + timedelta(minutes=30)
+
+
+def check_over_cap(snap: Snapshot) -> list[Violation]:
+    """A spot instance launched with no bid (``bid_cap.enforce: daemon``) whose price passed
+    its cap is acted on within two passes (a newer attempt launched, or the instance gone),
+    and is gone once its replacement has had the handover's time (:data:`HANDOVER_BOUND`)."""
+    out: list[Violation] = []
+    live = {i.id: i for i in snap.cloud or () if i.state.alive and i.job_id}
+    grace = timedelta(seconds=2 * snap.interval_s)
+    for iid, since in snap.over_cap_since.items():
+        inst = live.get(iid)
+        if inst is None or inst.job_id is None:
+            continue
+        waited = snap.now - since
+        newer = [a for a in snap.attempts.get(inst.job_id, ()) if a.attempt > (inst.attempt or 0)]
+        moving = [a for a in newer if a.state in ("launching", "running")]
+        if waited > grace and not moving:
+            out.append(
+                Violation(
+                    Invariant.OVER_CAP,
+                    inst.job_id,
+                    f"instance {iid} (attempt {inst.attempt}) above its cap for "
+                    f"{waited.total_seconds():.0f} s: neither moved nor stopped",
+                )
+            )
+        elif waited > grace + HANDOVER_BOUND:
+            out.append(
+                Violation(
+                    Invariant.OVER_CAP,
+                    inst.job_id,
+                    f"instance {iid} (attempt {inst.attempt}) still running above its cap "
+                    f"{waited.total_seconds():.0f} s on, after its replacement's handover time",
+                )
+            )
+    return out
+
+
 Check = Callable[[Snapshot], list[Violation]]
 
 #: store-only, run by the daemon after every pass
@@ -487,6 +530,7 @@ FULL: tuple[Check, ...] = (
     check_resume,
     check_results,
     check_plan_daemon,
+    check_over_cap,
 )
 
 

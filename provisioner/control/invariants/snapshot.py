@@ -37,6 +37,10 @@ class Snapshot:
     catalogs: Mapping[str, Catalog] = field(default_factory=dict)
     #: the daemon's pass interval (what decide() is told of the next pass)
     interval_s: float = 5.0
+    #: live spot instances launched with no bid (``bid_cap.enforce: daemon``) whose price at
+    #: the cloud is above their attempt's cap: instance id -> since when (kept by the caller
+    #: across snapshots: :class:`OverCapWatch`); empty: not looked at
+    over_cap_since: Mapping[str, datetime] = field(default_factory=dict)
 
     def job(self, job_id: str) -> JobRow | None:
         return next((j for j in self.jobs if j.id == job_id), None)
@@ -75,6 +79,7 @@ def snapshot(
     feed: EventFeed | None = None,
     catalogs: Mapping[str, Catalog] | None = None,
     interval_s: float = 5.0,
+    over_cap_since: Mapping[str, datetime] | None = None,
 ) -> Snapshot:
     """The store's rows of ``job_ids`` (None: every job) and the clouds' instances under our
     tag (each provider listed once; none given: not looked at). ``cheap``: the rows the cheap
@@ -141,7 +146,22 @@ def snapshot(
         expected_results=dict(expected_results or {}),
         catalogs=dict(catalogs or {}),
         interval_s=interval_s,
+        over_cap_since=dict(over_cap_since or {}),
     )
+
+
+class OverCapWatch:
+    """Since when each live spot instance with no bid has paid more than its cap, as seen by
+    a caller that reads the cloud's prices every pass (the seeded run reads the sim's)."""
+
+    def __init__(self) -> None:
+        self.since: dict[str, datetime] = {}
+
+    def update(self, now: datetime, over: Iterable[str]) -> dict[str, datetime]:
+        """``over``: the instances above their cap now; the others are forgotten."""
+        ids = set(over)
+        self.since = {i: self.since.get(i, now) for i in ids}
+        return dict(self.since)
 
 
 class PlainRow(SimpleNamespace):

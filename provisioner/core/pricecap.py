@@ -1,0 +1,74 @@
+"""A running spot instance whose price passed its bid cap (``bid_cap.enforce: daemon``).
+
+Where the cap went with the launch as the cloud's maximum price, the cloud reclaims the
+instance once its price passes it (a preemption like any other). Where it did not, the caller
+reads the price in effect for the job's running spot instance (``Observations.spot_prices``)
+and decide() holds the job to the cap itself: the instance's zone is kept away a while (the
+policy's ``restart.zone_cooldown``, at least :data:`OVER_CAP_COOLDOWN`), the job moves, made
+before break, to the best placement under the cap as it does for a look; where nothing can be
+launched (the launch-call budget, restarts exhausted, the budget, the strategy waits) the
+instance is stopped with cause ``over-cap``. Never is it kept running above the cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from provisioner.core.actions import Action, CoolDown, Terminate, Wait
+from provisioner.core.gate import Situation
+from provisioner.core.models import Instance, Market
+from provisioner.core.rules import EPS_USD, spot_cap
+from provisioner.core.states import Cause
+from provisioner.core.views import JobView, Observations
+
+#: the least time a zone whose price passed the cap is kept away (a price that rose seldom
+#: falls back within minutes)
+OVER_CAP_COOLDOWN = timedelta(minutes=15)
+
+
+@dataclass(frozen=True, slots=True)
+class OverCap:
+    """The job's running spot instance and what it pays now against its cap (USD/h)."""
+
+    instance: Instance
+    price: float
+    cap: float
+
+    @property
+    def why(self) -> str:
+        return f"the spot price ${self.price:.4g}/h passed the bid cap ${self.cap:.4g}/h"
+
+
+def over_cap(job: JobView, obs: Observations, keep: Instance | None) -> OverCap | None:
+    """The job's current spot instance when the price read now is above its cap."""
+    cur = job.current
+    if keep is None or cur is None or keep.id != cur.instance_id or keep.market is not Market.SPOT:
+        return None
+    if not obs.spot_prices:
+        return None
+    price = obs.spot_prices.get((keep.region, keep.zone, keep.instance_type))
+    if price is None:
+        return None
+    cap = spot_cap(job.policy, cur.placement)
+    return OverCap(keep, price, cap) if price > cap + EPS_USD else None
+
+
+def keep_away(job: JobView, t: Situation, now: datetime, over: OverCap) -> Situation:
+    """The situation with the instance's zone cooled down (its capacity is there, its price
+    is not), so the strategy looks elsewhere."""
+    cur = job.current
+    assert cur is not None
+    loc = (cur.placement.offer.provider, cur.placement.offer.location)
+    until = now + max(job.policy.restart.zone_cooldown, OVER_CAP_COOLDOWN)
+    before = t.cooled.get(loc)
+    if before is not None and before >= until:
+        return t
+    cool = CoolDown(loc[0], loc[1], until, f"{over.why}: keep spot away a while")
+    return replace(t, actions=[*t.actions, cool], cooled={**t.cooled, loc: until})
+
+
+def stop(over: OverCap, actions: list[Action], why: str) -> list[Action]:
+    """Stop the instance instead of keeping it (``why``: what kept the job from moving)."""
+    end = Terminate(over.instance.id, over.why, Cause.OVER_CAP)
+    return [*actions, end, Wait(None, f"{over.why}; stopped: {why}")]
