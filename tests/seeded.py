@@ -254,9 +254,17 @@ def _job(rng: random.Random, k: int, prices: random.Random | None = None) -> Job
     elif r < 0.45:
         lines.append(f"budget: {{max_price_per_hour: {rng.choice([0.3, 0.6, 2.0])}}}")
     if prices is not None and prices.random() < 0.4:  # a bid cap, held by the cloud or the daemon
-        cap = prices.choice([0.15, 0.3, 0.6])
+        cap = prices.choice(
+            [
+                "max_spot_price_per_hour: 0.15",
+                "max_spot_price_per_hour: 0.3",
+                "max_spot_price_per_gpu_hour: 0.6",
+                "max_fraction_of_on_demand: 0.5",
+                "max_spot_price_per_hour: 0.3, max_fraction_of_on_demand: 0.7",
+            ]
+        )
         how = prices.choice(["", ", enforce: daemon", ", enforce: cloud"])
-        lines.append(f"bid_cap: {{max_spot_price_per_hour: {cap}{how}}}")
+        lines.append(f"bid_cap: {{{cap}{how}}}")
     if rng.random() < 0.3:
         lines.append(f"deadline: {rng.choice(['30m', '1h', '2h', '6h'])}")
     if rng.random() < 0.15:

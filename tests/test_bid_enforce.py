@@ -146,6 +146,31 @@ def test_over_the_cap_with_nowhere_to_go_the_instance_is_stopped() -> None:
     assert not any(isinstance(a, Launch) for a in out2)
 
 
+def test_a_share_of_on_demand_is_judged_by_the_cap_the_launch_was_held_to() -> None:
+    """An attempt's row keeps the price it runs at, not the on-demand price: its cap is the
+    one its launch was held to. (Found by the suite: a running instance under a share-of-on-
+    demand cap read as over a cap of 0, and was switched away every pass.)"""
+    from provisioner.core.pricecap import running_cap
+
+    p = policy("bid_cap: {max_spot_price_per_gpu_hour: 1.2, max_fraction_of_on_demand: 0.7}\n")
+    cur, inst = running(1, at=NOW - timedelta(hours=2))
+    held = replace(cur, placement=place(cur.placement.offer, cap=1.14))
+    # rebuilt from a row, the on-demand price is unknown
+    row_like = replace(held.placement, offer=replace(held.placement.offer, price=None))
+    assert running_cap(p, row_like) == pytest.approx(1.14)
+    no_cap = replace(row_like, bid_cap_per_hour=None)
+    assert running_cap(p, no_cap) == pytest.approx(1.2)  # the per-GPU cap; the share unknown
+    view = job(p, current=replace(held, placement=row_like), attempt=1)
+    for price, moved in ((0.97, False), (1.3, True)):
+        obs = Observations(
+            instances=(inst,),
+            candidates=cands("us-east-1a", "us-east-1b"),
+            spot_prices={KEY: price},
+        )
+        out = decide(view, obs, NOW)
+        assert any(isinstance(a, Launch) for a in out) is moved, (price, out)
+
+
 def test_an_instance_not_current_or_not_spot_is_not_judged_by_price() -> None:
     p = policy("bid_cap: {max_spot_price_per_hour: 1.5}\n")
     cur, inst = running(1, market=Market.ON_DEMAND, at=NOW - timedelta(hours=2))

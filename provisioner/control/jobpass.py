@@ -33,7 +33,8 @@ from provisioner.control.records import PassReport
 from provisioner.control.store import PREEMPTED_ROW, AttemptRow
 from provisioner.core import decide as d
 from provisioner.core.models import TAG_JOB, TAG_MANAGED, Instance, InstanceState
-from provisioner.core.rules import EPS_USD, spot_cap
+from provisioner.core.pricecap import running_cap
+from provisioner.core.rules import EPS_USD
 from provisioner.core.states import (
     LIVE_ATTEMPT_STATES,
     AttemptState,
@@ -371,7 +372,7 @@ class JobRunner(Launching, ProgressReading):
         cur = self.current
         if not self.spot_prices or cur is None:
             return False
-        cap = spot_cap(self.policy, inputs.placement_of(cur))
+        cap = running_cap(self.policy, inputs.placement_of(cur))
         return any(self.spot_prices.get(price_key(i), 0.0) > cap + EPS_USD for i in live)
 
     def policy_stop_due(self, progress: dict[str, Any] | None) -> bool:

@@ -12,13 +12,15 @@ instance is stopped with cause ``over-cap``. Never is it kept running above the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from policies.model import Policy
 from provisioner.core.actions import Action, CoolDown, Terminate, Wait
 from provisioner.core.gate import Situation
-from provisioner.core.models import Instance, Market
-from provisioner.core.rules import EPS_USD, spot_cap
+from provisioner.core.models import Instance, Market, Placement
+from provisioner.core.rules import EPS_USD, policy_spot_cap
 from provisioner.core.states import Cause
 from provisioner.core.views import JobView, Observations
 
@@ -40,6 +42,22 @@ class OverCap:
         return f"the spot price ${self.price:.4g}/h passed the bid cap ${self.cap:.4g}/h"
 
 
+def running_cap(policy: Policy, placement: Placement) -> float:
+    """The cap a running spot instance is held to (inf: none): the one its launch was held to
+    (the attempt's), else the policy's; a share of on-demand counts only where the on-demand
+    price is known (an attempt's row keeps the price it runs at, not the on-demand one, and
+    its launch's cap already holds that share)."""
+    if placement.bid_cap_per_hour is not None:
+        return placement.bid_cap_per_hour
+    o = placement.offer
+    if o.price is not None or policy.bid_cap.max_fraction_of_on_demand is None:
+        return policy_spot_cap(policy, o.gpu_count, o.price)
+    fixed = policy.model_copy(
+        update={"bid_cap": policy.bid_cap.model_copy(update={"max_fraction_of_on_demand": None})}
+    )
+    return policy_spot_cap(fixed, o.gpu_count, None)
+
+
 def over_cap(job: JobView, obs: Observations, keep: Instance | None) -> OverCap | None:
     """The job's current spot instance when the price read now is above its cap."""
     cur = job.current
@@ -50,7 +68,9 @@ def over_cap(job: JobView, obs: Observations, keep: Instance | None) -> OverCap 
     price = obs.spot_prices.get((keep.region, keep.zone, keep.instance_type))
     if price is None:
         return None
-    cap = spot_cap(job.policy, cur.placement)
+    cap = running_cap(job.policy, cur.placement)
+    if math.isinf(cap):
+        return None
     return OverCap(keep, price, cap) if price > cap + EPS_USD else None
 
 
