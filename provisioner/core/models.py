@@ -11,7 +11,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from provisioner.agentwheel import WheelLink
 
 
 class Market(str, enum.Enum):
@@ -249,6 +252,10 @@ class LaunchRequest:
     #: An RDMA network asked for: "efa" (AWS: the node gets an EFA interface), "infiniband"
     #: or "rdma" (the instance type carries it; nothing more to ask), "" none
     fabric: str = ""
+    #: The running provisioner's wheel in the job's checkpoint store, linked for this launch
+    #: (provisioner.agentwheel): the boot script installs it instead of ``package_spec``;
+    #: None: the provider options name the package, or the image has it
+    agent_wheel: WheelLink | None = None
 
     @property
     def token(self) -> str:
