@@ -64,8 +64,18 @@ def test_pip_installs_it_offline_and_the_installed_copy_makes_the_same_wheel(
     carries its entry points, and a wheel made from that copy is byte for byte this one."""
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
-        + ["--target", str(target), str(wheel.path)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel.path),
+        ],
         check=True,
         capture_output=True,
         timeout=180,
@@ -186,14 +196,17 @@ def _sigv4_valid(url: str, secret: str) -> bool:
         if k != "X-Amz-Signature"
     )
     canonical = "\n".join(
-        ["GET", parts.path, canonical_query, f"host:{parts.netloc}", "", "host"]
-        + ["UNSIGNED-PAYLOAD"]
+        ["GET", parts.path, canonical_query, f"host:{parts.netloc}", "", "host", "UNSIGNED-PAYLOAD"]
     )
     _key_id, date, region, service, _end = query["X-Amz-Credential"].split("/")
     scope = f"{date}/{region}/{service}/aws4_request"
     to_sign = "\n".join(
-        ["AWS4-HMAC-SHA256", query["X-Amz-Date"], scope]
-        + [hashlib.sha256(canonical.encode()).hexdigest()]
+        [
+            "AWS4-HMAC-SHA256",
+            query["X-Amz-Date"],
+            scope,
+            hashlib.sha256(canonical.encode()).hexdigest(),
+        ]
     )
     key = f"AWS4{secret}".encode()
     for part in (date, region, service, "aws4_request"):
@@ -276,8 +289,15 @@ def test_gcs_v4_signed_url_verifies_as_google_documents(
 
     def to_sign(path: str) -> bytes:
         canonical = "\n".join(
-            ["GET", path, canonical_query, "host:storage.googleapis.com", "", "host"]
-            + ["UNSIGNED-PAYLOAD"]
+            [
+                "GET",
+                path,
+                canonical_query,
+                "host:storage.googleapis.com",
+                "",
+                "host",
+                "UNSIGNED-PAYLOAD",
+            ]
         )
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         return "\n".join(["GOOG4-RSA-SHA256", "20310504T120000Z", scope, digest]).encode()
@@ -321,9 +341,7 @@ def test_azure_sas_reads_one_blob_and_verifies_as_azure_documents(
         q.get("ses", ""),  # signedEncryptionScope
         *[q.get(k, "") for k in ("rscc", "rscd", "rsce", "rscl", "rsct")],
     ]
-    expected = hmac.new(
-        base64.b64decode(key), "\n".join(fields).encode(), hashlib.sha256
-    ).digest()
+    expected = hmac.new(base64.b64decode(key), "\n".join(fields).encode(), hashlib.sha256).digest()
     assert base64.b64decode(q["sig"]) == expected
 
 

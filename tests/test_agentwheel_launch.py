@@ -62,9 +62,7 @@ checkpoint:
 
 def _offers() -> list[Offer]:
     return [
-        Offer(
-            "aws", REGION, f"{REGION}a", "g5.xlarge", "A10G", 1, 4, 16, 1.006, 0.4, "2026-11-30"
-        )
+        Offer("aws", REGION, f"{REGION}a", "g5.xlarge", "A10G", 1, 4, 16, 1.006, 0.4, "2026-11-30")
     ]
 
 
@@ -132,7 +130,7 @@ def test_a_launch_without_package_spec_carries_a_presigned_wheel_url_and_nothing
     assert SECRET not in script
     rest = script.replace(url, "")
     assert KEY_ID not in rest and "X-Amz-" not in rest and not looks_like_credential(rest)
-    assert "package_spec" not in script and "pip install -q  \"$PACKAGE\"" in script
+    assert "package_spec" not in script and 'pip install -q  "$PACKAGE"' in script
     assert "provisioner[aws]" not in script.replace(".whl[aws]", "")  # not from PyPI by name
     spec = spec_from_script(script)
     assert spec["job_id"] == job_id and url not in str(spec)  # the spec on disk: no URL
