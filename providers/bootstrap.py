@@ -37,8 +37,7 @@ from providers.base import ErrorKind, ProviderError
 from providers.facts import cloud_facts
 
 if TYPE_CHECKING:
-    from provisioner.agentwheel import WheelLink
-    from provisioner.core.models import LaunchRequest
+    from provisioner.core.models import LaunchRequest, WheelLink
 
 SPEC_PATH = "/etc/provisioner/job.json"
 VENV = "/opt/provisioner/venv"

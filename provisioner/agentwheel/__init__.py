@@ -9,7 +9,8 @@ version that launches the VM is the one the VM runs, carried the way the job's c
   their metadata), once per process; the same files give the same bytes and the same sha256;
 - :mod:`provisioner.agentwheel.carry`: that wheel put in the job's checkpoint store, once per
   digest, at ``<checkpoint_uri>/.provisioner/wheels/<sha256>/<filename>``, and the
-  :class:`~provisioner.agentwheel.carry.WheelLink` a launch carries;
+  :class:`~provisioner.core.models.WheelLink` a launch carries (a plain record, in the core
+  beside the :class:`~provisioner.core.models.LaunchRequest` that holds it);
 - :mod:`provisioner.agentwheel.sign`: a short-lived URL that reads that one object and
   nothing else (an S3 presigned URL, a GCS V4 signed URL, an Azure blob SAS), made fresh at
   each launch; a ``file://`` store (the sim, a shared filesystem) gives its path.
@@ -21,8 +22,7 @@ extra's SDKs and the other dependencies still come from the VM's index (``pip_ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from provisioner.core.models import WheelLink
 
 #: where wheels go in a checkpoint store: ``<checkpoint_uri>/.provisioner/wheels/<sha256>/``
 WHEELS_DIR = ".provisioner/wheels"
@@ -31,20 +31,6 @@ WHEELS_DIR = ".provisioner/wheels"
 class WheelError(ValueError):
     """The running provisioner cannot be made into a wheel, stored, or linked to; the message
     says why and what to do instead (``package_spec``, ``agent_preinstalled``)."""
-
-
-@dataclass(frozen=True)
-class WheelLink:
-    """What a boot script needs to install the wheel: where to fetch it (a URL that reads that
-    one object until ``expires``), its sha256 and its file name."""
-
-    url: str
-    sha256: str
-    filename: str
-    expires: datetime
-
-    def __repr__(self) -> str:  # never the URL: it reads the object until it expires
-        return f"WheelLink({self.filename}, sha256={self.sha256[:12]}, expires={self.expires})"
 
 
 __all__ = ["WHEELS_DIR", "WheelError", "WheelLink"]

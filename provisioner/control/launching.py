@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from policies.model import Policy
 from providers.base import ErrorKind, ErrorScope, ProviderError
 from providers.capabilities import PlacementGroups
-from provisioner.agentwheel import WheelLink
 from provisioner.control.alerts import note_deadline
 from provisioner.control.guard import guard_launch
 from provisioner.control.inputs import placement_of, plan_digest, spot_events
@@ -27,6 +26,7 @@ from provisioner.core.models import (
     LaunchRequest,
     Market,
     Placement,
+    WheelLink,
     placement_group_name,
 )
 from provisioner.core.overlap import notice_deadline

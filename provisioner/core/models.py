@@ -11,10 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from provisioner.agentwheel import WheelLink
+from typing import Any
 
 
 class Market(str, enum.Enum):
@@ -224,6 +221,21 @@ class Interruption:
     at: datetime
     deadline: datetime | None = None  # when the capacity goes away, where the notice says
     raw: str = ""
+
+
+@dataclass(frozen=True)
+class WheelLink:
+    """The running provisioner's wheel as a launch carries it (provisioner.agentwheel): where
+    the boot script fetches it (a URL that reads that one object until ``expires``), its
+    sha256 and its file name."""
+
+    url: str
+    sha256: str
+    filename: str
+    expires: datetime
+
+    def __repr__(self) -> str:  # never the URL: it reads the object until it expires
+        return f"WheelLink({self.filename}, sha256={self.sha256[:12]}, expires={self.expires})"
 
 
 @dataclass(frozen=True, slots=True)
