@@ -37,12 +37,14 @@ from providers.base import ErrorKind, ProviderError
 from providers.facts import cloud_facts
 
 if TYPE_CHECKING:
-    from provisioner.core.models import LaunchRequest
+    from provisioner.core.models import LaunchRequest, WheelLink
 
 SPEC_PATH = "/etc/provisioner/job.json"
 VENV = "/opt/provisioner/venv"
 UNIT = "provisioner-agent.service"
 HEREDOC = "PROVISIONER_JOB_SPEC"
+#: where the boot script keeps the agent's wheel it fetched (under ``$ROOT``)
+WHEEL_DIR = "/var/cache/provisioner/wheels"
 #: the spec's key for the job's secret references (variable -> reference, never a value)
 REFS_KEY = "secret_refs"
 
@@ -63,11 +65,18 @@ def render_bootstrap(
     package_spec: str = "provisioner",
     pip_args: Sequence[str] = (),
     agent_preinstalled: bool = False,
+    wheel: WheelLink | None = None,
 ) -> str:
     """The bootstrap script for ``spec`` on ``cloud`` (raises :class:`BootstrapError`).
     ``agent_preinstalled``: the VM's image already has the agent in ``/opt/provisioner/venv``;
-    the script installs nothing and stops with a message where that venv cannot import it."""
+    the script installs nothing and stops with a message where that venv cannot import it.
+    ``wheel``: the launching version's wheel, fetched from its short-lived URL and checked
+    against its sha256 before pip installs it (with ``pip_args``) in place of
+    ``package_spec``; the URL is the one thing in the script that grants any access (to that
+    one object, until it expires)."""
     user_data_limit(cloud)  # an unknown cloud is refused before anything is rendered
+    if wheel is not None and not agent_preinstalled:
+        _check_wheel(wheel)
     if not package_spec.strip():
         raise BootstrapError("empty package spec")
     for where in _secrets_in(spec, "spec"):
@@ -81,11 +90,23 @@ def render_bootstrap(
         package_spec = f"provisioner[{cloud}]"
     doc = {**spec, "cloud": cloud}
     spec_json = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True, default=str)
-    install = (
-        _PREINSTALLED
-        if agent_preinstalled
-        else _INSTALL.format(pip_args=" ".join(shlex.quote(a) for a in pip_args))
-    )
+    quoted_args = " ".join(shlex.quote(a) for a in pip_args)
+    marker = " ".join([package_spec, *pip_args])
+    package = shlex.quote(package_spec)
+    fetch = ""
+    if agent_preinstalled:
+        install = _PREINSTALLED
+    else:
+        if wheel is not None:
+            extra = "" if cloud == "sim" else f"[{cloud}]"
+            package = f'"$ROOT{WHEEL_DIR}/{wheel.filename}{extra}"'
+            marker = " ".join([f"sha256:{wheel.sha256}{extra}", *pip_args])
+            fetch = _FETCH_WHEEL.format(
+                url=shlex.quote(wheel.url),
+                sha=wheel.sha256,
+                wheel=f'"$ROOT{WHEEL_DIR}/{wheel.filename}"',
+            )
+        install = _INSTALL.format(pip_args=quoted_args, fetch=fetch.strip("\n") or ":")
     script = _TEMPLATE.format(
         install=install.strip("\n"),
         tools=_tools(doc),
@@ -95,8 +116,8 @@ def render_bootstrap(
         spec_path=SPEC_PATH,
         venv=VENV,
         unit=UNIT,
-        package=shlex.quote(package_spec),
-        marker=shlex.quote(" ".join([package_spec, *pip_args])),
+        package=package,
+        marker=shlex.quote(marker),
         heredoc=HEREDOC,
         spec_json=spec_json,
     )
@@ -125,7 +146,8 @@ def user_data_for(
     pip_args: Sequence[str] = (),
     agent_preinstalled: bool = False,
 ) -> str:
-    """The script the VM runs at boot (``""`` when the request has neither script nor spec)."""
+    """The script the VM runs at boot (``""`` when the request has neither script nor spec).
+    A request that carries the agent's wheel (``agent_wheel``) installs that wheel."""
     if request.user_data or not request.job_spec:
         return request.user_data
     try:
@@ -135,9 +157,26 @@ def user_data_for(
             package_spec=package_spec,
             pip_args=pip_args,
             agent_preinstalled=agent_preinstalled,
+            wheel=request.agent_wheel,
         )
     except BootstrapError as exc:
         raise ProviderError(ErrorKind.INVALID, "Bootstrap", str(exc), provider=cloud) from None
+
+
+_WHEEL_NAME = re.compile(r"[A-Za-z0-9_.+-]+-py3-none-any\.whl")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_wheel(wheel: WheelLink) -> None:
+    """A wheel link the script can carry safely: a plain file name, a hex digest, and a URL
+    of one line that the VM's Python fetches (https; http and file only for local tests)."""
+    if not _WHEEL_NAME.fullmatch(wheel.filename):
+        raise BootstrapError(f"{wheel.filename!r} is not a wheel's file name")
+    if not _SHA256.fullmatch(wheel.sha256):
+        raise BootstrapError("the wheel's sha256 is not 64 hex digits")
+    scheme = wheel.url.split("://", 1)[0].lower()
+    if scheme not in ("https", "http", "file") or any(c in wheel.url for c in "\n\r\0"):
+        raise BootstrapError("the wheel's URL must be one https:// (or file://) line")
 
 
 #: a requirement that names this project by name only (extras and versions allowed, no URL)
@@ -222,7 +261,8 @@ def _comment(text: str) -> str:
 _TEMPLATE = r"""#!/bin/sh
 # provisioner bootstrap: job {job}, attempt {attempt}, cloud {cloud}.
 # Generated by providers.bootstrap. It carries no credentials: the node agent uses this
-# VM's own identity. Safe to run again (GCP runs startup scripts on every boot).
+# VM's own identity (a URL to the agent's wheel, if any, reads that one file for a few
+# hours). Safe to run again (GCP runs startup scripts on every boot).
 set -eu
 umask 022
 ROOT="${{PROVISIONER_BOOTSTRAP_ROOT:-}}"
@@ -377,6 +417,7 @@ PY=$(find_python) || {{
 [ -n "${{PY:-}}" ] || {{ say "no Python >= 3.11 could be installed"; exit 1; }}
 
 if [ ! -x "$VENV/bin/python3" ] || [ "$(cat "$VENV/.provisioner-package" 2>/dev/null)" != "$MARKER" ]; then
+{fetch}
   say "installing $PACKAGE with $PY"
   case "$PACKAGE" in *git+*) have git || {{ say "installing git"; pkg_install git; }} ;; esac
   if ! "$PY" -m venv "$VENV"; then
@@ -385,9 +426,46 @@ if [ ! -x "$VENV/bin/python3" ] || [ "$(cat "$VENV/.provisioner-package" 2>/dev/
     "$PY" -m venv "$VENV"
   fi
   "$VENV/bin/python3" -m pip install -q --upgrade pip || say "pip upgrade failed; going on"
+  if [ -f "$VENV/.provisioner-package" ]; then  # another build of the same version: replaced
+    "$VENV/bin/python3" -m pip uninstall -y -q provisioner || true
+  fi
   "$VENV/bin/python3" -m pip install -q {pip_args} "$PACKAGE"
   echo "$MARKER" > "$VENV/.provisioner-package"
 fi
+"""
+
+#: The launching version's wheel: fetched by the VM's Python from its short-lived URL (three
+#: tries), kept only when its sha256 is the one the launch named (else the script stops:
+#: never another build than the one launched); a copy already here with that digest is used.
+_FETCH_WHEEL = r"""
+  WHEEL={wheel}
+  WHEEL_SHA256={sha}
+  sha_of() {{
+    "$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$1"
+  }}
+  mkdir -p "$(dirname "$WHEEL")"
+  if [ ! -f "$WHEEL" ] || [ "$(sha_of "$WHEEL")" != "$WHEEL_SHA256" ]; then
+    say "fetching the agent's wheel $(basename "$WHEEL")"
+    tries=0
+    until "$PY" - {url} "$WHEEL.part" <<'PROVISIONER_FETCH'
+import shutil, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=60) as r, open(sys.argv[2], "wb") as f:
+    shutil.copyfileobj(r, f)
+PROVISIONER_FETCH
+    do
+      tries=$((tries + 1))
+      rm -f "$WHEEL.part"
+      [ $tries -lt 3 ] || {{ say "cannot fetch the agent's wheel (its URL may have expired)"; exit 1; }}
+      sleep 5
+    done
+    got=$(sha_of "$WHEEL.part")
+    if [ "$got" != "$WHEEL_SHA256" ]; then
+      rm -f "$WHEEL.part"
+      say "the fetched wheel has sha256 $got, not $WHEEL_SHA256: refused, nothing installed"
+      exit 1
+    fi
+    mv -f "$WHEEL.part" "$WHEEL"
+  fi
 """
 
 #: ``agent_preinstalled``: the image carries the agent; nothing is installed, not even Python.

@@ -11,9 +11,12 @@ run is refused at once with its ``file:line`` and the fix, and nothing is half-l
   never read here for a cloud (the VM reads them with its own identity);
 - **the code**: ``job.workdir`` packed into a content-addressed archive and put in the
   checkpoint store (once per digest), or ``job.git``'s ref pinned to its commit;
-- **the agent's package**: on a real cloud the VM's boot script installs provisioner with pip;
-  the provider options must say from where (``package_spec``, ``pip_args``), since on PyPI the
-  name ``provisioner`` is another project, or that the image has it (``agent_preinstalled``).
+- **the agent's package**: on a real cloud the VM's boot script installs provisioner with pip.
+  By default it installs the version running here: a wheel of it made here and put in the
+  checkpoint store once per digest (:mod:`provisioner.agentwheel`; the daemon links it afresh
+  at each launch). ``package_spec`` in the provider options names another package instead (it
+  must not be ``provisioner`` from PyPI, another project), and ``agent_preinstalled`` says
+  the image has it.
 
 The result (:class:`Prepared`) is what the job's row keeps: the store's URI and the code's
 descriptor, never the code or a secret.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +98,14 @@ def checkpoint_store(policy: Policy, provider: str, cwd: str) -> tuple[str, str 
 def package_problem(provider: str, options: Mapping[str, Any]) -> str | None:
     """Why a ``provider`` VM could not start the agent with these provider options, or None.
 
-    The boot script runs ``pip install PACKAGE_SPEC`` (``provisioner[<cloud>]`` by default)
-    from the VM's index, PyPI unless ``pip_args`` replaces it; PyPI's ``provisioner`` is an
-    unrelated project without the agent. Refused unless the spec is a URL (a wheel, a git
-    ref), the index is replaced, or ``agent_preinstalled`` says the image has the agent.
-    A provider with no cloud facts (an unknown name) sends no boot script of ours: left be."""
-    if provider == "sim" or options.get("agent_preinstalled"):
+    Without ``package_spec`` the boot script installs the running version's wheel from the
+    checkpoint store (:func:`carry_wheel` puts it there): nothing to check here. With one, it
+    runs ``pip install PACKAGE_SPEC`` from the VM's index, PyPI unless ``pip_args`` replaces
+    it; PyPI's ``provisioner`` is an unrelated project without the agent. Refused unless the
+    spec is a URL (a wheel, a git ref), the index is replaced, or ``agent_preinstalled`` says
+    the image has the agent. A provider with no cloud facts (an unknown name) sends no boot
+    script of ours: left be."""
+    if provider == "sim" or options.get("agent_preinstalled") or not options.get("package_spec"):
         return None
     from providers.bootstrap import installs_from_pypi
     from providers.facts import cloud_facts
@@ -116,18 +122,49 @@ def package_problem(provider: str, options: Mapping[str, Any]) -> str | None:
     if not installs_from_pypi(spec, [str(a) for a in args]):
         return None
     shown = f"provisioner[{provider}]" if spec == "provisioner" else spec
-    how = "by default" if "package_spec" not in options else "as package_spec says"
     return (
-        f"a {provider} VM would run `pip install '{shown}'` ({how}) from PyPI, where "
-        "`provisioner` is another project: the agent would never start. Give the provider "
-        f"this project's package: a wheel you host (`pip wheel --no-deps -w dist .` in a "
-        f"checkout), -o 'package_spec=provisioner[{provider}] @ https://HOST/"
-        "provisioner-VERSION-py3-none-any.whl'; a git tag, -o 'package_spec="
-        f"provisioner[{provider}] @ git+https://HOST/REPO.git@TAG'; or your own index, "
-        "-o 'pip_args=[--index-url, https://HOST/simple]'. Put them under "
-        f"`{provider}:` in ~/.config/provisioner/providers.yaml to set them once. An image "
-        "that already has the agent in /opt/provisioner/venv takes -o agent_preinstalled=true"
+        f"a {provider} VM would run `pip install '{shown}'` (as package_spec says) from PyPI, "
+        "where `provisioner` is another project: the agent would never start. Leave "
+        "package_spec out (the VM then installs this version's wheel from the checkpoint "
+        f"store), or name this project's package: a wheel you host, -o 'package_spec="
+        f"provisioner[{provider}] @ https://HOST/provisioner-VERSION-py3-none-any.whl'; a git "
+        f"tag, -o 'package_spec=provisioner[{provider}] @ git+https://HOST/REPO.git@TAG'; or "
+        "your own index, -o 'pip_args=[--index-url, https://HOST/simple]'"
     )
+
+
+def carry_wheel(
+    provider: str, options: Mapping[str, Any], checkpoint_uri: str, say: Callable[[str], None]
+) -> tuple[str | None, str | None]:
+    """Put the running version's wheel in the checkpoint store for the job's VMs (when the
+    provider options leave the package to us), and sign one URL to it as the daemon will at
+    each launch, so that a store or identity that cannot do either is refused now. (a note,
+    the problem) -- both None when the options name the package or the image has it."""
+    from provisioner.agentwheel import WheelError
+    from provisioner.agentwheel.carry import URL_LIFETIME, ensure_stored, wanted
+    from provisioner.agentwheel.sign import signed_url
+
+    if not wanted(provider, options):
+        return None, None
+    try:
+        from provisioner.agentwheel.build import running_wheel
+
+        wheel = running_wheel()
+        say(f"putting the agent's wheel ({wheel.size} bytes) in {checkpoint_uri}")
+        uri, sent = ensure_stored(wheel, checkpoint_uri)
+        # a trial signature, thrown away: the cloud checks it against the real time
+        signed_url(uri, datetime.now(UTC), URL_LIFETIME)
+    except WheelError as exc:
+        return None, (
+            f"a {provider} VM installs this version of provisioner from the checkpoint store, "
+            f"but {exc}. Name the package instead: -o 'package_spec=provisioner[{provider}] "
+            "@ https://HOST/provisioner-VERSION-py3-none-any.whl' (a wheel you host; a git "
+            f"tag takes 'provisioner[{provider}] @ git+https://HOST/REPO.git@TAG'), or -o "
+            "agent_preinstalled=true for an image with the agent in /opt/provisioner/venv; "
+            f"under `{provider}:` in ~/.config/provisioner/providers.yaml they are set once"
+        )
+    state = "uploaded" if sent else "already in the store"
+    return f"agent: provisioner {wheel.version} (sha256-{wheel.sha256[:12]}, {state})", None
 
 
 def _secrets(policy: Policy, provider: str) -> list[tuple[tuple[Any, ...], str]]:
@@ -236,10 +273,13 @@ def prepare(
         issues.append(PolicyIssue(file, None, None, "", package))
     if issues:  # nothing is packed or uploaded for a job that will not be written
         raise PolicyError(issues)
+    note, problem = carry_wheel(provider, provider_options or {}, uri, say or (lambda _m: None))
+    if problem:
+        raise PolicyError([PolicyIssue(file, None, None, "", problem)])
     try:
         code, notes = _code(policy, base, uri, say or (lambda _m: None))
     except CodeError as exc:
         where = ("job", "workdir") if policy.job.workdir is not None else ("job", "git")
         at(where, str(exc))
         raise PolicyError(issues) from None
-    return Prepared(uri, code, tuple(notes))
+    return Prepared(uri, code, tuple(notes) + ((note,) if note else ()))

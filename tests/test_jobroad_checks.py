@@ -19,7 +19,7 @@ from policies.loader import PolicyError, parse_policy
 from providers.bootstrap import render_bootstrap, user_data_limit
 from provisioner.agent.spec import AgentSpec
 from provisioner.control.store import Store
-from provisioner.submission import prepare
+from provisioner.submission import package_problem, prepare
 from tests.e2e_util import REPO
 from tests.store_util import insert_legacy_job
 
@@ -159,42 +159,44 @@ def test_a_cloud_with_no_usable_bucket_says_so_and_names_the_shared_filesystem(
 
 
 def test_a_real_cloud_refuses_the_pypi_package_with_the_fix(tmp_path: Path) -> None:
-    """On PyPI `provisioner` is another project: a VM told to `pip install provisioner[gcp]`
-    from there would never start the agent. `up` says so, with every way out, and writes
-    nothing; a wheel's URL, a git ref, a replaced index or a preinstalled agent are taken."""
+    """On PyPI `provisioner` is another project: a VM told by `package_spec` to `pip install
+    provisioner[gcp]` from there would never start the agent. `up` says so, with every way
+    out, and writes nothing; a wheel's URL, a git ref, a replaced index or a preinstalled agent
+    are taken; no package_spec at all is the default road (this version's wheel, carried
+    through the checkpoint store: tests/test_agentwheel.py)."""
     policy = _policy(tmp_path, "  command: [python, x.py]", "checkpoint:\n  uri: gs://b/ck\n")
-    code, err = _up(tmp_path, policy, "--provider", "gcp")
+    code, err = _up(tmp_path, policy, "--provider", "gcp", "-o", "package_spec=provisioner[gcp]")
     message = " ".join(err.split())
     assert code == 2, err
     assert f"{policy}: a gcp VM would run `pip install 'provisioner[gcp]'`" in message
     for fix in (
         "another project",
-        "pip wheel --no-deps -w dist .",
+        "Leave package_spec out",
         "-o 'package_spec=provisioner[gcp] @ https://",
         "@ git+https://",
         "-o 'pip_args=[--index-url, https://HOST/simple]'",
-        "providers.yaml",
-        "agent_preinstalled=true",
     ):
         assert fix in message, fix
-    # a name with extras, or an extra index beside PyPI, is the same trap
+    # an extra index beside PyPI is the same trap
     code, err = _up(
         tmp_path,
         policy,
         "--provider",
         "gcp",
         "-o",
-        "package_spec=provisioner[gcp]",
+        "package_spec=provisioner",
         "-o",
         "pip_args=[--extra-index-url, https://pypi.example/simple]",
     )
     assert code == 2 and "as package_spec says" in err
+    # no package_spec: nothing from PyPI by name (the wheel road), whatever the index
+    assert package_problem("gcp", {}) is None
+    assert package_problem("gcp", {"pip_args": ["--extra-index-url", "https://x/simple"]}) is None
 
     pol = parse_policy(policy.read_text(), str(policy))
     for options in (
         {"package_spec": f"provisioner[gcp] @ {WHEEL}"},
         {"package_spec": "provisioner[gcp] @ git+https://git.example/provisioner.git@v0.1.0"},
-        {"pip_args": ["--index-url", "https://pypi.example/simple"]},
         {"package_spec": "provisioner[gcp]", "pip_args": ["-i", "https://pypi.example/simple"]},
         {"agent_preinstalled": True},
     ):

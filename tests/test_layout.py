@@ -103,6 +103,7 @@ LAYERS = {
     "provisioner.logs": 3,  # logging set-up for the daemon and the CLI
     "provisioner.providers_config": 3,  # provider defaults read by the CLI
     "provisioner.jobcode": 3,  # the job's code: packed at `up`, fetched by the agent
+    "provisioner.agentwheel": 3,  # the agent's own wheel: built, stored and linked per launch
     "provisioner.job": 3,  # the job's side on the VM (stdlib; framework integrations, lazily)
     "provisioner.submission": 3,
     "provisioner.preflight": 3,  # what `up` and the API refuse before a job is written  # what `up` checks and prepares before a job is written

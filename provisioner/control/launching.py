@@ -27,6 +27,7 @@ from provisioner.core.models import (
     LaunchRequest,
     Market,
     Placement,
+    WheelLink,
     placement_group_name,
 )
 from provisioner.core.overlap import notice_deadline
@@ -37,12 +38,15 @@ from provisioner.core.views import CHANGEOVER_H, zone_history
 #: A switch made before break: how long after its changeover the new agent waits for the old
 #: one's checkpoint before it goes on from the newest one (the old one's stop has failed).
 HANDOVER_WAIT = timedelta(minutes=30)
+#: a launch's wheel URL is made again when the one this pass made has less left than this
+URL_FRESH_FOR = timedelta(minutes=90)
 
 
 class Launching(JobPassBase):
     """The launch part of a job's pass."""
 
     _nodes_up = 0  # how many nodes of the last gang torn down had come up
+    _wheel: WheelLink | None = None  # the agent's wheel as this pass linked it
 
     def launch(self, placement: Placement, reason: str, report: PassReport) -> bool:
         """Launch one attempt on ``placement``: intent first, then the cloud call."""
@@ -55,6 +59,7 @@ class Launching(JobPassBase):
             (placement.offer.provider, placement.offer.zone)
         )
         row = attempt_row(job, attempt, placement, self.now, reason, self.policy, seen)
+        self._wheel_link()  # a wheel that cannot be carried: no attempt written
         self._reference(row)
         self.store.add_attempt(row)
         self.attempts.append(row)
@@ -77,6 +82,31 @@ class Launching(JobPassBase):
             o = ref.offer
             row.cheapest_on_demand_per_hour = ref.price_per_hour
             row.cheapest_on_demand_offer = f"{o.provider}:{o.zone or o.region}:{o.instance_type}"
+
+    def _wheel_link(self) -> WheelLink | None:
+        """The running version's wheel in the job's checkpoint store and a fresh URL to it
+        (provisioner.agentwheel), once per pass; None where the provider options name the
+        package or the image has it. A wheel that cannot be stored or linked to is a
+        ProviderError (transient: the next pass tries again; the event says what to do)."""
+        from provisioner.agentwheel import WheelError
+        from provisioner.agentwheel.carry import link_for, wanted
+
+        if not wanted(self.job.provider, self.job.provider_options or {}):
+            return None
+        link = self._wheel
+        if link is not None and link.expires - self.now > URL_FRESH_FOR:
+            return link
+        try:
+            link = link_for(self.checkpoint_uri(), self.now)
+        except WheelError as exc:
+            raise ProviderError(
+                ErrorKind.TRANSIENT,
+                "AgentWheel",
+                f"{exc} (or set package_spec or agent_preinstalled in the provider options)",
+                provider=self.job.provider,
+            ) from None
+        self._wheel = link
+        return link
 
     def fence(self, what: str) -> None:
         """Renew the job's lease right before a launch; raise LeaseLost if another replica
@@ -147,6 +177,7 @@ class Launching(JobPassBase):
             nodes=nodes,
             placement_group=group,
             fabric=_fabric(self.policy) if nodes > 1 else "",
+            agent_wheel=self._wheel_link(),
         )
 
     def _launch_gang(

@@ -223,6 +223,21 @@ class Interruption:
     raw: str = ""
 
 
+@dataclass(frozen=True)
+class WheelLink:
+    """The running provisioner's wheel as a launch carries it (provisioner.agentwheel): where
+    the boot script fetches it (a URL that reads that one object until ``expires``), its
+    sha256 and its file name."""
+
+    url: str
+    sha256: str
+    filename: str
+    expires: datetime
+
+    def __repr__(self) -> str:  # never the URL: it reads the object until it expires
+        return f"WheelLink({self.filename}, sha256={self.sha256[:12]}, expires={self.expires})"
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchRequest:
     """What to start, where, on which market, capped at what price, under which token."""
@@ -255,6 +270,10 @@ class LaunchRequest:
     #: An RDMA network asked for: "efa" (AWS: the node gets an EFA interface), "infiniband"
     #: or "rdma" (the instance type carries it; nothing more to ask), "" none
     fabric: str = ""
+    #: The running provisioner's wheel in the job's checkpoint store, linked for this launch
+    #: (provisioner.agentwheel): the boot script installs it instead of ``package_spec``;
+    #: None: the provider options name the package, or the image has it
+    agent_wheel: WheelLink | None = None
 
     @property
     def token(self) -> str:
