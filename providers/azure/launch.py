@@ -81,7 +81,9 @@ class AzureLaunch(AzureInstances):
             log.info("azure: %s already has VM %s", request.token, name)
             return self._instance(existing, self._get_nic(name))
         spot = request.market is Market.SPOT
-        price = max_price(request.bid_cap_per_hour if request.cap_on_wire else None) if spot else None
+        price = (
+            max_price(request.bid_cap_per_hour if request.cap_on_wire else None) if spot else None
+        )
         nic = self._ensure_nic(name, region, request.tags)
         body = self._vm_body(request, region, nic["id"], price)
         try:
