@@ -19,8 +19,12 @@ pytestmark = pytest.mark.slow
 #: node taken while the cloud still listed it was ended with no event; 633: a gang's nodes
 #: started by a launch sent again after a crash ran on after their attempt failed, unbilled;
 #: 875, 951: a daemon killed between a replacement's record and its launch event left the
-#: launch untold and the restart untold until the job ended
-REGRESSIONS = (63, 136, 143, 212, 228, 338, 473, 515, 542, 632, 633, 875, 951)
+#: launch untold and the restart untold until the job ended; 75: a replacement whose zone's
+#: price passed the cap during its handover was kept until the handover ended (and, once
+#: stopped, the instance it was to replace, over the cap too, waited a pass to be moved).
+#: Bid caps and price surges are drawn from a generator of their own, so the seeds older
+#: than them draw the same market, jobs and faults as when they failed.
+REGRESSIONS = (63, 75, 136, 143, 212, 228, 338, 473, 515, 542, 632, 633, 875, 951)
 SEEDS = (*range(20), *REGRESSIONS)
 
 

@@ -281,6 +281,13 @@ def _decide_on(
     over = pc.over_cap(job, obs, keep)  # its price passed the cap: it moves or stops
     if over is not None:
         t = pc.keep_away(job, t, now, over)
+        if t.handing_over is not None:  # a replacement, over the cap before it took over:
+            # stopped, and the instance it was to replace decided on as the one that works
+            # (itself held to its cap: moved again, or kept)
+            works = t.handing_over
+            end = Terminate(over.instance.id, f"{over.why}; {works.id} works on", Cause.OVER_CAP)
+            back = replace(t, actions=[*t.actions, end], keep=works, handing_over=None)
+            return _decide_on(job, obs, now, back, strategy)
     alive = [x for x in (keep, t.handing_over) if x is not None]
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
     avail = lk.open_zones(job, keep, locs, avail, now)  # looks due (from a working instance)
@@ -301,6 +308,8 @@ def _decide_on(
                 avail[cur_i] = True  # it is running: capacity is there (at its price)
         elif running == SPOT:  # a replacement lost in its overlap: it took over again
             cur_i = sig.running_at(keep, locs, avail)
+        if over is not None and cur_i >= 0:
+            avail[cur_i] = False  # its capacity is there, its price is not
     ages = sv.ages(obs, now, locs, avail)
     known = obs.spot_history
     hist = [known.get(loc) or NO_HISTORY for loc in locs] if known else [NO_HISTORY] * len(locs)

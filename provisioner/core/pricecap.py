@@ -31,11 +31,13 @@ OVER_CAP_COOLDOWN = timedelta(minutes=15)
 
 @dataclass(frozen=True, slots=True)
 class OverCap:
-    """The job's running spot instance and what it pays now against its cap (USD/h)."""
+    """The job's running spot instance, what it pays now against its cap (USD/h), and the
+    location (provider, zone) the strategy knows it by."""
 
     instance: Instance
     price: float
     cap: float
+    location: tuple[str, str]
 
     @property
     def why(self) -> str:
@@ -58,28 +60,47 @@ def running_cap(policy: Policy, placement: Placement) -> float:
     return policy_spot_cap(fixed, o.gpu_count, None)
 
 
+def _candidate(obs: Observations, keep: Instance) -> Placement | None:
+    """The planner's spot candidate of ``keep``'s zone and type (a sim's instance names "sim",
+    its offers the cloud it mimics)."""
+    here = [
+        p
+        for p in obs.candidates
+        if p.market is Market.SPOT
+        and p.offer.zone == keep.zone
+        and p.offer.instance_type == keep.instance_type
+    ]
+    return next((p for p in here if p.offer.provider == keep.provider), here[0] if here else None)
+
+
 def over_cap(job: JobView, obs: Observations, keep: Instance | None) -> OverCap | None:
-    """The job's current spot instance when the price read now is above its cap."""
+    """The job's working spot instance when the price read now is above its cap: the current
+    attempt's (held to the cap its launch was), or an earlier one's that took over again when
+    its replacement was lost (held to the policy's cap on its offer)."""
     cur = job.current
-    if keep is None or cur is None or keep.id != cur.instance_id or keep.market is not Market.SPOT:
-        return None
-    if not obs.spot_prices:
+    if keep is None or cur is None or keep.market is not Market.SPOT or not obs.spot_prices:
         return None
     price = obs.spot_prices.get((keep.region, keep.zone, keep.instance_type))
     if price is None:
         return None
-    cap = running_cap(job.policy, cur.placement)
-    if math.isinf(cap):
+    if keep.id == cur.instance_id:
+        placement = cur.placement
+        cap = running_cap(job.policy, placement)
+    else:
+        placement = _candidate(obs, keep) or replace(cur.placement, bid_cap_per_hour=None)
+        cap = running_cap(job.policy, replace(placement, bid_cap_per_hour=None))
+    if math.isinf(cap) or price <= cap + EPS_USD:
         return None
-    return OverCap(keep, price, cap) if price > cap + EPS_USD else None
+    here = (placement.offer.provider, placement.offer.location)
+    if keep.id != cur.instance_id and placement.offer.zone != keep.zone:
+        here = (keep.provider, keep.zone)
+    return OverCap(keep, price, cap, here)
 
 
 def keep_away(job: JobView, t: Situation, now: datetime, over: OverCap) -> Situation:
     """The situation with the instance's zone cooled down (its capacity is there, its price
     is not), so the strategy looks elsewhere."""
-    cur = job.current
-    assert cur is not None
-    loc = (cur.placement.offer.provider, cur.placement.offer.location)
+    loc = over.location
     until = now + max(job.policy.restart.zone_cooldown, OVER_CAP_COOLDOWN)
     before = t.cooled.get(loc)
     if before is not None and before >= until:
