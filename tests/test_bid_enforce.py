@@ -33,7 +33,7 @@ from provisioner.core.decide import (
 )
 from provisioner.core.models import Instance, InstanceState, LaunchRequest, Market
 from provisioner.core.states import Cause
-from tests.test_decide import NOW, cands, job, place, policy, running
+from tests.test_decide import NOW, cands, job, offer, place, policy, running
 
 KEY = ("us-east-1", "us-east-1a", "p3.2xlarge")  # the running instance of tests.test_decide
 
@@ -234,3 +234,21 @@ def test_aws_under_the_daemon_sends_no_max_price_and_reads_the_price_first() -> 
         assert (
             harness.launch_requests()[-1]["InstanceMarketOptions.SpotOptions.MaxPrice"] == "0.5000"
         )
+
+
+def test_a_launch_sent_again_from_its_row_is_held_to_the_cap_it_was_chosen_with() -> None:
+    """A resend rebuilds its placement from the attempt's row, which keeps no on-demand price:
+    a share-of-on-demand cap read as 0 there, the guard refused the resend and the gang node
+    an earlier process had started ran on unowned (found by seed 338 once it drew such caps)."""
+    from provisioner.core.rules import launch_violation, spot_cap
+
+    p = policy("bid_cap: {max_spot_price_per_hour: 0.3, max_fraction_of_on_demand: 0.7}\n")
+    chosen = place(offer(spot=0.2), cap=0.3)
+    row_like = replace(chosen, offer=replace(chosen.offer, price=None))
+    assert spot_cap(p, row_like) == pytest.approx(0.3)
+    assert launch_violation(p, row_like, 0.0) is None
+    over = replace(row_like, offer=replace(row_like.offer, spot_price=0.5), price_per_hour=0.5)
+    assert launch_violation(p, over, 0.0) is not None  # still refused above the cap
+    # with neither the on-demand price nor a recorded cap, a share cannot be held: refused
+    bare = replace(row_like, bid_cap_per_hour=None)
+    assert launch_violation(p, bare, 0.0) is not None

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow
 #: the slow tier's 20, and each seed a longer run once failed on (kept: it fails on the code
 #: before its fix): 63, 136, 143, 212, 228 killed a daemon between a preemption's event and
 #: the attempt's end (the event was lost, its instance row left live, the restart untold);
-#: 338 left the rows of instances gone after their notice live; 473, 515, 542, 632: a gang's
+#: 338 left the rows of instances gone after their notice live (and, once it drew a
+#: share-of-on-demand cap, a gang's resend refused by the guard, its started node left running); 473, 515, 542, 632: a gang's
 #: node taken while the cloud still listed it was ended with no event; 633: a gang's nodes
 #: started by a launch sent again after a crash ran on after their attempt failed, unbilled;
 #: 875, 951: a daemon killed between a replacement's record and its launch event left the

@@ -126,6 +126,7 @@ class Launching(JobPassBase):
             self.end_attempt(
                 row, AttemptState.FAILED, "guard: launch refused on resend", Cause.GUARD_REFUSED
             )
+            self._stop_started(row, "its launch is refused on resend", report)
             raise
         self.fence(f"resending attempt {row.attempt}")
         self.event(
@@ -134,6 +135,25 @@ class Launching(JobPassBase):
             f"(token {row.token})",
         )
         return self._send(row, placement, row.reason, report)
+
+    def _stop_started(
+        self, row: AttemptRow, why: str, report: PassReport, ids: list[str] | None = None
+    ) -> None:
+        """Stop what an attempt that will not run has started: ``ids``, and what an earlier
+        process started for it (a gang's nodes before a crash), found by its tag."""
+        ids = list(ids or [])
+        try:
+            tags = {TAG_MANAGED: "true", TAG_JOB: self.job.id, TAG_ATTEMPT: str(row.attempt)}
+            ids += [i.id for i in self.provider.list(tags) if i.state.alive and i.id not in ids]
+            report.provider_calls += 1
+        except ProviderError as err:  # the next pass stops them (JobRunner.stop_leftovers)
+            self.log.info("job %s: attempt %d not listed: %s", self.job.id, row.attempt, err)
+        for iid in ids:
+            self.event("terminate", f"terminated {iid}: {why}")
+        if ids:
+            self.provider.terminate(ids)
+            self.store.end_instances(self.provider.name, ids, self.now, why)
+            report.provider_calls += 1
 
     def _request(
         self, row: AttemptRow, placement: Placement, node: int = 0, group: str | None = None
@@ -241,19 +261,7 @@ class Launching(JobPassBase):
             nodes=nodes,
             instance_type=o.instance_type,
         )
-        ids = [i.id for i in launched]
-        try:  # and the nodes an earlier process started for it (a launch sent again)
-            tags = {TAG_MANAGED: "true", TAG_JOB: self.job.id, TAG_ATTEMPT: str(row.attempt)}
-            ids += [i.id for i in self.provider.list(tags) if i.state.alive and i.id not in ids]
-            report.provider_calls += 1
-        except ProviderError as err:  # the next pass stops them (JobRunner.stop_leftovers)
-            self.log.info("job %s: gang nodes not listed: %s", self.job.id, err)
-        for iid in ids:
-            self.event("terminate", f"terminated {iid}: gang incomplete")
-        if ids:
-            self.provider.terminate(ids)
-            self.store.end_instances(self.provider.name, ids, self.now, "gang incomplete")
-            report.provider_calls += 1
+        self._stop_started(row, "gang incomplete", report, [i.id for i in launched])
         if row.placement_group and isinstance(self.provider, PlacementGroups):
             try:
                 self.provider.delete_placement_group(row.placement_group)

@@ -20,7 +20,7 @@ from policies.model import Policy
 from provisioner.core.actions import Action, CoolDown, Terminate, Wait
 from provisioner.core.gate import Situation
 from provisioner.core.models import Instance, Market, Placement
-from provisioner.core.rules import EPS_USD, policy_spot_cap
+from provisioner.core.rules import EPS_USD, fixed_spot_cap, policy_spot_cap, spot_cap
 from provisioner.core.states import Cause
 from provisioner.core.views import JobView, Observations
 
@@ -49,15 +49,12 @@ def running_cap(policy: Policy, placement: Placement) -> float:
     (the attempt's), else the policy's; a share of on-demand counts only where the on-demand
     price is known (an attempt's row keeps the price it runs at, not the on-demand one, and
     its launch's cap already holds that share)."""
-    if placement.bid_cap_per_hour is not None:
-        return placement.bid_cap_per_hour
     o = placement.offer
-    if o.price is not None or policy.bid_cap.max_fraction_of_on_demand is None:
+    if placement.bid_cap_per_hour is not None:
+        return spot_cap(policy, placement)
+    if o.price is not None:
         return policy_spot_cap(policy, o.gpu_count, o.price)
-    fixed = policy.model_copy(
-        update={"bid_cap": policy.bid_cap.model_copy(update={"max_fraction_of_on_demand": None})}
-    )
-    return policy_spot_cap(fixed, o.gpu_count, None)
+    return fixed_spot_cap(policy, o.gpu_count)
 
 
 def _candidate(obs: Observations, keep: Instance) -> Placement | None:

@@ -89,10 +89,25 @@ def policy_spot_cap(policy: Policy, gpu_count: int, on_demand_price: float | Non
     return cap
 
 
+def fixed_spot_cap(policy: Policy, gpu_count: int) -> float:
+    """The policy's spot caps that need no on-demand price (per hour, per GPU-hour)."""
+    bid = policy.bid_cap
+    cap = math.inf
+    if bid.max_spot_price_per_hour is not None:
+        cap = min(cap, bid.max_spot_price_per_hour)
+    if bid.max_spot_price_per_gpu_hour is not None:
+        cap = min(cap, bid.max_spot_price_per_gpu_hour * gpu_count)
+    return cap
+
+
 def spot_cap(policy: Policy, placement: Placement) -> float:
-    """The tightest spot bid cap: the placement's and the policy's (inf: none)."""
+    """The tightest spot bid cap: the placement's and the policy's (inf: none). A placement
+    rebuilt from an attempt's row keeps no on-demand price: its cap (set when it was chosen,
+    with the on-demand price then known) stands for the share of on-demand."""
     o = placement.offer
     cap = math.inf if placement.bid_cap_per_hour is None else placement.bid_cap_per_hour
+    if o.price is None and placement.bid_cap_per_hour is not None:
+        return min(cap, fixed_spot_cap(policy, o.gpu_count))
     return min(cap, policy_spot_cap(policy, o.gpu_count, o.price))
 
 
@@ -181,9 +196,13 @@ def launch_violation(
             f"${left:.4g} left of budget.max_total"
         )
     if placement.market is Market.SPOT:
-        if policy.bid_cap.max_fraction_of_on_demand is not None and o.price is None:
+        fraction = policy.bid_cap.max_fraction_of_on_demand is not None
+        if fraction and o.price is None and placement.bid_cap_per_hour is None:
             return "bid cap as a fraction of on-demand, but the on-demand price is unknown"
-        cap = policy_spot_cap(policy, o.gpu_count, o.price)
+        if o.price is None:  # rebuilt from its row: the share was held when it was chosen
+            cap = fixed_spot_cap(policy, o.gpu_count)
+        else:
+            cap = policy_spot_cap(policy, o.gpu_count, o.price)
         if placement.bid_cap_per_hour is not None and placement.bid_cap_per_hour > cap + EPS_USD:
             return "the bid sent would exceed the policy's cap"
     return None
