@@ -382,11 +382,12 @@ def _decide_on(
                 *t.actions,
                 Launch(p, n, f"{_describe(p)} (rank {p.rank}): {why}; {how}", replaces=keep.id),
             ]
-        stop = stop_all(alive, f"switching to {p.market.value}: {why}", Cause.SWITCHED)
+        cause, note = (Cause.OVER_CAP, f"{over.why}; ") if over else (Cause.SWITCHED, "")
+        stop = stop_all(alive, f"{note}switching to {p.market.value}: {why}", cause)
         return [
             *t.actions,
             *stop,
-            Launch(p, job.attempt + 1, f"{_describe(p)} (rank {p.rank}): {why}"),
+            Launch(p, job.attempt + 1, f"{_describe(p)} (rank {p.rank}): {note}{why}"),
         ]
     if over is not None:
         held = next((w.reason for w in passed if w is not None), "no launch fits the budget")
