@@ -173,7 +173,9 @@ def _table(report: Any, out: Any) -> None:
         )
     out.print()
     out.print(t)
-    verdict = "every step held" if report.passed else f"FAILED: {report.stopped or 'a step did not hold'}"
+    verdict = (
+        "every step held" if report.passed else f"FAILED: {report.stopped or 'a step did not hold'}"
+    )
     out.print(
         f"drill {report.drill_id} on {report.provider}: {verdict}; cost ${report.cost_usd:.4f}",
         markup=False,

@@ -10,6 +10,7 @@ each, naming it; a ledger with nothing left is marked ``cleaned``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,13 +39,19 @@ def clean(
     try:
         provider = factory(ledger.provider, dict(ledger.provider_options))
     except Exception as exc:
-        left.append(f"{ledger.provider}: cannot reach the provider ({exc}); its instances tagged "
-                    f"{TAG_JOB}={ledger.job_id} may still run")
+        left.append(
+            f"{ledger.provider}: cannot reach the provider ({exc}); its instances tagged "
+            f"{TAG_JOB}={ledger.job_id} may still run"
+        )
     if provider is not None:
         left += _terminate(provider, ledger, wait_s, sleep)
         left += _groups(provider, ledger)
         try:
-            cloud = ledger.provider_options.get("mimic", "aws") if ledger.provider == "sim" else ledger.provider
+            cloud = (
+                ledger.provider_options.get("mimic", "aws")
+                if ledger.provider == "sim"
+                else ledger.provider
+            )
             itr = interrupter or interrupter_for(ledger.provider, str(cloud), provider, ledger, 0.0)
             left += itr.cleanup()
         except Exception as exc:
@@ -58,16 +65,16 @@ def clean(
     if provider is not None:
         close = getattr(provider, "close", None)
         if close is not None and ledger.provider != "sim":
-            try:
+            with contextlib.suppress(Exception):
                 close()
-            except Exception:
-                pass
     ledger.cleaned = not left
     ledger.save()
     return left
 
 
-def _terminate(provider: Any, ledger: Ledger, wait_s: float, sleep: Callable[[float], None]) -> list[str]:
+def _terminate(
+    provider: Any, ledger: Ledger, wait_s: float, sleep: Callable[[float], None]
+) -> list[str]:
     try:
         alive = _instances(provider, ledger.job_id)
         deadline = time.monotonic() + wait_s

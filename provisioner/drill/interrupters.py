@@ -26,7 +26,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from provisioner.drill.ledger import Ledger
@@ -242,11 +242,11 @@ class AzureEviction(Interrupter):
 
 def substitute_notice_text(cloud: str, deadline: datetime) -> str:
     """The notice body the cloud's metadata service would serve (``termination-time``):
-    Alibaba ISO 8601 UTC, Tencent ``YYYY-MM-DD HH:MM:SS``."""
-    at = deadline.astimezone(UTC)
+    Alibaba ISO 8601 UTC, Tencent ``YYYY-MM-DD HH:MM:SS`` in Beijing time (UTC+8, no zone
+    written, as CVM serves it)."""
     if cloud == "tencent":
-        return at.strftime("%Y-%m-%d %H:%M:%S")
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return deadline.astimezone(timezone(timedelta(hours=8))).strftime("%Y-%m-%d %H:%M:%S")
+    return deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class SubstituteNotice(Interrupter):

@@ -46,28 +46,63 @@ class Grants:
 
 def _aws(bucket: str) -> Grants:
     calls = [
-        Call("caller", "ec2:DescribeInstanceTypes, ec2:DescribeSpotPriceHistory", "offers and spot prices"),
+        Call(
+            "caller",
+            "ec2:DescribeInstanceTypes, ec2:DescribeSpotPriceHistory",
+            "offers and spot prices",
+        ),
         Call("caller", "ssm:GetParameters", "the default image (a public SSM parameter)"),
-        Call("caller", "s3:PutObject", "the job's spec beside its checkpoints"),
         Call("caller", "ec2:RunInstances (spot, tagged provisioner-job=<drill id>)", "launch"),
         Call("caller", "ec2:DescribeInstances", "watch the instance (every pass)"),
-        Call("vm", "IMDSv2 PUT /latest/api/token, GET /latest/meta-data/spot/instance-action", "the agent polls for the notice"),
+        Call(
+            "vm",
+            "IMDSv2 PUT /latest/api/token, GET /latest/meta-data/spot/instance-action",
+            "the agent polls for the notice",
+        ),
         Call("caller", "sts:GetCallerIdentity", "the account, for the instance's ARN"),
-        Call("caller", "iam:CreateRole provisioner-drill-<id> (trusted by fis.amazonaws.com)", "the role FIS assumes"),
-        Call("caller", "iam:PutRolePolicy interrupt-one-instance", "ec2:SendSpotInstanceInterruptions on that instance only"),
-        Call("caller", "fis:CreateExperimentTemplate (iam:PassRole, fis:TagResource)", "action aws:ec2:send-spot-instance-interruptions, durationBeforeInterruption PT2M, target: the instance's ARN"),
+        Call(
+            "caller",
+            "iam:CreateRole provisioner-drill-<id> (trusted by fis.amazonaws.com)",
+            "the role FIS assumes",
+        ),
+        Call(
+            "caller",
+            "iam:PutRolePolicy interrupt-one-instance",
+            "ec2:SendSpotInstanceInterruptions on that instance only",
+        ),
+        Call(
+            "caller",
+            "fis:CreateExperimentTemplate (iam:PassRole, fis:TagResource)",
+            "action aws:ec2:send-spot-instance-interruptions, durationBeforeInterruption PT2M, target: the instance's ARN",
+        ),
         Call("caller", "fis:StartExperiment", "the interruption"),
-        Call("cloud", "ec2:SendSpotInstanceInterruptions (by FIS, as the role)", "EC2 serves the two-minute notice, then reclaims the instance"),
-        Call("vm", "s3:PutObject checkpoints/<name>, latest, progress.json", "the checkpoint taken on the notice"),
+        Call(
+            "cloud",
+            "ec2:SendSpotInstanceInterruptions (by FIS, as the role)",
+            "EC2 serves the two-minute notice, then reclaims the instance",
+        ),
+        Call(
+            "vm",
+            "s3:PutObject checkpoints/<name>, latest, progress.json",
+            "the checkpoint taken on the notice",
+        ),
         Call("caller", "ec2:RunInstances", "the replacement, during the notice"),
         Call("vm", "s3:GetObject checkpoints/<name>", "the replacement resumes"),
-        Call("caller", "ec2:TerminateInstances", "the old instance once its checkpoint is in; the replacement at the end"),
+        Call(
+            "caller",
+            "ec2:TerminateInstances",
+            "the old instance once its checkpoint is in; the replacement at the end",
+        ),
         Call("caller", "fis:StopExperiment, fis:DeleteExperimentTemplate", "cleanup"),
         Call("caller", "iam:DeleteRolePolicy, iam:DeleteRole", "cleanup"),
-        Call("caller", "s3:ListBucket, s3:DeleteObject on <prefix>/<drill id>/", "cleanup: the drill's objects"),
+        Call(
+            "caller",
+            "s3:ListBucket, s3:DeleteObject on <prefix>/<drill id>/",
+            "cleanup: the drill's objects",
+        ),
     ]
     arn_bucket = f"arn:aws:s3:::{bucket}"
-    caller_doc = {
+    caller_doc: dict[str, Any] = {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -140,7 +175,11 @@ def _aws(bucket: str) -> Grants:
     fis_role = {
         "Version": "2012-10-17",
         "Statement": [
-            {"Effect": "Allow", "Action": "ec2:SendSpotInstanceInterruptions", "Resource": "arn:aws:ec2:REGION:ACCOUNT:instance/INSTANCE"},
+            {
+                "Effect": "Allow",
+                "Action": "ec2:SendSpotInstanceInterruptions",
+                "Resource": "arn:aws:ec2:REGION:ACCOUNT:instance/INSTANCE",
+            },
             {"Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
         ],
     }
@@ -148,7 +187,7 @@ def _aws(bucket: str) -> Grants:
         "aws",
         "AWS Fault Injection Service: aws:ec2:send-spot-instance-interruptions",
         calls,
-        sorted({a for s in caller_doc["Statement"] for a in s["Action"]}),  # type: ignore[union-attr]
+        sorted({a for s in caller_doc["Statement"] for a in s["Action"]}),
         ["s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
         [
             "The VM's role comes from its instance profile (-o instance_profile=NAME).",
@@ -160,17 +199,40 @@ def _aws(bucket: str) -> Grants:
 
 def _gcp(bucket: str) -> Grants:
     calls = [
-        Call("caller", "compute.machineTypes.aggregatedList, compute.acceleratorTypes.aggregatedList", "offers"),
-        Call("caller", "storage.objects.create", "the job's spec beside its checkpoints"),
-        Call("caller", "compute.instances.insert (provisioningModel SPOT, labels provisioner-job=<drill id>)", "launch"),
+        Call(
+            "caller",
+            "compute.machineTypes.aggregatedList, compute.acceleratorTypes.aggregatedList",
+            "offers",
+        ),
+        Call(
+            "caller",
+            "compute.instances.insert (provisioningModel SPOT, labels provisioner-job=<drill id>)",
+            "launch",
+        ),
         Call("caller", "compute.instances.aggregatedList, compute.zoneOperations.get", "watch"),
-        Call("vm", "GET metadata.google.internal/computeMetadata/v1/instance/preempted", "the agent polls for the notice"),
-        Call("caller", "compute.instances.simulateMaintenanceEvent", "the interruption: a Spot VM is preempted (about 30 s notice)"),
+        Call(
+            "vm",
+            "GET metadata.google.internal/computeMetadata/v1/instance/preempted",
+            "the agent polls for the notice",
+        ),
+        Call(
+            "caller",
+            "compute.instances.simulateMaintenanceEvent",
+            "the interruption: a Spot VM is preempted (about 30 s notice)",
+        ),
         Call("vm", "storage.objects.create checkpoints/<name>", "the notice's checkpoint"),
         Call("caller", "compute.instances.insert", "the replacement"),
         Call("vm", "storage.objects.get", "the replacement resumes"),
-        Call("caller", "compute.instances.delete", "the old instance (if still there) and the replacement"),
-        Call("caller", "storage.objects.list, storage.objects.delete on <prefix>/<drill id>/", "cleanup"),
+        Call(
+            "caller",
+            "compute.instances.delete",
+            "the old instance (if still there) and the replacement",
+        ),
+        Call(
+            "caller",
+            "storage.objects.list, storage.objects.delete on <prefix>/<drill id>/",
+            "cleanup",
+        ),
     ]
     return Grants(
         "gcp",
@@ -182,7 +244,9 @@ def _gcp(bucket: str) -> Grants:
             f"roles/storage.objectAdmin on gs://{bucket}",
         ],
         [f"roles/storage.objectAdmin on gs://{bucket} (the VM's service account)"],
-        ["A custom role instead of instanceAdmin needs compute.instances.create, .delete, .get, .list, .setLabels, .setMetadata, .simulateMaintenanceEvent, compute.zoneOperations.get."],
+        [
+            "A custom role instead of instanceAdmin needs compute.instances.create, .delete, .get, .list, .setLabels, .setMetadata, .simulateMaintenanceEvent, compute.zoneOperations.get."
+        ],
     )
 
 
@@ -202,21 +266,41 @@ def _azure(bucket: str) -> Grants:
     ]
     calls = [
         Call("caller", "PUT .../networkInterfaces/<vm>-nic", "the VM's NIC"),
-        Call("caller", "PUT .../virtualMachines/<vm> (priority Spot, tags provisioner-job=<drill id>)", "launch"),
+        Call(
+            "caller",
+            "PUT .../virtualMachines/<vm> (priority Spot, tags provisioner-job=<drill id>)",
+            "launch",
+        ),
         Call("caller", "GET .../virtualMachines", "watch"),
-        Call("vm", "GET 169.254.169.254/metadata/scheduledevents", "the agent polls for the Preempt event"),
-        Call("caller", "POST .../virtualMachines/<vm>/simulateEviction", "the interruption: a Preempt event, then eviction (at least 30 s)"),
-        Call("vm", "POST scheduledevents StartRequests", "the agent approves the event once its checkpoint is in"),
+        Call(
+            "vm",
+            "GET 169.254.169.254/metadata/scheduledevents",
+            "the agent polls for the Preempt event",
+        ),
+        Call(
+            "caller",
+            "POST .../virtualMachines/<vm>/simulateEviction",
+            "the interruption: a Preempt event, then eviction (at least 30 s)",
+        ),
+        Call(
+            "vm",
+            "POST scheduledevents StartRequests",
+            "the agent approves the event once its checkpoint is in",
+        ),
         Call("vm", "Blob PUT checkpoints/<name>", "the notice's checkpoint"),
         Call("caller", "PUT .../virtualMachines/<vm2>", "the replacement"),
-        Call("caller", "DELETE .../virtualMachines/<vm>, DELETE .../networkInterfaces/<vm>-nic", "cleanup"),
+        Call(
+            "caller",
+            "DELETE .../virtualMachines/<vm>, DELETE .../networkInterfaces/<vm>-nic",
+            "cleanup",
+        ),
         Call("caller", "Blob DELETE <prefix>/<drill id>/*", "cleanup: the drill's objects"),
     ]
     return Grants(
         "azure",
         "virtualMachines.simulateEviction",
         calls,
-        actions + [f"Storage Blob Data Contributor on {bucket}"],
+        [*actions, f"Storage Blob Data Contributor on {bucket}"],
         [f"Storage Blob Data Contributor on {bucket} (the VM's managed identity)"],
         ["As a custom role: the Actions above on the resource group the drill uses."],
     )
@@ -236,24 +320,45 @@ def _substitute(cloud: str, bucket: str) -> Grants:
             "Tencent CVM API reference (2017-03-12): no action interrupts a spot instance; the "
             "notice is only served at meta-data/spot/termination-time when CVM reclaims one."
         )
-    verbs = ["DescribeInstances", "RunInstances", "TerminateInstances", "DescribeInstanceTypeConfigs" if cloud == "tencent" else "DescribeInstanceTypes"]
+    verbs = [
+        "DescribeInstances",
+        "RunInstances",
+        "TerminateInstances",
+        "DescribeInstanceTypeConfigs" if cloud == "tencent" else "DescribeInstanceTypes",
+    ]
     calls = [
         Call("caller", f"{prefix}RunInstances (spot, tagged provisioner-job=<drill id>)", "launch"),
         Call("caller", f"{prefix}DescribeInstances", "watch"),
-        Call("vm", "GET the metadata service's spot termination-time", "the agent polls for the notice"),
-        Call("caller", "write <store>/<drill id>/drill/notice", f"substitute: a {cloud} termination-time notice the agent serves itself"),
+        Call(
+            "vm",
+            "GET the metadata service's spot termination-time",
+            "the agent polls for the notice",
+        ),
+        Call(
+            "caller",
+            "write <store>/<drill id>/drill/notice",
+            f"substitute: a {cloud} termination-time notice the agent serves itself",
+        ),
         Call("vm", "checkpoints/<name> into the store", "the notice's checkpoint"),
         Call("caller", f"{prefix}RunInstances", "the replacement"),
-        Call("caller", f"{prefix}TerminateInstances", "substitute for the reclaim: the old instance, once its checkpoint is in"),
+        Call(
+            "caller",
+            f"{prefix}TerminateInstances",
+            "substitute for the reclaim: the old instance, once its checkpoint is in",
+        ),
         Call("caller", "delete <store>/<drill id>/", "cleanup"),
     ]
     return Grants(
         cloud,
         f"none: a substitute (a {cloud} notice from the store, then TerminateInstances)",
         calls,
-        [prefix + v for v in verbs] + (["ecs:CreateTags"] if cloud == "alibaba" else ["tag:TagResources"]),
+        [prefix + v for v in verbs]
+        + (["ecs:CreateTags"] if cloud == "alibaba" else ["tag:TagResources"]),
         [f"read and write on {store}"],
-        [docs, f"{kind} actions above; the report marks the interrupt and notice steps as a substitute."],
+        [
+            docs,
+            f"{kind} actions above; the report marks the interrupt and notice steps as a substitute.",
+        ],
     )
 
 

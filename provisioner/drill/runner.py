@@ -169,7 +169,9 @@ class Drill:
         from provisioner.api import submit
 
         policy = write_policy(self.target, self.ledger)
-        self.say(f"drill {self.ledger.drill_id}: job {self.ledger.job_id} on {self.target.provider}")
+        self.say(
+            f"drill {self.ledger.drill_id}: job {self.ledger.job_id} on {self.target.provider}"
+        )
         submit(
             str(policy),
             provider=self.target.provider,
@@ -233,7 +235,10 @@ class Drill:
             )
             self.provider = self.factory(self.target.provider, dict(self.ledger.provider_options))
             self.interrupter = self._interrupter or interrupter_for(
-                self.target.provider, self.target.cloud, self.provider, self.ledger,
+                self.target.provider,
+                self.target.cloud,
+                self.provider,
+                self.ledger,
                 self.target.notice_s,
             )
         if StepName.AGENT_UP not in done and StepName.LAUNCH in done:
@@ -264,7 +269,9 @@ class Drill:
             raise DrillStopped(f"the job {job.state}: {job.reason}")
         return StepName.RESULT in {s.name for s in r.steps if s.at_s is not None}
 
-    def _after_interrupt(self, store: Any, job: Any, atts: list[Any], events: list[Any], done: set[StepName]) -> None:
+    def _after_interrupt(
+        self, store: Any, job: Any, atts: list[Any], events: list[Any], done: set[StepName]
+    ) -> None:
         from provisioner.agent.store import CheckpointStore
 
         seen, itr = self.seen, self.interrupter
@@ -304,28 +311,53 @@ class Drill:
                 ]
                 if cks:
                     name = str(cks[0].data.get("checkpoint"))
-                    present = name in CheckpointStore(self.ledger.checkpoint_uri, self.ledger.job_id).checkpoints()
+                    present = (
+                        name
+                        in CheckpointStore(
+                            self.ledger.checkpoint_uri, self.ledger.job_id
+                        ).checkpoints()
+                    )
                     seen.checkpoint = name
                     self.mark(
                         StepName.CHECKPOINT,
                         present,
-                        f"{name} in {self.ledger.checkpoint_uri}" if present else f"{name} not found in the store",
+                        f"{name} in {self.ledger.checkpoint_uri}"
+                        if present
+                        else f"{name} not found in the store",
                     )
             ckpt_in = seen.checkpoint is not None
         itr.due(old, ckpt_in, datetime.now(UTC))
         done = {s.name for s in self.report.steps if s.at_s is not None}
         second = atts[1] if len(atts) > 1 else None
-        if StepName.REPLACEMENT not in done and StepName.CHECKPOINT in done and second and second.launched_at:
-            first = next((a for a in store.attempts(self.ledger.job_id) if a.attempt == seen.old.attempt), seen.old)
+        if (
+            StepName.REPLACEMENT not in done
+            and StepName.CHECKPOINT in done
+            and second
+            and second.launched_at
+        ):
+            first = next(
+                (a for a in store.attempts(self.ledger.job_id) if a.attempt == seen.old.attempt),
+                seen.old,
+            )
             boot = float(getattr(self.provider, "boot_seconds", 60.0))
             overlap = first.ended_at is None or second.launched_at <= first.ended_at
             may = self.target.notice_s >= boot and not sub
             how = "before the old instance went" if overlap else "after the old instance went"
             ok = overlap or not may
-            note = "" if may else f" (the notice, {self.target.notice_s:.0f} s, is shorter than a boot, {boot:.0f} s, or a substitute)"
-            self.mark(StepName.REPLACEMENT, ok, f"{second.instance_id} in {second.zone}, {how}{note}")
-        if StepName.RESUMED not in done and StepName.REPLACEMENT in done:
-            up = [e for e in events if e.kind == "first-progress" and e.data.get("attempt") == second.attempt]  # type: ignore[union-attr]
+            note = (
+                ""
+                if may
+                else f" (the notice, {self.target.notice_s:.0f} s, is shorter than a boot, {boot:.0f} s, or a substitute)"
+            )
+            self.mark(
+                StepName.REPLACEMENT, ok, f"{second.instance_id} in {second.zone}, {how}{note}"
+            )
+        if StepName.RESUMED not in done and StepName.REPLACEMENT in done and second is not None:
+            up = [
+                e
+                for e in events
+                if e.kind == "first-progress" and e.data.get("attempt") == second.attempt
+            ]
             if up:
                 got = up[0].data.get("resumed_from")
                 self.mark(
@@ -333,7 +365,12 @@ class Drill:
                     got == seen.checkpoint,
                     f"from {got}" + ("" if got == seen.checkpoint else f", not {seen.checkpoint}"),
                 )
-        if StepName.RESULT not in done and StepName.RESUMED in done and job is not None and job.state == "succeeded":
+        if (
+            StepName.RESULT not in done
+            and StepName.RESUMED in done
+            and job is not None
+            and job.state == "succeeded"
+        ):
             want = expected_result(self.target.steps)
             got = dict(job.result or {})
             same = {k: got.get(k) for k in want} == want

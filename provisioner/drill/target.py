@@ -68,7 +68,9 @@ class DrillTarget:
         return 2 * self.limit_s() / seconds_per_hour
 
     def bid_cap(self) -> float:
-        sph = float(self.provider_options.get("seconds_per_hour", 3600.0))
+        # the sim bills its own hours: a minute of its clock is a real second by default
+        default = 60.0 if self.provider == "sim" else 3600.0
+        sph = float(self.provider_options.get("seconds_per_hour", default))
         return round(self.max_cost / self.billed_hours(sph), 4)
 
 
@@ -98,7 +100,9 @@ def job_command(target: DrillTarget) -> list[str]:
     ]
 
 
-def policy_doc(target: DrillTarget, checkpoint_uri: str, user: dict[str, Any] | None) -> dict[str, Any]:
+def policy_doc(
+    target: DrillTarget, checkpoint_uri: str, user: dict[str, Any] | None
+) -> dict[str, Any]:
     """The drill's policy: the user's rules where given (its job replaced by the drill's), any
     spot GPU otherwise, cheapest first, capped by ``--max-cost``."""
     from provisioner.drill.interrupters import ENV_DRILL_NOTICE
