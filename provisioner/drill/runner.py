@@ -253,7 +253,10 @@ class Drill:
             and ((job.progress or {}).get("job") or {}).get("step", 0) >= self.target.steps // 4
         ):
             assert self.interrupter is not None
-            seen.wire = self.interrupter.interrupt(seen.old.instance_id, seen.old.zone)
+            try:
+                seen.wire = self.interrupter.interrupt(seen.old.instance_id, seen.old.zone)
+            except Exception as exc:  # refused (permissions), or the cloud said no
+                self.mark(StepName.INTERRUPT, False, f"{self.interrupter.api}: {exc}")
             seen.interrupted_at = self.at()
             r.wire.append(seen.wire)
             self.mark(
