@@ -52,7 +52,9 @@ def test_the_azure_drill_evicts_through_simulate_eviction_and_leaves_nothing(
         [call] = calls
         first = report.to_json()["steps"][0]["detail"].split(":")[0]
         assert call.method == "POST"
-        assert call.path.lower().endswith(f"/virtualmachines/{first.rsplit('/', 1)[-1].lower()}/simulateeviction")
+        assert call.path.lower().endswith(
+            f"/virtualmachines/{first.rsplit('/', 1)[-1].lower()}/simulateeviction"
+        )
         assert f"/resourceGroups/{server.resource_group}/" in call.path
         assert report.wire[0]["call"] == "Microsoft.Compute/virtualMachines/simulateEviction"
         assert_nothing_left(provider, ledger)

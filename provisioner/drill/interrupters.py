@@ -29,12 +29,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from provisioner.agent.drillnotice import ENV_DRILL_NOTICE, FROM_STORE, SUBSTITUTE_NOTICE
 from provisioner.drill.ledger import Ledger
 
-#: where the substitute notice goes below the job's directory in the checkpoint store
-SUBSTITUTE_NOTICE = "drill/notice"
-#: the agent serves itself a notice from the store when its job's env has this set
-ENV_DRILL_NOTICE = "PROVISIONER_DRILL_NOTICE"
+__all__ = ["ENV_DRILL_NOTICE", "FROM_STORE", "SUBSTITUTE_NOTICE", "Interrupter", "interrupter_for"]
 
 
 class Interrupter:
@@ -269,6 +267,7 @@ class SubstituteNotice(Interrupter):
         self.api = f"substitute: a {cloud} notice served from the store, then TerminateInstances"
         self.deadline: datetime | None = None
         self.terminated = False
+        self.attempt = 1  # the attempt whose agent reads the notice (the drill's first)
 
     def interrupt(self, instance_id: str, zone: str) -> dict[str, Any]:
         from provisioner.agent.store import CheckpointStore
@@ -276,8 +275,9 @@ class SubstituteNotice(Interrupter):
         self.deadline = self.clock() + timedelta(seconds=self.notice_s)
         text = substitute_notice_text(self.cloud, self.deadline)
         store = CheckpointStore(self.ledger.checkpoint_uri, self.ledger.job_id)
-        store.write_text(SUBSTITUTE_NOTICE, text)
-        return {"call": f"substitute notice at {SUBSTITUTE_NOTICE}", "body": text}
+        path = SUBSTITUTE_NOTICE.format(attempt=self.attempt)
+        store.write_text(path, text)
+        return {"call": f"substitute notice at {path}", "body": text}
 
     def due(self, instance_id: str, checkpoint_in: bool, now: datetime) -> None:
         if self.terminated or self.deadline is None:

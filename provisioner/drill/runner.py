@@ -347,11 +347,12 @@ class Drill:
             may = self.target.notice_s >= boot and not sub
             how = "before the old instance went" if overlap else "after the old instance went"
             ok = overlap or not may
-            note = (
-                ""
-                if may
-                else f" (the notice, {self.target.notice_s:.0f} s, is shorter than a boot, {boot:.0f} s, or a substitute)"
-            )
+            if may:
+                note = ""
+            elif sub:
+                note = " (a substitute notice: the drill terminates the old instance itself)"
+            else:
+                note = f" (the {self.target.notice_s:.0f} s notice is shorter than a {boot:.0f} s boot)"
             self.mark(
                 StepName.REPLACEMENT, ok, f"{second.instance_id} in {second.zone}, {how}{note}"
             )

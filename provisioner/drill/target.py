@@ -105,14 +105,14 @@ def policy_doc(
 ) -> dict[str, Any]:
     """The drill's policy: the user's rules where given (its job replaced by the drill's), any
     spot GPU otherwise, cheapest first, capped by ``--max-cost``."""
-    from provisioner.drill.interrupters import ENV_DRILL_NOTICE
+    from provisioner.agent.drillnotice import ENV_DRILL_NOTICE, FROM_STORE
 
     doc: dict[str, Any] = dict(user or {})
     doc["name"] = "drill"
     job = {
         "command": job_command(target),
         "compute_hours": round(target.steps * target.pace() / 3600, 4),
-        "env": {ENV_DRILL_NOTICE: "store"} if target.cloud in ("alibaba", "tencent") else {},
+        "env": {ENV_DRILL_NOTICE: FROM_STORE} if target.cloud in ("alibaba", "tencent") else {},
     }
     old_job = doc.get("job") or {}
     for key in ("image", "disk_gb"):
