@@ -31,6 +31,12 @@ PROVIDERS = ("sim", "aws", "gcp", "azure", "alibaba", "tencent")
     help="Where checkpoints go (s3://, gs://, az://, or a shared file://); required on a cloud "
     "unless --policy names one. The drill deletes its own objects there.",
 )
+@click.option(
+    "--step-seconds",
+    type=click.FloatRange(min=0.01),
+    help="Seconds per step of the drill's 60-step job (default: it runs three of the cloud's "
+    "notices long, so it outlasts the notice).",
+)
 @click.option("--mimic", default="aws", show_default=True, help="sim: the cloud it plays.")
 @click.option(
     "-o",
@@ -56,6 +62,7 @@ def drill(
     region: str | None,
     gpu: str | None,
     checkpoint_uri: str | None,
+    step_seconds: float | None,
     mimic: str,
     options: tuple[str, ...],
     state_dir: str | None,
@@ -106,6 +113,7 @@ def drill(
         checkpoint_uri=uri,
         mimic=mimic,
         provider_options=parse_provider_options(options),
+        step_seconds=step_seconds,
     )
     raise SystemExit(_run(target, report_path, as_json))
 
