@@ -123,3 +123,12 @@ def test_the_substitute_notice_is_in_each_clouds_format() -> None:
         text = substitute_notice_text(cloud, at)
         reading = cloud_facts(cloud).notice.parse(200, text)
         assert reading is not None and reading.deadline == at, (cloud, text)
+
+
+def test_getting_started_says_what_each_failed_step_means() -> None:
+    from provisioner.drill.steps import MEANING
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "getting-started.md").read_text()
+    for name, (proves, fails) in MEANING.items():
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{name.value}` |"))
+        assert row == f"| `{name.value}` | {proves} | {fails} |", row

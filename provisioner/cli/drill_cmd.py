@@ -51,7 +51,12 @@ PROVIDERS = ("sim", "aws", "gcp", "azure", "alibaba", "tencent")
     type=click.Path(file_okay=False),
     help="Where drills keep their ledgers (default: ~/.local/state/provisioner).",
 )
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="JSON report file.")
+@click.option(
+    "--report-file",
+    "report_path",
+    type=click.Path(dir_okay=False),
+    help="Write the JSON report here (default: beside the drill's ledger).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the API calls and permissions; do nothing.")
 @click.option("--cleanup", is_flag=True, help="Delete what earlier drills left (after a kill).")
 @json_option

@@ -38,7 +38,7 @@ MEANING: dict[StepName, tuple[str, str]] = {
     ),
     StepName.INTERRUPT: (
         "the cloud's own interruption was triggered",
-        "the caller lacks the interruption API's permissions (see --dry-run)",
+        "your identity lacks the interruption API's permissions (see `--dry-run`)",
     ),
     StepName.NOTICE: (
         "the agent read the notice from the instance metadata, within the cloud's deadline",
