@@ -148,3 +148,24 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_ctrl_c_stops_the_drill_and_deletes_everything(tmp_path: Path) -> None:
+    proc = cli("--provider", "sim", "--max-cost", "1", "--state-dir", str(tmp_path))
+    try:
+
+        def launched() -> bool:
+            try:
+                return bool(sandbox_pids(ledger_of(tmp_path)))
+            except (ValueError, OSError):
+                return False
+
+        assert until(launched, 120, every=0.2)
+        pids = sandbox_pids(ledger_of(tmp_path))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert "interrupted (Ctrl-C)" in out and "Traceback" not in out + err
+    ledger = ledger_of(tmp_path)
+    nothing_left(tmp_path, ledger, pids)

@@ -99,6 +99,11 @@ def drill(
         fail("--max-cost USD is required: the most the drill may spend (e.g. --max-cost 1)")
     if max_cost <= 0:
         fail(f"--max-cost must be more than 0 (got {max_cost:g})")
+    if gpu and gpu.lower() == "none":
+        fail(
+            "--gpu none (a CPU-only drill) is not supported: the catalog holds GPU offers only; "
+            "leave --gpu out for the cheapest spot GPU"
+        )
     uri = checkpoint_uri or _policy_uri(policy_path)
     if provider != "sim" and not uri:
         fail(

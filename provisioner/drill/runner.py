@@ -9,9 +9,12 @@ stops the drill; whatever happened, :func:`provisioner.drill.cleanup.clean` runs
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +46,21 @@ class Watch:
     notice_event: Any = None
     checkpoint: str | None = None
     wire: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """Ctrl-C and SIGTERM are ignored while the cleanup runs (a second Ctrl-C must not leave
+    half of it undone); in the main thread only, where signal handlers can be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def new_drill_id() -> str:
@@ -146,14 +164,18 @@ class Drill:
             self.report.stopped = f"error: {type(exc).__name__}: {exc}"
             self.say(self.report.stopped)
         finally:
-            if store is not None:
-                job = store.job(self.ledger.job_id)
+            with contextlib.suppress(Exception):  # the cost so far, where the store answers
+                job = store.job(self.ledger.job_id) if store is not None else None
                 self.report.cost_usd = float(job.spent_usd) if job else 0.0
-            self._clean(store)
+            with _shielded():
+                self._clean(store)
         return self.report
 
     def _clean(self, store: Any) -> None:
-        self.say("cleaning up: instances, interruption resources, the drill's objects")
+        self.say(
+            "cleaning up: instances, interruption resources, the drill's objects "
+            "(Ctrl-C waits until it is done)"
+        )
         left = clean(self.ledger, self.factory, interrupter=self.interrupter)
         self.report.leftovers = left
         if left:
@@ -162,8 +184,9 @@ class Drill:
         else:
             self.report.mark(StepName.CLEANUP, True, self.at(), "nothing left")
             self.say(f"ok   cleanup      {self.report.step(StepName.CLEANUP).took_s:6.1f} s")
-        if store is not None:
-            store.close() if hasattr(store, "close") else None
+        if store is not None and hasattr(store, "close"):
+            with contextlib.suppress(Exception):
+                store.close()
 
     def _submit(self, store: Any) -> None:
         from provisioner.api import submit
