@@ -321,7 +321,8 @@ class Drill:
                     StepName.NOTICE,
                     ok,
                     f"read {after:.1f} s after the interruption{left} "
-                    f"(the cloud gives {self.target.notice_s:.0f} s)",
+                    f"({self.target.cloud} gives {self.target.notice_s:.0f} s"
+                    f"{'; the sim shortens it' if self.target.provider == 'sim' else ''})",
                     substitute=sub,
                 )
         ckpt_in = False
