@@ -1,7 +1,7 @@
 """The drill on Alibaba and Tencent through their HTTP fakes. Neither cloud has an API that
 interrupts a spot instance, so the drill's substitute runs: the notice, in the cloud's own
 ``termination-time`` format, is written to the job's directory in the checkpoint store; the
-real agent serves it to itself (provisioner.agent.drillnotice) and checkpoints; the drill then
+real agent serves it to itself (provisioner.agent.notices) and checkpoints; the drill then
 terminates the instance through the cloud's API (on the wire), as the cloud would at the
 deadline. Every step holds, the substituted ones are labelled so, nothing is left."""
 

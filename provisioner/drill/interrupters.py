@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from provisioner.agent.drillnotice import ENV_DRILL_NOTICE, FROM_STORE, SUBSTITUTE_NOTICE
+from provisioner.agent.notices import ENV_DRILL_NOTICE, FROM_STORE, SUBSTITUTE_NOTICE
 from provisioner.drill.ledger import Ledger
 
 __all__ = ["ENV_DRILL_NOTICE", "FROM_STORE", "SUBSTITUTE_NOTICE", "Interrupter", "interrupter_for"]

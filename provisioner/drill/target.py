@@ -105,7 +105,7 @@ def policy_doc(
 ) -> dict[str, Any]:
     """The drill's policy: the user's rules where given (its job replaced by the drill's), any
     spot GPU otherwise, cheapest first, capped by ``--max-cost``."""
-    from provisioner.agent.drillnotice import ENV_DRILL_NOTICE, FROM_STORE
+    from provisioner.agent.notices import ENV_DRILL_NOTICE, FROM_STORE
 
     doc: dict[str, Any] = dict(user or {})
     doc["name"] = "drill"
