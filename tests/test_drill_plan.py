@@ -137,3 +137,10 @@ def test_getting_started_says_what_each_failed_step_means() -> None:
     for name, (proves, fails) in MEANING.items():
         row = next(line for line in doc.splitlines() if line.startswith(f"| `{name.value}` |"))
         assert row == f"| `{name.value}` | {proves} | {fails} |", row
+
+
+def test_a_drill_with_nothing_under_its_cap_is_refused_with_what_to_change(tmp_path: Path) -> None:
+    code, out = run("--provider", "sim", "--max-cost", "0.001", "--state-dir", str(tmp_path))
+    assert code == 3, out
+    assert "nothing eligible" in out and "raise --max-cost" in out
+    assert "left behind" not in out

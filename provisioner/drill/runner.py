@@ -155,7 +155,11 @@ class Drill:
             self.report.stopped = str(exc)
         except Refused as exc:
             self.refused = True
-            self.report.stopped = f"refused: {exc}"
+            self.report.stopped = (
+                f"refused: {exc} (the drill's price cap: ${self.target.bid_cap():g}/h per "
+                f"instance from --max-cost {self.target.max_cost:g}; raise --max-cost, or "
+                "widen --region/--gpu/--policy)"
+            )
             self.say(self.report.stopped)
         except KeyboardInterrupt:
             self.report.stopped = "interrupted (Ctrl-C): everything the drill made is deleted"
