@@ -115,12 +115,13 @@ class Drill:
         sleep: Callable[[float], None] = time.sleep,
         interrupter: Interrupter | None = None,
         pass_interval_s: float = 0.5,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         from provisioner.control.cancel import default_provider_factory
 
         self.target, self.ledger, self.say = target, ledger, say
         self.factory: ProviderFactory = provider_factory or default_provider_factory
-        self.catalog, self.clock, self.sleep = catalog, clock, sleep
+        self.catalog, self.clock, self.sleep, self.now = catalog, clock, sleep, now
         self._interrupter = interrupter
         self.pass_interval_s = pass_interval_s
         self.report = DrillReport(ledger.drill_id, target.provider, ledger.region, ledger.job_id)
@@ -132,6 +133,10 @@ class Drill:
 
     def at(self) -> float:
         return self.clock() - self.started
+
+    def _has(self, name: StepName) -> bool:
+        """Whether ``name`` has been marked (held or failed) so far."""
+        return self.report.step(name).at_s is not None
 
     def mark(self, name: StepName, ok: bool, detail: str = "", substitute: bool = False) -> None:
         step = self.report.mark(name, ok, self.at(), detail, substitute=substitute)
@@ -250,9 +255,8 @@ class Drill:
         atts = [a for a in store.attempts(job_id) if a.state != "failed" or a.instance_id]
         events = store.events(job_id)
         r, seen = self.report, self.seen
-        done = {s.name for s in r.steps if s.at_s is not None}
         first = atts[0] if atts else None
-        if StepName.LAUNCH not in done and first is not None and first.instance_id:
+        if not self._has(StepName.LAUNCH) and first is not None and first.instance_id:
             seen.old = first
             self.mark(
                 StepName.LAUNCH,
@@ -268,13 +272,13 @@ class Drill:
                 self.ledger,
                 self.target.notice_s,
             )
-        if StepName.AGENT_UP not in done and StepName.LAUNCH in done:
+        if not self._has(StepName.AGENT_UP) and self._has(StepName.LAUNCH):
             up = [e for e in events if e.kind == "first-progress" and e.data.get("attempt") == 1]
             if up:
                 self.mark(StepName.AGENT_UP, True, up[0].message)
         if (
-            StepName.INTERRUPT not in done
-            and StepName.AGENT_UP in done
+            not self._has(StepName.INTERRUPT)
+            and self._has(StepName.AGENT_UP)
             and job is not None
             and (job.progress or {}).get("attempt") == 1
             and ((job.progress or {}).get("job") or {}).get("step", 0) >= self.target.steps // 4
@@ -292,23 +296,25 @@ class Drill:
                 self.interrupter.api,
                 substitute=self.interrupter.substitute,
             )
-        if StepName.INTERRUPT in done:
+        if self._has(StepName.INTERRUPT):
             assert self.interrupter is not None
-            self._after_interrupt(store, job, atts, events, done)
+            self._after_interrupt(store, job, atts, events)
         if job is not None and job.state in ("failed", "cancelled", "stopped"):
             raise DrillStopped(f"the job {job.state}: {job.reason}")
-        return StepName.RESULT in {s.name for s in r.steps if s.at_s is not None}
+        marked = {s.name for s in r.steps if s.at_s is not None}
+        if job is not None and job.state == "succeeded" and StepName.RESULT not in marked:
+            missing = next(s.name.value for s in r.steps if s.at_s is None)
+            raise DrillStopped(f"{missing}: not seen before the job finished")
+        return StepName.RESULT in marked
 
-    def _after_interrupt(
-        self, store: Any, job: Any, atts: list[Any], events: list[Any], done: set[StepName]
-    ) -> None:
+    def _after_interrupt(self, store: Any, job: Any, atts: list[Any], events: list[Any]) -> None:
         from provisioner.agent.store import CheckpointStore
 
         seen, itr = self.seen, self.interrupter
         assert itr is not None
         old = seen.old.instance_id
         sub = itr.substitute
-        if StepName.NOTICE not in done:
+        if not self._has(StepName.NOTICE):
             notices = [e for e in events if e.kind == "notice" and e.data.get("instance") == old]
             if notices:
                 ev = seen.notice_event = notices[0]
@@ -330,8 +336,8 @@ class Drill:
                     substitute=sub,
                 )
         ckpt_in = False
-        if StepName.NOTICE in {s.name for s in self.report.steps if s.at_s is not None}:
-            if StepName.CHECKPOINT not in done:
+        if self._has(StepName.NOTICE):
+            if not self._has(StepName.CHECKPOINT):
                 cks = [
                     e
                     for e in events
@@ -357,12 +363,11 @@ class Drill:
                         else f"{name} not found in the store",
                     )
             ckpt_in = seen.checkpoint is not None
-        itr.due(old, ckpt_in, datetime.now(UTC))
-        done = {s.name for s in self.report.steps if s.at_s is not None}
+        itr.due(old, ckpt_in, self.now())
         second = atts[1] if len(atts) > 1 else None
         if (
-            StepName.REPLACEMENT not in done
-            and StepName.CHECKPOINT in done
+            not self._has(StepName.REPLACEMENT)
+            and self._has(StepName.CHECKPOINT)
             and second
             and second.launched_at
         ):
@@ -384,7 +389,11 @@ class Drill:
             self.mark(
                 StepName.REPLACEMENT, ok, f"{second.instance_id} in {second.zone}, {how}{note}"
             )
-        if StepName.RESUMED not in done and StepName.REPLACEMENT in done and second is not None:
+        if (
+            not self._has(StepName.RESUMED)
+            and self._has(StepName.REPLACEMENT)
+            and second is not None
+        ):
             up = [
                 e
                 for e in events
@@ -398,8 +407,8 @@ class Drill:
                     f"from {got}" + ("" if got == seen.checkpoint else f", not {seen.checkpoint}"),
                 )
         if (
-            StepName.RESULT not in done
-            and StepName.RESUMED in done
+            not self._has(StepName.RESULT)
+            and self._has(StepName.RESUMED)
             and job is not None
             and job.state == "succeeded"
         ):
