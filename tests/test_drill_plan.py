@@ -144,3 +144,28 @@ def test_a_drill_with_nothing_under_its_cap_is_refused_with_what_to_change(tmp_p
     assert code == 3, out
     assert "nothing eligible" in out and "raise --max-cost" in out
     assert "left behind" not in out
+
+
+def test_cleanup_says_what_it_could_not_delete_and_keeps_the_ledger(tmp_path: Path) -> None:
+    from providers.base import ErrorKind, ProviderError
+    from provisioner.drill.cleanup import clean
+    from provisioner.drill.ledger import Ledger, open_ledgers
+
+    ledger = Ledger.create(
+        tmp_path,
+        drill_id="drill-gone",
+        provider="aws",
+        region="us-east-1",
+        job_id="drill-gone",
+        checkpoint_uri=f"file://{tmp_path / 'ck'}",
+        store_url=f"sqlite:///{tmp_path / 's.db'}",
+    )
+    (tmp_path / "ck" / "drill-gone").mkdir(parents=True)
+
+    def unreachable(_name: str, _options: dict[str, object]) -> object:
+        raise ProviderError(ErrorKind.AUTH, "ExpiredToken", "the token has expired", provider="aws")
+
+    left = clean(ledger, unreachable)
+    assert len(left) == 1 and "cannot reach the provider" in left[0] and "drill-gone" in left[0]
+    assert not (tmp_path / "ck" / "drill-gone").exists(), "the objects it could reach are gone"
+    assert [x.drill_id for x in open_ledgers(tmp_path)] == ["drill-gone"], "kept for a retry"

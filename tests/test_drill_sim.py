@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 
+from provisioner.drill.interrupters import Interrupter
 from provisioner.drill.job import expected_result
 from provisioner.drill.ledger import Ledger
-from provisioner.drill.steps import StepName
+from provisioner.drill.runner import Drill, prepare
+from provisioner.drill.steps import Outcome, StepName
+from provisioner.drill.target import DrillTarget
 from tests.e2e_util import REPO
 from tests.simleaks import sim_servers
 from tests.waiting import until
@@ -169,3 +172,25 @@ def test_ctrl_c_stops_the_drill_and_deletes_everything(tmp_path: Path) -> None:
     assert "interrupted (Ctrl-C)" in out and "Traceback" not in out + err
     ledger = ledger_of(tmp_path)
     nothing_left(tmp_path, ledger, pids)
+
+
+class SilentCloud(Interrupter):
+    """A cloud that takes the interruption call and never interrupts (no notice comes)."""
+
+    cloud, api = "sim", "an interruption call the cloud ignores"
+
+    def interrupt(self, instance_id: str, zone: str) -> dict[str, Any]:
+        return {"call": "ignored", "instance": instance_id}
+
+
+def test_a_notice_that_never_comes_fails_the_drill_and_it_still_cleans_up(tmp_path: Path) -> None:
+    target = DrillTarget(provider="sim", max_cost=1.0, state_dir=tmp_path, steps=40)
+    ledger = prepare(target)
+    lines: list[str] = []
+    report = Drill(target, ledger, say=lines.append, interrupter=SilentCloud(None, ledger)).run()
+    assert not report.passed
+    assert report.step(StepName.INTERRUPT).outcome is Outcome.HELD
+    assert report.step(StepName.NOTICE).outcome is Outcome.NOT_REACHED
+    assert report.stopped == "notice: not seen before the job finished", report.stopped
+    assert report.step(StepName.CLEANUP).outcome is Outcome.HELD and report.leftovers == []
+    nothing_left(tmp_path, ledger, sandbox_pids(ledger))
