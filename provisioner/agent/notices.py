@@ -9,6 +9,9 @@ An unreachable metadata service, a timeout or a 5xx reads as "no notice" (the jo
 running; the failure is logged once per streak). A deadline that cannot be read, or that lies
 more than 15 minutes ahead, is replaced by "now + the cloud's usual notice"
 (``cloud_facts(cloud).notice_s``).
+
+``provisioner drill`` on a cloud with no interruption API (Alibaba, Tencent) has the agent
+serve itself a notice from the checkpoint store (:class:`StoreNoticeReader`, at the end).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from providers.facts import cloud_facts
 from providers.notice import TokenStep
@@ -145,3 +149,49 @@ class NoticeReader:
         req = self.poll_spec.acknowledge(notice.event_id)
         resp = self._request(req.method, req.path, dict(req.headers), req.body)
         return resp is not None and resp.status == 200
+
+
+# -- the drill's substitute notice ------------------------------------------------------------
+# ``provisioner drill`` on a cloud with no interruption API (Alibaba, Tencent): where the job's
+# environment has SPOT_DRILL_NOTICE=store (only the drill's own policy sets it), the agent also
+# looks for ``drill/notice-a<attempt>`` (its own attempt's only: the replacement shares the
+# job's directory) in the checkpoint store on each poll. Its text is what the cloud's metadata
+# service would serve at ``spot/termination-time`` (Alibaba's ISO time, Tencent's
+# ``YYYY-MM-DD HH:MM:SS``) and is read with that cloud's own parser, so everything after it
+# (checkpoint, report, handover) is the code path a real notice takes; the drill then
+# terminates the instance through the API, as the cloud would at the deadline. A real notice
+# from the metadata service still comes first.
+
+ENV_DRILL_NOTICE = "SPOT_DRILL_NOTICE"  # job.env keeps PROVISIONER_* for the agent
+FROM_STORE = "store"
+SUBSTITUTE_NOTICE = "drill/notice-a{attempt}"
+
+
+class StoreNoticeReader(NoticeReader):
+    """A :class:`NoticeReader` that also serves the drill's substitute notice from the store."""
+
+    def __init__(self, cloud: str, base_url: str, store: Any, attempt: int) -> None:
+        super().__init__(cloud, base_url)
+        self.store = store
+        self.path = SUBSTITUTE_NOTICE.format(attempt=attempt)
+
+    def _poll(self) -> Notice | None:
+        real = super()._poll()
+        if real is not None:
+            return real
+        text = self.store.read_text(self.path)
+        if not text:
+            return None
+        reading = self.poll_spec.parse(200, text)
+        if reading is None:
+            log.warning("the drill's notice %r is not a %s notice", text, self.cloud)
+            return None
+        return self._notice(reading.raw, reading.deadline, reading.event_id)
+
+
+def reader_for(spec: Any, store: Any) -> NoticeReader:
+    """The agent's reader for ``spec`` (an AgentSpec): its cloud's metadata service, and the
+    drill's substitute notice from ``store`` too where the job's environment asks for it."""
+    if spec.env.get(ENV_DRILL_NOTICE) == FROM_STORE:
+        return StoreNoticeReader(spec.cloud, spec.base_metadata_url, store, spec.attempt)
+    return NoticeReader(spec.cloud, spec.base_metadata_url)

@@ -44,7 +44,7 @@ from provisioner.agent.gang import EXIT_PEER_LOST, Gang, RendezvousError
 from provisioner.agent.handover import Release, await_handover
 from provisioner.agent.jobproc import end_job, start_job
 from provisioner.agent.logship import LogShipper
-from provisioner.agent.notices import Notice, NoticeReader
+from provisioner.agent.notices import Notice, reader_for
 from provisioner.agent.prepare import Preparer, Ready, SetupFailed, Stopped
 from provisioner.agent.prewatch import PrepareWatch, notice_before_job
 from provisioner.agent.repeats import Repeats
@@ -82,7 +82,7 @@ class Agent:
         self.job_progress_file = self.workdir / "job-progress.json"
         self.notice_file = self.workdir / protocol.NOTICE_FILE  # written on a notice only
         self.store = CheckpointStore(spec.checkpoint_uri, spec.job_id)
-        self.reader = NoticeReader(spec.cloud, spec.base_metadata_url)
+        self.reader = reader_for(spec, self.store)  # the drill's substitute too, where asked
         self.early = EarlyWatch(spec.cloud, spec.base_metadata_url)  # reported, not a notice
         overlap_s = 0.0 if spec.progress_uri else spec.overlap_notice_s  # when the VM may go:
         self.release = Release(self.reader, self.store, spec.attempt, overlap_s, spec.poll_s)

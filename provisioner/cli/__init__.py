@@ -53,6 +53,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "check",
         "Check a job's promises (invariants) against the store, its cloud and its events.",
     ),
+    "drill": (
+        "provisioner.cli.drill_cmd",
+        "drill",
+        "Prove recovery on your account: one tiny job through a real interruption.",
+    ),
     "daemon": ("provisioner.cli.daemon_cmd", "daemon", "Run the controller (under systemd)."),
     "dashboard": (
         "provisioner.cli.dashboard_cmd",

@@ -120,6 +120,8 @@ class _State:
     #: instance id -> the instance RAM role RunInstances named (``RamRoleName``); ECS reports
     #: it through DescribeInstanceRamRole, not DescribeInstances
     ram_roles: dict[str, str] = field(default_factory=dict)
+    #: instance id -> the ``UserData`` RunInstances sent (base64), as the VM reads it
+    user_data: dict[str, str] = field(default_factory=dict)
 
 
 def _now_text(moment: datetime | None = None) -> str:
@@ -254,6 +256,11 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
     def instances(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             return json.loads(json.dumps(self._state.instances))
+
+    def user_data(self, instance_id: str) -> str:
+        """The instance's user data (base64), as RunInstances sent it."""
+        with self._lock:
+            return self._state.user_data.get(instance_id, "")
 
     def calls(self, action: str) -> list[Recorded]:
         with self._lock:
@@ -407,6 +414,7 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
         ids = []
         for _ in range(amount):
             iid = "i-" + uuid.uuid4().hex[:20]
+            self._state.user_data[iid] = params.get("UserData", "")
             self._state.instances[iid] = {
                 "InstanceId": iid,
                 "InstanceName": params.get("InstanceName") or iid,

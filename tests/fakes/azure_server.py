@@ -356,6 +356,9 @@ class AzureServer(LocalHTTPServer):
         #: ``graph_page_size`` at a time
         self.spot_resources: list[dict[str, Any]] = []
         self.graph_page_size = 2
+        #: what simulateEviction does: None evicts at once; a callable (the VM's name) plays
+        #: Azure's order instead: the ``Preempt`` scheduled event first, the eviction after
+        self.on_simulate_eviction: Callable[[str], Any] | None = None
         self._state = _State()
         self._inject: dict[str, list[_Injected]] = {}
         self._lock = threading.RLock()
@@ -1031,7 +1034,10 @@ class AzureServer(LocalHTTPServer):
                 409,
                 "Simulate eviction is only supported for Azure Spot VMs.",
             )
-        self.preempt(name)
+        if self.on_simulate_eviction is not None:
+            self.on_simulate_eviction(name.lower())
+        else:
+            self.preempt(name)
         return 204, None, {}
 
     def _op_get(

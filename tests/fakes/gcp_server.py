@@ -477,6 +477,10 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
         #: region -> the ``quotas`` of ``regions.get`` (Compute Engine's ``Quota``: ``metric``,
         #: ``limit``, ``usage``; https://cloud.google.com/compute/docs/reference/rest/v1/regions)
         self.region_quotas: dict[str, list[dict[str, Any]]] = {}
+        #: what ``simulateMaintenanceEvent`` does to a Spot VM: None preempts it at once; a
+        #: callable (name, zone) plays Compute Engine's order instead (``instance/preempted``
+        #: TRUE on the VM's metadata server first, the preemption about 30 s later)
+        self.on_maintenance_event: Callable[[str, str], Any] | None = None
         self.start()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -674,6 +678,11 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
         yield p + r"/zones/(?P<zone>[^/]+)/instances", "GET", self._list
         yield p + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "GET", self._get
         yield p + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "DELETE", self._delete
+        yield (
+            p + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/simulateMaintenanceEvent",
+            "POST",
+            self._maintenance,
+        )
         yield p + r"/aggregated/instances", "GET", self._aggregated_instances
         yield p + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)", "GET", self._op_get
         yield p + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "POST", self._op_wait
@@ -924,6 +933,29 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
             self._state.request_ids[request_id] = (zone, op["name"])
         if self.auto_finish:
             self._finish(zone, op)
+        return 200, self._public(op)
+
+    def _maintenance(
+        self, query: dict[str, str], body: Any, project: str, zone: str, name: str
+    ) -> tuple[int, Any]:
+        """``instances.simulateMaintenanceEvent``: on a Spot VM (``onHostMaintenance:
+        TERMINATE``) the event is a preemption; the call answers with its operation."""
+        bad = self._project_ok(project) or self._injected("maintenance")
+        if bad:
+            return bad
+        inst = self._state.instances.get((zone, name))
+        if inst is None:
+            return _error(
+                404,
+                "notFound",
+                f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found",
+            )
+        op = self._new_op(zone, "compute.instances.simulateMaintenanceEvent", inst)
+        self._finish(zone, op)
+        if self.on_maintenance_event is not None:
+            self.on_maintenance_event(name, zone)
+        else:
+            self.preempt(name, zone)
         return 200, self._public(op)
 
     def _op(self, zone: str, name: str, operation: str) -> tuple[int, Any]:
