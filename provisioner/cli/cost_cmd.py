@@ -155,7 +155,7 @@ def cost(
     if csv_path:
         _write_csv(csv_path, CSV_COLUMNS[by], groups[by])
     if focus_path:
-        _write_focus(focus_path, costs, by_attempt, jobs, now)
+        _write_focus(focus_path, costs, by_attempt, jobs, now, _accounts(store, jobs))
     if plot_path:
         from provisioner.cli.cost_plot import plot_spend
 
@@ -182,8 +182,25 @@ def _ledger_fields(d: dict[str, Any]) -> dict[str, Any]:
     return {k: d[k] for k in keep if k in d}
 
 
+def _accounts(store: Any, jobs: list[Any]) -> dict[tuple[str, str], str]:
+    """(job id, instance id) -> the account its launch was billed to, where the cloud said."""
+    out: dict[tuple[str, str], str] = {}
+    for job_id, events in store.events_of_kinds([j.id for j in jobs], ["launch"]).items():
+        for e in events:
+            data = e.data if isinstance(e.data, dict) else {}
+            account = (data.get("billing") or {}).get("account")
+            if account:
+                out[(job_id, str(data.get("instance")))] = str(account)
+    return out
+
+
 def _write_focus(
-    path: str, costs: list[Any], by_attempt: dict[Any, Any], jobs: list[Any], now: datetime
+    path: str,
+    costs: list[Any],
+    by_attempt: dict[Any, Any],
+    jobs: list[Any],
+    now: datetime,
+    accounts: dict[tuple[str, str], str],
 ) -> None:
     from policies.loader import PolicyError, parse_policy
     from provisioner.control import focus
@@ -194,7 +211,7 @@ def _write_focus(
             tags[j.id] = dict(parse_policy(j.policy_yaml, "<stored policy>").tags)
         except PolicyError:
             tags[j.id] = {}
-    data = focus.rows(costs, by_attempt, tags, now)
+    data = focus.rows(costs, by_attempt, tags, now, accounts)
     if path == "-":
         focus.write(sys.stdout, data)
         return

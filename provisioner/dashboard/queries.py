@@ -255,12 +255,13 @@ def job_page(
 
 
 def _attempt(a: AttemptRow, now: datetime) -> dict[str, Any]:
-    from provisioner.control.records import billed_cost
+    from provisioner.control.records import attempt_billing_cloud, billed_cost
 
     launched, ended = utc(a.launched_at), utc(a.ended_at)
     cost = a.cost_usd
     if a.state == "running" and launched is not None:
-        cost = billed_cost(a.provider, a.price_per_hour, launched, now) * (a.nodes or 1)
+        cloud = attempt_billing_cloud(a)  # the sim: the cloud it played
+        cost = billed_cost(cloud, a.price_per_hour, launched, now) * (a.nodes or 1)
     return {
         **(_placement(a) or {}),
         "reason": _redact(a.reason or ""),
