@@ -171,12 +171,12 @@ def _row_rules(r: dict[str, str]) -> list[str]:
         price, cost = _dec(r.get(price_col, "")), _dec(r.get(cost_col, ""))
         if price is not None and price < 0:
             out.append(f"{price_col} is negative")
-        if price is not None and not correction:
-            if quantity is None or cost is None or not _same(price * quantity, cost):
-                out.append(
-                    f"{price_col} x PricingQuantity = {r.get(price_col)} x "
-                    f"{r.get('PricingQuantity')} is not {cost_col} {r.get(cost_col)}"
-                )
+        wrong = quantity is None or cost is None or not _same((price or 0) * quantity, cost)
+        if price is not None and not correction and wrong:
+            out.append(
+                f"{price_col} x PricingQuantity = {r.get(price_col)} x "
+                f"{r.get('PricingQuantity')} is not {cost_col} {r.get(cost_col)}"
+            )
     for col in ("PricingQuantity", "ConsumedQuantity"):
         v = _dec(r.get(col, ""))
         if v is not None and v < 0 and not correction:
