@@ -193,9 +193,19 @@ def test_cost_shows_the_ledger_and_writes_focus(store: Store, tmp_path: Path) ->
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert {"on_demand_usd", "saved_usd", "lost_work_usd", "overlap_usd"} <= set(rows[0])
     out = tmp_path / "focus.csv"
+    # the account a launch was billed to, as the launch event keeps it (Azure, GCP say it)
+    store.add_event(
+        jid, "launch", "launch", at=m(110), instance="i-4",
+        billing={"currency": "USD", "usd_per_unit": 1.0, "account": "123456789012"},
+    )  # fmt: skip
     res = runner.invoke(cli, ["cost", "--all", "--store", url, "--focus", str(out)])
     assert res.exit_code == 0, res.output
-    _check_focus(out.read_text(), doc["total_usd"], doc["ledger"]["on_demand_usd"])
+    rows = _check_focus(out.read_text(), doc["total_usd"], doc["ledger"]["on_demand_usd"])
+    accounts = {(r["x_Attempt"], r["BillingAccountId"], r["SubAccountId"]) for r in rows}
+    assert accounts == {
+        ("1", "aws:default", ""), ("3", "aws:default", ""), ("4", "123456789012", "123456789012"),
+    }  # fmt: skip
+    assert {r["RegionName"] for r in rows} == {"US East (N. Virginia)"}
     res = runner.invoke(cli, ["cost", jid, "--store", url, "--focus", "-", "--json"])
     assert res.exit_code == 2 and "choose one" in res.output
 
