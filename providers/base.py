@@ -167,6 +167,12 @@ class Provider(abc.ABC):
         account's currency convert at this rate)."""
         return {"currency": "USD", "usd_per_unit": 1.0, "source": "cloud", "note": "USD"}
 
+    def account_id(self) -> str | None:
+        """The id of the account launches are billed to, where the provider knows it without
+        a call (Azure: the subscription, GCP: the project); None where it does not. Kept with
+        each launch for the FOCUS export's BillingAccountId."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and sockets."""
 

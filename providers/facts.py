@@ -155,8 +155,8 @@ def cap_enforcement(cloud: str, asked: CapEnforce | None) -> CapEnforce:
 
 
 def billing_for(provider: str) -> Billing:
-    """The billing rule of ``provider``; the sim bills as the cloud it mimics (AWS's rule when
-    it mimics none)."""
+    """The billing rule of ``provider``. ``sim`` without a zone gets AWS's; an attempt on the
+    sim is billed by the cloud it played in its zone (``provisioner.control.played``)."""
     return cloud_facts("aws" if provider == "sim" else provider).billing
 
 

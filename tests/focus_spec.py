@@ -6,6 +6,17 @@ github.com/FinOps-Open-Cost-and-Usage-Spec/FOCUS_Spec at tag ``v1.0``:
 ``specification/columns/*.md`` (each column's ID, feature level, whether it allows nulls, its
 data type and allowed values) and ``specification/attributes/*.md`` (the Date/Time, Numeric,
 Currency Code and Key-Value formats; custom columns prefixed ``x_`` and placed after FOCUS's).
+
+:func:`problems` checks every MUST rule of the 43 columns that a file can show: presence,
+order, nulls, types and formats, allowed values, and the rules between columns
+(:func:`_row_rules`: unit price x PricingQuantity = cost, the columns that go null together,
+periods; :func:`_dataset_rules`: one SkuId and one unit price per SkuPriceId). The rules that
+need the provider's own knowledge (BilledCost matching the invoice, SkuPriceId's price in the
+published price list, a display name being assignable) cannot be read off a file.
+
+The FinOps Foundation's own validator (PyPI ``focus-validator`` 1.0.0) was tried and not used:
+it pins numpy 1.x and pandera 0.17 (this project's environment has numpy 2), and it checks the
+columns one at a time (type, nulls, allowed values), none of the rules between them.
 """
 
 from __future__ import annotations
@@ -113,10 +124,122 @@ def problems(header: list[str], rows: list[dict[str, str]]) -> list[str]:
             )
             if bad:
                 out.append(f"line {i}: {col} = {v!r} is not a valid {kind}")
-        if r.get("ChargePeriodStart", "") > r.get("ChargePeriodEnd", ""):
-            out.append(f"line {i}: the charge period ends before it starts")
-        if r.get("BillingPeriodStart", "") > r.get("ChargePeriodStart", "~"):
-            out.append(f"line {i}: the charge is before its billing period")
+        out.extend(f"line {i}: {p}" for p in _row_rules(r))
+    out.extend(_dataset_rules(rows))
+    return out
+
+
+#: the columns that MUST NOT be null on a Usage or Purchase row that is not a correction,
+#: and MUST be null on a Tax row
+PRICED = (
+    "ContractedUnitPrice", "ListUnitPrice", "PricingCategory", "PricingQuantity", "PricingUnit",
+    "SkuId", "SkuPriceId",
+)  # fmt: skip
+#: the commitment columns that are null exactly when CommitmentDiscountId is
+COMMITMENT = ("CommitmentDiscountCategory", "CommitmentDiscountType")
+
+
+def _dec(v: str) -> float | None:
+    return float(v) if v and NUMBER.match(v) else None
+
+
+def _same(product: float, cost: float) -> bool:
+    """Equal to far below a cent (the file's decimals are rounded, not the rule)."""
+    return abs(product - cost) <= 1e-9 * max(1.0, abs(cost))
+
+
+def _row_rules(r: dict[str, str]) -> list[str]:
+    """The MUST rules between one row's columns (FOCUS 1.0, specification/columns/*.md)."""
+    out: list[str] = []
+    category, correction = r.get("ChargeCategory", ""), r.get("ChargeClass", "") == "Correction"
+    usage_or_purchase = category in ("Usage", "Purchase") and not correction
+    for col in PRICED:
+        if usage_or_purchase and r.get(col, "") == "":
+            out.append(f"{col} is null on a {category} row")
+        if category == "Tax" and r.get(col, "") != "":
+            out.append(f"{col} is not null on a Tax row")
+    for col in ("ConsumedQuantity", "ConsumedUnit"):
+        if category == "Usage" and not correction and r.get(col, "") == "":
+            out.append(f"{col} is null on a Usage row")
+        if category != "Usage" and r.get(col, "") != "":
+            out.append(f"{col} is set on a {category} row")
+    if category == "Purchase" and r.get("ChargeFrequency") == "Usage-Based":
+        out.append("a Purchase is Usage-Based")
+    # unit price x PricingQuantity = the cost it prices (ListCost, ContractedCost)
+    quantity = _dec(r.get("PricingQuantity", ""))
+    for price_col, cost_col in (("ListUnitPrice", "ListCost"), ("ContractedUnitPrice", "ContractedCost")):  # fmt: skip
+        price, cost = _dec(r.get(price_col, "")), _dec(r.get(cost_col, ""))
+        if price is not None and price < 0:
+            out.append(f"{price_col} is negative")
+        wrong = quantity is None or cost is None or not _same((price or 0) * quantity, cost)
+        if price is not None and not correction and wrong:
+            out.append(
+                f"{price_col} x PricingQuantity = {r.get(price_col)} x "
+                f"{r.get('PricingQuantity')} is not {cost_col} {r.get(cost_col)}"
+            )
+    for col in ("PricingQuantity", "ConsumedQuantity"):
+        v = _dec(r.get(col, ""))
+        if v is not None and v < 0 and not correction:
+            out.append(f"{col} is negative outside a correction")
+    if category == "Credit":  # a charge unrelated to others: its costs are what was billed
+        for col in ("ContractedCost", "EffectiveCost", "ListCost"):
+            if r.get(col) != r.get("BilledCost"):
+                out.append(f"{col} is not BilledCost on a Credit row")
+    # commitment discounts: the columns go null together
+    has_commitment = r.get("CommitmentDiscountId", "") != ""
+    for col in COMMITMENT:
+        if (r.get(col, "") != "") != has_commitment:
+            out.append(
+                f"{col} is {'null' if has_commitment else 'set'} as CommitmentDiscountId is not"
+            )
+    if not has_commitment and r.get("CommitmentDiscountName", "") != "":
+        out.append("CommitmentDiscountName is set without a CommitmentDiscountId")
+    if not has_commitment and r.get("CommitmentDiscountStatus", "") != "":
+        out.append("CommitmentDiscountStatus is set without a CommitmentDiscountId")
+    if has_commitment and category == "Usage" and r.get("CommitmentDiscountStatus", "") == "":
+        out.append("CommitmentDiscountStatus is null on a commitment's Usage row")
+    if has_commitment and r.get("PricingCategory") != "Committed":
+        out.append("PricingCategory is not Committed with a CommitmentDiscountId")
+    # a region: its id and its name together
+    if (r.get("RegionId", "") == "") != (r.get("RegionName", "") == ""):
+        out.append("RegionId and RegionName are not both set (or both null)")
+    # a resource: its type with its id; a system-made id is not its name
+    if (r.get("ResourceId", "") == "") != (r.get("ResourceType", "") == ""):
+        out.append("ResourceType is not set exactly when ResourceId is")
+    if r.get("ResourceId", "") != "" and r.get("ResourceName") == r.get("ResourceId"):
+        out.append("ResourceName repeats ResourceId")
+    # periods: start inclusive, end exclusive, the charge inside its billing period
+    cs, ce = r.get("ChargePeriodStart", ""), r.get("ChargePeriodEnd", "")
+    bs, be = r.get("BillingPeriodStart", ""), r.get("BillingPeriodEnd", "")
+    if cs and ce and cs >= ce:
+        out.append("the charge period does not end after it starts")
+    if bs and be and bs >= be:
+        out.append("the billing period does not end after it starts")
+    if bs and cs and (cs < bs or (be and ce > be)):
+        out.append("the charge is outside its billing period")
+    return out
+
+
+def _dataset_rules(rows: list[dict[str, str]]) -> list[str]:
+    """The MUST rules across rows: a SkuPriceId defines a single unit price and belongs to one
+    and only one SkuId (no commitment flexibility here: a row with a commitment is exempt)."""
+    out: list[str] = []
+    skus: dict[tuple[str, str], set[str]] = {}
+    prices: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        key = (r.get("ProviderName", ""), r.get("SkuPriceId", ""))
+        if not key[1] or r.get("CommitmentDiscountId"):
+            continue
+        skus.setdefault(key, set()).add(r.get("SkuId", ""))
+        price = _dec(r.get("ListUnitPrice", ""))
+        if price is not None:
+            prices.setdefault(key, set()).add(f"{price:.12g}")
+    for (provider, sku_price), ids in sorted(skus.items()):
+        if len(ids) > 1:
+            out.append(f"SkuPriceId {sku_price!r} ({provider}) names {len(ids)} SkuIds")
+    for (provider, sku_price), ps in sorted(prices.items()):
+        if len(ps) > 1:
+            out.append(f"SkuPriceId {sku_price!r} ({provider}) has {len(ps)} unit prices")
     return out
 
 

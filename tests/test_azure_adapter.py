@@ -606,3 +606,15 @@ def test_a_cap_held_by_the_daemon_sends_minus_one(
     provider.launch(replace(request(cap=0.5, job="held"), cap_on_wire=False))
     [sent] = [r.body for r in server.launch_requests()]
     assert sent["properties"]["billingProfile"] == {"maxPrice": -1}
+
+
+def test_the_subscription_is_the_account_each_launch_is_billed_to(
+    provider: AzureProvider, server: AzureServer
+) -> None:
+    """The launch event keeps it; the FOCUS export's BillingAccountId reads it there."""
+    from provisioner.control.launching import _billing
+
+    assert provider.account_id() == server.subscription_id
+    assert _billing(provider) == {
+        "currency": "USD", "usd_per_unit": 1.0, "account": server.subscription_id,
+    }  # fmt: skip

@@ -21,7 +21,7 @@ GPUS_HEADER = [
     "bf16_tflops", "fp16_tflops", "interconnect", "interconnect_gbs", "host_link_gbs", "tdp_w",
     "aliases", "source",
 ]  # fmt: skip
-REGIONS_HEADER = ["provider", "region", "city", "country", "jurisdictions", "lat", "lon"]
+REGIONS_HEADER = ["provider", "region", "city", "country", "jurisdictions", "lat", "lon", "name"]
 OFFERS_HEADER = [
     "provider", "region", "zone", "instance_type", "gpu", "gpu_count", "vcpus", "memory_gib",
     "price", "spot_price", "price_date", "interruption_band",
@@ -155,6 +155,7 @@ def test_regions_parse(regions: list[dict[str, str]]) -> None:
         assert r["provider"] in PROVIDERS
         assert re.fullmatch(r"[A-Z]{2}", r["country"]), r
         assert r["city"].strip(), r
+        assert r["name"].strip() and r["name"] != r["region"], r  # the cloud's display name
         assert -90 <= float(r["lat"]) <= 90 and -180 <= float(r["lon"]) <= 180, r
 
 

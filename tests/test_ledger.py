@@ -193,9 +193,19 @@ def test_cost_shows_the_ledger_and_writes_focus(store: Store, tmp_path: Path) ->
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert {"on_demand_usd", "saved_usd", "lost_work_usd", "overlap_usd"} <= set(rows[0])
     out = tmp_path / "focus.csv"
+    # the account a launch was billed to, as the launch event keeps it (Azure, GCP say it)
+    store.add_event(
+        jid, "launch", "launch", at=m(110), instance="i-4",
+        billing={"currency": "USD", "usd_per_unit": 1.0, "account": "123456789012"},
+    )  # fmt: skip
     res = runner.invoke(cli, ["cost", "--all", "--store", url, "--focus", str(out)])
     assert res.exit_code == 0, res.output
-    _check_focus(out.read_text(), doc["total_usd"], doc["ledger"]["on_demand_usd"])
+    rows = _check_focus(out.read_text(), doc["total_usd"], doc["ledger"]["on_demand_usd"])
+    accounts = {(r["x_Attempt"], r["BillingAccountId"], r["SubAccountId"]) for r in rows}
+    assert accounts == {
+        ("1", "aws:default", ""), ("3", "aws:default", ""), ("4", "123456789012", "123456789012"),
+    }  # fmt: skip
+    assert {r["RegionName"] for r in rows} == {"US East (N. Virginia)"}
     res = runner.invoke(cli, ["cost", jid, "--store", url, "--focus", "-", "--json"])
     assert res.exit_code == 2 and "choose one" in res.output
 
@@ -209,8 +219,15 @@ def _check_focus(text: str, total: float, on_demand: float | None) -> list[dict[
     assert rows, "no rows"
     assert round(sum(float(r["BilledCost"]) for r in rows), 2) == round(total, 2)
     assert all(r["EffectiveCost"] == r["BilledCost"] for r in rows)
-    if on_demand is not None:
-        assert round(sum(float(r["ListCost"]) for r in rows), 2) == round(on_demand, 2)
+    for r in rows:  # priced at the unit price billed, over the billed hours (minimum included)
+        assert float(r["ListUnitPrice"]) * float(r["PricingQuantity"]) == pytest.approx(
+            float(r["BilledCost"]), rel=1e-9, abs=1e-12
+        )
+        assert float(r["PricingQuantity"]) >= float(r["ConsumedQuantity"]) - 1e-12
+        assert r["RegionName"] and r["RegionName"] != r["RegionId"], r["RegionId"]
+        assert r["SkuPriceId"].endswith(f":{r['x_Market']}:{r['ListUnitPrice']}")
+    if on_demand is not None:  # what spot saved: on-demand's price over the same billed hours
+        assert round(sum(float(r["x_OnDemandCost"]) for r in rows), 2) == round(on_demand, 2)
     tags = json.loads(rows[0]["Tags"])
     assert "provisioner-job" in tags
     return rows
@@ -224,8 +241,13 @@ def test_the_focus_check_sees_what_it_refuses() -> None:
         "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
         "ChargePeriodEnd": "2026-12-06T11:00:00Z", "ChargePeriodStart": "2026-12-06T10:00:00Z",
         "ContractedCost": "1.5", "EffectiveCost": "1.5", "InvoiceIssuerName": "x",
-        "ListCost": "3", "ProviderName": "x", "PublisherName": "x", "ServiceCategory": "Compute",
-        "ServiceName": "x",
+        "ListCost": "1.5", "ProviderName": "x", "PublisherName": "x", "ServiceCategory": "Compute",
+        "ServiceName": "x", "ConsumedQuantity": "0.9", "ConsumedUnit": "Hours",
+        "ContractedUnitPrice": "1.5", "ListUnitPrice": "1.5", "PricingCategory": "Dynamic",
+        "PricingQuantity": "1", "PricingUnit": "Hours", "SkuId": "aws:g5.xlarge",
+        "SkuPriceId": "aws:eu-west-1a:g5.xlarge:spot:1.5", "RegionId": "eu-west-1",
+        "RegionName": "Europe (Ireland)", "ResourceId": "i-1", "ResourceType": "Virtual Machine",
+        "ResourceName": "train attempt 1",
     }  # fmt: skip
     header = list(COLUMNS)
     assert problems(header, [good]) == []
@@ -233,8 +255,20 @@ def test_the_focus_check_sees_what_it_refuses() -> None:
         ("BilledCost", "+1.5"), ("BilledCost", "1,5"), ("BilledCost", ""),
         ("ChargePeriodStart", "2026-12-06 10:00"), ("BillingCurrency", "usd"),
         ("ChargeCategory", "Spot"), ("Tags", "[1]"), ("Tags", '{"a": {"b": 1}}'),
+        ("PricingQuantity", "0.9"), ("ListCost", "3"), ("ContractedUnitPrice", "1.4"),
+        ("ListUnitPrice", ""), ("SkuPriceId", ""), ("PricingQuantity", "-1"),
+        ("RegionName", ""), ("ResourceType", ""), ("ResourceId", ""),
+        ("ResourceName", "i-1"), ("CommitmentDiscountType", "Instance"),
+        ("CommitmentDiscountId", "c-1"), ("ConsumedQuantity", ""),
+        ("ChargePeriodEnd", "2026-12-06T10:00:00Z"), ("BillingPeriodStart", "2026-12-07T00:00:00Z"),
     ):  # fmt: skip
         assert problems(header, [good | {col: v}]) != [], (col, v)
+    tax = good | {"ChargeCategory": "Tax", "ConsumedQuantity": "", "ConsumedUnit": ""}
+    assert any("Tax row" in p for p in problems(header, [tax]))  # unit prices on a Tax row
+    # one SkuPriceId, two unit prices (or two SkuIds): not a single price of one SKU
+    other = good | {"ListUnitPrice": "3", "ContractedUnitPrice": "3", "PricingQuantity": "0.5"}
+    assert problems(header, [good, other]) != [] and problems(header, [other]) == []
+    assert problems(header, [good, good | {"SkuId": "aws:g5.2xlarge"}]) != []
     assert problems([*header[1:], header[0]], [good]) != []  # out of order
     assert problems([*header, "custom"], [good]) != []  # no x_ prefix
 

@@ -32,3 +32,7 @@ class AzureProvider(
     """
 
     name = "azure"
+
+    def account_id(self) -> str | None:
+        """The subscription launches are billed to."""
+        return str(self.subscription_id) if self.subscription_id else None

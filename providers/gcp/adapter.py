@@ -27,3 +27,7 @@ class GCPProvider(GCPOffers, GCPQuotas, GCPLaunch, Provider):
     """
 
     name = "gcp"
+
+    def account_id(self) -> str | None:
+        """The project launches are billed to."""
+        return str(self.project) if self.project else None

@@ -155,7 +155,7 @@ def cost(
     if csv_path:
         _write_csv(csv_path, CSV_COLUMNS[by], groups[by])
     if focus_path:
-        _write_focus(focus_path, costs, by_attempt, jobs, now)
+        _write_focus(focus_path, costs, by_attempt, jobs, now, _accounts(store, jobs))
     if plot_path:
         from provisioner.cli.cost_plot import plot_spend
 
@@ -164,12 +164,21 @@ def cost(
     if as_json:
         print_json(doc)
     elif not to_stdout:
-        ran = {c.job.id for c in costs}
-        notes = [n for j in jobs if j.id in ran and (n := demo_note(j))]
-        if len(notes) > 1:  # one line for them all
+        ran: dict[str, list[Any]] = {}
+        for c in costs:
+            ran.setdefault(c.job.id, []).append(c.row)
+        notes = [n for j in jobs if j.id in ran and (n := demo_note(j, ran[j.id]))]
+        if len(notes) > 1:  # one line for them all, each cloud's rule named once
+            rules = "; ".join(
+                dict.fromkeys(
+                    r for j in jobs if j.id in ran for r in billing_rules(j, ran[j.id]).split("; ")
+                )
+            )
             notes = [
-                f"note: {len(notes)} of these jobs ran on the sim with compressed time: "
-                + notes[0].split(": ", 2)[2]
+                f"note: {len(notes)} of these jobs ran on the sim with compressed time: the "
+                "estimates are for the jobs' hours of work at real speed, the bills for the "
+                f"real seconds their instances ran, {rules} per launch, so the bills are far "
+                "below the estimates"
             ]
         _print(doc, by, notes)
     raise SystemExit(EXIT_OK)
@@ -182,8 +191,25 @@ def _ledger_fields(d: dict[str, Any]) -> dict[str, Any]:
     return {k: d[k] for k in keep if k in d}
 
 
+def _accounts(store: Any, jobs: list[Any]) -> dict[tuple[str, str], str]:
+    """(job id, instance id) -> the account its launch was billed to, where the cloud said."""
+    out: dict[tuple[str, str], str] = {}
+    for job_id, events in store.events_of_kinds([j.id for j in jobs], ["launch"]).items():
+        for e in events:
+            data = e.data if isinstance(e.data, dict) else {}
+            account = (data.get("billing") or {}).get("account")
+            if account:
+                out[(job_id, str(data.get("instance")))] = str(account)
+    return out
+
+
 def _write_focus(
-    path: str, costs: list[Any], by_attempt: dict[Any, Any], jobs: list[Any], now: datetime
+    path: str,
+    costs: list[Any],
+    by_attempt: dict[Any, Any],
+    jobs: list[Any],
+    now: datetime,
+    accounts: dict[tuple[str, str], str],
 ) -> None:
     from policies.loader import PolicyError, parse_policy
     from provisioner.control import focus
@@ -194,7 +220,7 @@ def _write_focus(
             tags[j.id] = dict(parse_policy(j.policy_yaml, "<stored policy>").tags)
         except PolicyError:
             tags[j.id] = {}
-    data = focus.rows(costs, by_attempt, tags, now)
+    data = focus.rows(costs, by_attempt, tags, now, accounts)
     if path == "-":
         focus.write(sys.stdout, data)
         return
@@ -243,21 +269,38 @@ COST_DROP_ORDER = ("ended", "lost h", "OD USD", "saved", "where", "type", "USD/h
                    "name", "attempts", "diff USD", "diff %", "state", "market", "by cloud")  # fmt: skip
 
 
-def demo_note(job: Any) -> str | None:
-    """For a job the sim ran with compressed time: why its bill is far below its estimate."""
+def demo_note(job: Any, attempts: Sequence[Any] = ()) -> str | None:
+    """For a job the sim ran with compressed time: why its bill is far below its estimate,
+    with the billing rule of each cloud the sim played for ``attempts`` (the job's, launched)."""
     opts = job.provider_options or {}
     sph = opts.get("seconds_per_hour")
     if job.provider != "sim" or not isinstance(sph, int | float) or sph >= 3600:
         return None
-    from providers.facts import billing_for
-
-    rule = billing_for("sim").rule
     return (
         f"note: the sim ran {job.id} with {sph:g} s per simulated hour: the estimate is for "
-        "the job's hours of work at real speed, the bill for the seconds its instances ran, "
-        f"{rule} per launch (the billing rule of the cloud the sim plays), so the bill is far "
-        "below the estimate"
+        "the job's hours of work at real speed, the bill for the real seconds its instances "
+        f"ran, {billing_rules(job, attempts)} per launch, so the bill is far below the estimate"
     )
+
+
+def billing_rules(job: Any, attempts: Sequence[Any] = ()) -> str:
+    """The billing rule of each cloud ``job``'s attempts ran on (for the sim: the cloud it
+    played in each attempt's zone): "per started minute (azure)", or one per cloud."""
+    from provisioner.control.played import played_cloud
+    from provisioner.control.records import billing_rule
+
+    opts = job.provider_options or {}
+    clouds: list[str] = []
+    for a in attempts:
+        if a.launched_at is None:
+            continue
+        cloud = played_cloud(a.provider, a.region, a.zone, opts)
+        if cloud not in clouds:
+            clouds.append(cloud)
+    if not clouds:  # nothing launched yet: the cloud it plays when it plays one
+        mimic = opts.get("mimic", "aws") if job.provider == "sim" else job.provider
+        clouds = [mimic if isinstance(mimic, str) and mimic != "all" else "aws"]
+    return "; ".join(f"{billing_rule(c).rule} ({c})" for c in clouds)
 
 
 def _print(doc: dict[str, Any], by: str, notes: Sequence[str] = ()) -> None:

@@ -159,36 +159,35 @@ def billing_by_provider(providers: set[str]) -> dict[str, dict[str, object]]:
     return out
 
 
-def render_offers(offers: list[Offer]) -> None:
-    from rich.table import Table
+#: What a narrow screen never loses in ``catalog show`` (ids and money), and what goes first.
+#: ``where`` is the zone, or the region of an offer made in a whole region, so the region
+#: column can go first (the zone names it).
+OFFER_KEEP = frozenset({"provider", "where", "instance", "OD $/h", "spot $/h"})
+OFFER_DROP_ORDER = ("band", "vCPU", "GiB", "region", "date", "GPUs")
 
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in (
-        "provider",
-        "region",
-        "zone",
-        "instance",
-        "GPUs",
-        "vCPU",
-        "GiB",
-        "on-demand $/h",
-        "spot $/h",
-        "band",
-        "date",
-    ):
-        t.add_column(col)
-    for o in offers:
-        t.add_row(
-            o.provider,
-            o.region,
-            o.zone or "-",
-            o.instance_type,
-            f"{o.gpu_count}x {o.gpu}",
-            f"{o.vcpus:g}",
-            f"{o.memory_gib:g}",
+
+def render_offers(offers: list[Offer]) -> None:
+    """The offers as a table; on a narrow screen whole columns are left out (and named), never
+    an id, a price or a date cut short."""
+    from provisioner.cli.common import fitted_table
+
+    headers = ["provider", "region", "where", "instance", "GPUs", "vCPU", "GiB",
+               "OD $/h", "spot $/h", "band", "date"]  # fmt: skip
+    rows = [
+        [
+            o.provider, o.region, o.zone or o.region, o.instance_type, f"{o.gpu_count}x {o.gpu}",
+            f"{o.vcpus:g}", f"{o.memory_gib:g}",
             "-" if o.price is None else f"{o.price:.4f}",
             "-" if o.spot_price is None else f"{o.spot_price:.4f}",
-            o.interruption_band or "-",
-            o.price_date or "-",
-        )
-    console().print(t)
+            o.interruption_band or "-", o.price_date or "-",
+        ]
+        for o in offers
+    ]  # fmt: skip
+    t, note = fitted_table(
+        headers, rows, keep=OFFER_KEEP, drop_order=OFFER_DROP_ORDER,
+        right=frozenset({"vCPU", "GiB", "OD $/h", "spot $/h"}),
+    )  # fmt: skip
+    out = console()
+    out.print(t)
+    if note:
+        out.print(note, markup=False, highlight=False)

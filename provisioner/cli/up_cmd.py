@@ -311,7 +311,7 @@ def _print_cost(job: Any, out: Any) -> None:
     )
     from provisioner.cli.cost_cmd import demo_note
 
-    note = demo_note(row)
+    note = demo_note(row, job.store.attempts(row.id))
     if note:
         out.print(note, markup=False, highlight=False)
     if row.result:

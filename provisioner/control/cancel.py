@@ -74,7 +74,7 @@ def cancel_job(
             ended_at=now,
             end_reason="cancelled",
             end_cause=Cause.CANCELLED.value,
-            cost_usd=attempt_cost(a, now),
+            cost_usd=attempt_cost(a, now, job.provider_options),
         )
     spent = sum(a.cost_usd for a in store.attempts(job.id))
     step = job_after(JobState(job.state), final=Cause.CANCELLED)  # the transition table's

@@ -6,12 +6,18 @@ Usage-Spec/FOCUS_Spec, tag ``v1.0``, ``specification/columns/``). Every one of i
 is written, in the specification's (alphabetical) order, then our own ``x_`` columns.
 
 One row per attempt and UTC day (the pieces ``provisioner cost --by day`` adds up), so the
-rows' BilledCost adds up to ``cost``'s total. BilledCost = EffectiveCost = ContractedCost:
-what was billed (no commitment is amortised, no negotiated rate known). ListCost is the same
-run at the plan's on-demand price of the same type and zone (the ledger's reference), so
-``ListCost - EffectiveCost`` is what spot saved, FOCUS's own savings formula; where no
-on-demand price is known, ListCost is the billed cost and ListUnitPrice is null. PricingQuantity
-and ConsumedQuantity are instance-hours (``Hours``). Nulls are empty fields.
+rows' BilledCost adds up to ``cost``'s total. Each row is priced at the one unit price the
+attempt was billed at (spot or on-demand), which SkuPriceId names (cloud, zone, type, market
+and that price) and which ListUnitPrice and ContractedUnitPrice both give: no discount or
+negotiated rate is known, so BilledCost = EffectiveCost = ContractedCost = ListCost.
+PricingQuantity is the *billed* instance-hours: the run rounded up to the cloud's increment and
+at least its minimum, for every node of a gang (the billing minimum folded into the billed
+quantity, not a row of its own), split across days as the cost is; so unit price x
+PricingQuantity = cost on every row. ConsumedQuantity is the hours the instances ran. What spot
+saved is in ours: ``x_OnDemandUnitPrice`` (the plan's on-demand price of the same type and
+zone) and ``x_OnDemandCost`` (that price x PricingQuantity), ``x_OnDemandCost - EffectiveCost``.
+The sim's rows follow the cloud it played (its region names, billing rule, service).
+Nulls are empty fields.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from provisioner.control.records import billed_cost
+from provisioner.control.played import played_cloud
+from provisioner.control.records import billing_rule
+from provisioner.core.regions import region as region_of
 
 #: FOCUS 1.0's columns, in its order.
 COLUMNS = (
@@ -38,7 +46,10 @@ COLUMNS = (
     "Tags",
 )  # fmt: skip
 #: Ours, after FOCUS's (its rule: custom columns carry the x_ prefix and come last).
-CUSTOM = ("x_JobId", "x_JobName", "x_Attempt", "x_Market", "x_Nodes")
+CUSTOM = (
+    "x_JobId", "x_JobName", "x_Attempt", "x_Market", "x_Nodes", "x_OnDemandUnitPrice",
+    "x_OnDemandCost",
+)  # fmt: skip
 VERSION = "1.0"
 
 #: The cloud's name, and its service that bills a VM.
@@ -56,8 +67,9 @@ def _time(t: datetime) -> str:
 
 
 def _num(v: float) -> str:
-    """FOCUS's numeric format: a plain decimal (no exponent sign '+', no thousands marks)."""
-    text = f"{v + 0.0:.10f}".rstrip("0").rstrip(".")
+    """FOCUS's numeric format: a plain decimal (no exponent sign '+', no thousands marks),
+    to 12 places (so that unit price x quantity gives the cost to far below a cent)."""
+    text = f"{v + 0.0:.12f}".rstrip("0").rstrip(".")
     return "0" if text in ("", "-0") else text
 
 
@@ -73,37 +85,46 @@ def rows(
     ledgers: dict[tuple[str, int], Any],
     tags: dict[str, dict[str, str]],
     now: datetime,
+    accounts: dict[tuple[str, str], str] | None = None,
 ) -> Iterable[dict[str, str]]:
     """FOCUS rows for ``costs`` (:class:`provisioner.control.spend.AttemptCost`, already split
-    by day and clipped to the window) with each attempt's ledger (for the on-demand price)."""
+    by day and clipped to the window) with each attempt's ledger (for the on-demand price) and
+    ``accounts``: (job id, instance id) -> the account id its launch was billed to."""
+    accounts = accounts or {}
     for c in costs:
         a, job = c.row, c.job
         led = ledgers.get((a.job_id, a.attempt))
         od = None if led is None else led.on_demand_price
         nodes = a.nodes or 1
-        issuer, service = CLOUDS.get(a.provider, (a.provider, a.provider))
-        pricing = "Dynamic" if a.market == "spot" else "Standard"
+        cloud = played_cloud(a.provider, a.region, a.zone, job.provider_options or {})
+        issuer, service = CLOUDS.get(cloud, (cloud, cloud))
+        if a.provider != cloud:  # the sim: its own issuer, the played cloud's service
+            issuer = f"Simulated {issuer}"
+        known = region_of(cloud, a.region)
+        region_name = known.name if known is not None else a.region
+        account = accounts.get((job.id, a.instance_id or ""))
+        price = a.price_per_hour
+        run_s = 0.0
+        if a.launched_at is not None:
+            run_s = max(((a.ended_at or now) - a.launched_at).total_seconds(), 0.0)
+        billed_s = float(billing_rule(cloud).billed_seconds(run_s))
         row_tags = {
             **tags.get(job.id, {}),
             "provisioner-job": job.id,
             "provisioner-attempt": str(a.attempt),
         }
-        od_run = None  # the reference: the whole run billed by the same rule at od
-        if od is not None and a.launched_at is not None:
-            end = a.ended_at or now
-            od_run = billed_cost(a.provider, od, a.launched_at, end) * nodes
-            run_s = max((end - a.launched_at).total_seconds(), 1e-9)
         for p in c.pieces:
             secs = (p.end - p.start).total_seconds()
-            hours = secs / 3600.0 * nodes
+            share = secs / run_s if run_s > 0 else 1.0
             billed = p.cost_usd
-            # split as the bill is split: in proportion to run time
-            list_cost = billed if od_run is None else od_run * secs / run_s
+            # the billed hours: the cost at the unit price it was billed at (by construction
+            # the cloud's rule applied to the run, the minimum included), split as the cost is
+            quantity = billed / price if price > 0 else billed_s / 3600.0 * nodes * share
             ps, pe = _month(p.start)
             yield {
                 "AvailabilityZone": a.zone or "",
                 "BilledCost": _num(billed),
-                "BillingAccountId": a.provider,
+                "BillingAccountId": account or f"{a.provider}:default",
                 "BillingAccountName": "",
                 "BillingCurrency": "USD",
                 "BillingPeriodEnd": _time(pe),
@@ -120,29 +141,30 @@ def rows(
                 "CommitmentDiscountName": "",
                 "CommitmentDiscountStatus": "",
                 "CommitmentDiscountType": "",
-                "ConsumedQuantity": _num(hours),
+                "ConsumedQuantity": _num(secs / 3600.0 * nodes),
                 "ConsumedUnit": "Hours",
                 "ContractedCost": _num(billed),
-                "ContractedUnitPrice": _num(a.price_per_hour),
+                "ContractedUnitPrice": _num(price),
                 "EffectiveCost": _num(billed),
                 "InvoiceIssuerName": issuer,
-                "ListCost": _num(list_cost),
-                "ListUnitPrice": "" if od is None else _num(od),
-                "PricingCategory": pricing,
-                "PricingQuantity": _num(hours),
+                "ListCost": _num(billed),
+                "ListUnitPrice": _num(price),
+                "PricingCategory": "Dynamic" if a.market == "spot" else "Standard",
+                "PricingQuantity": _num(quantity),
                 "PricingUnit": "Hours",
                 "ProviderName": issuer,
                 "PublisherName": issuer,
                 "RegionId": a.region,
-                "RegionName": "",
+                "RegionName": region_name,
                 "ResourceId": a.instance_id or "",
                 "ResourceName": f"{job.name} attempt {a.attempt}",
-                "ResourceType": "Virtual Machine",
+                "ResourceType": "Virtual Machine" if a.instance_id else "",
                 "ServiceCategory": "Compute",
                 "ServiceName": service,
-                "SkuId": a.instance_type,
-                "SkuPriceId": f"{a.provider}:{a.zone or a.region}:{a.instance_type}:{a.market}",
-                "SubAccountId": "",
+                "SkuId": f"{cloud}:{a.instance_type}",
+                "SkuPriceId": f"{cloud}:{a.zone or a.region}:{a.instance_type}:{a.market}:"
+                f"{_num(price)}",
+                "SubAccountId": account or "",
                 "SubAccountName": "",
                 "Tags": json.dumps(row_tags, sort_keys=True),
                 "x_JobId": job.id,
@@ -150,6 +172,8 @@ def rows(
                 "x_Attempt": str(a.attempt),
                 "x_Market": a.market,
                 "x_Nodes": str(nodes),
+                "x_OnDemandUnitPrice": "" if od is None else _num(od),
+                "x_OnDemandCost": "" if od is None else _num(od * quantity),
             }
 
 

@@ -348,7 +348,7 @@ class JobPassBase:
         for a in self.attempts:
             at = a.launched_at
             if at is not None and a.state == "running":
-                total += attempt_cost(a, self.now)
+                total += attempt_cost(a, self.now, self.job.provider_options)
             else:
                 total += a.cost_usd
         return total
@@ -356,7 +356,7 @@ class JobPassBase:
     def end_attempt(self, a: AttemptRow, state: AttemptState, reason: str, cause: Cause) -> None:
         """End an attempt (its bill stops now), as the transition table allows."""
         check_attempt(AttemptState(a.state), state, cause)
-        cost = attempt_cost(a, self.now)
+        cost = attempt_cost(a, self.now, self.job.provider_options)
         self.store.update_attempt(
             self.job.id,
             a.attempt,

@@ -393,9 +393,15 @@ def _fabric(policy: Policy) -> str:
 
 
 def _billing(provider: object) -> dict[str, object]:
-    """The account currency and USD rate the provider billed this launch in (for ``cost``)."""
+    """The account currency and USD rate the provider billed this launch in (for ``cost``),
+    and the account's id where the provider knows it (the FOCUS export's BillingAccountId)."""
+    try:
+        account = provider.account_id()  # type: ignore[attr-defined]
+    except Exception:  # an adapter without it: the export says which cloud, not which account
+        account = None
+    out: dict[str, object] = {"account": account} if account else {}
     try:
         info = provider.account_billing()  # type: ignore[attr-defined]
     except Exception:  # an adapter without it (or failing to say): USD, as the planner assumes
-        return {"currency": "USD", "usd_per_unit": 1.0}
-    return {"currency": info.get("currency"), "usd_per_unit": info.get("usd_per_unit")}
+        return {"currency": "USD", "usd_per_unit": 1.0, **out}
+    return {"currency": info.get("currency"), "usd_per_unit": info.get("usd_per_unit"), **out}

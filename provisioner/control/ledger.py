@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from provisioner.control.records import billed_cost
+from provisioner.control.records import attempt_billing_cloud, billed_cost
 from provisioner.control.store import AttemptRow, EventRow
 from provisioner.core.spend import clip, split
 from provisioner.core.timefmt import utc
@@ -299,15 +299,16 @@ def _attempt(
     end = utc(a.ended_at) or now
     led.end = end
     # as records.attempt_cost bills it (the same function), with the times made aware
+    cloud = attempt_billing_cloud(a)
     billed = (
         a.cost_usd
         if a.ended_at is not None
-        else billed_cost(a.provider, a.price_per_hour, start, now) * nodes
+        else billed_cost(cloud, a.price_per_hour, start, now) * nodes
     )
     led.billed_usd = _in_window(billed, start, end, since, until)
     if od is not None:
         led.on_demand_usd = _in_window(
-            billed_cost(a.provider, od, start, end) * nodes, start, end, since, until
+            billed_cost(cloud, od, start, end) * nodes, start, end, since, until
         )
     if led.cheapest_price is not None:
         where = (led.cheapest_offer or a.provider).split(":", 1)[0]

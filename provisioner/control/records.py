@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from providers.facts import billing_for
 from provisioner.control.store import AttemptRow, InstanceRow, JobRow
 from provisioner.control.store.records import event_doc
+from provisioner.core.billing import Billing
 from provisioner.core.models import CostEstimate, Instance, Placement, launch_token
 
 if TYPE_CHECKING:
@@ -92,21 +94,36 @@ def billed_cost(
     provider: str, price_per_hour: float, start: datetime | None, end: datetime
 ) -> float:
     """What run time from ``start`` to ``end`` at ``price_per_hour`` is billed by
-    ``provider`` (its increment and minimum); nothing when it never started."""
+    ``provider`` (its increment and minimum); nothing when it never started. For the sim, pass
+    the cloud it played (:func:`attempt_billing_cloud`): ``sim`` itself bills as AWS."""
     if start is None:
         return 0.0
+    return billing_rule(provider).cost(price_per_hour, (end - start).total_seconds())
+
+
+def billing_rule(provider: str) -> Billing:
+    """``provider``'s billing rule (a provider without declared facts, a test double: AWS's)."""
     try:
-        billing = billing_for(provider)
-    except ValueError:  # a provider without declared facts (a test double): per second, 60 s
-        billing = billing_for("aws")
-    return billing.cost(price_per_hour, (end - start).total_seconds())
+        return billing_for(provider)
+    except ValueError:
+        return billing_for("aws")
 
 
-def attempt_cost(a: AttemptRow, end: datetime) -> float:
+def attempt_billing_cloud(a: AttemptRow, options: Mapping[str, Any] | None = None) -> str:
+    """The cloud whose billing rule attempt ``a`` is billed by: its provider's, or for the sim
+    the cloud it played in the attempt's zone (``options``: the job's provider options)."""
+    from provisioner.control.played import played_cloud
+
+    return played_cloud(a.provider, a.region, a.zone, options)
+
+
+def attempt_cost(a: AttemptRow, end: datetime, options: Mapping[str, Any] | None = None) -> float:
     """What attempt ``a`` is billed from its launch to ``end``: every node of a gang, each
-    under its cloud's billing rule."""
+    under the billing rule of the cloud it ran on (``options``: the job's provider options,
+    which say what cloud the sim played)."""
     nodes = a.nodes or 1
-    return billed_cost(a.provider, a.price_per_hour, a.launched_at, end) * nodes
+    cloud = attempt_billing_cloud(a, options)
+    return billed_cost(cloud, a.price_per_hour, a.launched_at, end) * nodes
 
 
 def launch_estimate(

@@ -54,7 +54,11 @@ def attempt_costs(
                 billed, pieces = a.cost_usd, []
             else:
                 end = a.ended_at or now
-                billed = a.cost_usd if a.ended_at is not None else attempt_cost(a, now)
+                billed = (
+                    a.cost_usd
+                    if a.ended_at is not None
+                    else attempt_cost(a, now, job.provider_options)
+                )
                 pieces = clip(split(billed, a.launched_at, end, cuts), since, until)
             if cuts and not pieces:
                 continue  # it ran wholly outside the window (or never ran): not in it

@@ -52,6 +52,8 @@ class Region:
     jurisdictions: frozenset[str]
     lat: float
     lon: float
+    #: the cloud's own name for it ("US East (N. Virginia)", "East US 2")
+    name: str = ""
 
     def in_any(self, tags: set[str] | frozenset[str]) -> bool:
         """True when the region carries any of ``tags`` (jurisdiction tags or ISO countries)."""

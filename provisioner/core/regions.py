@@ -24,6 +24,7 @@ def regions() -> dict[tuple[str, str], Region]:
                 jurisdictions=frozenset(t for t in row["jurisdictions"].split("|") if t),
                 lat=float(row["lat"]),
                 lon=float(row["lon"]),
+                name=row.get("name") or row["region"],
             )
             out[(region.provider, region.code)] = region
     return out

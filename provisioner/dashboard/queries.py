@@ -255,12 +255,12 @@ def job_page(
 
 
 def _attempt(a: AttemptRow, now: datetime) -> dict[str, Any]:
-    from provisioner.control.records import billed_cost
+    from provisioner.control.records import attempt_billing_cloud, billed_cost
 
-    launched, ended = utc(a.launched_at), utc(a.ended_at)
+    launched, ended, nodes = utc(a.launched_at), utc(a.ended_at), a.nodes or 1
     cost = a.cost_usd
-    if a.state == "running" and launched is not None:
-        cost = billed_cost(a.provider, a.price_per_hour, launched, now) * (a.nodes or 1)
+    if a.state == "running" and launched is not None:  # the sim: billed as the cloud it played
+        cost = billed_cost(attempt_billing_cloud(a), a.price_per_hour, launched, now) * nodes
     return {
         **(_placement(a) or {}),
         "reason": _redact(a.reason or ""),
