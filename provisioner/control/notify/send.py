@@ -72,6 +72,20 @@ def _install_capture() -> None:
 EVENT_HEADER = "X-Provisioner-Event"
 
 
+def _format_of(obj: Any) -> Any:
+    """Our words are plain text: said so to a target that sends HTML (email), so that apprise
+    keeps their lines (as ``<br>``, and in the mail's plain part); None elsewhere (Slack's
+    markdown, a webhook's text: as they are, not escaped)."""
+    import apprise
+
+    def formats(p: Any) -> tuple[Any, ...]:  # one format, or (apprise 2) the ones it sends
+        f = getattr(p, "notify_format", None)
+        return tuple(f) if isinstance(f, (tuple, list, set, frozenset)) else (f,)
+
+    html = apprise.NotifyFormat.HTML
+    return apprise.NotifyFormat.TEXT if any(html in formats(p) for p in obj) else None
+
+
 class Sender:
     """Sends through apprise, one ``Apprise`` object per URL (kept: building one parses the
     URL and loads its plug-in), one send at a time per URL (its lock), any number at once
@@ -120,7 +134,7 @@ class Sender:
             try:
                 for p in plugins:
                     p.headers.update(headers or {})
-                ok = bool(obj.notify(body=body, title=title))
+                ok = bool(obj.notify(body=body, title=title, body_format=_format_of(obj)))
             except Exception as exc:  # a plug-in that raises instead of answering False
                 raise SendError(redact(f"{type(exc).__name__}: {exc}")[:300]) from None
             finally:
