@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -350,3 +351,34 @@ def test_two_targets_sharing_one_url_send_one_at_a_time(store: Store, slack: Sla
         w.close()
     assert all(m.header == m.event_id for m in slack.messages)
     assert len({m.event_id for m in slack.messages}) == 3  # each event, once to each name
+
+
+def test_a_reload_keeps_one_thread_per_target(store: Store, slack: SlackReceiver) -> None:
+    """``systemctl reload`` while a send is held: the same thread goes on with the new
+    settings, so no second thread sends the held message again or the next one before it."""
+    from provisioner.control.daemon.config import NotifyConfig
+    from provisioner.control.daemon.metrics import Metrics
+    from provisioner.control.daemon.notifying import Notifications
+
+    book = TargetBook({"team": slack.url}, {}, {})
+    n = Notifications(store, NotifyConfig(), "r1", book, Clock())
+    n.deliverer.delivery = FAST
+    jid = _job(store)
+    slack.holding.set()
+    _tell(store, jid, "preempted", ("team",))
+    metrics = Metrics()
+    n.tick(metrics)
+    assert wait_for(lambda: len(slack.messages) == 1, 30)
+    n.reconfigure(NotifyConfig(lease="5s"), TargetBook({"team": slack.url}, {}, {}), DASH)
+    _tell(store, jid, "restarted", ("team",))
+    for _ in range(20):  # the daemon's job, again and again, while the first send is held
+        n.tick(metrics)
+        time.sleep(0.02)
+    assert len(slack.messages) == 1, [m.text for m in slack.messages]
+    assert [t.name for t in threading.enumerate()].count("notify-team") == 1
+    slack.holding.clear()
+    slack.release.set()
+    assert wait_for(lambda: (n.tick(metrics), len(slack.messages) == 2)[1], 30)
+    assert [m.text for m in slack.messages] == ["preempted number 1", "restarted number 1"]
+    assert slack.messages[0].link is None and slack.messages[1].link == f"{DASH}jobs/{jid}"
+    n.close()

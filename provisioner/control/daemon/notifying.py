@@ -58,6 +58,18 @@ class Notifications:
         self.apprise = have_apprise()
         self.say_what()
 
+    def reconfigure(
+        self, config: NotifyConfig, book: TargetBook, dashboard_url: str | None
+    ) -> None:
+        """A reload: new targets, routes and delivery settings for the same delivery threads
+        (a second set beside them could send a queue the first is still sending: one thread
+        per target, always). The next tick of each thread reads them."""
+        self.config, self.book = config, book
+        self.router = Router.of(config.targets, config.events)
+        d = self.deliverer
+        d.book, d.delivery, d.dashboard_url = book, delivery_of(config), dashboard_url
+        self.say_what()
+
     @property
     def dashboard_url(self) -> str | None:
         return self.deliverer.dashboard_url

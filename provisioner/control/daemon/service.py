@@ -426,14 +426,13 @@ class Daemon:
             self.book = load_book(new.notify)
         except TargetsError as exc:
             log.error("notification targets not reloaded, keeping the old ones: %s", exc)
-        if self.store is not None:
-            old = self.notifications
-            link = new.dashboard.public_url or (self.dashboard.url if self.dashboard else None)
+        link = new.dashboard.public_url or (self.dashboard.url if self.dashboard else None)
+        if self.notifications is not None:  # the same delivery threads, with the new settings
+            self.notifications.reconfigure(new.notify, self.book, link)
+        elif self.store is not None:
             self.notifications = Notifications(
                 self.store, new.notify, self.owner, self.book, self.clock, dashboard_url=link
             )
-            if old is not None:
-                old.close()
 
 
 def reconciler_for(
