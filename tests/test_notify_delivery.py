@@ -382,3 +382,17 @@ def test_a_reload_keeps_one_thread_per_target(store: Store, slack: SlackReceiver
     assert [m.text for m in slack.messages] == ["preempted number 1", "restarted number 1"]
     assert slack.messages[0].link is None and slack.messages[1].link == f"{DASH}jobs/{jid}"
     n.close()
+
+
+def test_the_dashboards_public_url_is_an_address_or_refused_at_its_line(tmp_path: Path) -> None:
+    from policies.loader import PolicyError
+    from provisioner.control.daemon.config import load_config
+
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text("dashboard:\n  public_url: gpu.example.com\n")
+    with pytest.raises(PolicyError) as info:
+        load_config(str(cfg))
+    shown = str(info.value.issues[0])
+    assert ":2:" in shown and "dashboard.public_url" in shown and "https://" in shown, shown
+    cfg.write_text("dashboard: {public_url: 'https://gpu.example.com/'}\n")
+    assert load_config(str(cfg)).dashboard.public_url == "https://gpu.example.com/"
