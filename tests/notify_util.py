@@ -9,6 +9,7 @@ JSON plug-in, mapped to Slack's body: ``json://HOST:PORT/services/T/B/TOKEN?:mes
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -41,9 +42,41 @@ def wait_for(what: Callable[[], Any], timeout: float, every: float = 0.05) -> bo
 
 @dataclass
 class Received:
+    """One message as a receiver got it: ``text`` is the event's own words; ``link`` and
+    ``event_id`` are the lines the deliverer adds after them ("Job page: ...", "Event id:
+    ..."); ``header`` is the ``X-Provisioner-Event`` header (webhooks only)."""
+
     title: str
-    text: str
+    full: str
     at: float
+    header: str | None = None
+    seq: int = 0  # the order of arrival over every receiver in the test
+
+    @property
+    def text(self) -> str:
+        return self.full.split("\n\nJob page: ")[0].split("\n\nEvent id: ")[0].rstrip()
+
+    def _line(self, head: str) -> str | None:
+        found = [ln[len(head) :].strip() for ln in self.full.splitlines() if ln.startswith(head)]
+        return found[-1] if found else None
+
+    @property
+    def link(self) -> str | None:
+        return self._line("Job page: ")
+
+    @property
+    def event_id(self) -> str | None:
+        return self._line("Event id: ")
+
+
+_arrivals = itertools.count(1)
+_arrivals_lock = threading.Lock()
+
+
+def arrival() -> int:
+    """The next number in the order of arrival (shared by every receiver)."""
+    with _arrivals_lock:
+        return next(_arrivals)
 
 
 @dataclass
@@ -76,7 +109,10 @@ class SlackReceiver:
                     return
                 doc = json.loads(body)
                 assert isinstance(doc.get("text"), str), doc  # Slack's format
-                receiver.messages.append(Received(doc.get("title", ""), doc["text"], time.time()))
+                header = self.headers.get("X-Provisioner-Event")
+                receiver.messages.append(
+                    Received(doc.get("title", ""), doc["text"], time.time(), header, arrival())
+                )
                 if receiver.holding.is_set():  # seen, and not answered until released
                     receiver.release.wait(60)
                 self._answer(200, b"ok")
@@ -134,7 +170,9 @@ class MailReceiver:
                         payload = part.get_payload(decode=True)
                         text = payload.decode() if isinstance(payload, bytes) else str(payload)
                         break
-                receiver.messages.append(Received(subject, text, time.time()))
+                receiver.messages.append(
+                    Received(subject, text.replace("\r\n", "\n"), time.time(), None, arrival())
+                )
                 return "250 OK"
 
         def auth(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> Any:

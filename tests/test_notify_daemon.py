@@ -8,12 +8,17 @@
   ``after-notify-send`` failpoint, and by a real SIGKILL while the receiver holds the message)
   repeats that one message once, nothing else; one killed after the claim, before the send,
   loses nothing and repeats nothing;
-* passes go on while delivery is stuck on a receiver that does not answer;
+* passes, and another target's messages, go on while one target's delivery is stuck on a
+  receiver that does not answer;
+* every message carries the job's page on the dashboard the daemon serves and its event id
+  (a repeat after kill -9 the same id); the success message says what was billed, what
+  on-demand would have cost and what spot saved; the job page lists the notifications;
 * two daemons on one PostgreSQL store deliver every message once, each job's in order.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import urllib.request
@@ -135,22 +140,31 @@ def test_sigkill_while_the_receiver_holds_the_message_repeats_it_once(
         assert wait_for(lambda: _all_sent(store), 60)
         assert _texts(slack) == ["done message 1", "done message 1", "done message 2",
                                  "done message 3"]  # fmt: skip
+        # the repeat carries the id it had: the receiver can drop it
+        ids = [m.event_id for m in slack.messages]
+        assert ids[0] == ids[1] and len(set(ids)) == 3 and None not in ids
+        assert [m.header for m in slack.messages] == ids
     finally:
         assert d2.stop() == 0
     store.close()
 
 
-def test_passes_go_on_while_a_receiver_does_not_answer(
+def test_passes_and_other_targets_go_on_while_a_receiver_does_not_answer(
     tmp_path: Path, slack: SlackReceiver
 ) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = Store(url)
     _three(store)
-    cfg = _config(tmp_path, url, {"team": slack.url})
-    slack.holding.set()  # every message is held: the delivery job waits on the socket
+    other = SlackReceiver()
+    _three(store, target="other", name="free")
+    cfg = _config(tmp_path, url, {"team": slack.url, "other": other.url})
+    slack.holding.set()  # every message is held: team's worker waits on the socket
     d = DaemonProc(cfg, tmp_path / "d.log").start()
     try:
         assert wait_for(lambda: len(slack.messages) == 1, 60)
+        # another target's worker: all of its messages, in order, while team's is held
+        assert wait_for(lambda: len(other.messages) == 3, 60), _texts(other)
+        assert _texts(other) == [f"free message {i}" for i in (1, 2, 3)]
 
         def beats() -> list[datetime]:
             with store.session() as s:
@@ -168,6 +182,7 @@ def test_passes_go_on_while_a_receiver_does_not_answer(
         slack.holding.clear()
         slack.release.set()
         assert d.stop() == 0
+        other.close()
     store.close()
 
 
@@ -241,6 +256,32 @@ def test_a_preempted_job_on_the_sim_tells_each_target_in_order(
         assert slack.titles() == want
         assert wait_for(lambda: len(mail.messages) == 3, 10) and mail.titles() == want
         assert "restart 1: attempt" in slack.messages[1].text
+        # what spot saved, in the success message (the on-demand references kept at launch)
+        done = slack.messages[2].text
+        assert re.search(r"; billed \$\d+\.\d{4,}; the same runs on on-demand \$\d+\.\d{4,}", done)
+        assert re.search(r"spot saved \$\d+\.\d{4,} \(\d+\.\d %\)", done), done
+        ev = [e for e in store.events(jid) if e.kind == "succeeded"][-1]
+        assert ev.data["on_demand_usd"] > ev.data["billed_usd"] > 0
+        # every message: the job's page on the dashboard this daemon serves, an event id
+        log_text = (tmp_path / "d.log").read_text()
+        served = re.search(r"dashboard on (http://[0-9.:]+/)", log_text)
+        assert served, log_text[-2000:]
+        ids = [
+            f"{jid}/{e.id}"
+            for e in store.events(jid)
+            if e.kind in ("preempted", "restarted", "succeeded")
+        ]
+        for receiver in (slack, mail):
+            assert [m.link for m in receiver.messages] == [f"{served.group(1)}jobs/{jid}"] * 3
+            assert [m.event_id for m in receiver.messages] == ids
+        assert [m.header for m in slack.messages] == ids
+        job_doc = json.loads(
+            urllib.request.urlopen(f"{served.group(1)}jobs/{jid}?format=json", timeout=10).read()
+        )
+        shown = job_doc["notifications"]["rows"]
+        assert sorted((n["event_id"], n["target"], n["state"]) for n in shown) == sorted(
+            (i, t, "sent") for i in ids for t in ("team", "mail")
+        )
         # the token: in no row of the store, no log line, no dashboard page
         con = sqlite3.connect(str(tmp_path / "s.db"))
         dump = "\n".join(con.iterdump())

@@ -57,6 +57,45 @@ def test_spend_crossing_budget_levels_is_told_once_each() -> None:
         rec2.close()
 
 
+def test_a_budget_of_cents_is_told_in_its_own_precision() -> None:
+    """A $0.05 budget: spend to a hundredth of it, the budget as written (never "$0.03 of
+    the $0.05 budget", nor "$0.00 of the $0.00 budget" for less than a cent)."""
+    import re
+
+    with aws_world() as w:
+        job_id = w.job(
+            policy(
+                market="spot",
+                job="{command: ['true']}",
+                bid_cap="{max_spot_price_per_hour: 0.5}",
+                budget="{max_total: 0.05}",
+                notify=NOTIFY,
+            )
+        )
+        rec = w.reconciler()
+        rec.run_pass()  # launches spot at $0.30/h: $0.005 a minute
+        w.later(minutes=5, seconds=30)
+        rec.run_pass()
+        rec.run_pass()
+        told = _kinds(w, job_id, "budget")
+        assert len(told) == 1, told
+        assert re.fullmatch(
+            r"spent \$0\.0(2[5-9]|3[0-9])\d of the \$0\.05 budget: 50% of it", told[0]
+        ), told
+        rec.close()
+
+
+def test_money_is_shown_to_the_precision_the_policy_gives_it() -> None:
+    from provisioner.core.money import against_decimals, usd, written_decimals
+
+    assert [written_decimals(v) for v in (1.0, 0.005, 25.5, 12.345, 1e-05)] == [2, 3, 2, 3, 5]
+    assert usd(0.004, against_decimals(0.005)) == "$0.00400"
+    assert usd(0.005, written_decimals(0.005)) == "$0.005"
+    assert usd(80, against_decimals(100)) == "$80.00"
+    assert usd(0.008, against_decimals(0.01)) == "$0.0080"
+    assert usd(-0.5) == "-$0.50" and usd(-0.0001) == "$0.00"
+
+
 def test_a_launch_whose_estimate_may_miss_the_deadline_is_told() -> None:
     with aws_world() as w:
         job_id = w.job(

@@ -26,6 +26,7 @@ from provisioner.control.inputs import refused
 from provisioner.control.notify.route import settings
 from provisioner.core import decide as d
 from provisioner.core.models import Instance
+from provisioner.core.money import against_decimals, usd, written_decimals
 from provisioner.core.states import counts_as_restart
 from provisioner.core.timefmt import parse_time
 from provisioner.core.views import CAPACITY_ERRORS_WITHIN
@@ -119,13 +120,47 @@ def note_budget(runner: JobPassBase, spent: float) -> None:
         if memo.budget_level >= top:
             return
     memo.budget_level = top
+    places = against_decimals(total)  # the budget as written, spend to a hundredth of it
     runner.event(
         "budget",
-        f"spent ${spent:.2f} of the ${total:.2f} budget: {top:g}% of it",
+        f"spent {usd(spent, places)} of the {usd(total, written_decimals(total))} budget: "
+        f"{top:g}% of it",
         level=top,
         spent_usd=round(spent, 6),
         budget_usd=total,
     )
+
+
+def success_message(runner: JobPassBase, reason: str, spent: float) -> tuple[str, dict[str, Any]]:
+    """The ``succeeded`` event's words and figures: what was billed, what the same runs cost
+    on on-demand (the references kept at launch, :mod:`provisioner.control.ledger`) and what
+    spot saved; to the budget's precision when the policy has one (else to 1/100 cent)."""
+    total = runner.policy.budget.max_total
+    places = max(4, against_decimals(total)) if total else 4
+    head = f"job succeeded after {runner.job.restarts} restart(s) ({reason})"
+    try:
+        from provisioner.control import ledger
+
+        rows = ledger.store_ledgers(runner.store, [runner.job.id], runner.now)[runner.job.id]
+        t = ledger.totals(rows)
+    except Exception as exc:  # the figures are a courtesy: the job's end is recorded anyway
+        runner.log.info("job %s: no ledger for its final event: %s", runner.job.id, exc)
+        return f"{head}; spent {usd(spent, places)}", {}
+    billed = t.billed_usd
+    data: dict[str, Any] = {"billed_usd": round(billed, 6)}
+    text = f"{head}; billed {usd(billed, places)}"
+    if t.priced:
+        saved, pct = t.saved_usd, t.saved_pct or 0.0
+        data.update(on_demand_usd=round(t.on_demand_usd, 6), saved_usd=round(saved, 6))
+        data["saved_pct"] = round(pct, 2)
+        some = f" (of the {t.priced} attempts with an on-demand price)" if t.unpriced else ""
+        text += (
+            f"; the same runs on on-demand {usd(t.on_demand_usd, places)}{some}: "
+            f"spot saved {usd(saved, places)} ({pct:.1f} %)"
+        )
+    else:
+        text += "; no on-demand price is known for its attempts, so no saving is told"
+    return text, data
 
 
 def note_deadline(runner: JobPassBase, row: AttemptRow) -> None:

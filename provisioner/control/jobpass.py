@@ -595,14 +595,12 @@ class JobRunner(Launching, ProgressReading):
         alerts.note_budget(self, spent)
         if isinstance(action, d.Finish):
             updates["result"] = self.read_result(self.memo.progress or {})
-        self.event(action.state.value, self._final_message(action, spent))
+            text, figures = alerts.success_message(self, action.reason, spent)
+            self.event(action.state.value, text, **figures)
+        else:
+            self.event(action.state.value, self._final_message(action, spent))
 
     def _final_message(self, action: d.Final, spent: float) -> str:
-        if isinstance(action, d.Finish):
-            return (
-                f"job succeeded after {self.job.restarts} restart(s) ({action.reason}); "
-                f"spent ${spent:.4f}"
-            )
         if isinstance(action, d.Cancel):
             n = sum(1 for a in self.attempts if a.end_cause == Cause.CANCELLED)
             return f"cancelled; terminated {n} instance(s); checkpoints kept"

@@ -232,6 +232,9 @@ class Dashboard:
 
                 found["output"] = output_tail(row)
             found["ledger"] = savings.job_ledger(self.store, found["job"]["id"], now)
+            from provisioner.dashboard.notices import job_notifications
+
+            found["notifications"] = job_notifications(self.store, found["job"]["id"])
             doc, template = found, "job.html"
         elif path == "/fleet":
             doc = queries.fleet(self.store, now, page=page, per_page=per_page)

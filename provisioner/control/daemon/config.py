@@ -43,11 +43,24 @@ class DashboardConfig(BaseModel):
     )
     token_file: str | None = Field(None, description="Or a file holding the token.")
     page_size: int = Field(100, ge=1, le=1000, description="Jobs per page.")
+    public_url: str | None = Field(
+        None,
+        description="The page's address as people reach it (behind a proxy: "
+        "https://gpu.example.com/); notifications link each job's page under it. Default: "
+        "the address the daemon serves it on.",
+    )
     in_process: bool = Field(
         False,
         description="Serve the page in a thread of the daemon instead of its own child process "
         "(the page's load then slows the passes: the interpreter lock is shared).",
     )
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("expected the page's address, http://... or https://...")
+        return v
 
 
 class RateLimit(BaseModel):

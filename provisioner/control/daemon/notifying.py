@@ -1,5 +1,7 @@
 """The daemon's notifications: its configuration read into a target book, a router for the
-reconciler and a deliverer for the outbox job (its own APScheduler job, never the pass's)."""
+reconciler and a deliverer for the outbox: its own APScheduler job (never the pass's) that
+only wakes one delivery thread per target (:mod:`provisioner.control.notify.workers`), so a
+slow target delays no other and the job never overruns its interval."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from provisioner.control.daemon.config import NotifyConfig
-from provisioner.control.notify.outbox import Deliverer, Delivery
+from provisioner.control.notify.outbox import Deliverer, Delivery, TickReport
 from provisioner.control.notify.route import Router
 from provisioner.control.notify.send import INSTALL, have_apprise
 from provisioner.control.notify.targets import TargetBook
+from provisioner.control.notify.workers import TargetWorkers
 
 log = logging.getLogger("provisioner.control.daemon")
 
@@ -43,12 +46,37 @@ class Notifications:
         owner: str,
         book: TargetBook,
         clock: Callable[[], datetime] | None = None,
+        dashboard_url: str | None = None,
     ) -> None:
         self.store, self.config, self.book = store, config, book
         self.router = Router.of(config.targets, config.events)
-        self.deliverer = Deliverer(store, book, owner, delivery_of(config), clock=clock)
+        self.deliverer = Deliverer(
+            store, book, owner, delivery_of(config), clock=clock, dashboard_url=dashboard_url
+        )
+        self.workers = TargetWorkers(self.deliverer, self._count)
+        self.metrics: Any = None
         self.apprise = have_apprise()
         self.say_what()
+
+    def reconfigure(
+        self, config: NotifyConfig, book: TargetBook, dashboard_url: str | None
+    ) -> None:
+        """A reload: new targets, routes and delivery settings for the same delivery threads
+        (a second set beside them could send a queue the first is still sending: one thread
+        per target, always). The next tick of each thread reads them."""
+        self.config, self.book = config, book
+        self.router = Router.of(config.targets, config.events)
+        d = self.deliverer
+        d.book, d.delivery, d.dashboard_url = book, delivery_of(config), dashboard_url
+        self.say_what()
+
+    @property
+    def dashboard_url(self) -> str | None:
+        return self.deliverer.dashboard_url
+
+    @dashboard_url.setter
+    def dashboard_url(self, url: str | None) -> None:
+        self.deliverer.dashboard_url = url
 
     def say_what(self) -> None:
         """One line of what is configured; one clear warning when apprise is missing."""
@@ -85,7 +113,15 @@ class Notifications:
                     INSTALL,
                 )
             return
-        rep = self.deliverer.tick()
+        self.metrics = metrics
+        self.workers.wake()  # the sends are the workers': this returns at once
+        metrics.outbox.set(self.store.outbox_pending())
+
+    def _count(self, rep: TickReport) -> None:
+        """A worker's tick, counted (from the worker's thread)."""
+        metrics = self.metrics
+        if metrics is None:
+            return
         for result, n in (
             ("sent", rep.sent),
             ("retried", rep.retried),
@@ -94,4 +130,8 @@ class Notifications:
         ):
             if n:
                 metrics.notifications.labels(result=result).inc(n)
-        metrics.outbox.set(self.store.outbox_pending())
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the delivery threads (a message in flight when they are left behind is sent
+        again once its claim's lease runs out)."""
+        self.workers.close(timeout)

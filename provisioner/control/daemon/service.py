@@ -96,8 +96,9 @@ class Daemon:
         from provisioner.control.daemon.notifying import Notifications
 
         self.notifications = Notifications(
-            self.store, self.config.notify, self.owner, self.book, self.clock
-        )
+            self.store, self.config.notify, self.owner, self.book, self.clock,
+            dashboard_url=self.config.dashboard.public_url,
+        )  # fmt: skip
         self.reconciler.notify = self.notifications.router
         self.ledger = LedgerTotals(self.store)
         self.metrics.add_ledger(self.ledger)
@@ -141,6 +142,8 @@ class Daemon:
         self.dashboard = server
         record_address(self.store, self.owner, server.url, self.clock())
         log.info("dashboard on %s", server.url)
+        if self.notifications is not None and not c.public_url:  # the link in every message
+            self.notifications.dashboard_url = server.url
 
     def schedule(self) -> None:
         from apscheduler.executors.pool import ThreadPoolExecutor
@@ -238,6 +241,8 @@ class Daemon:
         log.info("stopping: finishing the current pass; jobs keep running")
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)  # waits for a pass in flight
+        if self.notifications is not None:
+            self.notifications.close()
         with self.pass_lock:
             if self.store is not None:
                 self.store.release_jobs(self.owner)
@@ -421,9 +426,12 @@ class Daemon:
             self.book = load_book(new.notify)
         except TargetsError as exc:
             log.error("notification targets not reloaded, keeping the old ones: %s", exc)
-        if self.store is not None:
+        link = new.dashboard.public_url or (self.dashboard.url if self.dashboard else None)
+        if self.notifications is not None:  # the same delivery threads, with the new settings
+            self.notifications.reconfigure(new.notify, self.book, link)
+        elif self.store is not None:
             self.notifications = Notifications(
-                self.store, new.notify, self.owner, self.book, self.clock
+                self.store, new.notify, self.owner, self.book, self.clock, dashboard_url=link
             )
 
 

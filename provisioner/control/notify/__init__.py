@@ -7,5 +7,8 @@ ntfy, webhooks and the rest).
   outbox rows in the event's own transaction);
 * :mod:`.send`: one message to one URL through apprise (an optional extra, imported lazily);
 * :mod:`.outbox`: the daemon's delivery, off the pass's path: claims, ordered queues per job
-  and target, the rate limit, retries on tenacity's schedule, at least once.
+  and target, the rate limit, retries on tenacity's schedule, at least once; each message
+  with the job's dashboard page and its event id;
+* :mod:`.workers`: one delivery thread per target, woken by the daemon's scheduled job, so
+  a slow or throttled target delays only itself.
 """

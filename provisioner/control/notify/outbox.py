@@ -17,6 +17,18 @@ retried on tenacity's exponential schedule, kept in the row so that it outlives 
 after ``tries`` it is given up and an event says so). At most ``rate_messages`` messages per
 ``rate_per`` go to one target about one job; when more are waiting than the window has room
 for, the last message of the window is a summary that carries all the rest.
+
+**Per target.** :meth:`Deliverer.tick` with a ``target`` claims only that target's queues;
+the daemon runs one worker per target (:mod:`.workers`), so a target that is slow or
+throttled (apprise sends email at most once per 5.5 s) delays its own queues only. A queue
+held longer than half its lease is renewed before the next send; a claim found lost (another
+replica took the queue over) stops the queue, so one job's messages to one target are never
+sent by two senders at once, nor out of order.
+
+**What a message carries.** The row's title and body, then the job's dashboard page (when the
+daemon serves one) and the event id (:func:`event_key`: the job and the store's event row,
+the same on every try), which webhooks also get in the ``X-Provisioner-Event`` header: a
+receiver drops a message whose id it has seen (at least once may mean twice).
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from provisioner.control.failpoints import Failpoints, installed
-from provisioner.control.notify.send import NoApprise, Sender, SendError
+from provisioner.control.notify.send import EVENT_HEADER, NoApprise, Sender, SendError
 from provisioner.control.notify.targets import TargetBook
 from provisioner.control.store import NotificationRow, Store
 from provisioner.control.store.outbox import EXPIRED, FAILED
@@ -75,6 +87,28 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def event_key(row: NotificationRow) -> str:
+    """A message's event id: the job and its event's row in the store (``JOB/EVENT``); the
+    same on every try and on a repeat after a crash, so a receiver can drop duplicates."""
+    job = row.job_id or "daemon"
+    return f"{job}/{row.event_id}" if row.event_id is not None else f"{job}/n{row.id}"
+
+
+def job_link(base: str | None, job_id: str | None) -> str | None:
+    """The job's page on the dashboard at ``base`` (None: no dashboard served, or no job)."""
+    if not base or not job_id:
+        return None
+    return f"{base.rstrip('/')}/jobs/{job_id}"
+
+
+@dataclass
+class _Tick:
+    """One tick's working state (ticks of different targets run at once, in workers)."""
+
+    rep: TickReport
+    release: list[int] = field(default_factory=list)  # claimed and not tried: freed at the end
+
+
 class Deliverer:
     def __init__(
         self,
@@ -86,42 +120,45 @@ class Deliverer:
         sender: Sender | None = None,
         failpoints: Failpoints | None = None,
         clock: Callable[[], datetime] | None = None,
+        dashboard_url: str | None = None,
     ) -> None:
         self.store, self.book, self.owner = store, book, owner
         self.delivery = delivery or Delivery()
         self.sender = sender or Sender()
         self.failpoints = failpoints or installed()
         self.clock = clock or _utcnow  # the daemon's: every time written here comes from it
+        self.dashboard_url = dashboard_url  # the job's page in every message (when served)
         self._warned: set[str] = set()
-        self._release: list[int] = []
 
-    def tick(self) -> TickReport:
-        """Claim what is due and deliver it; the rest waits for a later tick."""
-        d, rep = self.delivery, TickReport()
+    def tick(self, target: str | None = None) -> TickReport:
+        """Claim what is due (``target``'s queues only, when given) and deliver it; the rest
+        waits for a later tick. Ticks of different targets may run at once; two ticks of one
+        target must not (the daemon's workers: one per target)."""
+        d, t = self.delivery, _Tick(TickReport())
         queues = self.store.claim_notifications(
-            self.owner, self.clock(), d.lease, queues=d.queues_per_tick
+            self.owner, self.clock(), d.lease, queues=d.queues_per_tick, target=target
         )
         down: set[str] = set()  # targets that failed this tick: not tried again until the next
-        self._release = []  # claimed and not tried: freed together at the end
         try:
             for i, rows in enumerate(queues):
                 if rows[0].target in down:
-                    self._release += [r.id for r in rows]
+                    t.release += [r.id for r in rows]
                     continue
                 try:
-                    if not self._queue(rows, rep):
+                    if not self._queue(rows, t):
                         down.add(rows[0].target)
                 except NoApprise as exc:  # nothing can be sent: every queue to a later tick
                     self._warn_once("apprise", str(exc))
-                    self._release += [r.id for later in queues[i:] for r in later]
+                    t.release += [r.id for later in queues[i:] for r in later]
                     break
         finally:
-            self.store.release_notifications(self.owner, self._release)
-        return rep
+            self.store.release_notifications(self.owner, t.release)
+        return t.rep
 
-    def _queue(self, rows: list[NotificationRow], rep: TickReport) -> bool:
-        """Deliver one queue in order; False when its target failed a send."""
-        d, now = self.delivery, self.clock()
+    def _queue(self, rows: list[NotificationRow], t: _Tick) -> bool:
+        """Deliver one queue in order; False when its target failed a send (or the claim on
+        the queue was lost)."""
+        d, now, rep = self.delivery, self.clock(), t.rep
         old = [r for r in rows if r.created_at < now - d.max_age]
         if old:
             age = f"older than {d.max_age}: not sent"
@@ -143,19 +180,43 @@ class Deliverer:
             return True
         room = d.rate_messages - self.store.messages_sent_since(job_id, target, now - d.rate_per)
         if room <= 0:  # the window is full: they wait (claimed rows freed for a later tick)
-            self._release += [r.id for r in rows]
+            t.release += [r.id for r in rows]
             rep.held += len(rows)
             return True
         singles = rows if len(rows) <= room else rows[: room - 1]
+        link = job_link(self.dashboard_url, job_id)
+        held_until = rows[0].claimed_until
         for i, r in enumerate(singles):
-            if not self._send(url, r, r.title, r.body, [r.id], rep):
-                self._release += [x.id for x in rows[i + 1 :]]
+            held_until = self._hold(rows[i:], held_until)
+            if held_until is None:  # another replica has the queue now: it goes on from here
+                return False
+            key = event_key(r)
+            if not self._send(url, r, r.title, _body(r.body, link, key), [r.id], rep, key):
+                t.release += [x.id for x in rows[i + 1 :]]
                 return False
         rest = rows[len(singles) :]
         if rest:
-            title, body = _summary(rest, d)
-            return self._send(url, rest[0], title, body, [r.id for r in rest], rep)
+            if self._hold(rest, held_until) is None:
+                return False
+            title, body = _summary(rest, d, link)
+            keys = ",".join(event_key(r) for r in rest)
+            return self._send(url, rest[0], title, body, [r.id for r in rest], rep, keys)
         return True
+
+    def _hold(self, rows: list[NotificationRow], until: datetime | None) -> datetime | None:
+        """The queue's claim before a send: renewed when less than half the lease is left
+        (a slow target's long queue); None when it is no longer this replica's."""
+        now, lease = self.clock(), self.delivery.lease
+        if until is not None and until - now > lease / 2:
+            return until
+        new = now + lease
+        if not self.store.renew_notifications(self.owner, [r.id for r in rows], new):
+            log.info(
+                "notifications of job %s to %s: the claim ran out and another replica has "
+                "them; it sends the rest", rows[0].job_id, rows[0].target,
+            )  # fmt: skip
+            return None
+        return new
 
     def _send(
         self,
@@ -165,10 +226,11 @@ class Deliverer:
         body: str,
         ids: Sequence[int],
         rep: TickReport,
+        key: str,
     ) -> bool:
         self.failpoints.hit("after-notify-claim")  # claimed, nothing sent yet
         try:
-            self.sender.send(url, title, body)
+            self.sender.send(url, title, body, {EVENT_HEADER: key})
         except SendError as exc:
             tries = carrier.tries + 1
             give_up = tries >= self.delivery.tries
@@ -212,13 +274,29 @@ class Deliverer:
             log.warning("%s", text)
 
 
-def _summary(rows: list[NotificationRow], d: Delivery) -> tuple[str, str]:
-    """One message for the rows the rate limit folds together (their titles, in order)."""
+def _body(body: str, link: str | None, key: str) -> str:
+    """The row's words, then the job's page and the event id."""
+    tail = [f"Job page: {link}"] if link else []
+    return "\n".join([body, "", *tail, f"Event id: {key}"])
+
+
+def _summary(rows: list[NotificationRow], d: Delivery, link: str | None) -> tuple[str, str]:
+    """One message for the rows the rate limit folds together (their titles and event ids,
+    in order)."""
     per = int(d.rate_per.total_seconds())
     window = f"{per // 60} min" if per % 60 == 0 else f"{per} s"
     title = f"provisioner: job {rows[0].job_id}: {len(rows)} more notifications"
-    lines = [f"- {r.created_at:%H:%M:%S}Z {r.title.removeprefix('provisioner: ')}" for r in rows]
+    lines = [
+        f"- {r.created_at:%H:%M:%S}Z {r.title.removeprefix('provisioner: ')} "
+        f"[event id {event_key(r)}]"
+        for r in rows
+    ]
+    tail = [f"Job page: {link}"] if link else []
     body = "\n".join(
-        [*lines, f"(at most {d.rate_messages} messages a {window} about one job; folded into one)"]
+        [
+            *lines,
+            f"(at most {d.rate_messages} messages a {window} about one job; folded into one)",
+            *tail,
+        ]
     )
     return title, body

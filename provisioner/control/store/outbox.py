@@ -85,23 +85,26 @@ class OutboxQueries(StoreBase):
         queues: int = 20,
         per_queue: int = 50,
         scan: int = 2000,
+        target: str | None = None,
     ) -> list[list[NotificationRow]]:
-        """Claim up to ``queues`` queues whose oldest pending row is due, each with up to
-        ``per_queue`` of its pending rows in order; ``owner`` holds them until ``now + lease``
-        (or until it marks or releases them). A handful of statements, whatever the number
-        of queues (SQLite's write lock is held for the claim)."""
+        """Claim up to ``queues`` queues whose oldest pending row is due (``target``'s only,
+        when given), each with up to ``per_queue`` of its pending rows in order; ``owner``
+        holds them until ``now + lease`` (or until it marks, releases or renews them). A
+        handful of statements, whatever the number of queues (SQLite's write lock is held
+        for the claim)."""
         N = NotificationRow
+        mine = N.target == target if target is not None else N.id.isnot(None)
         with self.session() as s:  # nothing due: no write transaction (SQLite's lock) at all
             due_now = (N.state == PENDING) & (N.next_try_at <= now)
             free = N.claimed_until.is_(None) | (N.claimed_until < now) | (N.claimed_by == owner)
-            if s.scalar(select(N.id).where(due_now, free).limit(1)) is None:
+            if s.scalar(select(N.id).where(due_now, free, mine).limit(1)) is None:
                 return []
         with self.session() as s:
             if not self.is_postgres:  # SQLite: the write lock first, then read what is committed
                 s.execute(update(N).where(false()).values(claimed_by=None))
             cols = (N.id, N.job_id, N.target, N.claimed_by, N.claimed_until, N.next_try_at)
             rows = s.execute(
-                select(*cols).where(N.state == PENDING).order_by(N.id).limit(scan)
+                select(*cols).where(N.state == PENDING, mine).order_by(N.id).limit(scan)
             ).all()
             by_queue: dict[tuple[Any, str], list[Any]] = {}
             for r in rows:
@@ -140,6 +143,40 @@ class OutboxQueries(StoreBase):
             full = {r.id: r for r in s.scalars(select(N).where(N.id.in_(wanted)))}
             s.expunge_all()
         return [[_fix_row(full[i]) for i in ids] for ids in chosen.values()]
+
+    def due_targets(self, owner: str, now: datetime) -> list[str]:
+        """The targets with a pending row that is due and free for ``owner`` (whose workers
+        the daemon wakes)."""
+        N = NotificationRow
+        free = N.claimed_until.is_(None) | (N.claimed_until < now) | (N.claimed_by == owner)
+        with self.session() as s:
+            q = select(N.target).where(N.state == PENDING, N.next_try_at <= now, free).distinct()
+            return sorted(s.scalars(q))
+
+    def renew_notifications(self, owner: str, ids: Sequence[int], until: datetime) -> bool:
+        """Hold ``owner``'s claimed rows until ``until``; False (and nothing changed) when any
+        of them is no longer pending and ``owner``'s: its lease ran out and another replica
+        claimed the queue, so ``owner`` must send no more of it."""
+        if not ids:
+            return True
+        N = NotificationRow
+        with self.session() as s:
+            if not self.is_postgres:  # SQLite: the write lock first, as a claim takes it
+                s.execute(update(N).where(false()).values(claimed_by=None))
+            held = select(func.count()).where(
+                N.id.in_(list(ids)), N.state == PENDING, N.claimed_by == owner
+            )
+            if self.is_postgres:
+                rows = s.execute(
+                    select(N.id, N.state, N.claimed_by).where(N.id.in_(list(ids))).with_for_update()
+                ).all()
+                n = sum(1 for r in rows if r.state == PENDING and r.claimed_by == owner)
+            else:
+                n = int(s.scalar(held) or 0)
+            if n != len(set(ids)):
+                return False
+            s.execute(update(N).where(N.id.in_(list(ids))).values(claimed_until=until))
+        return True
 
     def mark_notifications_sent(
         self, ids: Sequence[int], now: datetime, carrier: int | None = None
