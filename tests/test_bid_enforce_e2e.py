@@ -109,17 +109,16 @@ def _finish(proc: subprocess.Popen[str]) -> str:
     return out
 
 
-def test_under_the_daemon_a_price_over_the_cap_moves_the_job_with_no_bid_on_the_wire(
-    tmp_path: Path, sim_dir: Path
-) -> None:
-    proc = _start(tmp_path, _policy(tmp_path, "daemon"), sim_dir)
+def _surged_run(tmp_path: Path, sim_dir: Path, enforce: str) -> tuple[Store, str, AttemptRow, str]:
+    """`up` under ``bid_cap.enforce``; once attempt 1 runs, its zone's spot price times 50 (a
+    sim surge): the store, the job's id, attempt 1 and the sim's URL, after `up` ended 0."""
+    proc = _start(tmp_path, _policy(tmp_path, enforce), sim_dir)
     try:
         first = _running_first(tmp_path / "s.db", proc)
         url = running_url(sim_dir)
         assert url is not None
-        request(
-            url + "/v1/market/surge", "POST", {"zone": first.zone, "factor": 50, "seconds": 600}
-        )
+        surge = {"zone": first.zone, "factor": 50, "seconds": 600}
+        request(url + "/v1/market/surge", "POST", surge)
         _finish(proc)
     finally:
         if proc.poll() is None:
@@ -127,12 +126,19 @@ def test_under_the_daemon_a_price_over_the_cap_moves_the_job_with_no_bid_on_the_
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     (job,) = store.jobs()
     assert job.state == "succeeded", (job.state, job.reason)
-    rows = store.attempts(job.id)
+    return store, job.id, first, url
+
+
+def test_under_the_daemon_a_price_over_the_cap_moves_the_job_with_no_bid_on_the_wire(
+    tmp_path: Path, sim_dir: Path
+) -> None:
+    store, job_id, first, url = _surged_run(tmp_path, sim_dir, "daemon")
+    rows = store.attempts(job_id)
     one = next(a for a in rows if a.attempt == 1)
     assert one.state == "ended" and one.end_cause in ("handed-over", "over-cap"), one
     moved = [a for a in rows if a.attempt > 1 and a.state != "failed"]
     assert moved and all(a.zone != first.zone for a in moved), [(a.zone, a.state) for a in rows]
-    events = [e.message for e in store.events(job.id)]
+    events = [e.message for e in store.events(job_id)]
     assert any("passed the bid cap" in m for m in events), events
     # no bid on the wire: every launch carried the cap to check, none as a bid
     launches = request(url + "/v1/requests")["launch"]
@@ -143,22 +149,8 @@ def test_under_the_daemon_a_price_over_the_cap_moves_the_job_with_no_bid_on_the_
 def test_under_the_cloud_a_price_over_the_bid_reclaims_the_instance(
     tmp_path: Path, sim_dir: Path
 ) -> None:
-    proc = _start(tmp_path, _policy(tmp_path, "cloud"), sim_dir)
-    try:
-        first = _running_first(tmp_path / "s.db", proc)
-        url = running_url(sim_dir)
-        assert url is not None
-        request(
-            url + "/v1/market/surge", "POST", {"zone": first.zone, "factor": 50, "seconds": 600}
-        )
-        _finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    (job,) = store.jobs()
-    assert job.state == "succeeded", (job.state, job.reason)
-    one = next(a for a in store.attempts(job.id) if a.attempt == 1)
+    store, job_id, _first, url = _surged_run(tmp_path, sim_dir, "cloud")
+    one = next(a for a in store.attempts(job_id) if a.attempt == 1)
     assert one.state == "preempted", one  # the cloud took it back for its price
     launches = request(url + "/v1/requests")["launch"]
     assert launches[0]["bid_cap"] == pytest.approx(CAP)  # the cap went as the bid

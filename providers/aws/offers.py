@@ -176,25 +176,7 @@ class AWSOffers(AWSClient):
             # before the start time, the price in effect now, dated by when it changed
             read_at = now_utc()
 
-            def fetch(
-                ec2: EC2Client, types: list[str] = types, read_at: datetime = read_at
-            ) -> dict[tuple[str, str], Any]:
-                latest: dict[tuple[str, str], Any] = {}
-                pages = ec2.get_paginator("describe_spot_price_history").paginate(
-                    **self._pages(
-                        InstanceTypes=types,
-                        ProductDescriptions=["Linux/UNIX"],
-                        StartTime=read_at,
-                    )
-                )
-                for page in pages:
-                    for row in page["SpotPriceHistory"]:
-                        key = (row["AvailabilityZone"], row["InstanceType"])
-                        if key not in latest or row["Timestamp"] > latest[key]["Timestamp"]:
-                            latest[key] = row
-                return latest
-
-            spot = self._call(region, "DescribeSpotPriceHistory", fetch)
+            spot = self._spot_now(region, types, read_at)
             live, live_at = self.on_demand_prices(region, types)
             for (zone, itype), row in spot.items():
                 od = live.get(itype)
@@ -215,6 +197,29 @@ class AWSOffers(AWSClient):
                 )
         return out
 
+    def _spot_now(
+        self, region: str, types: list[str], read_at: datetime
+    ) -> dict[tuple[str, str], Any]:
+        """(zone, type) -> the newest DescribeSpotPriceHistory row from ``read_at`` on: EC2
+        answers, for each zone and type, the last change before the start time, the price in
+        effect then, dated by when it changed."""
+
+        def fetch(ec2: EC2Client) -> dict[tuple[str, str], Any]:
+            latest: dict[tuple[str, str], Any] = {}
+            pages = ec2.get_paginator("describe_spot_price_history").paginate(
+                **self._pages(
+                    InstanceTypes=types, ProductDescriptions=["Linux/UNIX"], StartTime=read_at
+                )
+            )
+            for page in pages:
+                for row in page["SpotPriceHistory"]:
+                    key = (row["AvailabilityZone"], row["InstanceType"])
+                    if key not in latest or row["Timestamp"] > latest[key]["Timestamp"]:
+                        latest[key] = row
+            return latest
+
+        return self._call(region, "DescribeSpotPriceHistory", fetch)
+
     def spot_prices_now(
         self, keys: Iterable[tuple[str, str, str]]
     ) -> dict[tuple[str, str, str], float]:
@@ -226,29 +231,7 @@ class AWSOffers(AWSClient):
             wanted.setdefault(key[0], set()).add(key)
         out: dict[tuple[str, str, str], float] = {}
         for region, group in wanted.items():
-            read_at = now_utc()
-
-            def fetch(
-                ec2: EC2Client,
-                group: set[tuple[str, str, str]] = group,
-                read_at: datetime = read_at,
-            ) -> dict[tuple[str, str], Any]:
-                latest: dict[tuple[str, str], Any] = {}
-                pages = ec2.get_paginator("describe_spot_price_history").paginate(
-                    **self._pages(
-                        InstanceTypes=sorted({k[2] for k in group}),
-                        ProductDescriptions=["Linux/UNIX"],
-                        StartTime=read_at,
-                    )
-                )
-                for page in pages:
-                    for row in page["SpotPriceHistory"]:
-                        at = (row["AvailabilityZone"], row["InstanceType"])
-                        if at not in latest or row["Timestamp"] > latest[at]["Timestamp"]:
-                            latest[at] = row
-                return latest
-
-            rows = self._call(region, "DescribeSpotPriceHistory", fetch)
+            rows = self._spot_now(region, sorted({k[2] for k in group}), now_utc())
             for key in group:
                 row = rows.get((key[1], key[2]))
                 if row is not None:

@@ -77,12 +77,8 @@ def region_allowed(policy: Policy, provider: str, region: str) -> bool:
 def policy_spot_cap(policy: Policy, gpu_count: int, on_demand_price: float | None) -> float:
     """The policy's spot bid cap for an offer (inf: none). A cap given as a fraction of
     on-demand with the on-demand price unknown cannot be honoured: 0 (nothing passes)."""
-    cap = math.inf
+    cap = fixed_spot_cap(policy, gpu_count)
     bid = policy.bid_cap
-    if bid.max_spot_price_per_hour is not None:
-        cap = min(cap, bid.max_spot_price_per_hour)
-    if bid.max_spot_price_per_gpu_hour is not None:
-        cap = min(cap, bid.max_spot_price_per_gpu_hour * gpu_count)
     if bid.max_fraction_of_on_demand is not None:
         frac = 0.0 if on_demand_price is None else on_demand_price * bid.max_fraction_of_on_demand
         cap = min(cap, frac)
