@@ -4,7 +4,7 @@ Under ``bid_cap.enforce: daemon`` (the default on AWS, Azure, Alibaba and GCP: s
 docs/clouds.md) a spot launch carries no maximum price, so the cloud never reclaims it for its
 price: a cap sent as the bid makes interruptions more frequent, and the cloud's own
 price-reclaim gives no notice of why. Instead the daemon reads, each pass, the price in effect
-for every running spot instance of such a job (one call per provider: AWS
+for every running spot instance of such a job (one call per provider at most every 30 s: AWS
 DescribeSpotPriceHistory, the sim's market; a cloud without such a read gives the latest quote
 the daemon's price refresh stored) and hands it to decide() (``Observations.spot_prices``),
 which moves the job made before break, or stops it, once the price passes the cap
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from policies.model import CapEnforce, Policy
@@ -26,6 +26,11 @@ from providers.facts import cap_enforcement
 from provisioner.core.models import Instance, Market, Offer
 
 log = logging.getLogger("provisioner.control")
+
+#: how often the daemon reads the running prices of one provider at most: a spot price moves
+#: in minutes, not seconds (AWS publishes a change at most every few minutes), and a read of
+#: 10,000 instances costs a pass tens of milliseconds
+READ_EVERY = timedelta(seconds=30)
 
 
 def cloud_of(provider: Provider, offer: Offer) -> str:

@@ -125,6 +125,8 @@ class Reconciler:
         #: the newest stored spot quote per provider and (region, zone, type): the price of a
         #: running instance where its adapter reads none live (control.pricewatch)
         self._stored_spot: dict[str, dict[PriceKey, float]] = {}
+        #: provider key -> (when its running prices were read, each job's prices then)
+        self._spot_read: dict[str, tuple[datetime, dict[str, dict[PriceKey, float]]]] = {}
         self.provider_factory = provider_factory
         self.clock = clock
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
@@ -415,7 +417,7 @@ class Reconciler:
                 if inst.job_id:
                     by_job.setdefault(inst.job_id, []).append(inst)
             notices = self._interruptions(key, prov, by_job, now, report)
-            prices = self._spot_prices(key, prov, pairs, by_job, report)
+            prices = self._spot_prices(key, prov, pairs, by_job, report, now)
             for jid, memo in pairs:
                 job = memo.job
                 if job is None:
@@ -496,9 +498,15 @@ class Reconciler:
         pairs: list[tuple[str, JobMemo]],
         by_job: dict[str, list[Instance]],
         report: PassReport,
+        now: datetime,
     ) -> dict[str, dict[PriceKey, float]]:
         """The price now of each job's running spot instances that the daemon holds to their
-        cap (``bid_cap.enforce: daemon``): one read per provider per pass."""
+        cap (``bid_cap.enforce: daemon``): one read per provider every
+        :data:`~provisioner.control.pricewatch.READ_EVERY` at most (the last read's prices
+        stand in between)."""
+        last = self._spot_read.get(key)
+        if last is not None and now - last[0] < pricewatch.READ_EVERY:
+            return last[1]
         want: dict[str, list[PriceKey]] = {}
         for jid, memo in pairs:
             job, live = memo.job, by_job.get(jid)
@@ -512,12 +520,14 @@ class Reconciler:
             keys = pricewatch.watched(prov, policy, offer, live)
             if keys:
                 want[jid] = keys
-        if not want:
-            return {}
-        stored = self._stored_spot.get(key.split(":")[0], {})
-        now = pricewatch.read(prov, [k for ks in want.values() for k in ks], stored)
-        report.provider_calls += 1
-        return {jid: {k: now[k] for k in ks if k in now} for jid, ks in want.items()}
+        found: dict[str, dict[PriceKey, float]] = {}
+        if want:
+            stored = self._stored_spot.get(key.split(":")[0], {})
+            read = pricewatch.read(prov, [k for ks in want.values() for k in ks], stored)
+            report.provider_calls += 1
+            found = {jid: {k: read[k] for k in ks if k in read} for jid, ks in want.items()}
+        self._spot_read[key] = (now, found)
+        return found
 
     def _tell_stalls(self, now: datetime) -> None:
         """A ``store-slow`` event on each job whose store stopped answering (once per stall),
