@@ -24,6 +24,7 @@ from providers.base import Provider, ProviderError
 from providers.capabilities import PriceKey, SpotPricesNow
 from providers.facts import cap_enforcement
 from provisioner.core.models import Instance, Market, Offer
+from provisioner.core.rules import policy_spot_cap
 
 log = logging.getLogger("provisioner.control")
 
@@ -50,16 +51,9 @@ def enforcement(provider: Provider, policy: Policy, offer: Offer) -> CapEnforce:
 
 
 def has_cap(policy: Policy) -> bool:
-    """Whether the policy caps spot prices at all."""
-    bid = policy.bid_cap
-    return any(
-        v is not None
-        for v in (
-            bid.max_spot_price_per_hour,
-            bid.max_spot_price_per_gpu_hour,
-            bid.max_fraction_of_on_demand,
-        )
-    )
+    """Whether the policy caps spot prices at all (a share of an unknown on-demand price
+    counts: the rules read it as 0)."""
+    return math.isfinite(policy_spot_cap(policy, 1, None))
 
 
 def price_key(instance: Instance) -> PriceKey:
