@@ -56,6 +56,16 @@ class MarketChoice(str, enum.Enum):
     SPOT = "spot"
     ON_DEMAND = "on-demand"
     SPOT_THEN_ON_DEMAND = "spot-then-on-demand"
+    #: held capacity (``reservations:``) first, then the named markets
+    RESERVED = "reserved"
+    RESERVED_THEN_SPOT = "reserved-then-spot"
+    RESERVED_THEN_ON_DEMAND = "reserved-then-on-demand"
+    RESERVED_THEN_SPOT_THEN_ON_DEMAND = "reserved-then-spot-then-on-demand"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The markets it allows, in order: ("reserved", "spot", "on-demand") or a part."""
+        return tuple(self.value.split("-then-"))
 
 
 class CapEnforce(str, enum.Enum):
@@ -329,6 +339,12 @@ class Policy(_Model):
     job: Job = Field(default_factory=lambda: Job())
     resources: Resources = Field(default_factory=lambda: Resources())
     market: MarketChoice = MarketChoice.SPOT_THEN_ON_DEMAND
+    reservations: list[str] | Literal["any"] = Field(
+        "any",
+        description="Held capacity a `reserved` market may launch into: reservation or "
+        "capacity-block ids (AWS cr-..., GCP reservation names, Azure capacity reservation "
+        "group names), or `any`: every matching one the account holds.",
+    )
     bid_cap: BidCap = Field(default_factory=lambda: BidCap())
     budget: Budget = Field(default_factory=lambda: Budget())
     deadline: datetime | timedelta | None = Field(
@@ -397,10 +413,31 @@ class Policy(_Model):
             return submitted + self.deadline
         return self.deadline
 
+    @field_validator("reservations")
+    @classmethod
+    def _reservations(cls, v: list[str] | str) -> list[str] | str:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("name at least one reservation id, or write `any`")
+            for rid in v:
+                if not rid.strip() or len(rid) > 256:
+                    raise ValueError(f"reservation id {rid!r}: 1 to 256 characters")
+        return v
+
+    @property
+    def allows_reserved(self) -> bool:
+        return "reserved" in self.market.names
+
     @property
     def allows_spot(self) -> bool:
-        return self.market is not MarketChoice.ON_DEMAND
+        return "spot" in self.market.names
 
     @property
     def allows_on_demand(self) -> bool:
-        return self.market is not MarketChoice.SPOT
+        return "on-demand" in self.market.names
+
+    def reservation_allowed(self, reservation_id: str) -> bool:
+        """Whether the policy lets a launch use the reservation ``reservation_id``."""
+        if not self.allows_reserved:
+            return False
+        return self.reservations == "any" or reservation_id in self.reservations

@@ -34,6 +34,14 @@ needs one asks ``isinstance(provider, LivePrices)`` and says what it does withou
   ``provisioner priors --refresh`` caches them and the planner, decide() and the estimate
   use them (provisioner/core/zone_priors.py). GCP and Tencent publish no such figures.
 
+- :class:`HeldCapacity`: lists the capacity the account holds (AWS DescribeCapacityReservations,
+  capacity blocks included; GCP reservations; Azure capacity reservation groups; Alibaba
+  private pools) with what is free in each; the planner ranks a ``reserved`` market from it
+  and launches into one with the cloud's targeting (``LaunchRequest.reservation``).
+- :class:`BooksCapacity`: lists capacity that can be booked for a date range with its price
+  (AWS DescribeCapacityBlockOfferings, GCP calendar-mode future reservations) and buys one
+  (``provisioner reserve``; only with ``--yes`` and a ``--max-price``).
+
 A protocol with no members would match every object, so each one names at least one method.
 """
 
@@ -47,7 +55,7 @@ from typing import Protocol, runtime_checkable
 
 from policies.profile import HOURS_PER_MONTH
 from providers.base import PriceQuote
-from provisioner.core.models import Offer
+from provisioner.core.models import Offer, Reservation
 from provisioner.core.quotas import Quota
 from provisioner.core.tco import Commitment
 from provisioner.core.zone_priors import ZonePrior
@@ -202,9 +210,68 @@ class Commitments(Protocol):
         ...
 
 
+@runtime_checkable
+class HeldCapacity(Protocol):
+    """An adapter that lists the capacity the account holds (reservations, capacity blocks)."""
+
+    def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
+        """Active and booked-ahead reservations of GPU types in ``regions`` (default: the
+        adapter's own), each with what is free in it now; ended ones are left out."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityOffering:
+    """Capacity that can be booked for a date range, at a price (USD)."""
+
+    provider: str
+    id: str  # what :meth:`BooksCapacity.book` takes
+    region: str
+    zone: str
+    instance_type: str
+    count: int  # instances
+    starts_at: datetime
+    ends_at: datetime
+    upfront_usd: float  # the whole booking, paid at purchase
+    currency: str = "USD"
+    kind: str = "capacity-block"  # ReservationKind value of what it becomes
+
+    @property
+    def hours(self) -> float:
+        return (self.ends_at - self.starts_at).total_seconds() / 3600.0
+
+    @property
+    def usd_per_instance_hour(self) -> float:
+        h = self.hours * self.count
+        return self.upfront_usd / h if h > 0 else 0.0
+
+
+@runtime_checkable
+class BooksCapacity(Protocol):
+    """An adapter that can book capacity ahead (AWS Capacity Blocks, GCP calendar mode)."""
+
+    def capacity_offerings(
+        self,
+        instance_type: str,
+        count: int,
+        hours: int,
+        start_after: datetime | None = None,
+        regions: Iterable[str] | None = None,
+    ) -> builtins.list[CapacityOffering]:
+        """Bookable capacity for ``count`` instances of ``instance_type`` for ``hours``."""
+        ...
+
+    def book(self, offering: CapacityOffering) -> Reservation:
+        """Buy ``offering``: money is spent. Callers ask the user first (``--yes``)."""
+        ...
+
+
 __all__ = [
+    "BooksCapacity",
+    "CapacityOffering",
     "CommitmentQuote",
     "Commitments",
+    "HeldCapacity",
     "ListsOffers",
     "LivePrices",
     "PlacementGroup",

@@ -19,9 +19,85 @@ class Market(str, enum.Enum):
 
     SPOT = "spot"
     ON_DEMAND = "on-demand"
+    #: capacity the account holds (a reservation, a capacity block, a calendar booking):
+    #: already paid for, so its marginal price is zero; never preempted, but a block ends
+    RESERVED = "reserved"
 
     def __str__(self) -> str:
         return self.value
+
+
+class ReservationKind(str, enum.Enum):
+    """What sort of held capacity a :class:`Reservation` is."""
+
+    #: open-ended capacity billed at the on-demand rate whether used or not (AWS On-Demand
+    #: Capacity Reservation, GCP reservation, Azure capacity reservation group, Alibaba
+    #: private pool / elasticity assurance)
+    ON_DEMAND = "on-demand"
+    #: GPUs booked for a fixed date range and paid upfront (AWS Capacity Blocks for ML): the
+    #: cloud ends the instances at the block's end
+    CAPACITY_BLOCK = "capacity-block"
+    #: a GCP calendar-mode future reservation: booked ahead for 1-90 days, ends at its end
+    CALENDAR = "calendar"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def ends(self) -> bool:
+        """Whether the cloud takes the capacity back at a known end time."""
+        return self is not ReservationKind.ON_DEMAND
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Capacity the account holds in one zone for one instance type, as the cloud lists it.
+
+    ``free`` is how many more instances it takes now. ``ends_at`` is when the cloud takes it
+    back (None: open-ended); ``starts_at`` when it becomes usable (a block booked ahead).
+    ``held_usd_per_hour`` is what one instance-hour of it costs the team whether used or not
+    (the reservation's rate; a block's upfront price over its hours), None where unknown: the
+    marginal price of a launch into it is zero either way.
+    """
+
+    provider: str
+    id: str
+    region: str
+    zone: str
+    instance_type: str
+    kind: ReservationKind
+    total: int
+    free: int
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    held_usd_per_hour: float | None = None
+    #: True: only launches that name it land in it (AWS "targeted", GCP
+    #: specificReservationRequired); False: any matching launch may use it ("open"/automatic)
+    targeted: bool = True
+    #: the cloud's own name or ARN where it differs from ``id`` (GCP: the reservation's
+    #: self link path, Azure: the capacity reservation group's resource id)
+    ref: str = ""
+
+    def usable_at(self, now: datetime) -> bool:
+        """Started, not ended, and with room for one more instance."""
+        started = self.starts_at is None or self.starts_at <= now
+        return started and self.free > 0 and (self.ends_at is None or now < self.ends_at)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "id": self.id,
+            "region": self.region,
+            "zone": self.zone,
+            "instance_type": self.instance_type,
+            "kind": self.kind.value,
+            "total": self.total,
+            "free": self.free,
+            "starts_at": None if self.starts_at is None else self.starts_at.isoformat(),
+            "ends_at": None if self.ends_at is None else self.ends_at.isoformat(),
+            "held_usd_per_hour": self.held_usd_per_hour,
+            "targeted": self.targeted,
+        }
 
 
 class InstanceState(str, enum.Enum):
@@ -138,6 +214,9 @@ class Placement:
     #: instances launched together (a gang, issue 10): ``price_per_hour`` and the bid cap are
     #: per node (each node's launch carries the cap); ``est_job_cost`` is the whole gang's
     nodes: int = 1
+    #: the held capacity a ``reserved`` placement launches into (None on spot and on-demand);
+    #: its ``price_per_hour`` is the marginal price, zero
+    reservation: Reservation | None = None
 
     @property
     def gang_price_per_hour(self) -> float:
@@ -175,6 +254,7 @@ class Placement:
             "score": round(self.score, 6),
             "reasons": list(self.reasons),
             "estimate": None if self.estimate is None else self.estimate.as_dict(),
+            "reservation": None if self.reservation is None else self.reservation.as_dict(),
         }
 
 
@@ -276,6 +356,10 @@ class LaunchRequest:
     #: (provisioner.agentwheel): the boot script installs it instead of ``package_spec``;
     #: None: the provider options name the package, or the image has it
     agent_wheel: WheelLink | None = None
+    #: ``market`` reserved: the held capacity to launch into (the adapter targets it with the
+    #: cloud's own fields: AWS CapacityReservationSpecification or the capacity-block market,
+    #: GCP reservationAffinity, Azure capacityReservation)
+    reservation: Reservation | None = None
 
     @property
     def token(self) -> str:
