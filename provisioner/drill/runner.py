@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from provisioner.drill.cleanup import clean
-from provisioner.drill.interrupters import Interrupter, interrupter_for
+from provisioner.drill.interrupters import Interrupter, SubstituteNotice, interrupter_for
 from provisioner.drill.job import expected_result
 from provisioner.drill.ledger import Ledger
 from provisioner.drill.steps import DrillReport, StepName
@@ -77,7 +77,7 @@ def prepare(target: DrillTarget, drill_id: str | None = None) -> Ledger:
     if target.provider == "sim":
         options = sim_options(target, directory)
     elif target.region:
-        options.setdefault("region", target.region)
+        _set_region(options, target.provider, target.region)
     return Ledger.create(
         target.state_dir,
         drill_id=drill_id,
@@ -88,6 +88,21 @@ def prepare(target: DrillTarget, drill_id: str | None = None) -> Ledger:
         store_url=f"sqlite:///{directory / 'store.db'}",
         provider_options=options,
     )
+
+
+#: the options naming where a provider works: GCP and Azure take ``regions`` (or zones,
+#: ``location``), not ``region``
+_WHERE = ("region", "regions", "zones", "location", "locations")
+
+
+def _set_region(options: dict[str, Any], provider: str, region: str) -> None:
+    """``--region`` as the provider's own option, unless the user's options already say where."""
+    if any(options.get(k) for k in _WHERE):
+        return
+    if provider in ("gcp", "azure"):
+        options["regions"] = [region]
+    else:
+        options["region"] = region
 
 
 def write_policy(target: DrillTarget, ledger: Ledger) -> Path:
@@ -272,15 +287,18 @@ class Drill:
                 self.ledger,
                 self.target.notice_s,
             )
+            if isinstance(self.interrupter, SubstituteNotice):  # the notice names its reader
+                self.interrupter.attempt = first.attempt
         if not self._has(StepName.AGENT_UP) and self._has(StepName.LAUNCH):
-            up = [e for e in events if e.kind == "first-progress" and e.data.get("attempt") == 1]
+            n = seen.old.attempt  # the first attempt launched (launches refused count too)
+            up = [e for e in events if e.kind == "first-progress" and e.data.get("attempt") == n]
             if up:
                 self.mark(StepName.AGENT_UP, True, up[0].message)
         if (
             not self._has(StepName.INTERRUPT)
             and self._has(StepName.AGENT_UP)
             and job is not None
-            and (job.progress or {}).get("attempt") == 1
+            and (job.progress or {}).get("attempt") == seen.old.attempt
             and ((job.progress or {}).get("job") or {}).get("step", 0) >= self.target.steps // 4
         ):
             assert self.interrupter is not None
@@ -342,7 +360,7 @@ class Drill:
                     e
                     for e in events
                     if e.kind == "checkpoint"
-                    and e.data.get("attempt") == 1
+                    and e.data.get("attempt") == seen.old.attempt
                     and seen.notice_event is not None
                     and e.id > seen.notice_event.id
                 ]
