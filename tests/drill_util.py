@@ -35,14 +35,17 @@ def drill_on_fake(
     *,
     region: str,
     options: dict[str, Any] | None = None,
+    gpu: str | None = None,
 ) -> tuple[DrillReport, Ledger]:
     """Run one drill of ``name`` against ``provider`` (the adapter on the fake) with ``hv``
-    booting what the fake holds; the job is paced for a test (a step 0.2 s)."""
+    booting what the fake holds; the job is paced for a test (a step 0.2 s). ``offers`` are
+    the catalog's (unused with ``gpu="none"``: the CPU drill has its own)."""
     target = DrillTarget(
         provider=name,
         max_cost=1.0,
         state_dir=tmp_path / "state",
         region=region,
+        gpu=gpu,
         checkpoint_uri=f"file://{tmp_path / 'ck'}",
         provider_options={"package_spec": PACKAGE, **(options or {})},
         step_seconds=0.2,

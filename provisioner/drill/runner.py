@@ -111,7 +111,13 @@ def write_policy(target: DrillTarget, ledger: Ledger) -> Path:
         user = yaml.safe_load(Path(target.policy_path).read_text(encoding="utf-8")) or {}
     doc = policy_doc(target, ledger.checkpoint_uri, user)
     path = ledger.directory / "policy.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    head = ""
+    if target.cpu:
+        head = (
+            "# --gpu none: the drill places this job on its own CPU offers\n"
+            "# (provisioner/drill/cpu.py), not on `resources` below\n"
+        )
+    path.write_text(head + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return path
 
 
@@ -216,6 +222,8 @@ class Drill:
         from provisioner.api import submit
 
         policy = write_policy(self.target, self.ledger)
+        if self.target.cpu:
+            self._cpu_offers_or_refuse()
         self.say(
             f"drill {self.ledger.drill_id}: job {self.ledger.job_id} on {self.target.provider}"
         )
@@ -226,12 +234,25 @@ class Drill:
             provider_defaults=self.target.provider != "sim",
             store=store,
             job_id=self.ledger.job_id,
-            check=self.catalog is None,
+            check=self.catalog is None and not self.target.cpu,
         )
         row = store.job(self.ledger.job_id)
         if row is not None and row.provider_options:
             self.ledger.provider_options = dict(row.provider_options)
             self.ledger.save()
+
+    def _cpu_offers_or_refuse(self) -> list[Any]:
+        """``--gpu none``: the drill's CPU offers; NothingEligible when none fits the cap."""
+        from provisioner.drill.cpu import cpu_offers, cpu_plan
+        from provisioner.preflight import NothingEligible
+
+        t = self.target
+        offers = cpu_offers(t.cloud, t.region)
+        plan = cpu_plan(None, offers, t.bid_cap(), frozenset())
+        if not plan.placements:
+            why = "; ".join(x for r in plan.rejections.values() for x in r.examples)
+            raise NothingEligible(f"nothing eligible: no CPU spot offer under the cap: {why}", plan)
+        return offers
 
     def _supervise(self, store: Any) -> None:
         from provisioner.control.reconciler import Reconciler
@@ -239,7 +260,14 @@ class Drill:
         kw: dict[str, Any] = {"provider_factory": self.factory}
         if self.catalog is not None:
             kw["catalog"] = self.catalog
-        rec = Reconciler(
+        if self.target.cpu:
+            from provisioner.drill.cpu import CpuDrillReconciler
+
+            kw |= {"cpu_offers": self._cpu_offers_or_refuse(), "cap": self.target.bid_cap()}
+            make: Any = CpuDrillReconciler
+        else:
+            make = Reconciler
+        rec = make(
             store,
             job_ids=[self.ledger.job_id],
             pass_interval_s=self.pass_interval_s,
@@ -276,7 +304,7 @@ class Drill:
             self.mark(
                 StepName.LAUNCH,
                 True,
-                f"{first.instance_id}: {first.zone} {first.instance_type} ({first.gpu}) "
+                f"{first.instance_id}: {first.zone} {first.instance_type} ({first.gpu or 'CPU'}) "
                 f"spot ${first.price_per_hour:.4f}/h",
             )
             self.provider = self.factory(self.target.provider, dict(self.ledger.provider_options))
