@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -147,15 +146,8 @@ def _run(target: Any, report_path: str | None, as_json: bool) -> int:
     def say(message: str) -> None:
         out.print(message, markup=False, highlight=False)
 
-    def on_term(_sig: int, _frm: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        drill_run = Drill(target, ledger, say=say)
-        report = drill_run.run()
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    drill_run = Drill(target, ledger, say=say)  # Ctrl-C and SIGTERM stop it (cleaned up)
+    report = drill_run.run()
     path = Path(report_path) if report_path else ledger.directory / "report.json"
     path.write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     if as_json:

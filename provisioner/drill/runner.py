@@ -49,6 +49,29 @@ class Watch:
 
 
 @contextlib.contextmanager
+def _stoppable(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the drill: the handler sets ``stop`` and raises
+    KeyboardInterrupt. The event is what the drill's loop checks too: a KeyboardInterrupt
+    raised where Python cannot pass it on (a finalizer or a callback run by the garbage
+    collector, which only prints "Exception ignored") would otherwise be lost and the drill
+    would run to its end. Main thread only, where signal handlers can be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_sig: int, _frame: Any) -> None:
+        stop.set()
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+@contextlib.contextmanager
 def _shielded() -> Iterator[None]:
     """Ctrl-C and SIGTERM are ignored while the cleanup runs (a second Ctrl-C must not leave
     half of it undone); in the main thread only, where signal handlers can be set."""
@@ -146,6 +169,8 @@ class Drill:
         self._interrupter = interrupter
         self.pass_interval_s = pass_interval_s
         self.report = DrillReport(ledger.drill_id, target.provider, ledger.region, ledger.job_id)
+        #: set by Ctrl-C or SIGTERM (see _stoppable)
+        self.stop_requested = threading.Event()
         self.started = clock()
         self.seen = Watch()
         self.provider: Any = None
@@ -174,9 +199,10 @@ class Drill:
 
         store: Any = None
         try:
-            store = Store(self.ledger.store_url)
-            self._submit(store)
-            self._supervise(store)
+            with _stoppable(self.stop_requested):
+                store = Store(self.ledger.store_url)
+                self._submit(store)
+                self._supervise(store)
         except DrillStopped as exc:
             self.report.stopped = str(exc)
         except Refused as exc:
@@ -276,6 +302,8 @@ class Drill:
         limit = self.target.limit_s()
         try:
             while True:
+                if self.stop_requested.is_set():  # its KeyboardInterrupt was swallowed
+                    raise KeyboardInterrupt
                 rec.run_pass()
                 if self._observe(store):
                     return
