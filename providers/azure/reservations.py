@@ -21,6 +21,7 @@ A launch into one carries ``properties.capacityReservation.capacityReservationGr
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -79,12 +80,7 @@ class AzureReservations(AzureClient):
             kind = str((group.get("properties") or {}).get("reservationType") or "Targeted")
             listed = self._call(
                 f"list capacity reservations of {name}",
-                lambda rg=rg, name=name: [
-                    _as_dict(r)
-                    for r in self.compute.capacity_reservations.list_by_capacity_reservation_group(
-                        rg, name
-                    )
-                ],
+                functools.partial(self._reservations_in, rg, name),
             )
             for row in listed:
                 size = str((row.get("sku") or {}).get("name", ""))
@@ -92,14 +88,22 @@ class AzureReservations(AzureClient):
                     continue
                 viewed = self._call(
                     f"get capacity reservation {row.get('name')}",
-                    lambda rg=rg, name=name, r=str(row.get("name", "")): _as_dict(
-                        self.compute.capacity_reservations.get(rg, name, r, expand="instanceView")
-                    ),
+                    functools.partial(self._reservation_view, rg, name, str(row.get("name", ""))),
                 )
                 held = reservation_of(viewed, name, gid or self.group_id(name, rg), kind)
                 if held is not None:
                     out.append(held)
         return out
+
+    def _reservations_in(self, rg: str, group: str) -> builtins.list[dict[str, Any]]:
+        pages = self.compute.capacity_reservations.list_by_capacity_reservation_group(rg, group)
+        return [_as_dict(r) for r in pages]
+
+    def _reservation_view(self, rg: str, group: str, name: str) -> dict[str, Any]:
+        """The reservation with its instance view (``$expand=instanceView``: utilization)."""
+        return _as_dict(
+            self.compute.capacity_reservations.get(rg, group, name, expand="instanceView")
+        )
 
 
 def reservation_of(
