@@ -46,6 +46,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "priors",
         "What each cloud says of its zones' spot capacity, as last read (--refresh reads it).",
     ),
+    "reserve": (
+        "provisioner.cli.reserve_cmd",
+        "reserve",
+        "GPU capacity bookable for a date range (AWS Capacity Blocks), priced; buys with --yes.",
+    ),
     "up": ("provisioner.cli.up_cmd", "up", "Submit a job and supervise it through interruptions."),
     "jobs": ("provisioner.cli.jobs_cmd", "jobs", "List jobs."),
     "check": (
