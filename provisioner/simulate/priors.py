@@ -72,7 +72,8 @@ class Rates:
     ``up_h`` / ``down_h``: the mean up and down periods (hours), one over the mean rates.
     ``up_shape`` / ``down_shape``: the Gamma shapes of the failure and recovery rates over
     runs (None: one fixed rate, every run the same zone). ``up_now``: the zone's state at the
-    start (None: unknown; each run starts up with its rates' stationary share).
+    start (None: unknown; each run starts up with probability ``p_up``, or where that is None
+    with its rates' stationary share).
     """
 
     up_h: float
@@ -81,6 +82,7 @@ class Rates:
     up_now: bool | None = True
     up_shape: float | None = None
     down_shape: float | None = None
+    p_up: float | None = None
 
 
 def band_risk(band: str) -> float:
@@ -121,7 +123,11 @@ def fit_rates(
     rate: Gamma(shape + count, shape x prior mean period + exposure). A prior without
     shapes counts as one period of each kind (and the result has none either).
     ``half_life_h``: a zone's rates drift, so what it showed that long ago counts half
-    (None: all of it alike; :data:`HISTORY_HALF_LIFE_H` is the calibrated figure).
+    (None: all of it alike; :data:`HISTORY_HALF_LIFE_H` is the calibrated figure). The
+    period the zone is in now counts whole, however long ago it began: it is what the zone
+    is doing now, not a drifted past, so a zone down for days is believed to stay down
+    (about days, not the half-life's hours; a week-long outage estimates near the
+    on-demand cost).
     """
     a = np.asarray(avail, dtype=bool)
     h = step_s / 3600.0
@@ -130,6 +136,7 @@ def fit_rates(
     else:
         age_h = (len(a) - 1 - np.arange(len(a))) * h
         w = np.power(0.5, age_h / half_life_h)
+        w[len(a) - current_run(a) :] = 1.0
     up, down = float(w[a].sum()) * h, float(w[~a].sum()) * h
     falls = float(np.sum(w[1:][a[:-1] & ~a[1:]])) if len(a) > 1 else 0.0
     rises = float(np.sum(w[1:][~a[:-1] & a[1:]])) if len(a) > 1 else 0.0
@@ -145,6 +152,14 @@ def fit_rates(
         None if p.up_shape is None else ku + falls,
         None if p.down_shape is None else kd + rises,
     )
+
+
+def current_run(a: np.ndarray) -> int:
+    """How many of ``a``'s last steps are in its last state (0 for no steps)."""
+    if len(a) == 0:
+        return 0
+    changed = np.flatnonzero(a != a[-1])
+    return len(a) if changed.size == 0 else len(a) - 1 - int(changed[-1])
 
 
 def history_rates(prior: Rates, hist: ZoneHistory) -> Rates:
