@@ -81,6 +81,29 @@ NO_DEADLINE_FACTOR = 3.0
 FALLBACK_DISCOUNT = 0.35
 #: P90 is at least the on-demand-only cost when this share of the runs found no spot at all.
 NO_SPOT_SHARE = 0.10
+#: How sure an estimate is: the mean absolute error of its mean against the realised cost,
+#: per job, measured by ``benchmarks/estimate_bench.py`` held out (each set against priors
+#: fitted without it) on the recorded AWS traces, by the prior's kind and the job's length
+#: (work up to :data:`LONG_JOB_H`, and longer). ``plan`` prints it as est USD's ``±``.
+ERROR_BY_PRIOR: dict[str, tuple[float, float]] = {
+    "band": (0.55, 0.40),  # a new account: the band (or the cloud's risk) alone
+    "score": (0.45, 0.35),  # a new account with the zone's placement score
+    "history": (0.30, 0.30),  # the zone's recorded history
+}
+LONG_JOB_H = 24.0
+
+
+def prior_kind(r: Rates) -> str:
+    """Which of :data:`ERROR_BY_PRIOR`'s priors ``r`` is."""
+    if r.source == "trace" or "history" in r.source:
+        return "history"
+    return "score" if r.p_up is not None else "band"
+
+
+def typical_error(r: Rates, work_h: float) -> float:
+    """The measured error per job of an estimate on prior ``r`` (:data:`ERROR_BY_PRIOR`)."""
+    short, long = ERROR_BY_PRIOR[prior_kind(r)]
+    return long if work_h > LONG_JOB_H else short
 
 
 def band_rates(band: str, prior: ZoneRisk | None = None) -> Rates:
@@ -324,9 +347,8 @@ def estimate_placements(
             spot_usd=float(p_sp[k] * spot_h.mean()),
             on_demand_usd=float(p_od[k] * od_h.mean()),
             samples=n,
-            prior=gang_rates(
-                (rates or {}).get(i) or band_rates(p.offer.interruption_band), p.nodes
-            ).source,
+            prior=drawn[k][0].source,
+            error=typical_error(drawn[k][0], float(work[k])),
         )
         out[i] = replace(p, estimate=est)
     return out

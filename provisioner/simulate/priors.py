@@ -63,6 +63,8 @@ BACK_SHAPE = 1.105
 #: How long ago a zone's history counts half in :func:`fit_rates` (hours): chosen on the
 #: 2022-10-26 Can't Be Late set (``benchmarks/estimate_bench.py --half-life``).
 HISTORY_HALF_LIFE_H = 6.0
+#: The least (and one minus the most) share of time up a placement score is taken to say.
+MIN_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -91,23 +93,48 @@ def band_risk(band: str) -> float:
     return DEFAULT_SPOT_RISK if risk is None else risk
 
 
-def new_account_rates(band: str, prior: ZoneRisk | None = None) -> Rates:
+@dataclass(frozen=True)
+class Reference:
+    """The new account's reference figures (the ``>20%`` band): the failure rate's Gamma
+    shape and mean (per hour up), the recovery rate's shape and mean (per hour down)."""
+
+    fail_shape: float = FAIL_SHAPE
+    fail_rate: float = REF_FAIL_RATE
+    back_shape: float = BACK_SHAPE
+    back_rate: float = REF_BACK_RATE
+
+
+def new_account_rates(
+    band: str, prior: ZoneRisk | None = None, ref: Reference | None = None
+) -> Rates:
     """The prior of a zone in ``band`` with no recorded history (see the module). ``prior``:
     what the cloud says of the zone (an AWS placement score, an Azure eviction rate, an
     Alibaba 30-day interruption rate, a price volatility; provisioner.core.zone_priors), which
-    refines the band's monthly risk: it replaces it, or scales it (a volatility alone)."""
+    refines the band's monthly risk: it replaces it, or scales it (a volatility alone). Where
+    it knows the zone's share of time with capacity (``ZoneRisk.up_share``, from a placement
+    score), the outages are as long as that share makes them (the model's stationary share,
+    ``mu / (lam + mu)``, is the share) and each run starts up with that probability: a zone
+    scored 2 is mostly down, one scored 10 mostly up, where the band alone gave both the
+    same. ``ref``: other reference figures (the benchmark's held-out fits)."""
+    ref = ref or Reference()
     source = f"band {band}" if band in BAND_RISK else "default band"
     r = band_risk(band)
     if prior is not None:
         r, source = prior.apply(r), f"{source}, {prior.source}"
     scale = r / BAND_RISK[REF_BAND]
+    up_h = 1.0 / (ref.fail_rate * scale)
+    down_h, p_up = 1.0 / ref.back_rate, None
+    if prior is not None and prior.up_share is not None:
+        p_up = min(max(prior.up_share, MIN_SHARE), 1.0 - MIN_SHARE)
+        down_h = up_h * (1.0 - p_up) / p_up
     return Rates(
-        1.0 / (REF_FAIL_RATE * scale),
-        1.0 / REF_BACK_RATE,
+        up_h,
+        down_h,
         source,
         up_now=None,
-        up_shape=FAIL_SHAPE,
-        down_shape=BACK_SHAPE,
+        up_shape=ref.fail_shape,
+        down_shape=ref.back_shape,
+        p_up=p_up,
     )
 
 
