@@ -51,8 +51,8 @@ sys.path.insert(0, str(REPO))
 
 from policies.loader import load_policy  # noqa: E402
 from provisioner.core.models import CostEstimate, Market, Offer, Placement  # noqa: E402
-from provisioner.core.zone_priors import PLACEMENT_SCORE, ZonePrior, zone_risks  # noqa: E402
 from provisioner.core.views import CHANGEOVER_H  # noqa: E402
+from provisioner.core.zone_priors import PLACEMENT_SCORE, ZonePrior, zone_risks  # noqa: E402
 from provisioner.simulate import estimate as est  # noqa: E402
 from provisioner.simulate import priors  # noqa: E402
 from provisioner.simulate.replay import replay  # noqa: E402
@@ -142,6 +142,7 @@ def run_zone(
     modes: tuple[str, ...],
     half_life_h: float | None = priors.HISTORY_HALF_LIFE_H,
     cross: priors.Reference | None = None,
+    drift: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Realised costs of ``n`` windows and each prior's estimate made at their starts."""
     step = est.FINE_STEP_S  # the truth at the finest step, whatever step the estimate takes
@@ -182,7 +183,7 @@ def run_zone(
             e = [by[c] for c in scores]
         else:  # the zone's history, on the held-out prior where there is one
             base = priors.new_account_rates(z.band, None, cross)
-            e = estimates([est.fit_rates(av[s - hist : s + 1], step, base, half_life_h)
+            e = estimates([est.fit_rates(av[s - hist : s + 1], step, base, half_life_h, drift)
                            for s in starts])  # fmt: skip
         out[f"{mode}_mean"] = np.asarray([x.mean_usd for x in e])
         out[f"{mode}_p10"] = np.asarray([x.p10_usd for x in e])
@@ -217,11 +218,11 @@ def by_zone(data: Path, windows: int, seed: int) -> None:
                         (label.rsplit("/", 1)[-1], float(got["real"].mean()))
                     )
     print("the same zone and type in different weeks (realised mean cost per set):")
-    for (zone, itype, work_h), got in sorted(seen.items()):
-        if len(got) < 2:
+    for (zone, itype, work_h), weeks in sorted(seen.items()):
+        if len(weeks) < 2:
             continue
-        vals = [m for _, m in got]
-        each = "  ".join(f"{lab} ${m:.2f}" for lab, m in got)
+        vals = [m for _, m in weeks]
+        each = "  ".join(f"{lab} ${m:.2f}" for lab, m in weeks)
         print(f"   {zone} {itype} {work_h:g} h: {each}  max/min {max(vals) / min(vals):.2f}")
 
 
@@ -315,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         "--by-zone", action="store_true", help="each zone's realised cost in each week it appears"
     )
     ap.add_argument("--zones", action="store_true", help="each zone's figures too")
+    ap.add_argument(
+        "--drift", type=float, default=None, help="the history's drift per hour (trace prior)"
+    )
     args = ap.parse_args(argv)
     if not (args.data / "traces").is_dir():
         print(f"estimate_bench: no traces under {args.data / 'traces'} (give --data); skipped")
@@ -352,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         for work_h, deadline_h in JOBS:
             got = [
                 (z, run_zone(z, args.windows, work_h, deadline_h, args.seed, modes, half_life,
-                             fits.get(label)))
+                             fits.get(label), args.drift))
                 for z in zs
             ]  # fmt: skip
             parts = [(z, p) for z, p in got if p]
@@ -368,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
                     pooled.setdefault((mode, work_h), []).extend(zp)
                 if args.zones:
                     for z, p in parts:
-                        print(f"      {z.trace.zone:<14} {z.instance_type:<12} " + summary([p], mode))
+                        print(
+                            f"      {z.trace.zone:<14} {z.instance_type:<12} " + summary([p], mode)
+                        )
     if pooled:
         print("== every AWS set pooled (each zone and week one zone) ==")
         for (mode, work_h), zp in sorted(pooled.items(), key=lambda kv: (kv[0][1], kv[0][0])):

@@ -73,8 +73,10 @@ def _sureness_note(plan: Plan) -> str | None:
         e = pl.estimate
         if e is None or e.error is None:
             continue
-        kind = "recorded history" if "history" in e.prior or e.prior == "trace" else (
-            "placement score" if "placement score" in e.prior else "band"
+        kind = (
+            "recorded history"
+            if "history" in e.prior or e.prior == "trace"
+            else ("placement score" if "placement score" in e.prior else "band")
         )
         seen.setdefault(e.error, kind)
     if not seen:

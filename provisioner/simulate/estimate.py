@@ -144,11 +144,11 @@ def sample_availability(
 
 
 def sample_many(
-    priors: Sequence[tuple[Rates, int]], n: int, steps: int, step_s: float
+    priors: Sequence[tuple[Rates, int]], n: int, steps: int, step_s: float, horizon_h: float = 0.0
 ) -> list[np.ndarray]:
     """:func:`sample_availability` of several (rates, seed), stepped together (one loop over
     the steps for all of them: a plan's placements cost one pass); each the same bits as
-    alone."""
+    alone. ``horizon_h``: the job's horizon, over which rates that drift widen."""
     k = len(priors)
     u = np.empty((steps, k * n))
     lam = np.empty(k * n)
@@ -159,7 +159,7 @@ def sample_many(
         # step-major: the first steps are the same for any ``steps``
         u[:, sl] = np.random.default_rng(seed).random((steps, n))
         prm = np.random.default_rng([seed, 1])  # the runs' rates: the same for any ``steps``
-        lam[sl], mu[sl] = draw_rates(rates, n, prm)
+        lam[sl], mu[sl] = draw_rates(rates, n, prm, horizon_h)
         if rates.up_now is not None:
             state[sl] = rates.up_now
         else:
@@ -300,7 +300,7 @@ def estimate_placements(
         strat = get_strategy(DEFAULT_STRATEGY)  # a spot placement: the default's pacing
     runs = replay(
         strat,
-        np.concatenate(sample_many(drawn, samples, steps, step_s)),
+        np.concatenate(sample_many(drawn, samples, steps, step_s, sim_h)),
         sc,
         per_window=pw,
         protect_s=rep(np.asarray(protect), n),

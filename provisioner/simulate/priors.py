@@ -17,11 +17,15 @@ what real zones do; a single fixed rate gives a range far narrower than the outc
   run starts up with its rates' stationary share.
   What the cloud says of the zone itself (an AWS placement score, an Azure eviction rate, an
   Alibaba 30-day interruption rate, cached by ``provisioner priors --refresh``) refines the
-  band: its monthly risk stands in for the band's (:mod:`provisioner.core.zone_priors`).
+  band: its monthly risk stands in for the band's (:mod:`provisioner.core.zone_priors`). A
+  placement score also sets the zone's share of time with capacity (its outages' length and
+  the chance it is up now): what tells apart zones of one band, where the band alone gives
+  them one estimate (``estimate_bench.py --prior score`` measures it, on a proxy).
 * **With history** (:func:`fit_rates`): the Gamma posterior given what the zone showed
   (its falls over its up hours, its recoveries over its down hours) and the state it is in
   now. The shape grows by one per period seen, so a long history leaves the prior behind and
-  narrows the range to the zone's own rates. :func:`history_rates` does the same from the
+  narrows the range to the zone's own rates. The period the zone is in now counts whole,
+  however old: a zone without spot for days is believed to stay so. :func:`history_rates` does the same from the
   daemon's totals of a zone (its :class:`~provisioner.core.views.ZoneHistory`).
 
 The reference figures (:data:`REF_FAIL_RATE`, :data:`FAIL_SHAPE`, :data:`REF_BACK_RATE`,
@@ -63,6 +67,12 @@ BACK_SHAPE = 1.105
 #: How long ago a zone's history counts half in :func:`fit_rates` (hours): chosen on the
 #: 2022-10-26 Can't Be Late set (``benchmarks/estimate_bench.py --half-life``).
 HISTORY_HALF_LIFE_H = 6.0
+#: How fast a zone's rates move away from what its history says (the squared coefficient of
+#: variation gained per hour ahead, :attr:`Rates.drift`): chosen on the same set as the
+#: half-life (``benchmarks/estimate_bench.py --drift``). Without it the posterior's range
+#: held 56% of realised 48 h costs, held out; a week of history says how the zone was, and
+#: 60 h ahead it is further from that than the posterior alone allows.
+HISTORY_DRIFT = 0.01
 #: The least (and one minus the most) share of time up a placement score is taken to say.
 MIN_SHARE = 0.05
 
@@ -75,7 +85,9 @@ class Rates:
     ``up_shape`` / ``down_shape``: the Gamma shapes of the failure and recovery rates over
     runs (None: one fixed rate, every run the same zone). ``up_now``: the zone's state at the
     start (None: unknown; each run starts up with probability ``p_up``, or where that is None
-    with its rates' stationary share).
+    with its rates' stationary share). ``drift``: how far the rates may move from now over
+    the job, as the squared coefficient of variation they gain per hour ahead (the shapes
+    widen with the horizon, :func:`draw_rates`; 0: not at all).
     """
 
     up_h: float
@@ -85,6 +97,7 @@ class Rates:
     up_shape: float | None = None
     down_shape: float | None = None
     p_up: float | None = None
+    drift: float = 0.0
 
 
 def band_risk(band: str) -> float:
@@ -143,6 +156,7 @@ def fit_rates(
     step_s: float,
     prior: Rates | None = None,
     half_life_h: float | None = None,
+    drift: float | None = None,
 ) -> Rates:
     """The posterior after ``avail`` (one boolean per step of ``step_s``; the last is now).
 
@@ -154,7 +168,8 @@ def fit_rates(
     period the zone is in now counts whole, however long ago it began: it is what the zone
     is doing now, not a drifted past, so a zone down for days is believed to stay down
     (about days, not the half-life's hours; a week-long outage estimates near the
-    on-demand cost).
+    on-demand cost). ``drift``: the result's :attr:`Rates.drift` (None:
+    :data:`HISTORY_DRIFT`).
     """
     a = np.asarray(avail, dtype=bool)
     h = step_s / 3600.0
@@ -178,6 +193,7 @@ def fit_rates(
         now,
         None if p.up_shape is None else ku + falls,
         None if p.down_shape is None else kd + rises,
+        drift=HISTORY_DRIFT if drift is None else drift,
     )
 
 
@@ -206,11 +222,18 @@ def history_rates(prior: Rates, hist: ZoneHistory) -> Rates:
     )
 
 
-def draw_rates(rates: Rates, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` failure and recovery rates (per hour), one per run, from ``rates``."""
+def draw_rates(
+    rates: Rates, n: int, rng: np.random.Generator, horizon_h: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` failure and recovery rates (per hour), one per run, from ``rates``, for a job
+    ``horizon_h`` ahead: each Gamma's squared coefficient of variation (1 / shape) grows by
+    ``rates.drift`` per hour of it."""
+    widen = max(rates.drift, 0.0) * max(horizon_h, 0.0)
 
     def one(mean_period_h: float, shape: float | None) -> np.ndarray:
         mean = 1.0 / max(mean_period_h, 1e-6)
+        if widen > 0.0:
+            shape = 1.0 / ((0.0 if shape is None else 1.0 / shape) + widen)
         if shape is None:
             return np.full(n, mean)
         return rng.gamma(shape, mean / shape, n)
