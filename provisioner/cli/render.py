@@ -68,21 +68,24 @@ def _est_cells(pl: Placement) -> list[str]:
 def _sureness_note(plan: Plan) -> str | None:
     """How far off est USD is per job, by the priors of the placements shown (measured on
     recorded traces, docs/money.md)."""
-    seen: dict[float, str] = {}
+    seen: dict[str, set[float]] = {}
     for pl in plan.placements:
         e = pl.estimate
         if e is None or e.error is None:
             continue
-        kind = (
-            "recorded history"
-            if "history" in e.prior or e.prior == "trace"
-            else ("placement score" if "placement score" in e.prior else "band")
-        )
-        seen.setdefault(e.error, kind)
+        if "history" in e.prior or e.prior == "trace":
+            kind = "recorded history"
+        elif "placement score" in e.prior:
+            kind = "placement score"
+        else:
+            kind = "band"
+        seen.setdefault(kind, set()).add(e.error)
     if not seen:
         return None
-    parts = ", ".join(f"±{err:.0%} ({kind})" for err, kind in sorted(seen.items()))
-    return f"±: est USD's mean error per job, measured on recorded traces: {parts}"
+    parts = ", ".join(
+        f"{kind} " + "/".join(f"±{err:.0%}" for err in sorted(errs)) for kind, errs in seen.items()
+    )
+    return f"±: est USD's mean error per job, measured on recorded traces ({parts})"
 
 
 def render_plan(plan: Plan, catalog: Catalog) -> None:
