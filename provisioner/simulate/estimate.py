@@ -92,7 +92,7 @@ NO_SPOT_SHARE = 0.10
 ERROR_BY_PRIOR: dict[str, tuple[float, float]] = {
     "band": (0.53, 0.45),  # a new account: the band (or the cloud's risk) alone
     "score": (0.53, 0.45),  # a new account with the zone's placement score (see above)
-    "history": (0.27, 0.29),  # the zone's recorded history
+    "history": (0.26, 0.30),  # the zone's recorded history
 }
 LONG_JOB_H = 24.0
 
