@@ -28,12 +28,13 @@ from provisioner.drill.job import expected_result
 from provisioner.drill.ledger import Ledger
 from provisioner.drill.steps import DrillReport, StepName
 from provisioner.drill.target import DrillTarget, policy_doc, sim_options
+from provisioner.errors import DrillError
 
 Say = Callable[[str], None]
 ProviderFactory = Callable[[str, dict[str, Any]], Any]
 
 
-class DrillStopped(Exception):
+class DrillStopped(DrillError):
     """The drill cannot go on (the job ended early, a step failed, the time limit passed)."""
 
 

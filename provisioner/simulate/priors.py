@@ -52,6 +52,7 @@ from provisioner.core.catalog import BAND_RISK, BANDS
 from provisioner.core.planrows import DEFAULT_SPOT_RISK
 from provisioner.core.views import ZoneHistory
 from provisioner.core.zone_priors import ZoneRisk
+from provisioner.errors import SimulationError
 
 #: The step the reference was fitted at (and the estimate's finest step), seconds.
 CALIBRATION_STEP_S = 300.0
@@ -280,7 +281,7 @@ def chunk_counts(avail: np.ndarray, step_s: float, chunk_h: float) -> np.ndarray
     return np.asarray(rows, dtype=float).reshape(-1, 4)
 
 
-class AdvisorError(ValueError):
+class AdvisorError(SimulationError, ValueError):
     """A Spot Advisor file that cannot be read (the message names it)."""
 
 
