@@ -44,6 +44,8 @@ from provisioner.core.models import (
     LaunchRequest,
     Market,
     Offer,
+    Reservation,
+    ReservationKind,
 )
 
 if TYPE_CHECKING:
@@ -151,6 +153,8 @@ class SimProvider(Provider):
         rebalance_lead_s: float = 600.0,
         rebalance_precede_p: float = 0.8,
         rebalance_false_per_day: float = 0.5,
+        reservations: Iterable[Mapping[str, Any]] | None = None,
+        changeover_s: float | None = None,
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
@@ -197,6 +201,14 @@ class SimProvider(Provider):
         self._offers: list[Offer] | None = None
         self._zone_cloud: dict[str, str] = {}
         self._url: str | None = None
+        if reservations is not None:  # the capacity the account holds (providers/sim/held.py)
+            self.options["reservations"] = [self._held(r) for r in reservations]
+        if changeover_s is not None:
+            if float(changeover_s) <= 0:
+                raise ValueError("changeover_s must be > 0")
+            #: launch to restored work on this sim, in hours (decide()'s ``changeover_h``;
+            #: None: the project's assumed CHANGEOVER_H)
+            self.changeover_hours = float(changeover_s) / 3600.0
 
     # -- the server --------------------------------------------------------------------------
 
@@ -286,6 +298,53 @@ class SimProvider(Provider):
         self._offers = offers
         return offers
 
+    def _held(self, r: Mapping[str, Any]) -> dict[str, Any]:
+        """A reservation as the server keeps it: the cloud its zone mimics filled in."""
+        return {**r, "cloud": r.get("cloud") or self.zone_cloud(str(r.get("zone") or ""))}
+
+    def hold(self, reservations: Iterable[Mapping[str, Any]]) -> builtins.list[Reservation]:
+        """Replace the capacity the sim account holds (``POST /v1/reservations``)."""
+        items = [self._held(r) for r in reservations]
+        self.options["reservations"] = items
+        self._call("hold", "POST", "/v1/reservations", {"reservations": items})
+        return self.reservations()
+
+    def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
+        """The capacity the account holds, not ended, with what is free in each now
+        (:class:`providers.capabilities.HeldCapacity`); its end margins on the sim's clock."""
+        wanted = set(regions) if regions is not None else None
+        found = self._call("reservations", "GET", "/v1/reservations")["reservations"]
+        out = []
+        for d in found:
+            zone = str(d["zone"])
+            region = self._region_of(zone)
+            if wanted is not None and region not in wanted:
+                continue
+            out.append(
+                Reservation(
+                    provider="sim",
+                    id=str(d["id"]),
+                    region=region,
+                    zone=zone,
+                    instance_type=str(d["instance_type"]),
+                    kind=ReservationKind(d["kind"]),
+                    total=int(d["total"]),
+                    free=int(d["free"]),
+                    starts_at=_when(d.get("starts_at")),
+                    ends_at=_when(d.get("ends_at")),
+                    held_usd_per_hour=d.get("held_usd_per_hour"),
+                    warn_s=d.get("warn_s"),
+                    stop_s=d.get("stop_s"),
+                )
+            )
+        return out
+
+    def _region_of(self, zone: str) -> str:
+        for o in self._all_offers():
+            if o.zone == zone:
+                return o.region
+        return zone[:-1]
+
     def zone_cloud(self, zone: str) -> str:
         """The cloud whose formats and rules ``zone`` follows."""
         self._all_offers()
@@ -362,6 +421,7 @@ class SimProvider(Provider):
             # what a VM's identity gives its agent: this job's stores' access only
             "identity_env": identity_env(spec) if spec is not None else {},
             "placement_group": request.placement_group,
+            "reservation": None if request.reservation is None else request.reservation.id,
         }
         if spec is not None and request.nodes > 1:  # every node of a sim gang is this host
             spec["advertise_addr"] = spec.get("advertise_addr") or "127.0.0.1"
@@ -480,6 +540,10 @@ class SimProvider(Provider):
             "launch"
         ]
         return result
+
+
+def _when(ts: Any) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(float(ts), UTC)
 
 
 def _instance(d: Mapping[str, Any]) -> Instance:

@@ -20,6 +20,8 @@ API (JSON bodies; errors are ``{"error": {"kind", "code", "message"}}`` with an 
 | POST /v1/market ``{"zones"}``    | availability, trace price and surge factor per zone now |
 | POST /v1/market/surge            | ``{"zone", "factor", "seconds"}``: the zone's spot price times factor a while |
 | POST /v1/instances               | launch (idempotent on ``token``) |
+| GET  /v1/reservations            | held capacity not ended, with what is free (held.py) |
+| POST /v1/reservations            | ``{"reservations": [...]}``: replace the held capacity |
 | GET  /v1/instances[?tag:K=V]     | list (a summary of each; tag filters as EC2's) |
 | GET  /v1/instances/ID            | get (the full record) |
 | POST /v1/terminate ``{"ids"}``   | terminate (unknown or gone ids are fine) |
@@ -179,6 +181,10 @@ class Handler(BaseHTTPRequestHandler):
             return 200, {"ok": True}
         if route == ("POST", "instances"):
             return 200, cloud.launch(doc)
+        if route == ("GET", "reservations"):
+            return 200, {"reservations": cloud.reservations()}
+        if route == ("POST", "reservations"):
+            return 200, {"reservations": cloud.hold(list(doc.get("reservations") or []))}
         if route == ("GET", "instances"):
             tags = {k[4:]: v for k, v in query.items() if k.startswith("tag:")}
             return 200, {"instances": cloud.list_all(tags)}

@@ -38,9 +38,19 @@ from provisioner.core.decide import (
     Observations,
 )
 from provisioner.core.looks import schedule
-from provisioner.core.models import Instance, InstanceState, Interruption, Market, Offer, Placement
+from provisioner.core.models import (
+    Instance,
+    InstanceState,
+    Interruption,
+    Market,
+    Offer,
+    Placement,
+    Reservation,
+    ReservationKind,
+)
 from provisioner.core.planner import Plan, PlanContext, plan_offers
 from provisioner.core.states import AgentState, Cause
+from provisioner.core.timefmt import utc
 from provisioner.core.views import (
     BOOT_S,
     CAPACITY_ERRORS_WITHIN,
@@ -105,6 +115,20 @@ def placement_of(a: AttemptRow) -> Placement:
         price=a.price_per_hour if a.market == Market.ON_DEMAND.value else None,
         spot_price=a.price_per_hour if a.market == Market.SPOT.value else None,
     )
+    held = None
+    if a.reservation_id:  # held capacity: which one, as at its launch
+        held = Reservation(
+            provider=a.provider,
+            id=a.reservation_id,
+            region=a.region,
+            zone=a.zone,
+            instance_type=a.instance_type,
+            kind=ReservationKind(a.reservation_kind or ReservationKind.ON_DEMAND.value),
+            total=a.nodes or 1,
+            free=a.nodes or 1,
+            ends_at=utc(a.reservation_ends_at) if a.reservation_ends_at else None,
+            held_usd_per_hour=a.held_usd_per_hour,
+        )
     return Placement(
         offer=offer,
         market=Market(a.market),
@@ -112,6 +136,7 @@ def placement_of(a: AttemptRow) -> Placement:
         bid_cap_per_hour=a.bid_cap_per_hour,
         score=0.0,
         nodes=a.nodes or 1,
+        reservation=held,
     )
 
 
@@ -300,6 +325,7 @@ def job_view(
     cooldowns: dict[Location, datetime],
     interval_s: float,
     boot_s: float = BOOT_S,
+    changeover_h: float = CHANGEOVER_H,
     probe_below: str = "",
     gpu_idle_since: datetime | None = None,
 ) -> JobView:
@@ -329,7 +355,7 @@ def job_view(
         spent_usd=spent_usd,
         current=current,
         cooldowns=cooldowns,
-        changeover_h=CHANGEOVER_H,
+        changeover_h=changeover_h,
         step_h=step_h(interval_s),
         cancel_requested=job.cancel_requested,
         agent=agent_report(record if record is not None else progress),
@@ -442,6 +468,8 @@ def candidate_plan(
     measured: Any = None,
     short: Shortfalls = frozenset(),
     priors: Mapping[Any, Any] | None = None,
+    reservations: Sequence[Reservation] = (),
+    changeover_h: float = CHANGEOVER_H,
 ) -> Plan:
     # pacing=False: a running job is paced by decide() against what is left, not filtered by
     # whole-job estimates here (which left a job no budget could pay for waiting forever)
@@ -453,6 +481,8 @@ def candidate_plan(
         pacing=False,
         node_capacity=dict(short),
         priors=priors or {},
+        reservations=tuple(reservations),
+        changeover_h=changeover_h,
     )
     return plan_offers(policy, catalog, ctx, top=CANDIDATES)
 

@@ -246,6 +246,7 @@ def attempt_row(
     history: ZoneHistory | None = None,
 ) -> AttemptRow:
     o = placement.offer
+    r = placement.reservation
     full = launch_cost_estimate(placement, policy, job, now, history)
     est, p10, p90 = (
         (full.mean_usd, full.p10_usd, full.p90_usd)
@@ -282,6 +283,10 @@ def attempt_row(
         cheapest_on_demand_per_hour=None,
         cheapest_on_demand_offer=None,
         estimate_p_miss=None if full is None else full.p_miss_deadline,
+        reservation_id=None if r is None else r.id,
+        reservation_kind=None if r is None else r.kind.value,
+        reservation_ends_at=None if r is None else r.ends_at,
+        held_usd_per_hour=None if r is None else r.held_usd_per_hour,
     )
 
 

@@ -89,17 +89,17 @@ def margins_of(r: Reservation) -> EndMargins:
     return EndMargins(warn, stop, "the adapter's")
 
 
-def usable_end(r: Reservation) -> datetime | None:
+def usable_end(r: Reservation | None) -> datetime | None:
     """When the cloud starts taking the reservation's instances back (None: it does not end)."""
-    if r.ends_at is None or not r.kind.ends:
+    if r is None or r.ends_at is None or not r.kind.ends:
         return None
     return r.ends_at - timedelta(seconds=margins_of(r).stop_s)
 
 
-def notice_at(r: Reservation) -> datetime | None:
+def notice_at(r: Reservation | None) -> datetime | None:
     """When a job on the reservation is told to checkpoint and move (None: never)."""
     end = usable_end(r)
-    if end is None:
+    if r is None or end is None:
         return None
     m = margins_of(r)
     lead = max(m.warn_s - m.stop_s, OWN_LEAD_S if r.warn_s is None else 0.0)

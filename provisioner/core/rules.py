@@ -167,8 +167,6 @@ def launchable(policy: Policy, placement: Placement) -> str | None:
             return "a reserved placement names no reservation"
         if not policy.reservation_allowed(r.id):
             return f"reservation {r.id} is not among the policy's reservations"
-        if placement.nodes > r.free:
-            return f"reservation {r.id} has {r.free} free, the launch needs {placement.nodes}"
     if not region_allowed(policy, o.provider, o.region):
         return f"{o.provider}:{o.region} is outside the policy's residency"
     if placement.market is Market.SPOT and price > spot_cap(policy, placement) + EPS_USD:
