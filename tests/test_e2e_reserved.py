@@ -46,7 +46,9 @@ def _block_type(policy_path: Path, sim: SimProvider) -> str:
     """The instance type the policy takes in eu-west-1a (what the block holds)."""
     from dataclasses import replace
 
-    pol = parse_policy(policy_path.read_text().replace("market: reserved-then-spot", "market: spot"))
+    pol = parse_policy(
+        policy_path.read_text().replace("market: reserved-then-spot", "market: spot")
+    )
     offers = [replace(o, provider="aws") for o in sim.offers() if o.zone == "eu-west-1a"]
     plan = plan_offers(pol, Catalog.from_offers(offers), PlanContext(now=datetime.now(UTC)))
     assert plan.best is not None

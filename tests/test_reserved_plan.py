@@ -99,7 +99,9 @@ def test_a_reservation_must_pass_the_offers_hard_rules() -> None:
     assert all(x.market is not Market.RESERVED for x in p.placements)  # type: ignore[attr-defined]
     assert p.rejected.get("denied_region", 0) >= 1  # type: ignore[attr-defined]
     # a type of another GPU than the policy's
-    p = plan("market: reserved\n", [offer(itype="g5.xlarge", gpu="A10G")], [resv(itype="g5.xlarge")])
+    p = plan(
+        "market: reserved\n", [offer(itype="g5.xlarge", gpu="A10G")], [resv(itype="g5.xlarge")]
+    )
     assert p.placements == []  # type: ignore[attr-defined]
 
 

@@ -84,9 +84,7 @@ def validate(items: Any) -> list[dict[str, Any]]:
 
 
 def used(rid: str, instances: Any) -> int:
-    return sum(
-        1 for i in instances if i.get("reservation") == rid and i["state"] == "running"
-    )
+    return sum(1 for i in instances if i.get("reservation") == rid and i["state"] == "running")
 
 
 def listing(
@@ -112,7 +110,9 @@ def listing(
     return out
 
 
-def admit(items: list[dict[str, Any]], body: dict[str, Any], instances: Any, now: float) -> dict[str, Any]:
+def admit(
+    items: list[dict[str, Any]], body: dict[str, Any], instances: Any, now: float
+) -> dict[str, Any]:
     """The reservation a ``reserved`` launch goes into, or the cloud's refusal."""
     rid = str(body.get("reservation") or "")
     r = next((x for x in items if x["id"] == rid), None)

@@ -42,6 +42,7 @@ beside the old one until it has taken over), the caller's ``avail`` is the gang'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -72,8 +73,10 @@ from provisioner.core.models import (
     Market,
     Offer,
     Placement,
+    Reservation,
 )
 from provisioner.core.rebalance import grid
+from provisioner.core.reserved import block_tags, block_times
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
 from provisioner.core.views import (
     CAPACITY_ERRORS_WITHIN,
@@ -86,6 +89,8 @@ from provisioner.simulate.replay import MAX_PASSES, total_steps
 from provisioner.simulate.scenario import RunStats, Scenario
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+#: the engine's own note of which reservation an instance runs in (its free count)
+HELD_TAG = "sim-reservation"
 
 
 @dataclass
@@ -96,28 +101,86 @@ class World:
     provider: str = "aws"
     instance_type: str = "p3.2xlarge"
     gpu: str = "V100"
+    #: the capacity the account holds (reservations, capacity blocks) of the world's type:
+    #: a policy whose market allows ``reserved`` is offered each, first, at a marginal $0/h
+    reservations: tuple[Reservation, ...] = ()
 
     def region(self, zone: str) -> str:
         return zone[:-1] if len(zone) > 1 and zone[-1].isalpha() and zone[-2].isdigit() else zone
 
-    def candidates(self, sc: Scenario, spot_prices: np.ndarray | None) -> tuple[Placement, ...]:
+    def candidates(
+        self,
+        sc: Scenario,
+        spot_prices: np.ndarray | None,
+        held: bool = False,
+        used: Mapping[str, int] | None = None,
+    ) -> tuple[Placement, ...]:
+        """The planner's candidates in this world: spot in each zone, on-demand in the first;
+        with ``held`` (the policy allows ``reserved``), each reservation first, its free count
+        less what ``used`` says runs in it (decide() judges whether it is usable now)."""
         out = []
+        for r in self.reservations if held else ():
+            offer = Offer(
+                self.provider,
+                r.region,
+                r.zone,
+                self.instance_type,
+                self.gpu,
+                1,
+                8,
+                61,
+                sc.price_on_demand,
+                sc.price_spot,
+            )
+            free = max(0, r.total - (used or {}).get(r.id, 0))
+            out.append(
+                Placement(
+                    offer,
+                    Market.RESERVED,
+                    0.0,
+                    None,
+                    score=0.0,
+                    rank=len(out) + 1,
+                    nodes=sc.nodes,
+                    reservation=replace(r, free=free),
+                )
+            )
+        n_held = len(out)
         for z, zone in enumerate(self.zones):
             price = sc.price_spot if spot_prices is None else float(spot_prices[z])
             offer = Offer(
-                self.provider, self.region(zone), zone, self.instance_type, self.gpu, 1, 8, 61,
-                sc.price_on_demand, price,
-            )  # fmt: skip
+                self.provider,
+                self.region(zone),
+                zone,
+                self.instance_type,
+                self.gpu,
+                1,
+                8,
+                61,
+                sc.price_on_demand,
+                price,
+            )
             out.append(
                 Placement(
-                    offer, Market.SPOT, price, None, score=float(z), rank=z + 1, nodes=sc.nodes
+                    offer,
+                    Market.SPOT,
+                    price,
+                    None,
+                    score=float(z),
+                    rank=n_held + z + 1,
+                    nodes=sc.nodes,
                 )
             )
-        first = out[0].offer
+        first = out[n_held].offer
         od = Placement(
-            first, Market.ON_DEMAND, sc.price_on_demand, None, score=99.0, rank=len(out) + 1,
+            first,
+            Market.ON_DEMAND,
+            sc.price_on_demand,
+            None,
+            score=99.0,
+            rank=len(out) + 1,
             nodes=sc.nodes,
-        )  # fmt: skip
+        )
         out.append(od)
         return tuple(out)
 
@@ -168,6 +231,7 @@ def run_window(
     cooldowns: dict[tuple[str, str], datetime] = {}
     done_s = ckpt_s = lost_s = 0.0
     cost = od_s = spot_s = od_work = spot_work = 0.0
+    held_s = 0.0  # hours on held capacity (billed $0 marginal: neither spot nor on-demand)
     finish_s: float | None = None
     failed = ""
     age = np.zeros(n_z)
@@ -209,6 +273,23 @@ def run_window(
             seen_down[(world.provider, drain.zone)] = now
             events.append((now, (world.provider, drain.zone), "lost"))
             drain = None
+        ending = None if inst is None else block_times(inst.tags)  # on a capacity block
+        if inst is not None and ending is not None:
+            if notice_until is None and now >= ending[0]:  # its end's notice, known at launch
+                notice_until = ending[1]
+                ckpt_s = done_s  # the agent checkpoints on it
+            if notice_until is not None and now >= notice_until:  # the block takes it back
+                notice_until = None
+                lost_s += done_s - ckpt_s
+                done_s = ckpt_s
+                preemptions += 1
+                after_preemption = True
+                if timeline is not None:
+                    timeline.events.append((t / 3600.0, f"capacity block ended in {inst.zone}"))
+                cur = _ended(cur, InstanceState.PREEMPTED, now)
+                inst = None
+                if drain is not None and planned:
+                    inst, drain = drain, None
         if inst is not None and inst.market is Market.SPOT:
             z = world.zones.index(inst.zone)
             if not av[z] and notice_until is None and sc.notice_s > 0:  # the notice is served
@@ -230,7 +311,12 @@ def run_window(
                 inst = None
                 if drain is not None and planned:  # lost while taking over: the old one stays
                     inst, drain = drain, None
-        cands = world.candidates(sc, prices)
+        used = {
+            x.tags.get(HELD_TAG, ""): 1
+            for x in (inst, drain)
+            if x is not None and x.market is Market.RESERVED
+        }
+        cands = world.candidates(sc, prices, policy.allows_reserved, used)
         if observed:  # the daemon's memory of refused launches
             refused = [e for e in refused if now - e.at <= CAPACITY_ERRORS_WITHIN]
             errors = tuple(refused)
@@ -265,8 +351,8 @@ def run_window(
             notes = tuple(
                 Interruption(x.id, world.provider, x.zone, "notice", until - notice, until)
                 for x, until in ((drain, drain_until), (inst, notice_until))
-                if x is not None and until is not None
-            )
+                if x is not None and until is not None and block_times(x.tags) is None
+            )  # a block's end: decide() tells it from the instance's tags
             if rb_start is not None and inst is not None and inst.market is Market.SPOT:
                 notes = (*notes, *_rebalance(rb_start, k, inst, world, start))
             obs = Observations(
@@ -329,10 +415,13 @@ def run_window(
                     if after_preemption:
                         restarts += 1
                         after_preemption = False
+                    tags = {TAG_JOB: job_id, TAG_ATTEMPT: str(attempt), **block_tags(p.reservation)}
+                    if p.reservation is not None:
+                        tags[HELD_TAG] = p.reservation.id
                     inst = Instance(
                         id=f"i-{attempt}", provider=p.offer.provider, region=p.offer.region,
                         zone=p.offer.zone, instance_type=p.offer.instance_type, market=p.market,
-                        state=InstanceState.RUNNING, tags={TAG_JOB: job_id, TAG_ATTEMPT: str(attempt)},
+                        state=InstanceState.RUNNING, tags=tags,
                         launched_at=now, price_per_hour=p.price_per_hour,
                     )  # fmt: skip
                     cur = AttemptView(attempt, p, inst.id, InstanceState.RUNNING, launched_at=now)
@@ -362,6 +451,8 @@ def run_window(
             if drain.market is Market.SPOT:
                 spot_s += busy
                 spot_work += work
+            elif drain.market is Market.RESERVED:
+                held_s += busy
             else:
                 od_s += busy
                 od_work += work
@@ -376,6 +467,8 @@ def run_window(
             cost += inst_cost * sc.nodes * busy / 3600.0  # the new one, billed alongside
             if inst is not None and inst.market is Market.SPOT:
                 spot_s += busy
+            elif inst is not None and inst.market is Market.RESERVED:
+                held_s += busy
             elif inst is not None:
                 od_s += busy
         elif inst is not None and inst.launched_at is not None:
@@ -395,6 +488,8 @@ def run_window(
             if market == SPOT:
                 spot_s += billed
                 spot_work += progress
+            elif inst.market is Market.RESERVED:
+                held_s += billed
             else:
                 od_s += billed
                 od_work += progress
@@ -427,6 +522,7 @@ def run_window(
         "preemptions": preemptions,
         "lost_work_hours": lost_s / 3600.0,
         "overlap_hours": overlap_s / 3600.0,
+        "reserved_hours": held_s / 3600.0,
         "refusals": refusals,
         "failed": failed,
     }
