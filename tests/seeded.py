@@ -257,7 +257,7 @@ def _held(rng: random.Random, offers: list[Offer], jobs: list[JobPlan]) -> list[
                 "starts_at": start.timestamp() if start > START else None,
                 # a block: long enough to be launched into (its notice an hour or so on), and
                 # ending within the run
-                "ends_at": (start + timedelta(minutes=rng.randint(55, 150))).timestamp()
+                "ends_at": (start + timedelta(minutes=rng.randint(53, 90))).timestamp()
                 if block
                 else None,
                 "held_usd_per_hour": o.price,
