@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -157,6 +157,7 @@ def held_capacity(names: tuple[str, ...], options: tuple[str, ...]) -> tuple[Any
         try:
             if not isinstance(prov, HeldCapacity):
                 fail(f"--held {name}: {name} lists no held capacity (no reservations() here)")
+            prov = cast(Any, prov)
             try:
                 found = prov.reservations()
             except ProviderError as exc:

@@ -34,7 +34,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
@@ -277,6 +277,7 @@ class Reconciler:
         prov: Any = self.provider_for(job)
         found: tuple[Reservation, ...] = ()
         if isinstance(prov, HeldCapacity):
+            prov = cast(Any, prov)
             try:
                 listed = prov.reservations()
             except ProviderError as exc:

@@ -291,9 +291,9 @@ def _decide_on(
             back = replace(t, actions=[*t.actions, end], keep=works, handing_over=None)
             return _decide_on(job, obs, now, back, strategy)
     if policy.allows_reserved:  # held capacity first: paid for whether used or not
-        held = _held(job, obs, now, t, over is not None)
-        if held is not None:
-            return held
+        on_held = _held(job, obs, now, t, over is not None)
+        if on_held is not None:
+            return on_held
     alive = [x for x in (keep, t.handing_over) if x is not None]
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
     avail = lk.open_zones(job, keep, locs, avail, now)  # looks due (from a working instance)

@@ -118,7 +118,7 @@ class World:
         """The planner's candidates in this world: spot in each zone, on-demand in the first;
         with ``held`` (the policy allows ``reserved``), each reservation first, its free count
         less what ``used`` says runs in it (decide() judges whether it is usable now)."""
-        out = []
+        out: list[Placement] = []
         for r in self.reservations if held else ():
             offer = Offer(
                 self.provider,
