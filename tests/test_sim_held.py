@@ -16,7 +16,7 @@ from providers.base import ErrorKind, ProviderError
 from providers.sim import SimProvider
 from provisioner.agent.notices import NoticeReader
 from provisioner.core.models import InstanceState, LaunchRequest, Market, Offer
-from provisioner.core.reserved import END_MARGINS, TAG_BLOCK_END, TAG_BLOCK_NOTICE
+from provisioner.core.reserved import END_MARGINS, TAG_BLOCK_END, TAG_BLOCK_NOTICE, block_tags
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 ZONE, TYPE = "us-east-1a", "p3.2xlarge"
@@ -39,7 +39,11 @@ def _offer() -> Offer:
 
 def _launch(sim: SimProvider, attempt: int, rid: str) -> object:
     r = next(x for x in sim.reservations() if x.id == rid)
-    return sim.launch(LaunchRequest("j", attempt, _offer(), Market.RESERVED, reservation=r))
+    # the block's end on the instance's tags, as the daemon's launch sends them
+    req = LaunchRequest(
+        "j", attempt, _offer(), Market.RESERVED, reservation=r, extra_tags=block_tags(r)
+    )
+    return sim.launch(req)
 
 
 def test_listed_launched_into_counted_and_refused_when_full(sim: SimProvider) -> None:

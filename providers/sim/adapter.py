@@ -33,6 +33,7 @@ from providers.base import (
 from providers.capabilities import PlacementGroup, PriceKey
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
+from providers.sim.held import HeldClient
 from providers.sim.identity import identity_env
 from providers.sim.market import spot_now as _spot_now
 from providers.sim.sandbox import project_root
@@ -44,8 +45,6 @@ from provisioner.core.models import (
     LaunchRequest,
     Market,
     Offer,
-    Reservation,
-    ReservationKind,
 )
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ def _absolute_path(path: str | None) -> str | None:
     return os.path.abspath(os.path.expanduser(path)) if path else None
 
 
-class SimProvider(Provider):
+class SimProvider(HeldClient, Provider):
     """A local spot market: instances are sandboxes on this machine, served by the sim server."""
 
     name: ClassVar[str] = "sim"
@@ -297,47 +296,6 @@ class SimProvider(Provider):
                         offers.append(dataclasses.replace(o, provider="sim", zone=z))
         self._offers = offers
         return offers
-
-    def _held(self, r: Mapping[str, Any]) -> dict[str, Any]:
-        """A reservation as the server keeps it: the cloud its zone mimics filled in."""
-        return {**r, "cloud": r.get("cloud") or self.zone_cloud(str(r.get("zone") or ""))}
-
-    def hold(self, reservations: Iterable[Mapping[str, Any]]) -> builtins.list[Reservation]:
-        """Replace the capacity the sim account holds (``POST /v1/reservations``)."""
-        items = [self._held(r) for r in reservations]
-        self.options["reservations"] = items
-        self._call("hold", "POST", "/v1/reservations", {"reservations": items})
-        return self.reservations()
-
-    def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
-        """The capacity the account holds, not ended, with what is free in each now
-        (:class:`providers.capabilities.HeldCapacity`); its end margins on the sim's clock."""
-        wanted = set(regions) if regions is not None else None
-        found = self._call("reservations", "GET", "/v1/reservations")["reservations"]
-        out = []
-        for d in found:
-            zone = str(d["zone"])
-            region = self._region_of(zone)
-            if wanted is not None and region not in wanted:
-                continue
-            out.append(
-                Reservation(
-                    provider="sim",
-                    id=str(d["id"]),
-                    region=region,
-                    zone=zone,
-                    instance_type=str(d["instance_type"]),
-                    kind=ReservationKind(d["kind"]),
-                    total=int(d["total"]),
-                    free=int(d["free"]),
-                    starts_at=_when(d.get("starts_at")),
-                    ends_at=_when(d.get("ends_at")),
-                    held_usd_per_hour=d.get("held_usd_per_hour"),
-                    warn_s=d.get("warn_s"),
-                    stop_s=d.get("stop_s"),
-                )
-            )
-        return out
 
     def _region_of(self, zone: str) -> str:
         for o in self._all_offers():
@@ -540,10 +498,6 @@ class SimProvider(Provider):
             "launch"
         ]
         return result
-
-
-def _when(ts: Any) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(float(ts), UTC)
 
 
 def _instance(d: Mapping[str, Any]) -> Instance:

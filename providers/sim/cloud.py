@@ -68,7 +68,7 @@ class SimCloud:
         (self.dir / "instances").mkdir(parents=True, exist_ok=True)
         cfg_path = self.dir / "config.json"
         doc = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
-        self.config = SimConfig.from_dict(doc)
+        self.config = held_.config_of(doc)
         if not self.config.epoch:
             self.config.epoch = self.now()
             atomic_json(cfg_path, self.config.to_dict())
@@ -132,7 +132,7 @@ class SimCloud:
         clock = options.pop("clock", None)
         with self.lock:
             merged = {**self.config.to_dict(), **options}
-            new = SimConfig.from_dict(merged)
+            new = held_.config_of(merged)
             if any(getattr(new, k) != getattr(self.config, k) for k in SimConfig.MARKET_KEYS):
                 new.epoch = self.now()  # a new market starts now
                 self.config = new
@@ -205,10 +205,8 @@ class SimCloud:
                 )
             now = self.now()
             price = body.get("price")
-            held = None
-            if market == "reserved":  # held capacity: paid for already, marginal price 0
-                held = held_.admit(self.config.reservations, body, self.instances.values(), now)
-                price = 0.0
+            held = held_.admit(self, body, now) if market == "reserved" else None
+            price = 0.0 if held is not None else price  # held capacity: marginal price 0
             if market == "spot":
                 if not self.zone_available(zone, now):
                     raise SimError(
@@ -229,10 +227,7 @@ class SimCloud:
                 iid, body, token, market, price, now, self.config.time_scale, sandbox, group
             )
             inst["metadata_url"] = f"{self.base_url}/i/{iid}"
-            if held is not None:
-                inst["reservation"] = held["id"]
-                ends = held_.block_end(held, self.config.time_scale)
-                inst["block_warn_real"], inst["block_stop_real"] = ends or (None, None)
+            inst.update(held or {})
             if market == "spot" and self.config.preempt_first_after_s is not None:
                 demo_first(inst, self.instances.values(), now + self.config.preempt_first_after_s)
             if self.config.run_agent:
@@ -462,7 +457,7 @@ class SimCloud:
                     inst["kill_at_real"] = None
                     self._save(inst)
                 if inst["state"] == "running" and inst.get("block_stop_real") is not None:
-                    self._block_end(inst, now)
+                    held_.block_ends(self, inst, now)
                 if inst["state"] != "running" or inst["market"] != "spot":
                     continue
                 if inst["deadline_real"] is None:
@@ -482,35 +477,6 @@ class SimCloud:
         if real - self._last_reap > 0.5:
             self._last_reap = real
             sandbox_.reap_orphans({p.pid for p in self.procs.values()})
-
-    def _block_end(self, inst: dict[str, Any], now: float) -> None:
-        """A capacity block's end, as its cloud ends one: the warning (an event; no notice on
-        the instance's metadata), then its instances taken back (held.py)."""
-        warn = inst.get("block_warn_real")
-        if warn is not None and now >= warn and not inst.get("block_warned"):
-            inst["block_warned"] = True
-            self._event(inst, "block-ending", now, "capacity block ending (EventBridge warning)")
-            self._save(inst)
-        if now >= inst["block_stop_real"]:
-            self._preempt_now(inst, now)
-            inst["state_reason"] = "capacity block expired"
-            self._save(inst)
-
-    def reservations(self) -> list[dict[str, Any]]:
-        """The capacity the account holds, not ended, with what is free now."""
-        with self.lock:
-            self.touch()
-            return held_.listing(
-                self.config.reservations, self.instances.values(), self.now(),
-                self.config.time_scale,
-            )  # fmt: skip
-
-    def hold(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Replace the capacity the account holds (``POST /v1/reservations``)."""
-        with self.lock:
-            self.config.reservations = held_.validate(items)
-            atomic_json(self.dir / "config.json", self.config.to_dict())
-        return self.reservations()
 
     def _why_preempt(self, inst: dict[str, Any], now: float) -> str | None:
         if inst["demo_at_real"] is not None and now >= inst["demo_at_real"]:

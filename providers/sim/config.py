@@ -65,7 +65,8 @@ class SimConfig:
     rebalance_lead_s: float = 600.0
     rebalance_precede_p: float = 0.8
     rebalance_false_per_day: float = 0.5
-    #: the capacity the account holds: reservations and capacity blocks (providers/sim/held.py)
+    #: the capacity the account holds: reservations and capacity blocks (providers/sim/held.py
+    #: checks them: :func:`providers.sim.held.config_of`)
     reservations: list[dict[str, Any]] = field(default_factory=list)
 
     MARKET_KEYS = (
@@ -106,9 +107,6 @@ class SimConfig:
             cfg.rebalance_model()
         except ValueError as exc:
             raise SimError(400, "invalid", "InvalidParameter", str(exc)) from None
-        from providers.sim.held import validate
-
-        cfg.reservations = validate(cfg.reservations)
         return cfg
 
     def rebalance_model(self) -> RebalanceModel:

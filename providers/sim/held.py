@@ -26,10 +26,13 @@ any cloud.
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from providers.sim.config import SimError
-from provisioner.core.models import ReservationKind
+from providers.sim.config import SimConfig, SimError
+from provisioner.core.models import Reservation, ReservationKind
 from provisioner.core.reserved import OWN_LEAD_S, end_margins
 
 KINDS = {k.value for k in ReservationKind}
@@ -83,6 +86,13 @@ def validate(items: Any) -> list[dict[str, Any]]:
     return out
 
 
+def config_of(doc: dict[str, Any]) -> SimConfig:
+    """The sim's options with its held capacity checked (:func:`validate`)."""
+    cfg = SimConfig.from_dict(doc)
+    cfg.reservations = validate(cfg.reservations)
+    return cfg
+
+
 def used(rid: str, instances: Any) -> int:
     return sum(1 for i in instances if i.get("reservation") == rid and i["state"] == "running")
 
@@ -110,12 +120,11 @@ def listing(
     return out
 
 
-def admit(
-    items: list[dict[str, Any]], body: dict[str, Any], instances: Any, now: float
-) -> dict[str, Any]:
-    """The reservation a ``reserved`` launch goes into, or the cloud's refusal."""
+def admit(cloud: Any, body: dict[str, Any], now: float) -> dict[str, Any]:
+    """What a ``reserved`` launch adds to its instance's record (the reservation, when its
+    block warns and ends), or the cloud's refusal."""
     rid = str(body.get("reservation") or "")
-    r = next((x for x in items if x["id"] == rid), None)
+    r = next((x for x in cloud.config.reservations if x["id"] == rid), None)
     if r is None:
         raise SimError(
             400, "invalid", "InvalidCapacityReservationId.NotFound", f"no reservation {rid!r}"
@@ -131,9 +140,10 @@ def admit(
         raise SimError(409, "capacity", "ReservationCapacityExceeded", f"{rid} has not started")
     if r["ends_at"] is not None and now >= r["ends_at"]:
         raise SimError(409, "capacity", "ReservationCapacityExceeded", f"{rid} has ended")
-    if used(rid, instances) >= r["total"]:
+    if used(rid, cloud.instances.values()) >= r["total"]:
         raise SimError(409, "capacity", "ReservationCapacityExceeded", f"{rid} is full")
-    return r
+    warn, stop = block_end(r, cloud.config.time_scale) or (None, None)
+    return {"reservation": rid, "block_warn_real": warn, "block_stop_real": stop}
 
 
 def block_end(r: dict[str, Any], scale: float) -> tuple[float | None, float] | None:
@@ -145,3 +155,99 @@ def block_end(r: dict[str, Any], scale: float) -> tuple[float | None, float] | N
     m = end_margins(r["cloud"])
     warn = r["ends_at"] - m.warn_s / scale if m.warn_s > 0 else None
     return warn, r["ends_at"] - m.stop_s / scale
+
+
+def block_ends(cloud: Any, inst: dict[str, Any], now: float) -> None:
+    """A capacity block's end on a running instance, as its cloud ends one: the warning (an
+    event; no notice on the instance's metadata), then the instance taken back."""
+    warn = inst.get("block_warn_real")
+    if warn is not None and now >= warn and not inst.get("block_warned"):
+        inst["block_warned"] = True
+        cloud._event(inst, "block-ending", now, "capacity block ending (EventBridge warning)")
+        cloud._save(inst)
+    if now >= inst["block_stop_real"]:
+        cloud._preempt_now(inst, now)
+        inst["state_reason"] = "capacity block expired"
+        cloud._save(inst)
+
+
+def reservations(cloud: Any) -> list[dict[str, Any]]:
+    """``GET /v1/reservations``: the held capacity not ended, with what is free now."""
+    with cloud.lock:
+        cloud.touch()
+        return listing(
+            cloud.config.reservations, cloud.instances.values(), cloud.now(),
+            cloud.config.time_scale,
+        )  # fmt: skip
+
+
+def hold(cloud: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``POST /v1/reservations``: replace the held capacity (kept in ``config.json``)."""
+    from providers.sim.records import atomic_json
+
+    with cloud.lock:
+        cloud.config.reservations = validate(items)
+        atomic_json(cloud.dir / "config.json", cloud.config.to_dict())
+    return reservations(cloud)
+
+
+# -- the adapter's side --------------------------------------------------------------------
+
+
+class HeldClient:
+    """:class:`providers.sim.SimProvider`'s held capacity (the ``HeldCapacity`` capability):
+    what the server lists, as :class:`Reservation` s, and ``hold`` to define it."""
+
+    options: dict[str, Any]
+
+    def _call(self, what: str, method: str, path: str, doc: Any = None) -> Any:
+        raise NotImplementedError
+
+    def zone_cloud(self, zone: str) -> str:
+        raise NotImplementedError
+
+    def _region_of(self, zone: str) -> str:
+        raise NotImplementedError
+
+    def _held(self, r: Mapping[str, Any]) -> dict[str, Any]:
+        """A reservation as the server keeps it: the cloud its zone mimics filled in."""
+        return {**r, "cloud": r.get("cloud") or self.zone_cloud(str(r.get("zone") or ""))}
+
+    def hold(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Reservation]:
+        """Replace the capacity the sim account holds (``POST /v1/reservations``)."""
+        docs = [self._held(r) for r in items]
+        self.options["reservations"] = docs
+        self._call("hold", "POST", "/v1/reservations", {"reservations": docs})
+        return self.reservations()
+
+    def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
+        """The capacity the account holds, not ended, with what is free in each now; its end
+        margins on the sim's clock."""
+        wanted = set(regions) if regions is not None else None
+        out = []
+        for d in self._call("reservations", "GET", "/v1/reservations")["reservations"]:
+            zone = str(d["zone"])
+            region = self._region_of(zone)
+            if wanted is None or region in wanted:
+                out.append(
+                    Reservation(
+                        "sim",
+                        str(d["id"]),
+                        region,
+                        zone,
+                        str(d["instance_type"]),
+                        ReservationKind(d["kind"]),
+                        total=int(d["total"]),
+                        free=int(d["free"]),
+                        starts_at=_when(d.get("starts_at")),
+                        ends_at=_when(d.get("ends_at")),
+                        held_usd_per_hour=d.get("held_usd_per_hour"),
+                        warn_s=d.get("warn_s"),
+                        stop_s=d.get("stop_s"),
+                    )
+                )
+        return out
+
+
+def _when(ts: Any) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(float(ts), UTC)

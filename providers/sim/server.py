@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from providers.sim import held
 from providers.sim.client import pid_alive
 from providers.sim.cloud import SimCloud
 from providers.sim.config import SimError
@@ -182,9 +183,9 @@ class Handler(BaseHTTPRequestHandler):
         if route == ("POST", "instances"):
             return 200, cloud.launch(doc)
         if route == ("GET", "reservations"):
-            return 200, {"reservations": cloud.reservations()}
+            return 200, {"reservations": held.reservations(cloud)}
         if route == ("POST", "reservations"):
-            return 200, {"reservations": cloud.hold(list(doc.get("reservations") or []))}
+            return 200, {"reservations": held.hold(cloud, list(doc.get("reservations") or []))}
         if route == ("GET", "instances"):
             tags = {k[4:]: v for k, v in query.items() if k.startswith("tag:")}
             return 200, {"instances": cloud.list_all(tags)}

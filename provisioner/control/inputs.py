@@ -29,6 +29,7 @@ from policies.model import Policy
 from providers.facts import CLOUD_BILLING
 from provisioner.agent.protocol import ProgressRecord
 from provisioner.agent.store import step_of
+from provisioner.control.records import placement_of
 from provisioner.control.store import AttemptRow, JobRow
 from provisioner.core.decide import (
     AgentReport,
@@ -43,14 +44,11 @@ from provisioner.core.models import (
     InstanceState,
     Interruption,
     Market,
-    Offer,
     Placement,
     Reservation,
-    ReservationKind,
 )
 from provisioner.core.planner import Plan, PlanContext, plan_offers
 from provisioner.core.states import AgentState, Cause
-from provisioner.core.timefmt import utc
 from provisioner.core.views import (
     BOOT_S,
     CAPACITY_ERRORS_WITHIN,
@@ -99,45 +97,6 @@ __all__ = [
     "placement_of",
     "reported_notices",
 ]
-
-
-def placement_of(a: AttemptRow) -> Placement:
-    """The placement an attempt was launched on, rebuilt from its row."""
-    offer = Offer(
-        provider=a.provider,
-        region=a.region,
-        zone=a.zone,
-        instance_type=a.instance_type,
-        gpu=a.gpu,
-        gpu_count=a.gpu_count,
-        vcpus=0,
-        memory_gib=0,
-        price=a.price_per_hour if a.market == Market.ON_DEMAND.value else None,
-        spot_price=a.price_per_hour if a.market == Market.SPOT.value else None,
-    )
-    held = None
-    if a.reservation_id:  # held capacity: which one, as at its launch
-        held = Reservation(
-            provider=a.provider,
-            id=a.reservation_id,
-            region=a.region,
-            zone=a.zone,
-            instance_type=a.instance_type,
-            kind=ReservationKind(a.reservation_kind or ReservationKind.ON_DEMAND.value),
-            total=a.nodes or 1,
-            free=a.nodes or 1,
-            ends_at=utc(a.reservation_ends_at) if a.reservation_ends_at else None,
-            held_usd_per_hour=a.held_usd_per_hour,
-        )
-    return Placement(
-        offer=offer,
-        market=Market(a.market),
-        price_per_hour=a.price_per_hour,
-        bid_cap_per_hour=a.bid_cap_per_hour,
-        score=0.0,
-        nodes=a.nodes or 1,
-        reservation=held,
-    )
 
 
 def work_done_h(progress: dict[str, Any] | None, total_h: float | None) -> float:

@@ -32,6 +32,7 @@ from provisioner.core.models import (
 )
 from provisioner.core.overlap import notice_deadline
 from provisioner.core.quotas import refused_at_launch
+from provisioner.core.reserved import block_tags
 from provisioner.core.reserved import notice_at as notice_at_
 from provisioner.core.reserved import usable_end as usable_end_
 from provisioner.core.states import AttemptState, Cause
@@ -196,7 +197,8 @@ class Launching(JobPassBase):
             cap_on_wire=enforcement(self.provider, self.policy, o) is CapEnforce.CLOUD,
             image=self.policy.job.image,
             disk_gb=self.policy.job.disk_gb,
-            extra_tags=dict(self.policy.tags),
+            # a block's end travels with the instance (provisioner.core.reserved)
+            extra_tags={**self.policy.tags, **block_tags(placement.reservation)},
             job_spec=spec.to_dict(),
             node=node,
             nodes=nodes,

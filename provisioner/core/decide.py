@@ -173,7 +173,7 @@ def _describe(p: Placement) -> str:
 
 
 def _strategy_for(job: JobView, name: str | None) -> Strategy:
-    return st.get_strategy(name or job.strategy or st.for_market(job.policy.market.names))
+    return st.get_strategy(name or job.strategy or rsv.strategy_for(job.policy.market.names))
 
 
 def _triage(job: JobView, obs: Observations, now: datetime) -> Situation:

@@ -388,10 +388,6 @@ class LaunchRequest:
         if self.nodes > 1:
             tags[TAG_NODE] = str(self.node)
             tags[TAG_NODES] = str(self.nodes)
-        if self.reservation is not None:  # a block's end travels with the instance
-            from provisioner.core.reserved import block_tags
-
-            tags.update(block_tags(self.reservation))
         tags.update(self.extra_tags)
         return tags
 

@@ -19,8 +19,8 @@ from the start. That end is a notice known in advance:
   from the usable end on it is a preemption (the instance is stopped, whatever the cloud did).
 
 The block's times travel with the instance as two tags (:data:`TAG_BLOCK_NOTICE`,
-:data:`TAG_BLOCK_END`: epoch seconds, digits only, valid as a label on every cloud), set on the
-launch (:meth:`provisioner.core.models.LaunchRequest.tags`), and in the agent's job spec, so
+:data:`TAG_BLOCK_END`: epoch seconds, digits only, valid as a label on every cloud: :func:`block_tags`),
+which the daemon's launch adds to the request's tags, and in the agent's job spec, so
 that the agent serves itself the notice on clouds whose metadata says nothing of a block.
 """
 
@@ -73,6 +73,22 @@ END_MARGINS: Mapping[str, EndMargins] = {
 }
 #: A cloud not in the table: no warning, taken back at the end time
 NO_MARGINS = EndMargins(0.0, 0.0, "no documented warning: the end time, our own lead before it")
+
+
+def strategy_for(names: tuple[str, ...]) -> str:
+    """The strategy decide() runs for a policy's market (``MarketChoice.names``: the markets it
+    allows, in order), the one answer the daemon, the simulator and the estimate use. Held
+    capacity (``reserved``) is used before any strategy is asked (decide() launches into a
+    usable reservation first); the strategy chooses among the rest: on-demand only, spot only
+    (wait without spot), both (ours), or none (reserved alone: only reservations, it waits)."""
+    from provisioner.core.strategies import DEFAULT_STRATEGY, OnDemandOnly, SpotOnly
+
+    rest = tuple(n for n in names if n != "reserved")
+    if rest in (("on-demand",), ()):
+        return OnDemandOnly.name
+    if rest == ("spot",):
+        return SpotOnly.name
+    return DEFAULT_STRATEGY
 
 
 def end_margins(provider: str) -> EndMargins:

@@ -491,20 +491,6 @@ COMPARED = (
 )
 
 
-def for_market(names: tuple[str, ...]) -> str:
-    """The strategy decide() runs for a policy's market (``MarketChoice.names``: the markets it
-    allows, in order). Held capacity (``reserved``) is used before any strategy is asked
-    (decide() launches into a usable reservation first); the strategy chooses among the rest:
-    on-demand only, spot only (wait without spot), both (ours), or none (reserved alone:
-    nothing but the reservations, so it waits)."""
-    rest = tuple(n for n in names if n != "reserved")
-    if rest in (("on-demand",), ()):
-        return OnDemandOnly.name
-    if rest == ("spot",):
-        return SpotOnly.name
-    return DEFAULT_STRATEGY
-
-
 def get_strategy(name: str) -> Strategy:
     """A strategy by name (see the module docstring); ``ValueError`` names the known ones."""
     cls = STRATEGIES.get(name)

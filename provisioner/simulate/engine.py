@@ -42,7 +42,6 @@ beside the old one until it has taken over), the caller's ``avail`` is the gang'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -71,9 +70,6 @@ from provisioner.core.models import (
     InstanceState,
     Interruption,
     Market,
-    Offer,
-    Placement,
-    Reservation,
 )
 from provisioner.core.rebalance import grid
 from provisioner.core.reserved import block_tags, block_times
@@ -87,102 +83,11 @@ from provisioner.core.views import (
 )
 from provisioner.simulate.replay import MAX_PASSES, total_steps
 from provisioner.simulate.scenario import RunStats, Scenario
+from provisioner.simulate.world import HELD_TAG, World
+
+__all__ = ["EPOCH", "Timeline", "World", "gang_policy", "run_window", "run_windows"]
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-#: the engine's own note of which reservation an instance runs in (its free count)
-HELD_TAG = "sim-reservation"
-
-
-@dataclass
-class World:
-    """The simulated cloud: which zones exist and what they cost."""
-
-    zones: list[str]
-    provider: str = "aws"
-    instance_type: str = "p3.2xlarge"
-    gpu: str = "V100"
-    #: the capacity the account holds (reservations, capacity blocks) of the world's type:
-    #: a policy whose market allows ``reserved`` is offered each, first, at a marginal $0/h
-    reservations: tuple[Reservation, ...] = ()
-
-    def region(self, zone: str) -> str:
-        return zone[:-1] if len(zone) > 1 and zone[-1].isalpha() and zone[-2].isdigit() else zone
-
-    def candidates(
-        self,
-        sc: Scenario,
-        spot_prices: np.ndarray | None,
-        held: bool = False,
-        used: Mapping[str, int] | None = None,
-    ) -> tuple[Placement, ...]:
-        """The planner's candidates in this world: spot in each zone, on-demand in the first;
-        with ``held`` (the policy allows ``reserved``), each reservation first, its free count
-        less what ``used`` says runs in it (decide() judges whether it is usable now)."""
-        out: list[Placement] = []
-        for r in self.reservations if held else ():
-            offer = Offer(
-                self.provider,
-                r.region,
-                r.zone,
-                self.instance_type,
-                self.gpu,
-                1,
-                8,
-                61,
-                sc.price_on_demand,
-                sc.price_spot,
-            )
-            free = max(0, r.total - (used or {}).get(r.id, 0))
-            out.append(
-                Placement(
-                    offer,
-                    Market.RESERVED,
-                    0.0,
-                    None,
-                    score=0.0,
-                    rank=len(out) + 1,
-                    nodes=sc.nodes,
-                    reservation=replace(r, free=free),
-                )
-            )
-        n_held = len(out)
-        for z, zone in enumerate(self.zones):
-            price = sc.price_spot if spot_prices is None else float(spot_prices[z])
-            offer = Offer(
-                self.provider,
-                self.region(zone),
-                zone,
-                self.instance_type,
-                self.gpu,
-                1,
-                8,
-                61,
-                sc.price_on_demand,
-                price,
-            )
-            out.append(
-                Placement(
-                    offer,
-                    Market.SPOT,
-                    price,
-                    None,
-                    score=float(z),
-                    rank=n_held + z + 1,
-                    nodes=sc.nodes,
-                )
-            )
-        first = out[n_held].offer
-        od = Placement(
-            first,
-            Market.ON_DEMAND,
-            sc.price_on_demand,
-            None,
-            score=99.0,
-            rank=len(out) + 1,
-            nodes=sc.nodes,
-        )
-        out.append(od)
-        return tuple(out)
 
 
 @dataclass

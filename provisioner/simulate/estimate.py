@@ -35,7 +35,8 @@ import numpy as np
 from policies.model import Policy
 from provisioner.core.billing import Billing
 from provisioner.core.models import CostEstimate, Market, Placement
-from provisioner.core.strategies import DEFAULT_STRATEGY, for_market, get_strategy
+from provisioner.core.reserved import strategy_for
+from provisioner.core.strategies import DEFAULT_STRATEGY, get_strategy
 from provisioner.core.views import CHANGEOVER_H
 from provisioner.core.zone_priors import Key, ZoneRisk, for_offer
 from provisioner.simulate.priors import (
@@ -150,7 +151,7 @@ def percentile(values: np.ndarray, pct: float) -> float:
 
 def strategy_name(policy: Policy) -> str:
     """The strategy decide() uses for ``policy`` (by its market)."""
-    return for_market(policy.market.names)
+    return strategy_for(policy.market.names)
 
 
 def _seed(p: Placement, seed: int) -> int:

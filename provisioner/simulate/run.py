@@ -193,9 +193,9 @@ def _check_eligible(policy: Policy, world: World, sc: Scenario) -> None:
 
 
 def _strategy_name(policy: Policy) -> str:
-    from provisioner.core.strategies import for_market
+    from provisioner.core.reserved import strategy_for
 
-    return for_market(policy.market.names)
+    return strategy_for(policy.market.names)
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
