@@ -50,8 +50,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from policies.loader import load_policy  # noqa: E402
-from provisioner.core.models import Market, Offer, Placement  # noqa: E402
+from provisioner.core.models import CostEstimate, Market, Offer, Placement  # noqa: E402
 from provisioner.core.views import CHANGEOVER_H  # noqa: E402
+from provisioner.core.zone_priors import PLACEMENT_SCORE, ZonePrior, zone_risks  # noqa: E402
 from provisioner.simulate import estimate as est  # noqa: E402
 from provisioner.simulate import priors  # noqa: E402
 from provisioner.simulate.replay import replay  # noqa: E402
@@ -62,7 +63,8 @@ ADVISOR = "catalog/aws_spot_advisor_2025-06-28_flat.csv"
 HISTORY_H = 168.0  # the week before a window the trace prior is fitted on
 JOBS = ((12.0, 15.0), (48.0, 60.0))  # (work, deadline) hours
 P_OD, P_SPOT = 3.06, 0.97  # p3.2xlarge, us-east-1 (the simulator's reference prices)
-PRIORS = ("new", "trace", "cross")
+PRIORS = ("new", "cross", "score", "trace")
+SCORE_DAY_H = 24.0  # the placement score proxy: the share of this many hours up
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,22 @@ def placement(z: Zone, work_h: float) -> Placement:
     return Placement(offer, Market.SPOT, P_SPOT, None, 0.0, est_hours=work_h)
 
 
+def proxy_score(av: np.ndarray, s: int, step: float) -> int:
+    """The placement score (1-10) taken to be read at step ``s``: the share of the last
+    :data:`SCORE_DAY_H` the zone had capacity, in tenths (a proxy: AWS's own scores were not
+    recorded with these traces)."""
+    n = max(1, int(SCORE_DAY_H * 3600 / step))
+    share = float(av[max(0, s - n) : s + 1].mean())
+    return int(min(max(np.ceil(share * 10.0), 1), 10))
+
+
+def score_rates(z: Zone, score: int, ref: priors.Reference | None) -> priors.Rates:
+    """A new account's prior for ``z`` with a placement score of ``score`` cached for it."""
+    zp = ZonePrior("aws", z.region, z.trace.zone, z.instance_type, PLACEMENT_SCORE, score)
+    [zr] = zone_risks([zp]).values()
+    return priors.new_account_rates(z.band, zr, ref)
+
+
 def run_zone(
     z: Zone,
     n: int,
@@ -123,7 +141,8 @@ def run_zone(
     seed: int,
     modes: tuple[str, ...],
     half_life_h: float | None = priors.HISTORY_HALF_LIFE_H,
-    cross: tuple[float, float, float, float] | None = None,
+    cross: priors.Reference | None = None,
+    drift: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Realised costs of ``n`` windows and each prior's estimate made at their starts."""
     step = est.FINE_STEP_S  # the truth at the finest step, whatever step the estimate takes
@@ -140,58 +159,47 @@ def run_zone(
     strat = est.get_strategy(est.DEFAULT_STRATEGY)
     out: dict[str, np.ndarray] = {"real": replay(strat, real_av, sc).cost}
     policy = load_policy(REPO / "policies" / "spot-finetune.yaml")
-    rule = est.CloudRule(est.cloud_rule("aws").billing, 0.0, 120.0)
-    prior = est.band_rates(z.band)
+    rule = {"aws": est.CloudRule(est.cloud_rule("aws").billing, 0.0, 120.0)}
+    pl = placement(z, work_h)
+
+    def estimates(rates: list[priors.Rates]) -> list[CostEstimate]:
+        got = est.estimate_placements(
+            [pl] * len(rates), policy, deadline_h, seed=seed, rules=rule,
+            rates=dict(enumerate(rates)),
+        )  # fmt: skip
+        return [g.estimate for g in got if g.estimate is not None]
+
     for mode in modes:
-        if mode == "cross":  # the new account's prior, refitted without this set
-            if cross is None:
-                continue
-            [got] = est.estimate_placements(
-                [placement(z, work_h)], policy, deadline_h, seed=seed, rules={"aws": rule},
-                rates={0: reference_rates(cross, z.band)},
-            )  # fmt: skip
-            e = [got.estimate] * n
-        elif mode == "new":  # one estimate per zone: what `plan` prints, whatever the window
-            [got] = est.estimate_placements(
-                [placement(z, work_h)], policy, deadline_h, seed=seed, rules={"aws": rule}
-            )
-            e = [got.estimate] * n
-        else:
-            rates = {
-                i: est.fit_rates(av[s - hist : s + 1], step, prior, half_life_h)
-                for i, s in enumerate(starts)
-            }
-            got_all = est.estimate_placements(
-                [placement(z, work_h)] * n, policy, deadline_h, seed=seed, rates=rates,
-                rules={"aws": rule},
-            )  # fmt: skip
-            e = [g.estimate for g in got_all]
-        assert all(x is not None for x in e)
-        out[f"{mode}_mean"] = np.asarray([x.mean_usd for x in e if x])
-        out[f"{mode}_p10"] = np.asarray([x.p10_usd for x in e if x])
-        out[f"{mode}_p90"] = np.asarray([x.p90_usd for x in e if x])
+        if mode in ("cross", "score") and cross is None:
+            continue
+        if mode == "new":  # one estimate per zone: what `plan` prints, whatever the window
+            e = estimates([est.band_rates(z.band)]) * n
+        elif mode == "cross":  # the new account's prior, refitted without this set
+            e = estimates([priors.new_account_rates(z.band, None, cross)]) * n
+        elif mode == "score":  # and the zone's placement score at the window's start
+            scores = [proxy_score(av, int(s), step) for s in starts]
+            uniq = sorted(set(scores))
+            by = dict(zip(uniq, estimates([score_rates(z, c, cross) for c in uniq]), strict=True))
+            e = [by[c] for c in scores]
+        else:  # the zone's history, on the held-out prior where there is one
+            base = priors.new_account_rates(z.band, None, cross)
+            e = estimates([est.fit_rates(av[s - hist : s + 1], step, base, half_life_h, drift)
+                           for s in starts])  # fmt: skip
+        out[f"{mode}_mean"] = np.asarray([x.mean_usd for x in e])
+        out[f"{mode}_p10"] = np.asarray([x.p10_usd for x in e])
+        out[f"{mode}_p90"] = np.asarray([x.p90_usd for x in e])
     return out
 
 
-def fit_reference(files: list[Path]) -> tuple[float, float, float, float]:
-    """(failure shape, failure mean /h, recovery shape, recovery mean /h) fitted on the days
-    of ``files`` as the module's reference is (:func:`calibrate`)."""
+def fit_reference(files: list[Path]) -> priors.Reference:
+    """The reference figures fitted on the days of ``files`` as the module's are
+    (:func:`calibrate`)."""
     step, chunk = priors.CALIBRATION_STEP_S, priors.CALIBRATION_CHUNK_H
     rows = np.concatenate([priors.chunk_counts(load_trace(f).available_on(step), step, chunk)
                            for f in files])  # fmt: skip
     k_up, m_up = priors.fit_gamma(rows[:, 0], rows[:, 1])
     k_dn, m_dn = priors.fit_gamma(rows[:, 2], rows[:, 3])
-    return k_up, m_up, k_dn, m_dn
-
-
-def reference_rates(ref: tuple[float, float, float, float], band: str) -> priors.Rates:
-    """A new account's prior for a zone in ``band`` from a reference fit (as
-    :func:`provisioner.simulate.priors.new_account_rates` does from the module's)."""
-    k_up, m_up, k_dn, m_dn = ref
-    scale = priors.band_risk(band) / priors.band_risk(priors.REF_BAND)
-    return priors.Rates(
-        1.0 / (m_up * scale), 1.0 / m_dn, "cross", up_now=None, up_shape=k_up, down_shape=k_dn
-    )
+    return priors.Reference(k_up, m_up, k_dn, m_dn)
 
 
 def by_zone(data: Path, windows: int, seed: int) -> None:
@@ -210,11 +218,11 @@ def by_zone(data: Path, windows: int, seed: int) -> None:
                         (label.rsplit("/", 1)[-1], float(got["real"].mean()))
                     )
     print("the same zone and type in different weeks (realised mean cost per set):")
-    for (zone, itype, work_h), got in sorted(seen.items()):
-        if len(got) < 2:
+    for (zone, itype, work_h), weeks in sorted(seen.items()):
+        if len(weeks) < 2:
             continue
-        vals = [m for _, m in got]
-        each = "  ".join(f"{lab} ${m:.2f}" for lab, m in got)
+        vals = [m for _, m in weeks]
+        each = "  ".join(f"{lab} ${m:.2f}" for lab, m in weeks)
         print(f"   {zone} {itype} {work_h:g} h: {each}  max/min {max(vals) / min(vals):.2f}")
 
 
@@ -236,7 +244,7 @@ def reference_files(data: Path, leave_out: str | None = None) -> list[Path]:
     return out
 
 
-def cross_fits(data: Path) -> dict[str, tuple[float, float, float, float]]:
+def cross_fits(data: Path) -> dict[str, priors.Reference]:
     """For each trace set, the reference refitted on every other set's AWS traces: the
     prior a new account gets, measured on traces it was not fitted on."""
     return {label: fit_reference(reference_files(data, label)) for label, _ in trace_sets(data)}
@@ -245,7 +253,8 @@ def cross_fits(data: Path) -> dict[str, tuple[float, float, float, float]]:
 def calibrate(data: Path) -> None:
     """Refit the new account's reference prior on every AWS trace and print it."""
     files = reference_files(data)
-    k_up, m_up, k_dn, m_dn = fit_reference(files)
+    ref = fit_reference(files)
+    k_up, m_up, k_dn, m_dn = ref.fail_shape, ref.fail_rate, ref.back_shape, ref.back_rate
     print(
         f"calibration (every AWS trace, {len(files)} distinct files, days at "
         f"{priors.CALIBRATION_STEP_S:g} s): failure rate Gamma shape {k_up:.3f} mean "
@@ -306,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--by-zone", action="store_true", help="each zone's realised cost in each week it appears"
     )
+    ap.add_argument("--zones", action="store_true", help="each zone's figures too")
+    ap.add_argument(
+        "--drift", type=float, default=None, help="the history's drift per hour (trace prior)"
+    )
     args = ap.parse_args(argv)
     if not (args.data / "traces").is_dir():
         print(f"estimate_bench: no traces under {args.data / 'traces'} (give --data); skipped")
@@ -316,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.by_zone:
         by_zone(args.data, args.windows, args.seed)
         return 0
-    fits = cross_fits(args.data) if "cross" in modes else {}
+    fits = cross_fits(args.data) if {"cross", "score", "trace"} & set(modes) else {}
     if args.calibrate:
         calibrate(args.data)
     if args.convergence:
@@ -332,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     t0 = time.perf_counter()
     half_life = args.half_life or None
+    pooled: dict[tuple[str, float], list[dict[str, np.ndarray]]] = {}
     for label, files in trace_sets(args.data):
         if args.sets not in label:
             continue
@@ -340,40 +354,53 @@ def main(argv: list[str] | None = None) -> int:
         band_list = ", ".join(sorted({z.band or "none" for z in zs}))
         print(f"== {label} ({tag}): {len(zs)} traces, bands {band_list} ==")
         for work_h, deadline_h in JOBS:
-            parts = [
-                run_zone(
-                    z,
-                    args.windows,
-                    work_h,
-                    deadline_h,
-                    args.seed,
-                    modes,
-                    half_life,
-                    fits.get(label),
-                )
+            got = [
+                (z, run_zone(z, args.windows, work_h, deadline_h, args.seed, modes, half_life,
+                             fits.get(label), args.drift))
                 for z in zs
-            ]
-            parts = [p for p in parts if p]
+            ]  # fmt: skip
+            parts = [(z, p) for z, p in got if p]
             if not parts:
                 print(f"   {work_h:g} h job: traces too short for a window and history; skipped")
                 continue
-            cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-            real = cat["real"]
             for mode in modes:
-                if f"{mode}_mean" not in cat:
+                zp = [p for _, p in parts if f"{mode}_mean" in p]
+                if not zp:
                     continue
-                m = cat[f"{mode}_mean"]
-                mae = float(np.mean(np.abs(m - real) / real))
-                bias = float(m.mean() / real.mean() - 1)
-                lo, hi = cat[f"{mode}_p10"], cat[f"{mode}_p90"]
-                inside = float(np.mean((lo <= real + 1e-9) & (real <= hi + 1e-9)))
-                print(
-                    f"   {work_h:2g} h job  prior {mode:<5}  windows {len(real):4d}  realised "
-                    f"${real.mean():7.2f}  bias {bias:+6.1%}  abs error {mae:6.1%}  "
-                    f"inside P10-P90 {inside:6.1%}"
-                )
+                print(f"   {work_h:2g} h job  prior {mode:<5}  " + summary(zp, mode))
+                if "gcp" not in label:
+                    pooled.setdefault((mode, work_h), []).extend(zp)
+                if args.zones:
+                    for z, p in parts:
+                        print(
+                            f"      {z.trace.zone:<14} {z.instance_type:<12} " + summary([p], mode)
+                        )
+    if pooled:
+        print("== every AWS set pooled (each zone and week one zone) ==")
+        for (mode, work_h), zp in sorted(pooled.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            print(f"   {work_h:2g} h job  prior {mode:<5}  " + summary(zp, mode))
     print(f"({time.perf_counter() - t0:.1f} s)")
     return 0
+
+
+def summary(parts: list[dict[str, np.ndarray]], mode: str) -> str:
+    """Windows, realised mean, bias, abs error per window, the share inside P10-P90, under
+    P10 and over P90, and the range of the per-zone bias (mean estimate over mean realised of
+    each zone, minus 1) of one prior over ``parts`` (one per zone)."""
+    real = np.concatenate([p["real"] for p in parts])
+    m = np.concatenate([p[f"{mode}_mean"] for p in parts])
+    lo = np.concatenate([p[f"{mode}_p10"] for p in parts])
+    hi = np.concatenate([p[f"{mode}_p90"] for p in parts])
+    mae = float(np.mean(np.abs(m - real) / real))
+    bias = float(m.mean() / real.mean() - 1)
+    under = float(np.mean(real < lo - 1e-9))
+    over = float(np.mean(real > hi + 1e-9))
+    zb = [float(p[f"{mode}_mean"].mean() / p["real"].mean() - 1) for p in parts]
+    return (
+        f"windows {len(real):4d}  realised ${real.mean():6.2f}  bias {bias:+6.1%}  "
+        f"abs error {mae:5.1%}  inside {1 - under - over:5.1%} (under P10 {under:4.1%}, "
+        f"over P90 {over:5.1%})  zone bias {min(zb):+.0%}..{max(zb):+.0%}"
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from policies.model import Policy
 from policies.safeyaml import MAX_BYTES, Refusal, compose
+from provisioner.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -45,7 +46,7 @@ class PolicyIssue:
         return f"{where}: {self.field} {self.message}" if self.field else f"{where}: {self.message}"
 
 
-class PolicyError(ValueError):
+class PolicyError(InputError, ValueError):
     """A policy that cannot be used; ``issues`` lists every problem with its location."""
 
     def __init__(self, issues: list[PolicyIssue]) -> None:

@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from provisioner.errors import InputError
+
 MAX_BYTES = 1_000_000
 MAX_DEPTH = 32
 MAX_NODES = 10_000
@@ -45,7 +47,7 @@ MERGE_TAG = _TAG + "merge"
 Path = tuple[Any, ...]
 
 
-class Refusal(Exception):
+class Refusal(InputError):
     """A document broke a limit or a rule of plain data; ``line``/``column`` are 1-based."""
 
     def __init__(self, line: int, column: int, path: Path, message: str) -> None:

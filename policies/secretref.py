@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from provisioner.errors import InputError
+
 #: the accepted forms, shown in every parse error
 FORMS = (
     "accepted forms: sim:NAME | aws-sm:NAME_OR_ARN | arn:aws:secretsmanager:REGION:ACCOUNT:"
@@ -60,7 +62,7 @@ _TC_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _TC_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-class SecretRefError(ValueError):
+class SecretRefError(InputError, ValueError):
     """A secret reference that cannot be parsed: what is wrong, then the accepted forms."""
 
     def __init__(self, problem: str) -> None:

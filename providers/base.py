@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
 from provisioner.core.models import Instance, Interruption, LaunchRequest
+from provisioner.errors import CloudError
 
 log = logging.getLogger("provisioner.providers")
 
@@ -72,7 +73,7 @@ class ErrorScope(str, Enum):
         return cls.OFFER
 
 
-class ProviderError(Exception):
+class ProviderError(CloudError):
     """A classified cloud error. ``code`` is the cloud's own error code; never a credential.
     ``scope`` says how far the refusal reaches (:class:`ErrorScope`; the kind's usual one
     unless the cloud's table says otherwise)."""
@@ -94,7 +95,7 @@ class ProviderError(Exception):
         super().__init__(f"{provider or 'provider'}: {kind.value}: {code}: {self.message}")
 
 
-class ProviderUnavailable(Exception):
+class ProviderUnavailable(CloudError):
     """The provider's SDK is not installed or it is not configured."""
 
 

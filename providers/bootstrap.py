@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from policies.credentials import looks_like_credential, names_credential
 from providers.base import ErrorKind, ProviderError
 from providers.facts import cloud_facts
+from provisioner.errors import AgentError
 
 if TYPE_CHECKING:
     from provisioner.core.models import LaunchRequest, WheelLink
@@ -54,7 +55,7 @@ REFS_KEY = "secret_refs"
 SIM_USER_DATA_LIMIT = 1024 * 1024
 
 
-class BootstrapError(ValueError):
+class BootstrapError(AgentError, ValueError):
     """The spec or the options cannot be made into a safe, small enough bootstrap script."""
 
 

@@ -15,6 +15,7 @@ import json
 
 from policies.secretref import FORMS, SecretRef, SecretRefError, parse_secret_ref
 from providers.base import redact
+from provisioner.errors import CloudError
 
 __all__ = ["FORMS", "SecretError", "SecretRef", "SecretRefError", "parse_secret_ref"]
 
@@ -30,7 +31,7 @@ SERVICE = "service error"
 NOT_UTF8 = "binary value is not UTF-8"
 
 
-class SecretError(RuntimeError):
+class SecretError(CloudError, RuntimeError):
     """A read that failed. ``ref`` is the reference text (not secret), ``reason`` a short cause
     ("not found", "access denied", "no credentials", "unreachable: ..."); never a value."""
 

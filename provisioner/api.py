@@ -22,13 +22,14 @@ from typing import Any
 from policies.loader import load_policy, parse_policy
 from policies.model import Policy
 from provisioner.control.store import FINAL_STATES, Store, live_replicas
+from provisioner.errors import JobError
 
 log = logging.getLogger("provisioner")
 
 DEFAULT_PROVIDER = "sim"
 
 
-class JobFailed(RuntimeError):
+class JobFailed(JobError, RuntimeError):
     """Raised by :meth:`Job.wait` (with ``raise_on_failure``) when a job did not succeed."""
 
 

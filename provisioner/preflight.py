@@ -17,6 +17,8 @@ from importlib.machinery import all_suffixes
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provisioner.errors import InputError
+
 if TYPE_CHECKING:
     from policies.model import Policy
     from provisioner.core.catalog import Catalog
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 EXIT_BAD_INPUT, EXIT_NOTHING_ELIGIBLE = 2, 3
 
 
-class Refused(ValueError):
+class Refused(InputError, ValueError):
     """A submission refused before anything was written. ``exit_code``: the CLI's."""
 
     exit_code = EXIT_BAD_INPUT

@@ -361,11 +361,16 @@ def test_estimate_bench_prints_coverage_bias_and_error_per_job_and_prior() -> No
     code, out = _bench("--data", str(SHARED_DATA), "--sets", "gcp-04-30", "--windows", "4")
     assert code == 0, out
     assert "2 traces, bands none" in out  # the three identical us-central1 files count once
-    rows = [ln for ln in out.splitlines() if "inside P10-P90" in ln]
-    assert [r.split()[4] for r in rows] == ["new", "trace", "cross"]  # the 12 h job, each prior
+    rows = [ln for ln in out.splitlines() if "prior" in ln and "inside" in ln]
+    # the 12 h job, each prior (the GCP set is in no pooled figure)
+    assert [r.split()[4] for r in rows] == ["new", "cross", "score", "trace"]
     assert "48 h job: traces too short" in out
     for r in rows:
-        assert re.search(r"bias [+-]\d+\.\d%.*abs error +\d+\.\d%.*inside P10-P90 +\d+\.\d%", r)
+        assert re.search(
+            r"bias [+-]\d+\.\d%.*abs error +\d+\.\d%.*inside +\d+\.\d% \(under P10 +\d+\.\d%, "
+            r"over P90 +\d+\.\d%\) +zone bias [+-]\d+%\.\.[+-]\d+%",
+            r,
+        )
 
 
 def test_the_launch_estimate_is_kept_for_the_same_inputs_and_made_again_for_others(

@@ -92,6 +92,7 @@ PURE_EXCEPTIONS: dict[str, tuple[set[str], str]] = {
 #: layer of each package prefix (the longest matching prefix wins)
 LAYERS = {
     "policies": 0,
+    "provisioner.errors": 0,  # the one error tree: imports nothing of ours, below every layer
     "provisioner.core": 1,
     "providers": 2,
     "provisioner.catalog_files": 2,  # the first I/O layer: catalog files, beside the clouds

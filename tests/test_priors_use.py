@@ -138,7 +138,11 @@ def test_the_estimate_prior_refines_the_band() -> None:
     zr = for_offer(risks, _offer("us-east-1a"))
     refined = new_account_rates(">20%", zr)
     assert refined.up_h == pytest.approx(band.up_h * BAND_RISK[">20%"] / 0.025)
-    assert refined.down_h == band.down_h and "placement score 9" in refined.source
+    assert "placement score 9" in refined.source
+    # a score of 9 says the zone has spot 85% of the time: its outages are as long as that
+    # needs, and a run starts with spot with that probability
+    assert refined.p_up == pytest.approx(0.85)
+    assert refined.up_h / (refined.up_h + refined.down_h) == pytest.approx(0.85)
     from test_decide import place
 
     placements = [place(_offer("us-east-1a")), place(_offer("us-east-1b"))]

@@ -25,6 +25,7 @@ if str(REPO) not in sys.path:
 
 from policies.loader import parse_policy  # noqa: E402
 from provisioner.control.store import AttemptRow, InstanceRow, JobRow, Store  # noqa: E402
+from provisioner.control.store.outbox import Notice  # noqa: E402
 
 LEGACY_ENV = "  env:\n    WANDB_API_KEY: sk-live-do-not-render-0123456789\n"
 HOSTILE_NAME = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
@@ -234,6 +235,20 @@ class _Sample:
         }
 
 
+def _deliver(store: Store, at: datetime) -> None:
+    """The notifications just written, delivered as the daemon would: the webhook at once,
+    the email after one failed try."""
+    lease = timedelta(minutes=1)
+    for queue in store.claim_notifications("sample", at, lease):
+        for row in queue:
+            if row.target == "oncall-email":
+                error = "SMTP 421 try again later"
+                store.retry_notification(row.id, at + timedelta(seconds=10), error)
+                store.mark_notifications_sent([row.id], at + timedelta(seconds=12))
+            else:
+                store.mark_notifications_sent([row.id], at + timedelta(seconds=1))
+
+
 def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     """Write the sample jobs; returns ``{name: job id}``."""
     now = now or datetime.now(UTC).replace(microsecond=0)
@@ -260,15 +275,21 @@ def build(store: Store, now: datetime | None = None) -> dict[str, str]:
     c_final = s.checkpoint(job, notice_at + timedelta(seconds=50), 398, 1)
     pre_at = notice_at + timedelta(minutes=2)
     cost1 = s.end(job, a1, pre_at, "preempted", "Server.SpotInstanceTermination")
+    preempted = (
+        f"attempt 1 on {a1.provider}:{a1.zone} preempted (Server.SpotInstanceTermination); "
+        f"zone cooled down until {pre_at + timedelta(minutes=30):%H:%M:%S}"
+    )
     store.add_event(
         job.id,
         "preempted",
-        f"attempt 1 on {a1.provider}:{a1.zone} preempted (Server.SpotInstanceTermination); "
-        f"zone cooled down until {pre_at + timedelta(minutes=30):%H:%M:%S}",
+        preempted,
         at=pre_at,
+        # told to two targets: the webhook took it, the email was retried once, then sent
+        notify=Notice("preempted", ("ops-webhook", "oncall-email"), preempted, preempted),
         zone=a1.zone,
         instance=a1.instance_id,
     )
+    _deliver(store, pre_at)
     a2 = s.launch(
         job,
         2,

@@ -11,6 +11,9 @@
   https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-runinstances
 - ``DeleteInstances`` with ``Force=true``, up to 100 ids a call.
 - A gang's node goes into its deployment set (``DeploymentSetId``; :mod:`.placement`).
+- A reserved launch goes into its capacity reservation's private pool
+  (``PrivatePoolOptions.MatchCriteria=Target``, ``PrivatePoolOptions.Id``;
+  :mod:`.reservations`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from providers.alibaba.offers import AlibabaPricing
 from providers.alibaba.placement import AlibabaPlacement
 from providers.alibaba.priors import AlibabaPriors
 from providers.alibaba.quotas import AlibabaQuotas
+from providers.alibaba.reservations import AlibabaReservations, private_pool
 from provisioner.core.models import (
     TAG_MANAGED,
     Instance,
@@ -48,7 +52,9 @@ STATES: dict[str, InstanceState] = {
 }  # Deleted, Released, anything unknown: TERMINATED
 
 
-class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPriors, AlibabaPricing):
+class AlibabaProvider(
+    AlibabaReservations, AlibabaPlacement, AlibabaQuotas, AlibabaPriors, AlibabaPricing
+):
     """Alibaba Cloud ECS spot and pay-as-you-go instances."""
 
     def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:
@@ -58,6 +64,9 @@ class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPriors, AlibabaPri
             str(lock.get("LockReason", "")) for lock in nested(raw, "OperationLocks", "LockReason")
         ]
         market = Market.SPOT if raw.get("SpotStrategy") in SPOT_STRATEGIES else Market.ON_DEMAND
+        held = raw.get("EcsCapacityReservationAttr") or {}
+        if market is Market.ON_DEMAND and held.get("CapacityReservationId"):
+            market = Market.RESERVED  # in a capacity reservation's private pool
         # the Recycling lock is the reclaim notice: the instance runs on (its job checkpoints)
         # until ECS releases it minutes later (then it is in no list: the control loop reads
         # a spot attempt's instance gone as preempted); interruptions() reports the notice
@@ -146,6 +155,7 @@ class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPriors, AlibabaPri
 
     def _run(self, region: str, request: LaunchRequest, image: str, tags: dict[str, str]) -> str:
         offer = request.offer
+        pool = private_pool(request)  # a reserved launch: refused here when it does not fit
         models = self._models()
         req = models.RunInstancesRequest(
             region_id=region,
@@ -183,6 +193,10 @@ class AlibabaProvider(AlibabaPlacement, AlibabaQuotas, AlibabaPriors, AlibabaPri
                 req.spot_strategy = "SpotAsPriceGo"
         else:
             req.spot_strategy = "NoSpot"
+        if pool is not None:  # into the capacity reservation's private pool
+            req.private_pool_options = models.RunInstancesRequestPrivatePoolOptions(
+                match_criteria=pool[0], id=pool[1]
+            )
         client = self._client(region)
         body = self._body(self._call("RunInstances", lambda: client.run_instances(req)))
         ids = nested(body, "InstanceIdSets", "InstanceIdSet")

@@ -7,10 +7,13 @@ from providers.aws.instances import AWSInstances
 from providers.aws.placement import AWSPlacement
 from providers.aws.priors import AWSPriors
 from providers.aws.quotas import AWSQuotas
+from providers.aws.reservations import AWSReservations
 from providers.base import Provider
 
 
-class AWSProvider(AWSCommitments, AWSQuotas, AWSPriors, AWSPlacement, AWSInstances, Provider):
+class AWSProvider(
+    AWSReservations, AWSCommitments, AWSQuotas, AWSPriors, AWSPlacement, AWSInstances, Provider
+):
     """EC2 in one or more regions.
 
     ``credentials``: a dict with ``aws_access_key_id``/``aws_secret_access_key``
@@ -30,6 +33,9 @@ class AWSProvider(AWSCommitments, AWSQuotas, AWSPriors, AWSPlacement, AWSInstanc
     launch with ``fabric="efa"`` asks for one EFA per network card, as many as the type takes. ``quotas()`` reads the GPU
     families' vCPU quotas from Service Quotas (:mod:`providers.aws.quotas`); ``priors()`` the
     Spot placement scores and price volatility per zone (:mod:`providers.aws.priors`).
+    ``reservations()`` lists the capacity reservations and capacity blocks the account holds,
+    ``capacity_offerings()``/``book()`` list and buy Capacity Blocks
+    (:mod:`providers.aws.reservations`); a reserved launch targets its reservation.
     """
 
     name = "aws"

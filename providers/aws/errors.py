@@ -28,6 +28,8 @@ ERRORS = ErrorTable(
             "Unsupported",
             # the subnet of that zone has no free IP address: another zone's subnet may
             "InsufficientFreeAddressesInSubnet",
+            # the targeted capacity reservation has no instance free: another offer may
+            "ReservationCapacityExceeded",
         ),
         # BidCapBelowMinimum: a cap under EC2's smallest MaxPrice, refused before it is sent
         # PriceAboveCap: the price read before a launch with no MaxPrice is above the cap

@@ -6,6 +6,10 @@ instance and its volumes, ``ClientToken`` from (job, attempt), and IMDSv2 requir
 launching, the adapter looks for its own instance by the job/attempt tags: EC2 honours
 ``ClientToken`` but moto does not, and the tag lookup is what the reconciler relies on anyway.
 A spot interruption shows as ``StateReason.Code`` ``Server.SpotInstanceTermination``.
+A reserved launch (``Market.RESERVED``) targets its capacity reservation or capacity block
+(:func:`providers.aws.reservations.capacity_target`) and sends no spot option; an instance
+EC2 describes with a ``CapacityReservationId`` (or the ``capacity-block`` lifecycle) reads as
+reserved.
 
 A gang's node (issue 10) is found by its node tag as well, goes into the gang's placement group
 (``Placement.GroupName`` beside the zone), and with ``fabric="efa"`` gets an EFA interface
@@ -35,6 +39,7 @@ from providers._common import (
     wanted_tags,
 )
 from providers.aws.client import AWSClient, EC2Client
+from providers.aws.reservations import capacity_target
 from providers.base import ErrorKind, ProviderError
 from providers.bootstrap import user_data_for
 from provisioner.core.models import (
@@ -247,6 +252,8 @@ class AWSInstances(AWSClient):
                     },
                 }
             ]
+        # a reserved launch names its reservation (and a block's market), never a spot option
+        params.update(capacity_target(request, region))
         if request.market is Market.SPOT:
             spot: dict[str, str] = {
                 "SpotInstanceType": "one-time",
@@ -326,6 +333,10 @@ class AWSInstances(AWSClient):
         raw_state = d.get("State", {}).get("Name", "")
         preempted = reason_code in SPOT_REASONS
         spot = d.get("InstanceLifecycle") == "spot" or bool(d.get("SpotInstanceRequestId"))
+        reserved = d.get("InstanceLifecycle") == "capacity-block" or bool(
+            (d.get("CapacityReservationId") or "").strip()
+        )
+        market = Market.SPOT if spot else Market.RESERVED if reserved else Market.ON_DEMAND
         self._region_of[d["InstanceId"]] = region
         return Instance(
             id=d["InstanceId"],
@@ -333,7 +344,7 @@ class AWSInstances(AWSClient):
             region=region,
             zone=d.get("Placement", {}).get("AvailabilityZone", ""),
             instance_type=d.get("InstanceType", ""),
-            market=Market.SPOT if spot else Market.ON_DEMAND,
+            market=market,
             state=normalise_state(raw_state, STATES, preempted=preempted),
             raw_state=raw_state,
             state_reason=reason_code or reason.get("Message", ""),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from providers._errors import ErrorTable
 from providers.base import ErrorKind, ProviderError
+from provisioner.errors import CloudError
 
 ERRORS = ErrorTable(
     "azure",
@@ -75,7 +76,7 @@ def classify(exc: BaseException) -> ProviderError | None:
     return None
 
 
-class _RetailError(Exception):
+class _RetailError(CloudError):
     def __init__(self, status: int | None, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message

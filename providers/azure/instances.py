@@ -103,7 +103,11 @@ class AzureInstances(AzureClient):
             region=region,
             zone=f"{region}-{vm['zones'][0]}" if vm.get("zones") else "",
             instance_type=size,
-            market=Market.SPOT if spot else Market.ON_DEMAND,
+            market=Market.SPOT
+            if spot
+            else Market.RESERVED
+            if (props.get("capacityReservation") or {}).get("capacityReservationGroup")
+            else Market.ON_DEMAND,
             state=state,
             raw_state=raw,
             state_reason=reason,

@@ -17,6 +17,10 @@ A gang's node (``request.placement_group`` set) carries ``properties.proximityPl
 = ``{"id": <the group's ARM id>}`` (:mod:`providers.azure.placement`). An RDMA fabric
 (``request.fabric`` "infiniband"/"rdma") needs nothing more on the wire: the size carries it
 (the ND-series sizes with an ``r``, e.g. ``Standard_ND96asr_v4``).
+
+A reserved launch (``Market.RESERVED``) names its capacity reservation group in
+``properties.capacityReservation.capacityReservationGroup.id`` and goes out ``Regular``
+(:mod:`providers.azure.reservations`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 from providers._common import cap_decimal, offer_for
 from providers.azure.client import _as_dict, _zone_number
 from providers.azure.instances import AzureInstances
+from providers.azure.reservations import AzureReservations, capacity_reservation
 from providers.base import ErrorKind, ProviderError, redact
 from providers.bootstrap import user_data_for
 from provisioner.core.models import Instance, LaunchRequest, Market
@@ -55,7 +60,7 @@ def max_price(cap: float | None) -> float:
     return value
 
 
-class AzureLaunch(AzureInstances):
+class AzureLaunch(AzureReservations, AzureInstances):
     """Launch, on top of the instance operations it looks its own VMs up with."""
 
     def launch(self, request: LaunchRequest) -> Instance:
@@ -72,6 +77,7 @@ class AzureLaunch(AzureInstances):
                 "subnet_id is needed to create the NIC",
                 provider="azure",
             )
+        group = self.reserved_group_id(request)  # refused here, before anything is sent
         name = request.name
         existing = self._get_vm(name)
         if (
@@ -86,6 +92,8 @@ class AzureLaunch(AzureInstances):
         )
         nic = self._ensure_nic(name, region, request.tags)
         body = self._vm_body(request, region, nic["id"], price)
+        if group is not None:  # into the capacity reservation group
+            body["properties"]["capacityReservation"] = capacity_reservation(request, group)
         try:
             self._call(
                 "create VM",

@@ -45,6 +45,9 @@ class _Clients:
     accelerator_types: Any
     resource_policies: Any
     region_operations: Any
+    reservations: Any
+    future_reservations: Any
+    advice: Any
 
 
 class GCPClient:
@@ -72,6 +75,8 @@ class GCPClient:
         package_spec: str = "provisioner",
         pip_args: Iterable[str] = (),
         agent_preinstalled: bool = False,
+        flex_start_hours: float | None = None,
+        flex_start_wait_s: int | None = None,
     ) -> None:
         try:
             import google.auth
@@ -126,6 +131,16 @@ class GCPClient:
         if termination_action not in ("DELETE", "STOP"):
             raise ValueError("termination_action must be DELETE or STOP")
         self.termination_action = termination_action
+        if flex_start_hours is not None and not 0 < float(flex_start_hours) <= 7 * 24:
+            raise ValueError("flex_start_hours must be more than 0 and at most 168 (7 days)")
+        if flex_start_wait_s is not None and int(flex_start_wait_s) < 1:
+            raise ValueError("flex_start_wait_s must be 1 second or more")
+        #: on-demand launches go out as flex-start VMs (Dynamic Workload Scheduler) that run
+        #: at most this long; None: standard VMs
+        self.flex_start_hours = None if flex_start_hours is None else float(flex_start_hours)
+        #: how long Compute Engine may look for flex-start capacity before the insert fails
+        #: (``params.requestValidForDuration``); None: the cloud's default
+        self.flex_start_wait_s = None if flex_start_wait_s is None else int(flex_start_wait_s)
         self.retry = retry or RetryPolicy()
         self.operation_timeout = operation_timeout
         self.request_timeout = request_timeout
@@ -155,6 +170,9 @@ class GCPClient:
                     accelerator_types=compute_v1.AcceleratorTypesClient(**kw),
                     resource_policies=compute_v1.ResourcePoliciesClient(**kw),
                     region_operations=compute_v1.RegionOperationsClient(**kw),
+                    reservations=compute_v1.ReservationsClient(**kw),
+                    future_reservations=compute_v1.FutureReservationsClient(**kw),
+                    advice=compute_v1.AdviceClient(**kw),
                 )
             return self._clients
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from providers._errors import ErrorTable
 from providers.base import ErrorKind, ProviderError
+from provisioner.errors import CloudError
 
 ERRORS = ErrorTable(
     "gcp",
@@ -54,7 +55,7 @@ ERRORS = ErrorTable(
 )
 
 
-class _OperationError(Exception):
+class _OperationError(CloudError):
     def __init__(self, code: str, message: str, status: int | None) -> None:
         super().__init__(f"{code}: {message}")
         self.code, self.message, self.status = code, message, status

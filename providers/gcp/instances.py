@@ -107,13 +107,17 @@ class GCPInstances(GCPClient):
         spot = _enum_name(inst.scheduling.provisioning_model) == "SPOT" or bool(
             inst.scheduling.preemptible
         )
+        reserved = _enum_name(inst.scheduling.provisioning_model) == "RESERVATION_BOUND" or (
+            _enum_name(inst.reservation_affinity.consume_reservation_type) == "SPECIFIC_RESERVATION"
+        )
+        market = Market.SPOT if spot else Market.RESERVED if reserved else Market.ON_DEMAND
         return Instance(
             id=f"{zone}/{inst.name}",
             provider="gcp",
             region=zone.rsplit("-", 1)[0],
             zone=zone,
             instance_type=inst.machine_type.rsplit("/", 1)[-1],
-            market=Market.SPOT if spot else Market.ON_DEMAND,
+            market=market,
             state=normalise_state(raw, STATES, preempted=preempted),
             raw_state=raw,
             state_reason=PREEMPTED_OP if preempted else inst.status_message,

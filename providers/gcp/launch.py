@@ -10,6 +10,8 @@ gang's node, its node label). A gang's node names the gang's compact placement p
 ``resourcePolicies`` (:mod:`providers.gcp.placement`). With ``service_account`` set the VM runs
 as that account with the ``cloud-platform`` scope (what it may do is then its IAM roles'); the
 startup script installs ``package_spec`` with ``pip_args`` (nothing with ``agent_preinstalled``).
+A reserved launch names its reservation in ``reservationAffinity`` and a flex-start one
+(provider option ``flex_start_hours``) asks for ``FLEX_START`` (:mod:`providers.gcp.reservations`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from providers.gcp.client import REQUEST_ID_NAMESPACE, TAGS_METADATA_KEY
 from providers.gcp.gpus import accelerator_type, has_builtin_gpus
 from providers.gcp.labels import labels_for
 from providers.gcp.placement import GCPPlacement
+from providers.gcp.reservations import (
+    GCPReservations,
+    flex_start_fields,
+    reservation_affinity,
+    scheduling_for,
+)
 from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
@@ -43,7 +51,7 @@ def request_id(token: str) -> str:
     return str(uuid.uuid5(REQUEST_ID_NAMESPACE, token))
 
 
-class GCPLaunch(GCPPlacement):
+class GCPLaunch(GCPReservations, GCPPlacement):
     """Launch, on top of the instance operations it looks its own instances up with (and the
     placement policies a gang's nodes join)."""
 
@@ -144,7 +152,10 @@ class GCPLaunch(GCPPlacement):
         tags = request.tags
         spot = request.market is Market.SPOT
         scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE"}
-        if spot:
+        special = scheduling_for(request, self.flex_start_hours)  # reserved or flex-start
+        if special is not None:
+            scheduling = special
+        elif spot:
             scheduling.update(
                 provisioning_model="SPOT",
                 instance_termination_action=self.termination_action,
@@ -193,6 +204,10 @@ class GCPLaunch(GCPPlacement):
                     "accelerator_count": offer.gpu_count,
                 }
             ]
+        if request.reservation is not None:
+            body["reservation_affinity"] = reservation_affinity(request.reservation)
+        elif scheduling.get("provisioning_model") == "FLEX_START":
+            body.update(flex_start_fields(self.flex_start_wait_s))
         if request.placement_group:
             body["resource_policies"] = [self._policy_for(request.placement_group, zone)]
         if self.service_account:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.base import ErrorKind, ProviderError
+from provisioner.errors import CloudError
 
 START_TIMEOUT_S = 20.0
 #: a process id: a sim server started while it is set exits (terminating its instances) once
@@ -28,7 +29,7 @@ START_TIMEOUT_S = 20.0
 ENV_OWNER = "PROVISIONER_SIM_OWNER_PID"
 
 
-class SimUnreachable(Exception):
+class SimUnreachable(CloudError):
     """The server did not answer (not running, or just died)."""
 
 

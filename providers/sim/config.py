@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from provisioner.core.rebalance import RebalanceModel
+from provisioner.errors import CloudError
 
 
-class SimError(Exception):
+class SimError(CloudError):
     """An API error in the mimicked cloud's words: HTTP status, kind (ErrorKind value), code."""
 
     def __init__(self, status: int, kind: str, code: str, message: str) -> None:

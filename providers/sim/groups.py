@@ -17,9 +17,10 @@ from typing import Any
 
 from providers.sim.records import atomic_json
 from provisioner.core.models import TAG_JOB, TAG_NODE, TAG_NODES
+from provisioner.errors import CloudError
 
 
-class GroupError(Exception):
+class GroupError(CloudError):
     def __init__(self, status: int, kind: str, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.kind, self.code = status, kind, code

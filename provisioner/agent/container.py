@@ -26,10 +26,12 @@ import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from provisioner.errors import AgentError
+
 ENGINES = ("docker", "podman")
 
 
-class NoEngine(RuntimeError):
+class NoEngine(AgentError, RuntimeError):
     pass
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from provisioner.agent.notices import Notice
 from provisioner.agent.store import CheckpointStore
 from provisioner.core.timefmt import parse_time
+from provisioner.errors import AgentError
 
 log = logging.getLogger("provisioner.agent")
 
@@ -39,7 +40,7 @@ EXIT_PEER_LOST = 75
 RENDEZVOUS_TIMEOUT_S = 900.0
 
 
-class RendezvousError(RuntimeError):
+class RendezvousError(AgentError, RuntimeError):
     """Node 0 never announced itself (or the agent was told to stop while waiting)."""
 
 

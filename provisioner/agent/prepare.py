@@ -39,6 +39,7 @@ from provisioner.agent.logship import LogShipper, open_pipe
 from provisioner.agent.procs import child_preexec, stop_group
 from provisioner.agent.spec import AgentSpec
 from provisioner.core import jobenv
+from provisioner.errors import AgentError
 
 log = logging.getLogger("provisioner.agent")
 
@@ -46,7 +47,7 @@ log = logging.getLogger("provisioner.agent")
 ENGINE_STEP_S = 1800.0
 
 
-class SetupFailed(Exception):
+class SetupFailed(AgentError):
     """A step before the job failed; ``stage`` is code, secrets, image or setup."""
 
     def __init__(
@@ -82,7 +83,7 @@ class SetupFailed(Exception):
         }
 
 
-class Stopped(Exception):
+class Stopped(AgentError):
     """The agent was told to stop (the VM is going) while preparing."""
 
 

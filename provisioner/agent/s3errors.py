@@ -12,11 +12,12 @@ import errno
 from collections.abc import Iterator
 
 from providers.base import redact
+from provisioner.errors import StoreError
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
 
-class ObjectStoreError(OSError):
+class ObjectStoreError(StoreError, OSError):
     """An object store request failed; the message says what to do."""
 
     code = ""  # S3's error code

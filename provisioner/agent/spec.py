@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from providers.facts import cloud_facts, known_clouds
+from provisioner.errors import AgentError
 
 if TYPE_CHECKING:
     from policies.model import Policy
@@ -35,7 +36,7 @@ SPEC_VERSION = 1
 CLOUDS = known_clouds()
 
 
-class SpecError(ValueError):
+class SpecError(AgentError, ValueError):
     """A job spec that cannot be used; the message says which field and why."""
 
 

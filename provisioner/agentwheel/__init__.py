@@ -23,12 +23,13 @@ extra's SDKs and the other dependencies still come from the VM's index (``pip_ar
 from __future__ import annotations
 
 from provisioner.core.models import WheelLink
+from provisioner.errors import AgentError
 
 #: where wheels go in a checkpoint store: ``<checkpoint_uri>/.provisioner/wheels/<sha256>/``
 WHEELS_DIR = ".provisioner/wheels"
 
 
-class WheelError(ValueError):
+class WheelError(AgentError, ValueError):
     """The running provisioner cannot be made into a wheel, stored, or linked to; the message
     says why and what to do instead (``package_spec``, ``agent_preinstalled``)."""
 

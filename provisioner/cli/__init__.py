@@ -26,6 +26,28 @@ EXIT_UNMEETABLE = 6
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away
 
+#: The one table from an error to the CLI's exit code, by the families of the error tree
+#: (``provisioner.errors``): the first class along the exception's MRO named here wins, so a
+#: class listed beside its family overrides it; an error outside every family listed is 1. Names,
+#: not classes, so the table imports nothing (``tests/test_errors.py`` resolves each one).
+#: The job store's database errors (SQLAlchemy's, sqlite3's) are 2 beside it.
+EXIT_CODES: dict[str, int] = {
+    "provisioner.errors.InputError": EXIT_BAD_INPUT,
+    "provisioner.preflight.NothingEligible": EXIT_NOTHING_ELIGIBLE,
+    "provisioner.errors.CloudError": EXIT_PROVIDER,
+    "provisioner.errors.JobError": EXIT_JOB_FAILED,
+}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code :data:`EXIT_CODES` gives ``exc`` (1 when no class of it is listed)."""
+    for cls in type(exc).__mro__:
+        code = EXIT_CODES.get(f"{cls.__module__}.{cls.__qualname__}")
+        if code is not None:
+            return code
+    return EXIT_ERROR
+
+
 # name -> (module, attribute, one-line help). Add a command by adding a line here.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("provisioner.cli.plan_cmd", "plan", "Rank eligible GPU offers for a policy."),
@@ -45,6 +67,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "provisioner.cli.priors_cmd",
         "priors",
         "What each cloud says of its zones' spot capacity, as last read (--refresh reads it).",
+    ),
+    "reserve": (
+        "provisioner.cli.reserve_cmd",
+        "reserve",
+        "GPU capacity bookable for a date range (AWS Capacity Blocks), priced; buys with --yes.",
     ),
     "up": ("provisioner.cli.up_cmd", "up", "Submit a job and supervise it through interruptions."),
     "jobs": ("provisioner.cli.jobs_cmd", "jobs", "List jobs."),
@@ -159,9 +186,10 @@ def cli(ctx: click.Context, verbose: int) -> None:
 
 
 def report_unhandled(exc: BaseException, verbose: int = 0) -> int:
-    """Print what went wrong in one line (stderr) and return the exit code for it: 2 for a
-    policy or a store that cannot be used as given (a directory, read-only, not a database),
-    4 for a provider's refusal, 1 for anything else."""
+    """Print what went wrong in one line (stderr) and return the exit code for it, from
+    :data:`EXIT_CODES` (2 bad input, 3 nothing eligible, 4 a cloud's refusal, 5 a failed job);
+    2 for a store that cannot be used as given (a directory, read-only, not a database); 1 for
+    anything else, said as unexpected."""
     import traceback
 
     from provisioner.console import error
@@ -173,7 +201,7 @@ def report_unhandled(exc: BaseException, verbose: int = 0) -> int:
     if isinstance(exc, PolicyError):
         for issue in exc.issues:
             error(str(issue))
-        return EXIT_BAD_INPUT
+        return exit_code_for(exc)
     store_problem = _store_problem(exc)
     if store_problem is not None:
         error(
@@ -181,11 +209,12 @@ def report_unhandled(exc: BaseException, verbose: int = 0) -> int:
             "a writable SQLite file or a reachable PostgreSQL database)"
         )
         return EXIT_BAD_INPUT
-    from providers.base import ProviderError, redact
+    from providers.base import redact
 
-    if isinstance(exc, ProviderError):
+    code = exit_code_for(exc)
+    if code != EXIT_ERROR:
         error(redact(str(exc)))
-        return EXIT_PROVIDER
+        return code
     hint = "" if verbose >= 2 else " (run with -vv for the traceback)"
     error(f"unexpected error: {type(exc).__name__}: {redact(str(exc))[:500]}{hint}")
     return EXIT_ERROR

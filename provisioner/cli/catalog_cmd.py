@@ -138,7 +138,7 @@ def refresh(
     """
     from providers.base import ProviderError, ProviderUnavailable, get
     from providers.capabilities import Commitments, LivePrices
-    from provisioner.cli import EXIT_PROVIDER
+    from provisioner.cli import EXIT_PROVIDER, exit_code_for
     from provisioner.cli.checks import check_provider
     from provisioner.cli.common import fail
     from provisioner.cli.jobs_cmd import _store
@@ -171,7 +171,7 @@ def refresh(
                 live = prov.commitment_prices(list(regions) or None)
                 rows = [c for c in (q.as_commitment() for q in live) if c is not None]
     except ProviderError as exc:
-        fail(str(exc), EXIT_PROVIDER)
+        fail(str(exc), exit_code_for(exc))
     finally:
         prov.close()
     written: int | None = None

@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 import click
 
-from provisioner.cli import EXIT_BAD_INPUT
+from provisioner.cli import EXIT_BAD_INPUT, exit_code_for
 from provisioner.console import error
 
 
@@ -33,7 +33,7 @@ def load_catalog_or_exit(paths: tuple[str, ...], provider: str | None = None) ->
     try:
         return load_catalog(*paths, provider=provider)
     except CatalogError as exc:
-        fail(str(exc))
+        fail(str(exc), exit_code_for(exc))
 
 
 def print_json(doc: Any) -> None:

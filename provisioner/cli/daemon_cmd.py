@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from provisioner.cli import EXIT_BAD_INPUT
+from provisioner.cli import EXIT_BAD_INPUT, exit_code_for
 
 
 @click.command()
@@ -58,5 +58,5 @@ def daemon(
         raise SystemExit(EXIT_BAD_INPUT) from None
     except TargetsError as exc:  # the notification targets' file
         error(str(exc))
-        raise SystemExit(EXIT_BAD_INPUT) from None
+        raise SystemExit(exit_code_for(exc)) from None
     raise SystemExit(d.run())

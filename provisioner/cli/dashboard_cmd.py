@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from provisioner.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from provisioner.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, exit_code_for
 from provisioner.cli.common import json_option
 
 
@@ -80,7 +80,7 @@ def dashboard(
         server.bind()
     except DashboardError as exc:
         error(str(exc))
-        raise SystemExit(EXIT_BAD_INPUT) from None
+        raise SystemExit(exit_code_for(exc)) from None
     if as_json:  # one line, flushed: a script reads it and goes on
         click.echo(json.dumps({"url": server.url, "store": redacted_url(store.url)}))
         sys.stdout.flush()

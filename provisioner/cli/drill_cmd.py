@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,12 @@ PROVIDERS = ("sim", "aws", "gcp", "azure", "alibaba", "tencent")
 )
 @click.option("--policy", "policy_path", help="A policy whose rules the drill's job keeps.")
 @click.option("--region", help="Only this region.")
-@click.option("--gpu", help="Only this GPU (default: the cheapest spot GPU the cloud has).")
+@click.option(
+    "--gpu",
+    help="Only this GPU (default: the cheapest spot GPU the cloud has); `none`: a small CPU "
+    "instance type with spot instead (m5.large, e2-standard-2, Standard_D2s_v3, ecs.g6.large, "
+    "S5.MEDIUM4).",
+)
 @click.option(
     "--checkpoint-uri",
     help="Where checkpoints go (s3://, gs://, az://, or a shared file://); required on a cloud "
@@ -94,16 +98,11 @@ def drill(
     if not provider:
         fail("--provider is required: sim, aws, gcp, azure, alibaba or tencent")
     if dry_run:
-        raise SystemExit(_dry_run(provider, checkpoint_uri, region, as_json))
+        raise SystemExit(_dry_run(provider, checkpoint_uri, region, gpu, mimic, as_json))
     if max_cost is None:
         fail("--max-cost USD is required: the most the drill may spend (e.g. --max-cost 1)")
     if max_cost <= 0:
         fail(f"--max-cost must be more than 0 (got {max_cost:g})")
-    if gpu and gpu.lower() == "none":
-        fail(
-            "--gpu none (a CPU-only drill) is not supported: the catalog holds GPU offers only; "
-            "leave --gpu out for the cheapest spot GPU"
-        )
     uri = checkpoint_uri or _policy_uri(policy_path)
     if provider != "sim" and not uri:
         fail(
@@ -147,15 +146,8 @@ def _run(target: Any, report_path: str | None, as_json: bool) -> int:
     def say(message: str) -> None:
         out.print(message, markup=False, highlight=False)
 
-    def on_term(_sig: int, _frm: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        drill_run = Drill(target, ledger, say=say)
-        report = drill_run.run()
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    drill_run = Drill(target, ledger, say=say)  # Ctrl-C and SIGTERM stop it (cleaned up)
+    report = drill_run.run()
     path = Path(report_path) if report_path else ledger.directory / "report.json"
     path.write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     if as_json:
@@ -203,15 +195,37 @@ def _table(report: Any, out: Any) -> None:
         out.print(f"left behind: {line}", markup=False, highlight=False)
 
 
-def _dry_run(provider: str, uri: str | None, region: str | None, as_json: bool) -> int:
+def _dry_run(
+    provider: str,
+    uri: str | None,
+    region: str | None,
+    gpu: str | None,
+    mimic: str,
+    as_json: bool,
+) -> int:
+    from provisioner.drill.cpu import cpu_type, is_cpu
     from provisioner.drill.permissions import bucket_of, grants
 
     g = grants(provider, bucket_of(uri))
+    cloud = mimic if provider == "sim" else provider
+    cpu = cpu_type(cloud) if is_cpu(gpu) else None
+    if cpu is not None:
+        instance = cpu.describe()
+        if region and region != cpu.region:
+            instance += f"; launched in {region} (the figures are {cpu.region}'s)"
+    elif gpu:
+        instance = f"the cheapest spot offer with one {gpu} under the drill's price cap"
+    else:
+        instance = "the cheapest spot GPU offer under the drill's price cap"
     if as_json:
-        print_json(g.to_json() | {"region": region})
+        extra: dict[str, Any] = {"region": region, "instance": instance}
+        if cpu is not None:
+            extra["instance_type"] = cpu.instance_type
+        print_json(g.to_json() | extra)
         return EXIT_OK
     echo = click.echo
     echo(f"provisioner drill --provider {provider}: nothing is done (--dry-run)")
+    echo(f"instance: {instance}")
     echo(f"interruption: {g.interruption}")
     echo("")
     echo("API calls, in order (who: call -- why):")

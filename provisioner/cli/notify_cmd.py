@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import click
 
-from provisioner.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROVIDER
+from provisioner.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROVIDER, exit_code_for
 from provisioner.cli.common import fail, json_option, print_json
 
 #: where the systemd unit's daemon reads its configuration
@@ -52,7 +52,7 @@ def test(config_path: str | None, only: tuple[str, ...], as_json: bool) -> None:
             error(str(issue))
         raise SystemExit(EXIT_BAD_INPUT) from None
     except TargetsError as exc:
-        fail(str(exc))
+        fail(str(exc), exit_code_for(exc))
     listed = dict(book.listed())
     if not listed:
         fail(

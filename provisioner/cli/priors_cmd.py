@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from provisioner.cli import EXIT_OK, EXIT_PROVIDER
+from provisioner.cli import EXIT_OK, exit_code_for
 from provisioner.cli.common import fail, json_option, print_json
 
 #: the clouds that publish no availability figures (docs/clouds.md#availability-priors)
@@ -123,7 +123,7 @@ def _refresh(
         try:
             rows = prov.priors(where or None, types)
         except ProviderError as exc:
-            fail(str(exc), EXIT_PROVIDER)
+            fail(str(exc), exit_code_for(exc))
         except ProviderUnavailable as exc:
             fail(str(exc))
     finally:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from provisioner.cli import EXIT_OK, EXIT_PROVIDER
+from provisioner.cli import EXIT_OK, EXIT_PROVIDER, exit_code_for
 from provisioner.cli.common import fail, json_option, print_json
 from provisioner.core.quotas import FROM_CLOUD, FROM_COUNT, FROM_LAUNCH, FROM_LIMIT, SOURCES
 
@@ -103,7 +103,7 @@ def _refresh(
         try:
             rows = prov.quotas(list(regions) or None)
         except ProviderError as exc:
-            fail(str(exc), EXIT_PROVIDER)
+            fail(str(exc), exit_code_for(exc))
     finally:
         prov.close()
     _store(url, create=True).save_quotas(rows, replace=provider_name)

@@ -29,6 +29,7 @@ PLAN_COLUMNS = [
     ("RTT ms", "right"),
     ("est h", "right"),
     ("est USD", "right"),
+    ("±", "right"),
     ("P10-P90 USD", "right"),
     ("miss", "right"),
     ("TFLOPS/USD", "right"),
@@ -42,6 +43,7 @@ PLAN_KEEP = frozenset({"#", "provider", "region/zone", "instance", "market", "US
 PLAN_DROP_ORDER = (
     "TFLOPS/USD",
     "P10-P90 USD",
+    "±",
     "band",
     "RTT ms",
     "cap USD/h",
@@ -52,13 +54,38 @@ PLAN_DROP_ORDER = (
 
 
 def _est_cells(pl: Placement) -> list[str]:
-    """Expected cost (the interruption-aware estimate, else hours x price), its P10-P90 and
-    the chance of missing the deadline."""
+    """Expected cost (the interruption-aware estimate, else hours x price), how sure it is
+    (the measured error per job of its prior), its P10-P90 and the chance of missing the
+    deadline."""
     e = pl.estimate
     if e is None:
-        return ["-" if pl.est_job_cost is None else f"{pl.est_job_cost:,.2f}", "-", "-"]
+        return ["-" if pl.est_job_cost is None else f"{pl.est_job_cost:,.2f}", "-", "-", "-"]
     miss = "-" if e.p_miss_deadline is None else f"{e.p_miss_deadline:.0%}"
-    return [f"{e.mean_usd:,.2f}", f"{e.p10_usd:,.2f}-{e.p90_usd:,.2f}", miss]
+    sure = "-" if e.error is None else f"±{e.error:.0%}"
+    return [f"{e.mean_usd:,.2f}", sure, f"{e.p10_usd:,.2f}-{e.p90_usd:,.2f}", miss]
+
+
+def _sureness_note(plan: Plan) -> str | None:
+    """How far off est USD is per job, by the priors of the placements shown (measured on
+    recorded traces, docs/money.md)."""
+    seen: dict[str, set[float]] = {}
+    for pl in plan.placements:
+        e = pl.estimate
+        if e is None or e.error is None:
+            continue
+        if "history" in e.prior or e.prior == "trace":
+            kind = "recorded history"
+        elif "placement score" in e.prior:
+            kind = "placement score"
+        else:
+            kind = "band"
+        seen.setdefault(kind, set()).add(e.error)
+    if not seen:
+        return None
+    parts = ", ".join(
+        f"{kind} " + "/".join(f"±{err:.0%}" for err in sorted(errs)) for kind, errs in seen.items()
+    )
+    return f"±: est USD's mean error per job, measured on recorded traces ({parts})"
 
 
 def render_plan(plan: Plan, catalog: Catalog) -> None:
@@ -125,6 +152,9 @@ def render_plan(plan: Plan, catalog: Catalog) -> None:
                 "est USD: expected cost with interruptions, restarts and on-demand fallback "
                 "(P10-P90 over simulated runs); miss: chance of missing the deadline"
             )
+            sure = _sureness_note(plan)
+            if sure:
+                out.line(sure)
         for note in billing_notes({pl.offer.provider for pl in plan.placements}):
             out.line(("currency:", ("yellow",)), f" {note}")
         for pl in plan.placements:  # where probes measured the type (plan --measured)

@@ -16,6 +16,7 @@ from provisioner.cli import (
     EXIT_JOB_FAILED,
     EXIT_NOTHING_ELIGIBLE,
     EXIT_OK,
+    exit_code_for,
 )
 from provisioner.cli.common import fail, json_option, load_policy_or_exit, print_json
 from provisioner.cli.jobs_cmd import _store, job_summary, store_option
@@ -86,7 +87,7 @@ def up(
         error(str(exc))  # which rule refused the offers, and what to change
         raise SystemExit(EXIT_NOTHING_ELIGIBLE) from None
     except Refused as exc:
-        fail(str(exc))
+        fail(str(exc), exit_code_for(exc))
     store = _store(store_url, create=True)
     job_id = _submit(submit, policy_path, provider, given, store, as_json)
     job = Job(store, job_id)

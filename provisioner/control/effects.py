@@ -30,6 +30,8 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from provisioner.errors import ControlError
+
 log = logging.getLogger("provisioner.control.effects")
 
 T = TypeVar("T")
@@ -44,7 +46,7 @@ SLOW_AFTER_S = 10.0
 WORKERS = 16
 
 
-class Pending(Exception):
+class Pending(ControlError):
     """A call the pass could not wait for: its job's pass goes on without the answer (or,
     where it cannot, stops here for this pass and takes it up again next pass)."""
 

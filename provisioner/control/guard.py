@@ -13,9 +13,10 @@ from policies.model import Policy
 from provisioner.core.models import Placement
 from provisioner.core.rules import hourly_cost, launch_violation
 from provisioner.core.views import MIN_STEP_S
+from provisioner.errors import ControlError
 
 
-class GuardViolation(RuntimeError):
+class GuardViolation(ControlError, RuntimeError):
     """A launch that would break a money or residency rule: a bug upstream, never sent."""
 
 

@@ -31,6 +31,7 @@ from provisioner.core.models import Instance
 from provisioner.core.states import AttemptState, Cause, check_attempt
 from provisioner.core.timefmt import utc
 from provisioner.core.views import BOOT_S, CHANGEOVER_H, cooldowns_in_force
+from provisioner.errors import ControlError
 
 if TYPE_CHECKING:
     from provisioner.core.planner import Plan
@@ -103,7 +104,7 @@ def phase_of(job_id: str) -> float:
     return (zlib.crc32(job_id.encode()) % 10_000) / 10_000.0
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(ControlError, RuntimeError):
     """Another replica holds the job now: this one must not act on it."""
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from policies.gpus import canonical_gpu
 from provisioner.core.models import Offer
+from provisioner.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,7 +58,7 @@ BANDS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 BAND_RISK = {"<5%": 0.025, "5-10%": 0.075, "10-15%": 0.125, "15-20%": 0.175, ">20%": 0.25}
 
 
-class CatalogError(ValueError):
+class CatalogError(InputError, ValueError):
     """A catalog file that cannot be read; the message names the file and line."""
 
 

@@ -195,6 +195,9 @@ class CostEstimate:
     on_demand_usd: float = 0.0
     samples: int = 0  # simulated runs behind the figures (0: computed exactly)
     prior: str = ""  # where the interruption rates came from (band, default, trace)
+    # how sure: the mean absolute error of ``mean_usd`` per job measured for this prior on
+    # recorded traces, held out (a fraction; None: not measured, e.g. on-demand, exact)
+    error: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

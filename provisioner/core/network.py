@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies.model import Interconnect
+from provisioner.errors import InputError
 
 COLUMNS = (
     "provider",
@@ -48,7 +49,7 @@ def spread_only_why(provider: str) -> str:
 INTRA = ("nvswitch", "nvlink", "pcie", "")
 
 
-class NetworkFileError(ValueError):
+class NetworkFileError(InputError, ValueError):
     """A network facts file that cannot be read; the message names the file and line."""
 
 

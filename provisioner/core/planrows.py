@@ -16,12 +16,13 @@ from provisioner.core.models import Market
 from provisioner.core.network import interconnect_violation
 from provisioner.core.regions import estimate_rtt_ms, great_circle_km, regions
 from provisioner.core.rules import residency_violation
+from provisioner.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-class PlanError(ValueError):
+class PlanError(InputError, ValueError):
     """The policy cannot be planned as written (e.g. an unknown GPU name)."""
 
 

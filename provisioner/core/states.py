@@ -18,6 +18,8 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from provisioner.errors import ControlError
+
 
 class _Named(str, enum.Enum):
     def __str__(self) -> str:
@@ -235,7 +237,7 @@ ATTEMPT_TRANSITIONS: frozenset[tuple[AttemptState, AttemptState, Cause]] = froze
 )
 
 
-class TransitionError(ValueError):
+class TransitionError(ControlError, ValueError):
     """A state change the table does not allow (a bug in the caller, never the user's)."""
 
 

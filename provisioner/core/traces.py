@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from provisioner.core.timefmt import parse_time
+from provisioner.errors import InputError
 
 
-class TraceError(ValueError):
+class TraceError(InputError, ValueError):
     """A trace file that cannot be read; the message names the file (and line for CSV)."""
 
 

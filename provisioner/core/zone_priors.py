@@ -17,7 +17,10 @@ Advisor bands (:data:`provisioner.core.catalog.BAND_RISK`) that the planner's in
 preference and the estimate's priors already use. A placement score is a fulfilment
 likelihood, not an interruption rate: it maps onto the bands by its fifths (9-10 as ``<5%``
 ... 1-2 as ``>20%``), the scale on which a score of 5-6 sits at the planner's default risk.
-A zone's price volatility alone sets no risk; it raises the zone's risk by up to half.
+A zone's price volatility alone sets no risk; it raises the zone's risk by up to half. A
+placement score also says how much of the time the zone has capacity (:func:`score_share`),
+which the estimate's prior uses for the zone's outages and its state now
+(:func:`provisioner.simulate.priors.new_account_rates`).
 :func:`zone_risks` folds a set of priors into one risk per (provider, zone or region, type);
 a zone with no prior keeps what it had (its offer's band, else the default), so nothing
 changes where no prior is known.
@@ -125,6 +128,9 @@ class ZoneRisk:
     risk: float | None  # None: only a volatility is known (it scales the zone's own risk)
     factor: float  # what the price volatility multiplies the risk by (1.0: none known)
     source: str
+    # the share of the time the zone has spot capacity, as its placement scores say (a score
+    # of s out of 10: (s - 0.5) / 10); None: no score known
+    up_share: float | None = None
 
     def apply(self, base: float) -> float:
         return (base if self.risk is None else self.risk) * self.factor
@@ -136,22 +142,35 @@ def zone_risks(priors: Iterable[ZonePrior]) -> dict[Key, ZoneRisk]:
     risks: dict[Key, list[float]] = {}
     factor: dict[Key, float] = {}
     names: dict[Key, list[str]] = {}
+    shares: dict[Key, list[float]] = {}
     for p in priors:
         key = (p.provider, p.location, p.instance_type)
         names.setdefault(key, []).append(describe(p))
         if p.kind == PRICE_VOLATILITY:
             factor[key] = 1.0 + min(max(p.value, 0.0), VOLATILITY_CAP)
             continue
+        if p.kind == PLACEMENT_SCORE:
+            shares.setdefault(key, []).append(score_share(p.value))
         r = risk(p)
         if r is not None:
             risks.setdefault(key, []).append(r)
     out: dict[Key, ZoneRisk] = {}
     for key, labels in names.items():
         rs = risks.get(key)
+        up = shares.get(key)
         out[key] = ZoneRisk(
-            None if not rs else sum(rs) / len(rs), factor.get(key, 1.0), ", ".join(labels)
+            None if not rs else sum(rs) / len(rs),
+            factor.get(key, 1.0),
+            ", ".join(labels),
+            None if not up else sum(up) / len(up),
         )
     return out
+
+
+def score_share(score: float) -> float:
+    """A placement score (1-10) as the share of the time the zone has spot capacity: the
+    middle of its tenth, (s - 0.5) / 10 (a score is how likely a request is fulfilled now)."""
+    return (min(max(float(score), 1.0), 10.0) - 0.5) / 10.0
 
 
 def for_offer(risks: Mapping[Key, ZoneRisk], offer: Offer) -> ZoneRisk | None:

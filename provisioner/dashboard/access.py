@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import ipaddress
 
+from provisioner.errors import InputError
+
 MIN_TOKEN_CHARS = 16
 
 
-class DashboardError(ValueError):
+class DashboardError(InputError, ValueError):
     """The dashboard cannot be served as configured (says what to change)."""
 
 

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode
 
 from provisioner.control.store import Store
 from provisioner.dashboard.access import is_loopback
+from provisioner.errors import InputError
 
 log = logging.getLogger("provisioner.dashboard")
 
@@ -84,7 +85,7 @@ def to_json(doc: Any) -> bytes:
     return json.dumps(doc, default=_json_default, separators=(",", ":")).encode("utf-8")
 
 
-class BadRequest(ValueError):
+class BadRequest(InputError, ValueError):
     pass
 
 

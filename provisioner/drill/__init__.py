@@ -6,6 +6,8 @@
 - :mod:`provisioner.drill.interrupters`: per cloud, how the interruption is triggered
 - :mod:`provisioner.drill.ledger`: what the drill made, on disk, for ``--cleanup`` after a kill
 - :mod:`provisioner.drill.runner`: the run (submit, supervise, interrupt, watch each step)
+- :mod:`provisioner.drill.cpu`: ``--gpu none``: one small CPU spot type per cloud, placed by
+  the drill's own controller
 - :mod:`provisioner.drill.cleanup`: deleting everything the ledger names
 - :mod:`provisioner.drill.permissions`: ``--dry-run``: the API calls in order and the
   permissions the caller and the VM need

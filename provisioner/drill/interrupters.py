@@ -267,7 +267,7 @@ class SubstituteNotice(Interrupter):
         self.api = f"substitute: a {cloud} notice served from the store, then TerminateInstances"
         self.deadline: datetime | None = None
         self.terminated = False
-        self.attempt = 1  # the attempt whose agent reads the notice (the drill's first)
+        self.attempt = 1  # the attempt whose agent reads the notice (the drill's first launched)
 
     def interrupt(self, instance_id: str, zone: str) -> dict[str, Any]:
         from provisioner.agent.store import CheckpointStore

@@ -23,17 +23,18 @@ from typing import Any
 import yaml
 
 from provisioner.drill.cleanup import clean
-from provisioner.drill.interrupters import Interrupter, interrupter_for
+from provisioner.drill.interrupters import Interrupter, SubstituteNotice, interrupter_for
 from provisioner.drill.job import expected_result
 from provisioner.drill.ledger import Ledger
 from provisioner.drill.steps import DrillReport, StepName
 from provisioner.drill.target import DrillTarget, policy_doc, sim_options
+from provisioner.errors import DrillError
 
 Say = Callable[[str], None]
 ProviderFactory = Callable[[str, dict[str, Any]], Any]
 
 
-class DrillStopped(Exception):
+class DrillStopped(DrillError):
     """The drill cannot go on (the job ended early, a step failed, the time limit passed)."""
 
 
@@ -46,6 +47,29 @@ class Watch:
     notice_event: Any = None
     checkpoint: str | None = None
     wire: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _stoppable(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the drill: the handler sets ``stop`` and raises
+    KeyboardInterrupt. The event is what the drill's loop checks too: a KeyboardInterrupt
+    raised where Python cannot pass it on (a finalizer or a callback run by the garbage
+    collector, which only prints "Exception ignored") would otherwise be lost and the drill
+    would run to its end. Main thread only, where signal handlers can be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_sig: int, _frame: Any) -> None:
+        stop.set()
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 @contextlib.contextmanager
@@ -77,7 +101,7 @@ def prepare(target: DrillTarget, drill_id: str | None = None) -> Ledger:
     if target.provider == "sim":
         options = sim_options(target, directory)
     elif target.region:
-        options.setdefault("region", target.region)
+        _set_region(options, target.provider, target.region)
     return Ledger.create(
         target.state_dir,
         drill_id=drill_id,
@@ -90,13 +114,34 @@ def prepare(target: DrillTarget, drill_id: str | None = None) -> Ledger:
     )
 
 
+#: the options naming where a provider works: GCP and Azure take ``regions`` (or zones,
+#: ``location``), not ``region``
+_WHERE = ("region", "regions", "zones", "location", "locations")
+
+
+def _set_region(options: dict[str, Any], provider: str, region: str) -> None:
+    """``--region`` as the provider's own option, unless the user's options already say where."""
+    if any(options.get(k) for k in _WHERE):
+        return
+    if provider in ("gcp", "azure"):
+        options["regions"] = [region]
+    else:
+        options["region"] = region
+
+
 def write_policy(target: DrillTarget, ledger: Ledger) -> Path:
     user = None
     if target.policy_path:
         user = yaml.safe_load(Path(target.policy_path).read_text(encoding="utf-8")) or {}
     doc = policy_doc(target, ledger.checkpoint_uri, user)
     path = ledger.directory / "policy.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    head = ""
+    if target.cpu:
+        head = (
+            "# --gpu none: the drill places this job on its own CPU offers\n"
+            "# (provisioner/drill/cpu.py), not on `resources` below\n"
+        )
+    path.write_text(head + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return path
 
 
@@ -125,6 +170,8 @@ class Drill:
         self._interrupter = interrupter
         self.pass_interval_s = pass_interval_s
         self.report = DrillReport(ledger.drill_id, target.provider, ledger.region, ledger.job_id)
+        #: set by Ctrl-C or SIGTERM (see _stoppable)
+        self.stop_requested = threading.Event()
         self.started = clock()
         self.seen = Watch()
         self.provider: Any = None
@@ -153,9 +200,10 @@ class Drill:
 
         store: Any = None
         try:
-            store = Store(self.ledger.store_url)
-            self._submit(store)
-            self._supervise(store)
+            with _stoppable(self.stop_requested):
+                store = Store(self.ledger.store_url)
+                self._submit(store)
+                self._supervise(store)
         except DrillStopped as exc:
             self.report.stopped = str(exc)
         except Refused as exc:
@@ -201,6 +249,8 @@ class Drill:
         from provisioner.api import submit
 
         policy = write_policy(self.target, self.ledger)
+        if self.target.cpu:
+            self._cpu_offers_or_refuse()
         self.say(
             f"drill {self.ledger.drill_id}: job {self.ledger.job_id} on {self.target.provider}"
         )
@@ -211,12 +261,25 @@ class Drill:
             provider_defaults=self.target.provider != "sim",
             store=store,
             job_id=self.ledger.job_id,
-            check=self.catalog is None,
+            check=self.catalog is None and not self.target.cpu,
         )
         row = store.job(self.ledger.job_id)
         if row is not None and row.provider_options:
             self.ledger.provider_options = dict(row.provider_options)
             self.ledger.save()
+
+    def _cpu_offers_or_refuse(self) -> list[Any]:
+        """``--gpu none``: the drill's CPU offers; NothingEligible when none fits the cap."""
+        from provisioner.drill.cpu import cpu_offers, cpu_plan
+        from provisioner.preflight import NothingEligible
+
+        t = self.target
+        offers = cpu_offers(t.cloud, t.region)
+        plan = cpu_plan(None, offers, t.bid_cap(), frozenset())
+        if not plan.placements:
+            why = "; ".join(x for r in plan.rejections.values() for x in r.examples)
+            raise NothingEligible(f"nothing eligible: no CPU spot offer under the cap: {why}", plan)
+        return offers
 
     def _supervise(self, store: Any) -> None:
         from provisioner.control.reconciler import Reconciler
@@ -224,7 +287,14 @@ class Drill:
         kw: dict[str, Any] = {"provider_factory": self.factory}
         if self.catalog is not None:
             kw["catalog"] = self.catalog
-        rec = Reconciler(
+        if self.target.cpu:
+            from provisioner.drill.cpu import CpuDrillReconciler
+
+            kw |= {"cpu_offers": self._cpu_offers_or_refuse(), "cap": self.target.bid_cap()}
+            make: Any = CpuDrillReconciler
+        else:
+            make = Reconciler
+        rec = make(
             store,
             job_ids=[self.ledger.job_id],
             pass_interval_s=self.pass_interval_s,
@@ -233,6 +303,8 @@ class Drill:
         limit = self.target.limit_s()
         try:
             while True:
+                if self.stop_requested.is_set():  # its KeyboardInterrupt was swallowed
+                    raise KeyboardInterrupt
                 rec.run_pass()
                 if self._observe(store):
                     return
@@ -261,7 +333,7 @@ class Drill:
             self.mark(
                 StepName.LAUNCH,
                 True,
-                f"{first.instance_id}: {first.zone} {first.instance_type} ({first.gpu}) "
+                f"{first.instance_id}: {first.zone} {first.instance_type} ({first.gpu or 'CPU'}) "
                 f"spot ${first.price_per_hour:.4f}/h",
             )
             self.provider = self.factory(self.target.provider, dict(self.ledger.provider_options))
@@ -272,15 +344,18 @@ class Drill:
                 self.ledger,
                 self.target.notice_s,
             )
+            if isinstance(self.interrupter, SubstituteNotice):  # the notice names its reader
+                self.interrupter.attempt = first.attempt
         if not self._has(StepName.AGENT_UP) and self._has(StepName.LAUNCH):
-            up = [e for e in events if e.kind == "first-progress" and e.data.get("attempt") == 1]
+            n = seen.old.attempt  # the first attempt launched (launches refused count too)
+            up = [e for e in events if e.kind == "first-progress" and e.data.get("attempt") == n]
             if up:
                 self.mark(StepName.AGENT_UP, True, up[0].message)
         if (
             not self._has(StepName.INTERRUPT)
             and self._has(StepName.AGENT_UP)
             and job is not None
-            and (job.progress or {}).get("attempt") == 1
+            and (job.progress or {}).get("attempt") == seen.old.attempt
             and ((job.progress or {}).get("job") or {}).get("step", 0) >= self.target.steps // 4
         ):
             assert self.interrupter is not None
@@ -342,7 +417,7 @@ class Drill:
                     e
                     for e in events
                     if e.kind == "checkpoint"
-                    and e.data.get("attempt") == 1
+                    and e.data.get("attempt") == seen.old.attempt
                     and seen.notice_event is not None
                     and e.id > seen.notice_event.id
                 ]

@@ -31,7 +31,7 @@ class DrillTarget:
     max_cost: float  # USD, the most the drill may spend
     state_dir: Path
     region: str | None = None
-    gpu: str | None = None  # one GPU name, or None: any GPU
+    gpu: str | None = None  # one GPU name; None: any GPU; "none": a CPU type (see cpu)
     policy_path: str | None = None  # the user's policy: its rules, the drill's job
     checkpoint_uri: str | None = None  # required on a cloud (s3://, gs://, az://, shared file://)
     mimic: str = "aws"  # the cloud the sim plays
@@ -45,6 +45,11 @@ class DrillTarget:
     def cloud(self) -> str:
         """The cloud whose notice format and rules apply (the sim's mimicked one)."""
         return self.mimic if self.provider == "sim" else self.provider
+
+    @property
+    def cpu(self) -> bool:
+        """``--gpu none``: the drill runs on a small CPU instance type (provisioner/drill/cpu.py)."""
+        return (self.gpu or "").strip().lower() == "none"
 
     @property
     def notice_s(self) -> float:
@@ -122,11 +127,19 @@ def policy_doc(
     resources = dict(doc.get("resources") or {})
     resources.pop("nodes", None)  # one instance: the drill is not a gang drill
     resources["gpu_count"] = 1
-    if target.gpu:
+    caps = dict(doc.get("bid_cap") or {})
+    if target.cpu:
+        # --gpu none: the drill places the job on its own CPU offers (provisioner/drill/cpu.py);
+        # a policy asks for a GPU, so these resources are not what is placed on, and caps
+        # per GPU-hour or as a share of an on-demand price that may be unknown do not apply
+        for key in ("gpus", "exclude_gpus", "min_vram_gb", "workload", "min_measured_fraction"):
+            resources.pop(key, None)
+        caps.pop("max_spot_price_per_gpu_hour", None)
+        caps.pop("max_fraction_of_on_demand", None)
+    elif target.gpu:
         resources["gpus"] = [target.gpu]
     doc["resources"] = resources
     doc["market"] = "spot"
-    caps = dict(doc.get("bid_cap") or {})
     cap = target.bid_cap()
     caps["max_spot_price_per_hour"] = min(cap, caps.get("max_spot_price_per_hour") or cap)
     doc["bid_cap"] = caps

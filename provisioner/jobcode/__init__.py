@@ -17,12 +17,14 @@ descriptor, never the code: ``{"kind": "archive", "uri", "sha256", "size", "file
 
 from __future__ import annotations
 
+from provisioner.errors import AgentError
+
 #: where archives go in a checkpoint store: ``<checkpoint_uri>/_code/sha256-<hex>.tar.gz``
 #: (shared by the jobs of one store: the same code is stored once)
 CODE_DIR = "_code"
 
 
-class CodeError(ValueError):
+class CodeError(AgentError, ValueError):
     """The job's code cannot be packed, pinned or fetched; the message says why and what to do."""
 
 

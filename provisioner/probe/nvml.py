@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from provisioner.errors import ProbeError
+
 #: Clock-event (throttle) reason bits, from nvml.h (nvmlClocksEventReason*).
 THROTTLE_BITS = {
     0x1: "gpu_idle",
@@ -38,7 +40,7 @@ SLOWDOWNS = frozenset(
 )  # fmt: skip
 
 
-class NVMLUnavailable(RuntimeError):
+class NVMLUnavailable(ProbeError, RuntimeError):
     """No NVML here: the module is not installed, or there is no driver / no GPU."""
 
 

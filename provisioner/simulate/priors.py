@@ -17,11 +17,15 @@ what real zones do; a single fixed rate gives a range far narrower than the outc
   run starts up with its rates' stationary share.
   What the cloud says of the zone itself (an AWS placement score, an Azure eviction rate, an
   Alibaba 30-day interruption rate, cached by ``provisioner priors --refresh``) refines the
-  band: its monthly risk stands in for the band's (:mod:`provisioner.core.zone_priors`).
+  band: its monthly risk stands in for the band's (:mod:`provisioner.core.zone_priors`). A
+  placement score also sets the zone's share of time with capacity (its outages' length and
+  the chance it is up now): what tells apart zones of one band, where the band alone gives
+  them one estimate (``estimate_bench.py --prior score`` measures it, on a proxy).
 * **With history** (:func:`fit_rates`): the Gamma posterior given what the zone showed
   (its falls over its up hours, its recoveries over its down hours) and the state it is in
   now. The shape grows by one per period seen, so a long history leaves the prior behind and
-  narrows the range to the zone's own rates. :func:`history_rates` does the same from the
+  narrows the range to the zone's own rates. The period the zone is in now counts whole,
+  however old: a zone without spot for days is believed to stay so. :func:`history_rates` does the same from the
   daemon's totals of a zone (its :class:`~provisioner.core.views.ZoneHistory`).
 
 The reference figures (:data:`REF_FAIL_RATE`, :data:`FAIL_SHAPE`, :data:`REF_BACK_RATE`,
@@ -48,6 +52,7 @@ from provisioner.core.catalog import BAND_RISK, BANDS
 from provisioner.core.planrows import DEFAULT_SPOT_RISK
 from provisioner.core.views import ZoneHistory
 from provisioner.core.zone_priors import ZoneRisk
+from provisioner.errors import SimulationError
 
 #: The step the reference was fitted at (and the estimate's finest step), seconds.
 CALIBRATION_STEP_S = 300.0
@@ -63,6 +68,14 @@ BACK_SHAPE = 1.105
 #: How long ago a zone's history counts half in :func:`fit_rates` (hours): chosen on the
 #: 2022-10-26 Can't Be Late set (``benchmarks/estimate_bench.py --half-life``).
 HISTORY_HALF_LIFE_H = 6.0
+#: How fast a zone's rates move away from what its history says (the squared coefficient of
+#: variation gained per hour ahead, :attr:`Rates.drift`): chosen on the same set as the
+#: half-life (``benchmarks/estimate_bench.py --drift``). Without it the posterior's range
+#: held 56% of realised 48 h costs, held out; a week of history says how the zone was, and
+#: 60 h ahead it is further from that than the posterior alone allows.
+HISTORY_DRIFT = 0.01
+#: The least (and one minus the most) share of time up a placement score is taken to say.
+MIN_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,10 @@ class Rates:
     ``up_h`` / ``down_h``: the mean up and down periods (hours), one over the mean rates.
     ``up_shape`` / ``down_shape``: the Gamma shapes of the failure and recovery rates over
     runs (None: one fixed rate, every run the same zone). ``up_now``: the zone's state at the
-    start (None: unknown; each run starts up with its rates' stationary share).
+    start (None: unknown; each run starts up with probability ``p_up``, or where that is None
+    with its rates' stationary share). ``drift``: how far the rates may move from now over
+    the job, as the squared coefficient of variation they gain per hour ahead (the shapes
+    widen with the horizon, :func:`draw_rates`; 0: not at all).
     """
 
     up_h: float
@@ -81,6 +97,8 @@ class Rates:
     up_now: bool | None = True
     up_shape: float | None = None
     down_shape: float | None = None
+    p_up: float | None = None
+    drift: float = 0.0
 
 
 def band_risk(band: str) -> float:
@@ -89,23 +107,48 @@ def band_risk(band: str) -> float:
     return DEFAULT_SPOT_RISK if risk is None else risk
 
 
-def new_account_rates(band: str, prior: ZoneRisk | None = None) -> Rates:
+@dataclass(frozen=True)
+class Reference:
+    """The new account's reference figures (the ``>20%`` band): the failure rate's Gamma
+    shape and mean (per hour up), the recovery rate's shape and mean (per hour down)."""
+
+    fail_shape: float = FAIL_SHAPE
+    fail_rate: float = REF_FAIL_RATE
+    back_shape: float = BACK_SHAPE
+    back_rate: float = REF_BACK_RATE
+
+
+def new_account_rates(
+    band: str, prior: ZoneRisk | None = None, ref: Reference | None = None
+) -> Rates:
     """The prior of a zone in ``band`` with no recorded history (see the module). ``prior``:
     what the cloud says of the zone (an AWS placement score, an Azure eviction rate, an
     Alibaba 30-day interruption rate, a price volatility; provisioner.core.zone_priors), which
-    refines the band's monthly risk: it replaces it, or scales it (a volatility alone)."""
+    refines the band's monthly risk: it replaces it, or scales it (a volatility alone). Where
+    it knows the zone's share of time with capacity (``ZoneRisk.up_share``, from a placement
+    score), the outages are as long as that share makes them (the model's stationary share,
+    ``mu / (lam + mu)``, is the share) and each run starts up with that probability: a zone
+    scored 2 is mostly down, one scored 10 mostly up, where the band alone gave both the
+    same. ``ref``: other reference figures (the benchmark's held-out fits)."""
+    ref = ref or Reference()
     source = f"band {band}" if band in BAND_RISK else "default band"
     r = band_risk(band)
     if prior is not None:
         r, source = prior.apply(r), f"{source}, {prior.source}"
     scale = r / BAND_RISK[REF_BAND]
+    up_h = 1.0 / (ref.fail_rate * scale)
+    down_h, p_up = 1.0 / ref.back_rate, None
+    if prior is not None and prior.up_share is not None:
+        p_up = min(max(prior.up_share, MIN_SHARE), 1.0 - MIN_SHARE)
+        down_h = up_h * (1.0 - p_up) / p_up
     return Rates(
-        1.0 / (REF_FAIL_RATE * scale),
-        1.0 / REF_BACK_RATE,
+        up_h,
+        down_h,
         source,
         up_now=None,
-        up_shape=FAIL_SHAPE,
-        down_shape=BACK_SHAPE,
+        up_shape=ref.fail_shape,
+        down_shape=ref.back_shape,
+        p_up=p_up,
     )
 
 
@@ -114,6 +157,7 @@ def fit_rates(
     step_s: float,
     prior: Rates | None = None,
     half_life_h: float | None = None,
+    drift: float | None = None,
 ) -> Rates:
     """The posterior after ``avail`` (one boolean per step of ``step_s``; the last is now).
 
@@ -121,7 +165,12 @@ def fit_rates(
     rate: Gamma(shape + count, shape x prior mean period + exposure). A prior without
     shapes counts as one period of each kind (and the result has none either).
     ``half_life_h``: a zone's rates drift, so what it showed that long ago counts half
-    (None: all of it alike; :data:`HISTORY_HALF_LIFE_H` is the calibrated figure).
+    (None: all of it alike; :data:`HISTORY_HALF_LIFE_H` is the calibrated figure). The
+    period the zone is in now counts whole, however long ago it began: it is what the zone
+    is doing now, not a drifted past, so a zone down for days is believed to stay down
+    (about days, not the half-life's hours; a week-long outage estimates near the
+    on-demand cost). ``drift``: the result's :attr:`Rates.drift` (None:
+    :data:`HISTORY_DRIFT`).
     """
     a = np.asarray(avail, dtype=bool)
     h = step_s / 3600.0
@@ -130,6 +179,7 @@ def fit_rates(
     else:
         age_h = (len(a) - 1 - np.arange(len(a))) * h
         w = np.power(0.5, age_h / half_life_h)
+        w[len(a) - current_run(a) :] = 1.0
     up, down = float(w[a].sum()) * h, float(w[~a].sum()) * h
     falls = float(np.sum(w[1:][a[:-1] & ~a[1:]])) if len(a) > 1 else 0.0
     rises = float(np.sum(w[1:][~a[:-1] & a[1:]])) if len(a) > 1 else 0.0
@@ -144,7 +194,16 @@ def fit_rates(
         now,
         None if p.up_shape is None else ku + falls,
         None if p.down_shape is None else kd + rises,
+        drift=HISTORY_DRIFT if drift is None else drift,
     )
+
+
+def current_run(a: np.ndarray) -> int:
+    """How many of ``a``'s last steps are in its last state (0 for no steps)."""
+    if len(a) == 0:
+        return 0
+    changed = np.flatnonzero(a != a[-1])
+    return len(a) if changed.size == 0 else len(a) - 1 - int(changed[-1])
 
 
 def history_rates(prior: Rates, hist: ZoneHistory) -> Rates:
@@ -164,11 +223,18 @@ def history_rates(prior: Rates, hist: ZoneHistory) -> Rates:
     )
 
 
-def draw_rates(rates: Rates, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` failure and recovery rates (per hour), one per run, from ``rates``."""
+def draw_rates(
+    rates: Rates, n: int, rng: np.random.Generator, horizon_h: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` failure and recovery rates (per hour), one per run, from ``rates``, for a job
+    ``horizon_h`` ahead: each Gamma's squared coefficient of variation (1 / shape) grows by
+    ``rates.drift`` per hour of it."""
+    widen = max(rates.drift, 0.0) * max(horizon_h, 0.0)
 
     def one(mean_period_h: float, shape: float | None) -> np.ndarray:
         mean = 1.0 / max(mean_period_h, 1e-6)
+        if widen > 0.0:
+            shape = 1.0 / ((0.0 if shape is None else 1.0 / shape) + widen)
         if shape is None:
             return np.full(n, mean)
         return rng.gamma(shape, mean / shape, n)
@@ -215,7 +281,7 @@ def chunk_counts(avail: np.ndarray, step_s: float, chunk_h: float) -> np.ndarray
     return np.asarray(rows, dtype=float).reshape(-1, 4)
 
 
-class AdvisorError(ValueError):
+class AdvisorError(SimulationError, ValueError):
     """A Spot Advisor file that cannot be read (the message names it)."""
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from policies.model import Policy
 from provisioner.core.views import CHANGEOVER_H
+from provisioner.errors import SimulationError
 from provisioner.simulate.engine import Timeline, World, gang_policy, run_window
 from provisioner.simulate.optimum import lower_bound_cost, optimum_cost
 from provisioner.simulate.replay import total_steps
@@ -35,7 +36,7 @@ from provisioner.simulate.traces import Trace, step_for, window_starts
 DEFAULT_CHANGEOVER_H = CHANGEOVER_H  # the daemon's too (provisioner.core.views)
 
 
-class SimulateError(ValueError):
+class SimulateError(SimulationError, ValueError):
     """The simulation cannot be set up as asked (the message says why)."""
 
 

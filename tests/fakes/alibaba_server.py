@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from tests.fakes import LocalHTTPServer
+from tests.fakes.alibaba_capacity import CapacityReservations
 from tests.fakes.alibaba_sets import DeploymentSets
 
 DEFAULT_REGION = "cn-hangzhou"
@@ -122,6 +123,8 @@ class _State:
     ram_roles: dict[str, str] = field(default_factory=dict)
     #: instance id -> the ``UserData`` RunInstances sent (base64), as the VM reads it
     user_data: dict[str, str] = field(default_factory=dict)
+    #: capacity reservations by private pool id (alibaba_capacity.py)
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _now_text(moment: datetime | None = None) -> str:
@@ -147,7 +150,7 @@ def _tags(params: dict[str, str]) -> dict[str, str]:
     return out
 
 
-class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
+class AlibabaFakeServer(CapacityReservations, DeploymentSets, LocalHTTPServer):
     """ECS on 127.0.0.1:<port>; ``endpoint`` is what the SDK's ``Config(endpoint=...)`` takes."""
 
     _api_error = ApiError
@@ -410,6 +413,9 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
             zone = zone or self.zones[0]
             price = itype.price
         deployment_set = self._check_set(params)
+        held = self._pool_for(params, zone, itype.instance_type)
+        if held is not None and spot:
+            raise ApiError("InvalidParameter", "A spot instance cannot use a private pool.")
         amount = int(params.get("Amount") or 1)
         ids = []
         for _ in range(amount):
@@ -446,6 +452,12 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
                 "KeyPairName": params.get("KeyPairName", ""),
                 "DeploymentSetId": deployment_set or "",
             }
+            if held is not None:
+                self._take(held, +1)
+                self._state.instances[iid]["EcsCapacityReservationAttr"] = {
+                    "CapacityReservationId": params["PrivatePoolOptions.Id"],
+                    "CapacityReservationPreference": "Target",
+                }
             self._state.fresh.add(iid)
             if params.get("RamRoleName"):
                 self._state.ram_roles[iid] = params["RamRoleName"]
@@ -561,6 +573,7 @@ class AlibabaFakeServer(DeploymentSets, LocalHTTPServer):
                 )
         for iid in ids:
             self._state.released[iid] = self._state.instances.pop(iid)
+            self._give_back(self._state.released[iid])
         return {}
 
     def _do_DescribeInstanceTypes(self, params: dict[str, str]) -> dict[str, Any]:

@@ -33,6 +33,9 @@ codes are synchronous (``SkuNotAvailable`` 409, ``OperationNotAllowed`` 409 for 
 ``OverconstrainedAllocationRequest``) arrive as a *failed operation* after an accepted PUT,
 leaving the VM in ``provisioningState: Failed``, as on Azure.
 
+Capacity reservation groups and their reservations, and a VM's ``capacityReservation``: see
+:mod:`fakes.azure_reservations`.
+
 ``preempt(name)`` evicts a Spot VM as Azure does: with ``evictionPolicy: Delete`` the VM is
 deleted (its NIC survives unless the VM said ``deleteOption: Delete`` for it, and is detached);
 with ``Deallocate`` it stays, ``PowerState/deallocated``.
@@ -55,6 +58,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from tests.fakes import LocalHTTPServer
+from tests.fakes.azure_reservations import CapacityReservations
 
 COMPUTE_API = "2026-04-01"
 
@@ -320,13 +324,15 @@ class _State:
     ppgs: dict[str, dict[str, Any]] = field(default_factory=dict)
     ops: dict[str, _Op] = field(default_factory=dict)
     custom_data: dict[str, str] = field(default_factory=dict)
+    #: capacity reservation groups by lower-case name: {"group": ..., "reservations": {...}}
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
 
 
-class AzureServer(LocalHTTPServer):
+class AzureServer(CapacityReservations, LocalHTTPServer):
     """The fake, on 127.0.0.1 on a free port; a context manager (or call close())."""
 
     def __init__(
@@ -512,6 +518,7 @@ class AzureServer(LocalHTTPServer):
         vm = self._state.vms.pop(name.lower(), None)
         if vm is None:
             return
+        self._release(self._vm_id(name))
         self._state.custom_data.pop(name.lower(), None)
         for ref in vm["properties"].get("networkProfile", {}).get("networkInterfaces", []):
             nic_name = ref.get("id", "").rsplit("/", 1)[-1].lower()
@@ -619,6 +626,7 @@ class AzureServer(LocalHTTPServer):
         yield ppg + r"/(?P<name>[^/]+)", "DELETE", self._ppg_delete
         yield ppg, "GET", self._ppg_list
         yield r"/providers/Microsoft\.ResourceGraph/resources", "POST", self._graph
+        yield from self._reservation_routes()
         yield (
             r"/subscriptions/(?P<sub>[^/]+)/providers/Microsoft\.Compute/locations/"
             r"(?P<location>[^/]+)/usages",
@@ -859,6 +867,9 @@ class AzureServer(LocalHTTPServer):
         identity, bad = self._identity(body.get("identity"))
         if bad:
             return bad
+        held, bad = self._vm_reservation(props, list(body.get("zones") or []), self._vm_id(name))
+        if bad:
+            return bad  # type: ignore[no-any-return]
         existing = self._state.vms.get(name.lower())
         custom = (props.get("osProfile") or {}).get("customData")
         if custom is not None:
@@ -890,6 +901,8 @@ class AzureServer(LocalHTTPServer):
             vm["properties"]["provisioningState"] = "Succeeded"
             vm["_changed"] = _now()
             vm["_power"] = ("PowerState/running", "VM running", _now())
+            if held is not None and not existing:
+                self._associate(held, self._vm_id(name))
 
         def failed() -> None:
             vm["properties"]["provisioningState"] = "Failed"

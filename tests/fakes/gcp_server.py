@@ -14,6 +14,9 @@ It speaks the REST wire format ``google-cloud-compute`` (``transport="rest"``) e
 - Resource policies (``.../regions/R/resourcePolicies``: insert, get, delete, list,
   aggregatedList) and region operations, and an instance's ``resourcePolicies``: see
   :mod:`fakes.gcp_policies`.
+- Reservations and future reservations (aggregatedList, list), an instance's
+  ``reservationAffinity``, and the ``FLEX_START`` and ``RESERVATION_BOUND`` provisioning models
+  at insert: see :mod:`fakes.gcp_reservations`.
 
 Errors use GCP's envelope ``{"error": {"code": <status>, "message", "errors": [{"reason",
 "domain", "message"}], "status"}}``. Capacity and quota errors are not HTTP errors on GCP: the
@@ -47,6 +50,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fakes import LocalHTTPServer
 
 from .gcp_policies import ResourcePolicies
+from .gcp_reservations import Reservations
 
 BILLING_SERVICE = "6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
 
@@ -388,6 +392,8 @@ class _State:
     region_operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     policy_request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
     lost: dict[str, int] = field(default_factory=dict)
+    reservations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    future_reservations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -453,7 +459,7 @@ def matches_filter(resource: dict[str, Any], expr: str) -> bool:
     return True
 
 
-class GCPServer(ResourcePolicies, LocalHTTPServer):
+class GCPServer(Reservations, ResourcePolicies, LocalHTTPServer):
     """The fake, started on 127.0.0.1 on a free port; use as a context manager or call close()."""
 
     def __init__(
@@ -693,6 +699,7 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
         yield p + r"/aggregated/acceleratorTypes", "GET", self._accelerator_types
         yield rf"/v1/services/{BILLING_SERVICE}/skus", "GET", self._skus
         yield from self._policy_routes()
+        yield from self._reservation_routes()
 
     def _region(self, _query: Any, _body: Any, project: str, region: str) -> tuple[int, Any]:
         """``regions.get``: the region with its quotas (a region the fake has no quotas for
@@ -785,6 +792,9 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
         policies, bad = self._instance_policies(body, zone)
         if bad:
             return bad
+        held, bad = self._instance_reservation(body, zone, mt)
+        if bad:
+            return bad
         inst = json.loads(json.dumps(body))
         if policies:
             inst["resourcePolicies"] = policies
@@ -810,6 +820,8 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
             inst["metadata"]["fingerprint"] = "qb0dGfHw0Ec="
             inst["metadata"]["kind"] = "compute#metadata"
         self._state.instances[(zone, name)] = inst
+        if held is not None and not op_error:
+            self._consume(held, +1)
         op = self._new_op(zone, "insert", inst)
         if op_error:
             self._state.pending_error[(zone, op["name"])] = op_error
@@ -928,6 +940,11 @@ class GCPServer(ResourcePolicies, LocalHTTPServer):
                 f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found",
             )
         inst["status"] = "STOPPING"
+        affinity = inst.get("reservationAffinity") or {}
+        if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
+            named = str((affinity.get("values") or [""])[0]).rsplit("/", 1)[-1]
+            if (zone, named) in self._state.reservations:
+                self._consume(self._state.reservations[(zone, named)], -1)
         op = self._new_op(zone, "delete", inst)
         if request_id:
             self._state.request_ids[request_id] = (zone, op["name"])

@@ -18,17 +18,19 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from provisioner.errors import NotifyError
+
 INSTALL = "pip install 'provisioner[notify]'"
 
 
-class NoApprise(RuntimeError):
+class NoApprise(NotifyError, RuntimeError):
     """apprise is not installed (the ``notify`` extra)."""
 
     def __init__(self) -> None:
         super().__init__(f"notifications need apprise, which is not installed: {INSTALL}")
 
 
-class SendError(RuntimeError):
+class SendError(NotifyError, RuntimeError):
     """A message that was not delivered (the reason, redacted)."""
 
 

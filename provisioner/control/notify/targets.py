@@ -21,9 +21,10 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from policies.notify import ENV_PREFIX, NOTIFY_FILE, TARGET_NAME, env_name
+from provisioner.errors import InputError
 
 
-class TargetsError(ValueError):
+class TargetsError(InputError, ValueError):
     """The targets file cannot be used (its path and the reason; never its content)."""
 
 
