@@ -34,7 +34,7 @@ from providers.facts import billing_for
 from providers.sim import SimProvider
 from provisioner.core.catalog import Catalog
 from provisioner.core.decide import Action, Fail, Launch, Terminate
-from provisioner.core.models import TAG_JOB, Instance, Offer
+from provisioner.core.models import TAG_JOB, Instance, Offer, Reservation, ReservationKind
 from provisioner.core.rebalance import RebalanceModel
 from provisioner.simulate.engine import World, run_window
 from provisioner.simulate.replay import total_steps
@@ -88,6 +88,42 @@ class Case:
     kills: tuple[tuple[int, str], ...] = ()
     #: a gang of this many instances (the policy says so too: ``resources.nodes``)
     nodes: int = 1
+    #: capacity blocks the account holds: (id, zone, hours from the start to its end)
+    blocks: tuple[tuple[str, str, float], ...] = ()
+
+    def reservations(self) -> tuple[Reservation, ...]:
+        """The blocks as the engine's world holds them (the sim lists the same)."""
+        it = INSTANCE[0]
+        return tuple(
+            Reservation(
+                "aws",
+                rid,
+                zone[:-1],
+                zone,
+                it,
+                ReservationKind.CAPACITY_BLOCK,
+                total=1,
+                free=1,
+                ends_at=START + timedelta(hours=h),
+                held_usd_per_hour=P3_2XLARGE_ON_DEMAND,
+            )
+            for rid, zone, h in self.blocks
+        )
+
+    def sim_reservations(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": r.id,
+                "zone": r.zone,
+                "instance_type": r.instance_type,
+                "kind": r.kind.value,
+                "total": r.total,
+                "ends_at": r.ends_at.timestamp() if r.ends_at else None,
+                "held_usd_per_hour": r.held_usd_per_hour,
+                "cloud": "aws",
+            }
+            for r in self.reservations()
+        ]
 
     def scenario(self) -> Scenario:
         pol = parse_policy(self.policy)
@@ -198,7 +234,7 @@ def run_engine(case: Case, *, observed: bool = True) -> Run:
     policy = parse_policy(case.policy)
     sc = case.scenario()
     done: list[tuple[datetime, Action]] = []
-    world = World(zones=list(case.zones))
+    world = World(zones=list(case.zones), reservations=case.reservations())
     row = run_window(policy, case.avail(), sc, world, start=START, actions=done, observed=observed)
     placed: dict[str, tuple[str, str]] = {}
     effects: list[Effect] = []
@@ -371,6 +407,8 @@ def run_daemon(case: Case, tmp: Path) -> Run:
         **_rebalance_options(case.rebalance),
         "idle_exit_s": 120.0,
     }
+    if case.blocks:
+        options["reservations"] = case.sim_reservations()
     catalog = catalog_for(list(case.zones))
     sim = SimProvider(catalog=catalog, **options)
     _Sim.sent = []

@@ -160,6 +160,18 @@ CASES = {
         crashes=(18, 19, 20, 21),
         nodes=2,
     ),
+    # held capacity: a capacity block in A ends after 2 h, mid-job; the job runs on it first
+    # ($0/h marginal), and from its notice (40 minutes before its end, step 14) moves to spot
+    # in B made before break; the block's instance works until its usable end (30 minutes
+    # before the end, step 15), when it goes
+    "block-ends": Case(
+        "block-ends",
+        job(2, "12h", cooldown="30m", extra="market: reserved-then-spot-then-on-demand\n").replace(
+            "market: spot-then-on-demand\n", "", 1
+        ),
+        {A: "U", B: "U"},
+        blocks=(("cb-1", A, 2.0),),
+    ),
     # early signals: a rebalance recommendation three steps before A's capacity goes (step 8)
     # starts a look at 5 in B, made before break; A hands over once B's changeover is over
     # (7), before the notice would have come: nothing lost, no preemption

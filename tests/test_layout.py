@@ -136,6 +136,12 @@ OVERSIZE: dict[str, str] = {
     "provisioner/control/invariants/checks.py": "the job's promises, one check each, read "
     "side by side (the snapshot they read and the daemon's per-pass check are modules of "
     "their own)",
+    "providers/sim/adapter.py": "the sim's Provider: one method per call of the Provider "
+    "interface and of its capabilities, each a request to the sim server (its held capacity "
+    "and market views in modules of their own)",
+    "providers/sim/cloud.py": "the sim cloud's state behind one lock: launch, list, terminate, "
+    "notices and the scheduler (the market, placement groups, held capacity, records and "
+    "sandboxes in modules of their own)",
 }
 
 

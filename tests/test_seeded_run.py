@@ -48,6 +48,14 @@ def test_every_promise_holds_on_a_seeded_run(seed: int, tmp_path: Path) -> None:
     assert r.ok, f"{r.report()}\nreplay: {REPLAY.format(seed=seed)}"
 
 
+def test_regression_seeds_replay_their_run() -> None:
+    """A seed kept for the defect it found draws what it drew then: no held capacity."""
+    from tests.seeded import REPLAYED, draw
+
+    assert set(REGRESSIONS) <= REPLAYED
+    assert all(not draw(s).reservations for s in REGRESSIONS)
+
+
 def test_a_seed_draws_the_same_run() -> None:
     from tests.seeded import draw
 

@@ -33,6 +33,7 @@ from providers.base import (
 from providers.capabilities import PlacementGroup, PriceKey
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
+from providers.sim.held import HeldClient
 from providers.sim.identity import identity_env
 from providers.sim.market import spot_now as _spot_now
 from providers.sim.sandbox import project_root
@@ -113,7 +114,7 @@ def _absolute_path(path: str | None) -> str | None:
     return os.path.abspath(os.path.expanduser(path)) if path else None
 
 
-class SimProvider(Provider):
+class SimProvider(HeldClient, Provider):
     """A local spot market: instances are sandboxes on this machine, served by the sim server."""
 
     name: ClassVar[str] = "sim"
@@ -151,6 +152,8 @@ class SimProvider(Provider):
         rebalance_lead_s: float = 600.0,
         rebalance_precede_p: float = 0.8,
         rebalance_false_per_day: float = 0.5,
+        reservations: Iterable[Mapping[str, Any]] | None = None,
+        changeover_s: float | None = None,
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir = self.state_dir.resolve()
@@ -197,6 +200,14 @@ class SimProvider(Provider):
         self._offers: list[Offer] | None = None
         self._zone_cloud: dict[str, str] = {}
         self._url: str | None = None
+        if reservations is not None:  # the capacity the account holds (providers/sim/held.py)
+            self.options["reservations"] = [self._held(r) for r in reservations]
+        if changeover_s is not None:
+            if float(changeover_s) <= 0:
+                raise ValueError("changeover_s must be > 0")
+            #: launch to restored work on this sim, in hours (decide()'s ``changeover_h``;
+            #: None: the project's assumed CHANGEOVER_H)
+            self.changeover_hours = float(changeover_s) / 3600.0
 
     # -- the server --------------------------------------------------------------------------
 
@@ -286,6 +297,12 @@ class SimProvider(Provider):
         self._offers = offers
         return offers
 
+    def _region_of(self, zone: str) -> str:
+        for o in self._all_offers():
+            if o.zone == zone:
+                return o.region
+        return zone[:-1]
+
     def zone_cloud(self, zone: str) -> str:
         """The cloud whose formats and rules ``zone`` follows."""
         self._all_offers()
@@ -362,6 +379,7 @@ class SimProvider(Provider):
             # what a VM's identity gives its agent: this job's stores' access only
             "identity_env": identity_env(spec) if spec is not None else {},
             "placement_group": request.placement_group,
+            "reservation": None if request.reservation is None else request.reservation.id,
         }
         if spec is not None and request.nodes > 1:  # every node of a sim gang is this host
             spec["advertise_addr"] = spec.get("advertise_addr") or "127.0.0.1"

@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from providers.sim import held as held_
 from providers.sim import sandbox as sandbox_
 from providers.sim.config import SimConfig, SimError
 from providers.sim.groups import PlacementGroupBook, demo_first
@@ -67,7 +68,7 @@ class SimCloud:
         (self.dir / "instances").mkdir(parents=True, exist_ok=True)
         cfg_path = self.dir / "config.json"
         doc = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
-        self.config = SimConfig.from_dict(doc)
+        self.config = held_.config_of(doc)
         if not self.config.epoch:
             self.config.epoch = self.now()
             atomic_json(cfg_path, self.config.to_dict())
@@ -131,7 +132,7 @@ class SimCloud:
         clock = options.pop("clock", None)
         with self.lock:
             merged = {**self.config.to_dict(), **options}
-            new = SimConfig.from_dict(merged)
+            new = held_.config_of(merged)
             if any(getattr(new, k) != getattr(self.config, k) for k in SimConfig.MARKET_KEYS):
                 new.epoch = self.now()  # a new market starts now
                 self.config = new
@@ -198,12 +199,14 @@ class SimCloud:
                 raise SimError(400, "invalid", "InvalidParameterValue", f"cloud {cloud!r}")
             rules = rules_for(cloud)
             zone, market = str(body.get("zone") or ""), str(body.get("market") or "spot")
-            if not zone or market not in ("spot", "on-demand"):
+            if not zone or market not in ("spot", "on-demand", "reserved"):
                 raise SimError(
                     400, "invalid", "InvalidParameterValue", "zone and market are required"
                 )
             now = self.now()
             price = body.get("price")
+            held = held_.admit(self, body, now) if market == "reserved" else None
+            price = 0.0 if held is not None else price  # held capacity: marginal price 0
             if market == "spot":
                 if not self.zone_available(zone, now):
                     raise SimError(
@@ -224,6 +227,7 @@ class SimCloud:
                 iid, body, token, market, price, now, self.config.time_scale, sandbox, group
             )
             inst["metadata_url"] = f"{self.base_url}/i/{iid}"
+            inst.update(held or {})
             if market == "spot" and self.config.preempt_first_after_s is not None:
                 demo_first(inst, self.instances.values(), now + self.config.preempt_first_after_s)
             if self.config.run_agent:
@@ -452,6 +456,8 @@ class SimCloud:
                     self._signal_group(inst, signal.SIGKILL)
                     inst["kill_at_real"] = None
                     self._save(inst)
+                if inst["state"] == "running" and inst.get("block_stop_real") is not None:
+                    held_.block_ends(self, inst, now)
                 if inst["state"] != "running" or inst["market"] != "spot":
                     continue
                 if inst["deadline_real"] is None:

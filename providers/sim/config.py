@@ -66,6 +66,9 @@ class SimConfig:
     rebalance_lead_s: float = 600.0
     rebalance_precede_p: float = 0.8
     rebalance_false_per_day: float = 0.5
+    #: the capacity the account holds: reservations and capacity blocks (providers/sim/held.py
+    #: checks them: :func:`providers.sim.held.config_of`)
+    reservations: list[dict[str, Any]] = field(default_factory=list)
 
     MARKET_KEYS = (
         "seconds_per_hour",

@@ -162,6 +162,8 @@ def api_reports(event: dict[str, Any], config: SimConfig) -> bool:
     """Whether the sim's API reports ``event`` (a line of ``events.jsonl``): a preemption
     always; a notice where the mimicked cloud's API does (:func:`api_reports_notices`), or as
     the ``api_notices`` option forces."""
+    if event.get("kind") == "block-ending":  # EventBridge's warning: no adapter reads it
+        return False
     if event.get("kind") != "notice":
         return True
     forced = config.api_notices

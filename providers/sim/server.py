@@ -20,6 +20,8 @@ API (JSON bodies; errors are ``{"error": {"kind", "code", "message"}}`` with an 
 | POST /v1/market ``{"zones"}``    | availability, trace price and surge factor per zone now |
 | POST /v1/market/surge            | ``{"zone", "factor", "seconds"}``: the zone's spot price times factor a while |
 | POST /v1/instances               | launch (idempotent on ``token``) |
+| GET  /v1/reservations            | held capacity not ended, with what is free (held.py) |
+| POST /v1/reservations            | ``{"reservations": [...]}``: replace the held capacity |
 | GET  /v1/instances[?tag:K=V]     | list (a summary of each; tag filters as EC2's) |
 | GET  /v1/instances/ID            | get (the full record) |
 | POST /v1/terminate ``{"ids"}``   | terminate (unknown or gone ids are fine) |
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from providers.sim import held
 from providers.sim.client import pid_alive
 from providers.sim.cloud import SimCloud
 from providers.sim.config import SimError
@@ -179,6 +182,10 @@ class Handler(BaseHTTPRequestHandler):
             return 200, {"ok": True}
         if route == ("POST", "instances"):
             return 200, cloud.launch(doc)
+        if route == ("GET", "reservations"):
+            return 200, {"reservations": held.reservations(cloud)}
+        if route == ("POST", "reservations"):
+            return 200, {"reservations": held.hold(cloud, list(doc.get("reservations") or []))}
         if route == ("GET", "instances"):
             tags = {k[4:]: v for k, v in query.items() if k.startswith("tag:")}
             return 200, {"instances": cloud.list_all(tags)}

@@ -65,6 +65,10 @@ class NoticeReader:
         self._token_supported = True
         self._failing = False
         self._first_seen: datetime | None = None
+        #: a capacity block's end as the launch told it (the job spec's ``block_notice_at``,
+        #: ``block_end``): from the first, a notice whose deadline is the second, whatever the
+        #: metadata says (on AWS a block's instance gets no spot notice there)
+        self.block: tuple[datetime, datetime] | None = None
         # metadata never goes through a proxy
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -105,12 +109,19 @@ class NoticeReader:
     # -- polling ---------------------------------------------------------------------------
 
     def poll(self) -> Notice | None:
-        """One look at the metadata service: the notice if one is served, else None."""
+        """One look at the metadata service: the notice if one is served, else None; a
+        capacity block's end, known from the launch, is one from its notice time on."""
         try:
-            return self._poll()
+            got = self._poll()
         except Exception as exc:  # a malformed answer must never stop the agent
             log.warning("cannot read %s notice: %s", self.cloud, exc)
-            return None
+            got = None
+        if got is None and self.block is not None:
+            now = datetime.now(UTC)
+            due, end = self.block
+            if now >= due:
+                return Notice(self.cloud, now, max(end, now), f"capacity block ends at {end}")
+        return got
 
     def _poll(self) -> Notice | None:
         spec = self.poll_spec
@@ -192,6 +203,14 @@ class StoreNoticeReader(NoticeReader):
 def reader_for(spec: Any, store: Any) -> NoticeReader:
     """The agent's reader for ``spec`` (an AgentSpec): its cloud's metadata service, and the
     drill's substitute notice from ``store`` too where the job's environment asks for it."""
+    reader: NoticeReader
     if spec.env.get(ENV_DRILL_NOTICE) == FROM_STORE:
-        return StoreNoticeReader(spec.cloud, spec.base_metadata_url, store, spec.attempt)
-    return NoticeReader(spec.cloud, spec.base_metadata_url)
+        reader = StoreNoticeReader(spec.cloud, spec.base_metadata_url, store, spec.attempt)
+    else:
+        reader = NoticeReader(spec.cloud, spec.base_metadata_url)
+    if spec.block_notice_at and spec.block_end:
+        reader.block = (
+            datetime.fromisoformat(spec.block_notice_at),
+            datetime.fromisoformat(spec.block_end),
+        )
+    return reader

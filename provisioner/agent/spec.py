@@ -19,6 +19,7 @@ import json
 import os
 import signal as _signal
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,10 @@ class AgentSpec:
     #: long (its boot time; 0: never, a gang), so on Azure this attempt approves its event
     #: only once that replacement has taken over (provisioner.agent.handover.Release)
     overlap_notice_s: float = 0.0
+    #: held capacity that ends (a capacity block, a calendar booking): when the agent serves
+    #: itself the notice (ISO time), and when the capacity goes (its deadline); "" none
+    block_notice_at: str = ""
+    block_end: str = ""
     #: a gang (issue 10): this node's rank and the gang's size; the agents meet through the
     #: checkpoint store (provisioner.agent.gang) and give the job torchrun's environment
     node: int = 0
@@ -107,6 +112,15 @@ class AgentSpec:
             raise SpecError("poll_s: the metadata endpoint is polled at least every second")
         if self.interval_s < 0 or self.grace_s < 0 or self.overlap_notice_s < 0:
             raise SpecError("interval_s, grace_s and overlap_notice_s must not be negative")
+        for name in ("block_notice_at", "block_end"):
+            value = getattr(self, name)
+            if value:
+                try:
+                    when = datetime.fromisoformat(value)
+                except ValueError:
+                    raise SpecError(f"{name}: {value!r} is not an ISO 8601 time") from None
+                if when.tzinfo is None:
+                    raise SpecError(f"{name}: {value!r} has no time zone")
         from provisioner.probe.node import valid_mode
 
         if not valid_mode(self.probe):

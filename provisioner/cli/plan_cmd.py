@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -50,6 +50,20 @@ from provisioner.cli.common import (
     is_flag=True,
     help="Rank on the store's probe results where there are some (see `catalog measured`).",
 )
+@click.option(
+    "--held",
+    "held_from",
+    multiple=True,
+    help="Rank the capacity this provider's account holds (reservations, capacity blocks) "
+    "for a policy whose market allows `reserved` (repeatable; its -o options apply).",
+)
+@click.option(
+    "-o",
+    "--option",
+    "options",
+    multiple=True,
+    help="Option of the --held provider (repeatable), e.g. -o region=us-east-1.",
+)
 @click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
 @json_option
 def plan(
@@ -58,6 +72,8 @@ def plan(
     provider: str | None,
     top: int,
     measured: bool,
+    held_from: tuple[str, ...],
+    options: tuple[str, ...],
     store_url: str | None,
     as_json: bool,
 ) -> None:
@@ -92,6 +108,10 @@ def plan(
         from provisioner.probe.records import measured as measured_figures
 
         context = replace(context, measured=measured_figures(_store(store_url)))
+    if held_from:
+        from dataclasses import replace
+
+        context = replace(context, reservations=held_capacity(held_from, options))
     try:
         result = plan_offers(policy, catalog, context, top=top)
     except PlanError as exc:
@@ -106,15 +126,68 @@ def plan(
         doc["currency"] = "USD"  # every price, cap and estimate above
         doc["billing"] = billing_by_provider({pl.offer.provider for pl in result.placements})
         for pl, row in zip(result.placements, doc["placements"], strict=True):
-            row.update(origins[price_key(pl.offer, pl.market.value)].as_dict(context.now))
+            origin = origins.get(price_key(pl.offer, pl.market.value))
+            if origin is not None:  # held capacity has no price to date: its marginal is 0
+                row.update(origin.as_dict(context.now))
         doc["price_warning"] = stale_warning(result, origins, context.now)
         print_json(doc)
     else:
         from provisioner.cli.render import render_plan
 
         render_plan(result, catalog)
+        held_notes(result)
         _price_notes(result, origins, context.now)
     raise SystemExit(EXIT_OK if result.placements else EXIT_NOTHING_ELIGIBLE)
+
+
+def held_capacity(names: tuple[str, ...], options: tuple[str, ...]) -> tuple[Any, ...]:
+    """The capacity the accounts of ``names`` hold (their HeldCapacity listing); the sim's
+    under the cloud each of its zones mimics, as its offers are planned. A provider without
+    the capability, or whose listing fails, is a clear error (exit 2 / 4)."""
+    from dataclasses import replace
+
+    from providers.base import ProviderError
+    from providers.capabilities import HeldCapacity
+    from provisioner.cli import EXIT_PROVIDER
+    from provisioner.cli.checks import open_provider
+
+    out: list[Any] = []
+    for name in names:
+        prov: Any = open_provider(name, options)
+        try:
+            if not isinstance(prov, HeldCapacity):
+                fail(f"--held {name}: {name} lists no held capacity (no reservations() here)")
+            prov = cast(Any, prov)
+            try:
+                found = prov.reservations()
+            except ProviderError as exc:
+                fail(f"--held {name}: {exc}", EXIT_PROVIDER)
+            if name == "sim":
+                found = [replace(r, provider=prov.zone_cloud(r.zone)) for r in found]
+            out.extend(found)
+        finally:
+            prov.close()
+    return tuple(out)
+
+
+def held_notes(plan: Any) -> None:
+    """Each reserved placement's reservation: which, how much is free, its marginal price
+    (0) and what it costs the team per hour anyway, and when a block ends."""
+    from provisioner.cli.plain import Plain
+
+    rows = [p for p in plan.placements if p.reservation is not None]
+    if not rows:
+        return
+    out = Plain()
+    out.line(("held capacity:", ("dim",)), " marginal $0/h (paid for whether used or not)")
+    for p in rows:
+        r = p.reservation
+        held = "unknown" if r.held_usd_per_hour is None else f"${r.held_usd_per_hour:.4g}/h"
+        ends = f", ends {r.ends_at.isoformat()}" if r.ends_at is not None else ""
+        out.line(
+            f"  #{p.rank} {r.id} ({r.kind.value}) {r.provider}:{r.zone or r.region} "
+            f"{r.instance_type}: {r.free} of {r.total} free, held {held}{ends}"
+        )
 
 
 def _zone_risks(store: Any) -> dict[Any, Any]:

@@ -29,6 +29,7 @@ from policies.model import Policy
 from providers.facts import CLOUD_BILLING
 from provisioner.agent.protocol import ProgressRecord
 from provisioner.agent.store import step_of
+from provisioner.control.records import placement_of
 from provisioner.control.store import AttemptRow, JobRow
 from provisioner.core.decide import (
     AgentReport,
@@ -38,7 +39,14 @@ from provisioner.core.decide import (
     Observations,
 )
 from provisioner.core.looks import schedule
-from provisioner.core.models import Instance, InstanceState, Interruption, Market, Offer, Placement
+from provisioner.core.models import (
+    Instance,
+    InstanceState,
+    Interruption,
+    Market,
+    Placement,
+    Reservation,
+)
 from provisioner.core.planner import Plan, PlanContext, plan_offers
 from provisioner.core.states import AgentState, Cause
 from provisioner.core.views import (
@@ -89,30 +97,6 @@ __all__ = [
     "placement_of",
     "reported_notices",
 ]
-
-
-def placement_of(a: AttemptRow) -> Placement:
-    """The placement an attempt was launched on, rebuilt from its row."""
-    offer = Offer(
-        provider=a.provider,
-        region=a.region,
-        zone=a.zone,
-        instance_type=a.instance_type,
-        gpu=a.gpu,
-        gpu_count=a.gpu_count,
-        vcpus=0,
-        memory_gib=0,
-        price=a.price_per_hour if a.market == Market.ON_DEMAND.value else None,
-        spot_price=a.price_per_hour if a.market == Market.SPOT.value else None,
-    )
-    return Placement(
-        offer=offer,
-        market=Market(a.market),
-        price_per_hour=a.price_per_hour,
-        bid_cap_per_hour=a.bid_cap_per_hour,
-        score=0.0,
-        nodes=a.nodes or 1,
-    )
 
 
 def work_done_h(progress: dict[str, Any] | None, total_h: float | None) -> float:
@@ -300,6 +284,7 @@ def job_view(
     cooldowns: dict[Location, datetime],
     interval_s: float,
     boot_s: float = BOOT_S,
+    changeover_h: float = CHANGEOVER_H,
     probe_below: str = "",
     gpu_idle_since: datetime | None = None,
 ) -> JobView:
@@ -329,7 +314,7 @@ def job_view(
         spent_usd=spent_usd,
         current=current,
         cooldowns=cooldowns,
-        changeover_h=CHANGEOVER_H,
+        changeover_h=changeover_h,
         step_h=step_h(interval_s),
         cancel_requested=job.cancel_requested,
         agent=agent_report(record if record is not None else progress),
@@ -442,6 +427,8 @@ def candidate_plan(
     measured: Any = None,
     short: Shortfalls = frozenset(),
     priors: Mapping[Any, Any] | None = None,
+    reservations: Sequence[Reservation] = (),
+    changeover_h: float = CHANGEOVER_H,
 ) -> Plan:
     # pacing=False: a running job is paced by decide() against what is left, not filtered by
     # whole-job estimates here (which left a job no budget could pay for waiting forever)
@@ -453,6 +440,8 @@ def candidate_plan(
         pacing=False,
         node_capacity=dict(short),
         priors=priors or {},
+        reservations=tuple(reservations),
+        changeover_h=changeover_h,
     )
     return plan_offers(policy, catalog, ctx, top=CANDIDATES)
 

@@ -30,7 +30,7 @@ from provisioner.core import gang
 from provisioner.core.models import Instance
 from provisioner.core.states import AttemptState, Cause, check_attempt
 from provisioner.core.timefmt import utc
-from provisioner.core.views import BOOT_S, cooldowns_in_force
+from provisioner.core.views import BOOT_S, CHANGEOVER_H, cooldowns_in_force
 from provisioner.errors import ControlError
 
 if TYPE_CHECKING:
@@ -196,6 +196,13 @@ class JobPassBase:
         if self._log is None:
             self._log = JobLog(log, self)
         return self._log
+
+    @property
+    def changeover_h(self) -> float:
+        """Launch to restored work on this job's provider, in hours (``JobView.changeover_h``):
+        the provider's where it says (the sim's ``changeover_s`` option), else the project's
+        assumed :data:`provisioner.core.views.CHANGEOVER_H`."""
+        return float(getattr(self.provider, "changeover_hours", CHANGEOVER_H))
 
     @property
     def boot_s(self) -> float:

@@ -34,6 +34,7 @@ from provisioner.control.store import PREEMPTED_ROW, AttemptRow
 from provisioner.core import decide as d
 from provisioner.core.models import TAG_JOB, TAG_MANAGED, Instance, InstanceState
 from provisioner.core.pricecap import running_cap
+from provisioner.core.reserved import block_notices
 from provisioner.core.rules import EPS_USD
 from provisioner.core.states import (
     LIVE_ATTEMPT_STATES,
@@ -83,6 +84,12 @@ class JobRunner(Launching, ProgressReading):
         report.progress_reads += self.memo.progress_at is not reads
         record = self.record_of(progress)
         self.take_reported_notice(record)  # the notice the agent saw, on any cloud
+        # a capacity block's end, known from the launch (the instance's tags): a notice
+        ending = block_notices(live, self.interruptions, self.now)
+        if ending:
+            self.interruptions = inputs.merged(self.interruptions, ending)
+            for it in ending:
+                self._note_block_end(it)
         updates: dict[str, Any] = {}
         if progress:
             self.note_checkpoint(progress)
@@ -382,6 +389,20 @@ class JobRunner(Launching, ProgressReading):
         idle, since = self.policy.idle, gpu_idle_since(self, progress)
         return idle is not None and since is not None and self.now - since >= idle.duration
 
+    def _note_block_end(self, it: Any) -> None:
+        """A capacity block's end, recorded once as the instance's ``notice`` event."""
+        if it.kind != "notice" or self.store.has_event(self.job.id, "notice", it.instance_id):
+            return
+        self.store.add_event(
+            self.job.id,
+            "notice",
+            f"{it.instance_id} in {it.zone}: {it.raw} (known since its launch); the agent "
+            "checkpoints and the job moves on before the end",
+            at=it.at,
+            instance=it.instance_id,
+            deadline=it.deadline.isoformat() if it.deadline else None,
+        )
+
     def decide(self, seen: list[Instance], progress: dict[str, Any] | None) -> list[d.Action]:
         """decide()'s answer for this job now, on inputs built from what was observed."""
         job, policy, now = self.job, self.policy, self.now
@@ -397,6 +418,7 @@ class JobRunner(Launching, ProgressReading):
             cooldowns=cooldowns,
             interval_s=self.env.interval_s,
             boot_s=self.boot_s,
+            changeover_h=self.changeover_h,
             probe_below=probe_below(self),
             gpu_idle_since=gpu_idle_since(self, progress),
         )

@@ -32,6 +32,9 @@ from provisioner.core.models import (
 )
 from provisioner.core.overlap import notice_deadline
 from provisioner.core.quotas import refused_at_launch
+from provisioner.core.reserved import block_tags
+from provisioner.core.reserved import notice_at as notice_at_
+from provisioner.core.reserved import usable_end as usable_end_
 from provisioner.core.states import AttemptState, Cause
 from provisioner.core.views import CHANGEOVER_H, zone_history
 
@@ -179,6 +182,9 @@ class Launching(JobPassBase):
         prev = self._replaces(row)
         if prev is not None:  # overlap on notice: the agent waits for that one's checkpoint
             spec = replace(spec, handover_from=prev[0], handover_until=prev[1].isoformat())
+        due, end = notice_at_(placement.reservation), usable_end_(placement.reservation)
+        if due is not None and end is not None:  # a block: the agent tells itself of its end
+            spec = replace(spec, block_notice_at=due.isoformat(), block_end=end.isoformat())
         return LaunchRequest(
             job_id=self.job.id,
             attempt=row.attempt,
@@ -191,13 +197,15 @@ class Launching(JobPassBase):
             cap_on_wire=enforcement(self.provider, self.policy, o) is CapEnforce.CLOUD,
             image=self.policy.job.image,
             disk_gb=self.policy.job.disk_gb,
-            extra_tags=dict(self.policy.tags),
+            # a block's end travels with the instance (provisioner.core.reserved)
+            extra_tags={**self.policy.tags, **block_tags(placement.reservation)},
             job_spec=spec.to_dict(),
             node=node,
             nodes=nodes,
             placement_group=group,
             fabric=_fabric(self.policy) if nodes > 1 else "",
             agent_wheel=self._wheel_link(),
+            reservation=placement.reservation,
         )
 
     def _launch_gang(

@@ -22,6 +22,13 @@ price ``p`` per node-hour (``r = p·n`` an hour):
   else this attempt's last checkpoint; else nothing was kept: ``k = f``);
   ``useful = billed − changeover − overlap − lost`` (the billing rule's rounding is in it).
 
+An attempt on held capacity (market ``reserved``: a reservation or capacity block the team
+pays for whether used or not) is billed at its marginal price, zero: its ``billed`` is 0 and
+what the job's budget counts is 0. What the reservation costs the team over the same run is
+shown beside it as ``held`` (its ``held_usd_per_hour`` kept on the row, times the run, by the
+same billing rule), so ``saved`` against on-demand is the whole on-demand figure and ``held``
+says what the capacity cost anyway.
+
 A job's figures are the sums of its attempts'. Nothing is rounded here; what shows a figure
 rounds it. With a window ``[since, until)``, billed and the references are split by run time
 as ``cost`` splits them (:func:`provisioner.core.spend.split`) and the parts are clipped.
@@ -70,6 +77,10 @@ class AttemptLedger:
     changeover_usd: float = 0.0
     lost_work_usd: float = 0.0
     overlap_usd: float = 0.0
+    #: held capacity: which reservation, and what it cost the team over this run (its rate,
+    #: paid whether used or not; never in ``billed``); None elsewhere or where unknown
+    reservation_id: str | None = None
+    held_usd: float | None = None
 
     @property
     def saved_usd(self) -> float | None:
@@ -100,6 +111,7 @@ class Totals:
     changeover_h: float = 0.0
     lost_work_h: float = 0.0
     overlap_h: float = 0.0
+    held_usd: float = 0.0  # what held capacity the attempts ran on cost the team anyway
     attempts: int = 0
     priced: int = 0  # attempts with an on-demand reference
     unpriced: int = 0  # attempts with billed time and no on-demand reference
@@ -111,6 +123,7 @@ class Totals:
             return
         self.attempts += 1
         self.billed_usd += a.billed_usd
+        self.held_usd += a.held_usd or 0.0
         if a.on_demand_usd is not None:
             self.on_demand_usd += a.on_demand_usd
             self.priced_billed_usd += a.billed_usd
@@ -156,6 +169,7 @@ class Totals:
             "changeover_h": r(self.changeover_h),
             "changeover_usd": r(self.changeover_usd),
             "useful_usd": r(self.useful_usd),
+            "held_usd": r(self.held_usd),
             "attempts": self.attempts,
             "attempts_without_on_demand_price": self.unpriced,
         }
@@ -191,6 +205,8 @@ def attempt_doc(a: AttemptLedger, digits: int | None = 6) -> dict[str, Any]:
         "changeover_h": r(a.changeover_h),
         "changeover_usd": r(a.changeover_usd),
         "useful_usd": r(a.useful_usd),
+        "reservation_id": a.reservation_id,
+        "held_usd": r(a.held_usd),
     }
 
 
@@ -310,6 +326,12 @@ def _attempt(
         led.on_demand_usd = _in_window(
             billed_cost(cloud, od, start, end) * nodes, start, end, since, until
         )
+    led.reservation_id = getattr(a, "reservation_id", None)
+    held = getattr(a, "held_usd_per_hour", None)
+    if a.market == "reserved" and held is not None:
+        led.held_usd = _in_window(
+            billed_cost(cloud, held, start, end) * nodes, start, end, since, until
+        )
     if led.cheapest_price is not None:
         where = (led.cheapest_offer or a.provider).split(":", 1)[0]
         led.cheapest_usd = _in_window(
@@ -419,6 +441,7 @@ def store_savings(store: Any, now: datetime) -> Totals:
         A.job_id, A.attempt, A.provider, A.region, A.zone, A.instance_type, A.market,
         A.price_per_hour, A.on_demand_price_per_hour, A.cheapest_on_demand_per_hour,
         A.cheapest_on_demand_offer, A.launched_at, A.ended_at, A.nodes, A.cost_usd,
+        A.reservation_id, A.held_usd_per_hour,
     )  # fmt: skip
     out, lookup, none = Totals(), catalog_lookup(store), JobEvents()
     with store.session() as s:

@@ -34,12 +34,12 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from policies.loader import PolicyError, parse_policy
 from policies.model import Policy
 from providers.base import ErrorKind, Provider, ProviderError
-from providers.capabilities import PriceKey
+from providers.capabilities import HeldCapacity, PriceKey
 from provisioner.catalog_files import builtin_catalog
 from provisioner.control import pricewatch
 from provisioner.control.cancel import (
@@ -86,8 +86,10 @@ from provisioner.core.models import (
     InstanceState,
     LaunchRequest,
     Placement,
+    Reservation,
 )
 from provisioner.core.planner import Plan
+from provisioner.core.views import CHANGEOVER_H
 
 log = logging.getLogger("provisioner.control.reconciler")
 
@@ -137,7 +139,9 @@ class Reconciler:
         self._catalogs: dict[str, Catalog] = {}
         self._feed = InterruptionFeed(store)
         self._swept: dict[str, datetime] = {}  # provider -> last placement-group sweep
-        self._plans: dict[tuple[str, frozenset[tuple[str, str]], frozenset[Any], Any], Plan] = {}
+        self._plans: dict[tuple[Any, ...], Plan] = {}
+        #: provider key -> (read at, the capacity the account holds): read at most once a pass
+        self._held: dict[str, tuple[datetime, tuple[Reservation, ...]]] = {}
         #: how soon the next pass comes (the driver's loop: the daemon's reconcile_interval,
         #: ``up``'s one second): the step decide() is told
         self.pass_interval_s = pass_interval_s
@@ -241,19 +245,51 @@ class Reconciler:
         from provisioner.control.inputs import candidate_plan
 
         measured, risks = self.measured.get(now), self.priors.get(now)
+        held = self.held_for(job, now) if policy.allows_reserved else ()
         key = (
             self._provider_key(job) + "\0" + job.policy_yaml,
             cooled,
             short,
             (int(now.timestamp() // 60), self.measured.version, self.priors.version),
+            tuple((r.id, r.free) for r in held),
         )
         got = self._plans.get(key)
         if got is None:
             if len(self._plans) > 10_000:
                 self._plans.clear()
-            got = candidate_plan(policy, self.catalog_for(job), cooled, now, measured, short, risks)
+            prov = self.provider_for(job)
+            changeover = float(getattr(prov, "changeover_hours", CHANGEOVER_H))
+            got = candidate_plan(
+                policy, self.catalog_for(job), cooled, now, measured, short, risks, held,
+                changeover,
+            )  # fmt: skip
             self._plans[key] = got
         return got
+
+    def held_for(self, job: JobRow, now: datetime) -> tuple[Reservation, ...]:
+        """The capacity the account of the job's provider holds (HeldCapacity), read at most
+        once a pass; for the sim, each under the cloud its zone mimics (as its offers). A
+        provider without the capability, or one that fails to answer, holds none now."""
+        key = self._provider_key(job)
+        got = self._held.get(key)
+        if got is not None and (now - got[0]).total_seconds() < max(1.0, self.step_s()):
+            return got[1]
+        prov: Any = self.provider_for(job)
+        found: tuple[Reservation, ...] = ()
+        if isinstance(prov, HeldCapacity):
+            prov = cast(Any, prov)
+            try:
+                listed = prov.reservations()
+            except ProviderError as exc:
+                log.info("job %s: held capacity not listed: %s", job.id, describe(exc))
+                listed = []
+            if job.provider == "sim":
+                from dataclasses import replace
+
+                listed = [replace(r, provider=prov.zone_cloud(r.zone)) for r in listed]
+            found = tuple(listed)
+        self._held[key] = (now, found)
+        return found
 
     def _provider_key(self, job: JobRow) -> str:
         """Which configured provider a job runs on (its name and options), worked out once

@@ -26,7 +26,17 @@ from providers.facts import billing_for
 from provisioner.control.store import AttemptRow, InstanceRow, JobRow
 from provisioner.control.store.records import event_doc
 from provisioner.core.billing import Billing
-from provisioner.core.models import CostEstimate, Instance, Placement, launch_token
+from provisioner.core.models import (
+    CostEstimate,
+    Instance,
+    Market,
+    Offer,
+    Placement,
+    Reservation,
+    ReservationKind,
+    launch_token,
+)
+from provisioner.core.timefmt import utc
 
 if TYPE_CHECKING:
     from policies.model import Policy
@@ -246,6 +256,7 @@ def attempt_row(
     history: ZoneHistory | None = None,
 ) -> AttemptRow:
     o = placement.offer
+    r = placement.reservation
     full = launch_cost_estimate(placement, policy, job, now, history)
     est, p10, p90 = (
         (full.mean_usd, full.p10_usd, full.p90_usd)
@@ -282,6 +293,10 @@ def attempt_row(
         cheapest_on_demand_per_hour=None,
         cheapest_on_demand_offer=None,
         estimate_p_miss=None if full is None else full.p_miss_deadline,
+        reservation_id=None if r is None else r.id,
+        reservation_kind=None if r is None else r.kind.value,
+        reservation_ends_at=None if r is None else r.ends_at,
+        held_usd_per_hour=None if r is None else r.held_usd_per_hour,
     )
 
 
@@ -308,3 +323,42 @@ def instance_doc(inst: Instance, now: datetime) -> dict[str, Any]:
         "ended_at": None if inst.state.alive else now,
         "last_seen_at": now,
     }
+
+
+def placement_of(a: AttemptRow) -> Placement:
+    """The placement an attempt was launched on, rebuilt from its row."""
+    offer = Offer(
+        provider=a.provider,
+        region=a.region,
+        zone=a.zone,
+        instance_type=a.instance_type,
+        gpu=a.gpu,
+        gpu_count=a.gpu_count,
+        vcpus=0,
+        memory_gib=0,
+        price=a.price_per_hour if a.market == Market.ON_DEMAND.value else None,
+        spot_price=a.price_per_hour if a.market == Market.SPOT.value else None,
+    )
+    held = None
+    if a.reservation_id:  # held capacity: which one, as at its launch
+        held = Reservation(
+            provider=a.provider,
+            id=a.reservation_id,
+            region=a.region,
+            zone=a.zone,
+            instance_type=a.instance_type,
+            kind=ReservationKind(a.reservation_kind or ReservationKind.ON_DEMAND.value),
+            total=a.nodes or 1,
+            free=a.nodes or 1,
+            ends_at=utc(a.reservation_ends_at) if a.reservation_ends_at else None,
+            held_usd_per_hour=a.held_usd_per_hour,
+        )
+    return Placement(
+        offer=offer,
+        market=Market(a.market),
+        price_per_hour=a.price_per_hour,
+        bid_cap_per_hour=a.bid_cap_per_hour,
+        score=0.0,
+        nodes=a.nodes or 1,
+        reservation=held,
+    )

@@ -71,19 +71,20 @@ estimate there is nothing to pace against: spot when there is capacity, else on-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
 
-from policies.model import MarketChoice
 from provisioner.core import admission as adm
 from provisioner.core import availability as av
 from provisioner.core import gang
 from provisioner.core import looks as lk
 from provisioner.core import overlap as ov
 from provisioner.core import pricecap as pc
+from provisioner.core import reserved as rsv
 from provisioner.core import signals as sig
 from provisioner.core import stepview as sv
 from provisioner.core import strategies as st
@@ -172,10 +173,7 @@ def _describe(p: Placement) -> str:
 
 
 def _strategy_for(job: JobView, name: str | None) -> Strategy:
-    by_market = {MarketChoice.ON_DEMAND: "on-demand", MarketChoice.SPOT: "spot-only"}
-    return st.get_strategy(
-        name or job.strategy or by_market.get(job.policy.market, st.DEFAULT_STRATEGY)
-    )
+    return st.get_strategy(name or job.strategy or rsv.strategy_for(job.policy.market.names))
 
 
 def _triage(job: JobView, obs: Observations, now: datetime) -> Situation:
@@ -232,6 +230,10 @@ def decide(
     """What to do for ``job`` now. See the module docstring for the contract."""
     nodes = job.policy.resources.nodes
     obs, rb = sig.split(obs)  # early signals (provisioner.core.signals): kept apart
+    mine = [i for i in obs.instances if i.job_id in (None, job.id)]
+    ending = rsv.block_notices(mine, obs.interruptions, now)  # a block's end: a known notice
+    if ending:
+        obs = replace(obs, interruptions=(*obs.interruptions, *ending))
     if nodes > 1:  # a gang: its instances as one unit (provisioner.core.gang)
         cur = job.current
         leaders = {cur.attempt: cur.instance_id} if cur and cur.instance_id else {}
@@ -288,6 +290,10 @@ def _decide_on(
             end = Terminate(over.instance.id, f"{over.why}; {works.id} works on", Cause.OVER_CAP)
             back = replace(t, actions=[*t.actions, end], keep=works, handing_over=None)
             return _decide_on(job, obs, now, back, strategy)
+    if policy.allows_reserved:  # held capacity first: paid for whether used or not
+        on_held = _held(job, obs, now, t, over is not None)
+        if on_held is not None:
+            return on_held
     alive = [x for x in (keep, t.handing_over) if x is not None]
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
     avail = lk.open_zones(job, keep, locs, avail, now)  # looks due (from a working instance)
@@ -399,6 +405,68 @@ def _decide_on(
     return t.actions + budget_out(
         policy, [], "no launch fits the remaining budget", Cause.NO_LAUNCH_FITS
     )
+
+
+def _held(
+    job: JobView, obs: Observations, now: datetime, t: Situation, over: bool
+) -> list[Action] | None:
+    """Held capacity before the strategy (None: the strategy decides). A job on a reservation
+    stays there (never preempted; a block's end comes as a notice, handled before this). With
+    nothing running, the first usable reservation is launched into; from spot or on-demand, a
+    move into one is made before break where what it saves over the work left (or the time
+    the reservation lasts) pays for the overlap. Usable: started, free, its end notice at
+    least a changeover away, no recent "no capacity" from it."""
+    policy, keep = job.policy, t.keep
+    if keep is not None and keep.market is Market.RESERVED:
+        times = rsv.block_times(keep.tags)
+        return [
+            *t.actions,
+            Wait(
+                None if times is None else times[0],
+                "staying on reserved capacity (marginal $0/h)"
+                + ("" if times is None else f"; its block's notice is due {times[0].isoformat()}"),
+            ),
+        ]
+    if t.handing_over is not None or job.restarts >= policy.restart.max_restarts or over:
+        return None
+    split = spot_split(policy, obs.candidates)
+    if not split.reserved:
+        return None
+    busy = {(e.provider, e.location, e.instance_type, e.market) for e in obs.capacity_errors}
+    mbb = keep is not None and ov.settled(job, keep, now)
+    if keep is not None and not mbb:
+        return None  # one still booting: the strategy's (it is kept, or stopped first)
+    standing = adm.Standing.of(job, _draining_usd(job, obs, now))
+    for p in split.reserved:
+        r = p.reservation
+        assert r is not None  # launchable() checked it
+        o = p.offer
+        if rsv.usable(r, now, job.changeover_h) is not None:
+            continue
+        if (o.provider, o.location, o.instance_type, Market.RESERVED) in busy:
+            continue
+        overlap = 0.0
+        if keep is not None:
+            overlap = ov.overlap_usd(job, keep, now, p)
+            due = rsv.notice_at(r)
+            span_h = math.inf if due is None else _hours(due - now) - job.changeover_h
+            left_h = math.inf if job.work_total_h is None else job.work_total_h - job.work_done_h
+            price = keep.price_per_hour
+            if price is None and job.current is not None:
+                price = launch_price(job.current.placement)
+            saving = (price or 0.0) * max(0.0, min(span_h, left_h)) * p.nodes
+            if not saving > overlap:
+                continue
+        more = replace(standing, committed_usd=standing.committed_usd + overlap)
+        if adm.budget_refusal(policy, p, more) is not None:
+            continue
+        n = job.attempt + 1
+        why = f"{_describe(p)} (rank {p.rank}): held capacity, reservation {r.id}"
+        if keep is not None:
+            how = f"make before break: {keep.id} runs until attempt {n} takes over"
+            return [*t.actions, Launch(p, n, f"{why}; {how}", replaces=keep.id)]
+        return [*t.actions, Launch(p, n, why)]
+    return None
 
 
 def _options(

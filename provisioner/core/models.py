@@ -77,6 +77,12 @@ class Reservation:
     #: the cloud's own name or ARN where it differs from ``id`` (GCP: the reservation's
     #: self link path, Azure: the capacity reservation group's resource id)
     ref: str = ""
+    #: where the adapter knows the end margins better than the clouds' table
+    #: (:data:`provisioner.core.reserved.END_MARGINS`): seconds before ``ends_at`` the cloud
+    #: warns, and begins to take the instances back (the sim, on its own time scale); None:
+    #: the table's
+    warn_s: float | None = None
+    stop_s: float | None = None
 
     def usable_at(self, now: datetime) -> bool:
         """Started, not ended, and with room for one more instance."""
@@ -154,6 +160,10 @@ class Offer:
     interruption_band: str = ""  # AWS Spot Advisor style: "<5%", "5-10%", ... or ""
 
     def price_for(self, market: Market) -> float | None:
+        """The marginal price per instance-hour on ``market``: held capacity's is zero (it is
+        paid for whether used or not)."""
+        if market is Market.RESERVED:
+            return 0.0
         return self.spot_price if market is Market.SPOT else self.price
 
     @property

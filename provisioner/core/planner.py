@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from policies.gpus import canonical_gpu, gpu_specs
@@ -34,7 +34,7 @@ from provisioner.core.admission import SHARED_RULES, PlanRow, Standing, billing_
 from provisioner.core.admission import over_budget as adm_over_budget
 from provisioner.core.catalog import Catalog
 from provisioner.core.measured import Measured
-from provisioner.core.models import Market, Offer, Placement
+from provisioner.core.models import Market, Offer, Placement, Reservation
 from provisioner.core.network import SPREAD_ONLY_GROUPS, spread_only_why, wants_interconnect
 from provisioner.core.planrows import (
     PlanError,
@@ -46,7 +46,11 @@ from provisioner.core.planrows import (
 )
 from provisioner.core.quotas import Quota, blocking
 from provisioner.core.quotas import why as quota_why
+from provisioner.core.reserved import matches as reservation_matches
+from provisioner.core.reserved import notice_at as reservation_notice
+from provisioner.core.reserved import usable as reservation_usable
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
+from provisioner.core.views import CHANGEOVER_H
 from provisioner.core.zone_priors import Key, ZoneRisk, risk_column
 
 if TYPE_CHECKING:
@@ -74,6 +78,7 @@ REASONS = (
     "gang_capacity",  # fewer nodes known to be there than resources.nodes (a gang)
     "quota",  # more than the account's remaining quota (PlanContext.quotas)
     "window",  # outside the policy's time windows now (the job waits for the next one)
+    "reservation",  # held capacity the policy does not name, not usable now, or too small
 )
 _CODE = {r: i + 1 for i, r in enumerate(REASONS)}
 EXAMPLES_PER_REASON = 3
@@ -110,6 +115,13 @@ class PlanContext:
     #: the clouds' availability priors per (provider, zone or region, type) (zone_risks() of
     #: `provisioner priors --refresh`): a spot offer's interruption risk where one is known
     priors: Mapping[Key, ZoneRisk] = field(default_factory=dict)
+    #: the capacity the account holds (providers with the HeldCapacity capability list it): a
+    #: policy whose market allows ``reserved`` gets a placement in each one it names that is
+    #: usable now and matches an offer passing the hard rules, ranked first (marginal $0/h)
+    reservations: tuple[Reservation, ...] = ()
+    #: a reservation whose end notice comes within this long is not launched into (the job
+    #: would do no work on it before moving on): the changeover, launch to restored
+    changeover_h: float = CHANGEOVER_H
 
 
 @dataclass(frozen=True)
@@ -244,7 +256,7 @@ def plan_offers(
                 if reason == "vram" and spec and need_vram
                 else ""
             )
-            examples[reason].append(_describe(o, markets[0]) + detail)
+            examples[reason].append(_describe(o, (markets or [Market.RESERVED])[0]) + detail)
     rows = np.sort(np.concatenate(keep_rows)) if keep_rows else np.empty(0, dtype=np.int64)
 
     # Per-row facts (columns gathered once for the surviving rows).
@@ -496,6 +508,20 @@ def plan_offers(
                 )
             )
 
+    held: list[Placement] = []
+    n_held = 0
+    if policy.allows_reserved and ctx.reservations:
+        n_held = len(ctx.reservations)
+        held = _reserved(
+            policy, catalog, ctx, rows, base, latency_bad, unavailable_mask, hours, first_s,
+            deadline, window_shut, counts, examples,
+        )  # fmt: skip
+        if held:
+            for rank, p in enumerate(placements, start=len(held) + 1):
+                placements[rank - len(held) - 1] = replace(p, rank=rank)
+            placements = held + placements
+            if top is not None:
+                placements = placements[: max(top, len(held))]
     rejections = {r: Rejection(r, counts[r], tuple(examples[r])) for r in REASONS if counts[r]}
     notes: list[str] = []
     spread = (
@@ -519,14 +545,140 @@ def plan_offers(
         policy=policy,
         placements=placements,
         rejections=rejections,
-        eligible=n_elig,
-        candidates=n_total * n_markets,
+        eligible=n_elig + len(held),
+        candidates=n_total * n_markets + n_held,
         required_vram_gb=need_vram,
         vram_estimate=vram_est,
         deadline=deadline,
         notes=tuple(notes),
         rows=judged,
     )
+
+
+def _reserved(
+    policy: Policy,
+    catalog: Catalog,
+    ctx: PlanContext,
+    rows: np.ndarray,
+    base: np.ndarray,
+    latency_bad: np.ndarray,
+    unavailable: np.ndarray,
+    hours: np.ndarray,
+    first_s: np.ndarray,
+    deadline: datetime | None,
+    window_shut: bool,
+    counts: dict[str, int],
+    examples: dict[str, list[str]],
+) -> list[Placement]:
+    """A ``reserved`` placement per held reservation the policy allows, usable now, matching
+    an offer of the catalog that passes the hard rules (the offer's row codes, then the rules
+    judged per market at a marginal price of zero): ranked first, open-ended capacity before
+    capacity that ends, later ends first. The rest are counted under the first rule each
+    breaks (``reservation``: not named by the policy, not usable now, too small)."""
+    import numpy as np
+
+    nodes = policy.resources.nodes
+    at: dict[tuple[str, str], list[int]] = {}
+    for j, i in enumerate(rows.tolist()):
+        o = catalog.offers[int(i)]
+        at.setdefault((o.provider, o.instance_type), []).append(j)
+    out: list[tuple[tuple[float, int], Placement]] = []
+
+    def reject(reason: str, r: Reservation, why: str) -> None:
+        counts[reason] += 1
+        if len(examples[reason]) < EXAMPLES_PER_REASON:
+            examples[reason].append(
+                f"{r.provider}:{r.zone or r.region} {r.instance_type} reserved {r.id}: {why}"
+            )
+
+    for r in ctx.reservations:
+        if not policy.reservation_allowed(r.id):
+            reject("reservation", r, "not among the policy's reservations")
+            continue
+        bad = reservation_usable(r, ctx.now, ctx.changeover_h)
+        if bad is None and r.free < nodes:
+            bad = f"{r.free} free, the job needs {nodes}"
+        if bad is not None:
+            reject("reservation", r, bad)
+            continue
+        js = [
+            j
+            for j in at.get((r.provider, r.instance_type), [])
+            if reservation_matches(
+                r,
+                r.provider,
+                catalog.offers[int(rows[j])].region,
+                catalog.offers[int(rows[j])].zone,
+                r.instance_type,
+            )
+        ]
+        if not js:
+            any_offer = any(
+                reservation_matches(r, o.provider, o.region, o.zone, o.instance_type)
+                for o in catalog.offers
+            )
+            reject(
+                "gpu_model" if any_offer else "reservation",
+                r,
+                "its GPU is not one the policy takes"
+                if any_offer
+                else "no offer of its type there in the catalog",
+            )
+            continue
+        j = js[0]
+        o = catalog.offers[int(rows[j])]
+        code = int(base[j])
+        reason = REASONS[code - 1] if code else None
+        h = float(hours[j])
+        if reason is None and latency_bad[j]:
+            reason = "latency"
+        if reason is None and deadline is not None and ctx.pacing:
+            left_h = (deadline - ctx.now).total_seconds() / 3600.0
+            if left_h <= 0 or (not math.isnan(h) and h > left_h):
+                reason = "deadline"
+        if reason is None and policy.budget.max_total is not None and ctx.pacing:
+            broke = adm_over_budget(
+                policy, ctx.standing, np.zeros(1), hours[j : j + 1], first_s[j : j + 1]
+            )
+            if bool(broke[0]):
+                reason = "budget_total"
+        if reason is None and unavailable[j]:
+            reason = "unavailable"
+        if reason is None and ctx.quotas:  # held instances count against the account's quota
+            over = blocking(ctx.quotas, o, Market.ON_DEMAND, nodes)
+            if over is not None:
+                reason = "quota"
+        if reason is None and window_shut:
+            reason = "window"
+        if reason is not None:
+            reject(reason, r, "the offer there breaks this rule")
+            continue
+        held = "unknown" if r.held_usd_per_hour is None else f"${r.held_usd_per_hour:.4g}/h"
+        why = [
+            f"reserved {r.kind.value} {r.id}: {r.free} of {r.total} free; marginal $0/h "
+            f"(held {held} whether used or not)"
+        ]
+        due = reservation_notice(r)
+        if due is not None:
+            why.append(f"ends: the job moves on at {due.isoformat()}")
+            if not math.isnan(h) and ctx.now + timedelta(hours=h) > due:
+                why.append("before the job's estimated end")
+        end_s = math.inf if due is None else due.timestamp()
+        p = Placement(
+            offer=o,
+            market=Market.RESERVED,
+            price_per_hour=0.0,
+            bid_cap_per_hour=None,
+            score=0.0,
+            est_hours=None if math.isnan(h) else h,
+            est_job_cost=None if math.isnan(h) else 0.0,
+            reasons=tuple(why),
+            nodes=nodes,
+            reservation=r,
+        )
+        out.append(((-end_s, -r.free), p))
+    out.sort(key=lambda kp: kp[0])
+    return [replace(p, rank=k) for k, (_, p) in enumerate(out, start=1)]
 
 
 _SHARED_CODES = frozenset([0, *(_CODE[r] for r in SHARED_RULES if r in _CODE)])

@@ -159,6 +159,14 @@ def launchable(policy: Policy, placement: Placement) -> str | None:
         return "the policy excludes spot"
     if placement.market is Market.ON_DEMAND and not policy.allows_on_demand:
         return "the policy excludes on-demand"
+    if placement.market is Market.RESERVED:
+        r = placement.reservation
+        if not policy.allows_reserved:
+            return "the policy excludes reserved capacity"
+        if r is None:
+            return "a reserved placement names no reservation"
+        if not policy.reservation_allowed(r.id):
+            return f"reservation {r.id} is not among the policy's reservations"
     if not region_allowed(policy, o.provider, o.region):
         return f"{o.provider}:{o.region} is outside the policy's residency"
     if placement.market is Market.SPOT and price > spot_cap(policy, placement) + EPS_USD:
@@ -205,7 +213,11 @@ def launch_violation(
 
 
 def placement_key(p: Placement) -> tuple[str, str, str, Market]:
-    """What makes two placements the same launch: provider, location, type and market."""
+    """What makes two placements the same launch: provider, location, type and market (and,
+    on held capacity, which reservation: two of one type in a zone are two launches)."""
+    if p.reservation is not None:
+        o = p.offer
+        return (o.provider, f"{o.location}/{p.reservation.id}", o.instance_type, p.market)
     return (p.offer.provider, p.offer.location, p.offer.instance_type, p.market)
 
 
@@ -255,6 +267,8 @@ class SpotSplit:
     locs: tuple[tuple[str, str], ...]
     prices: tuple[float, ...]
     od: tuple[tuple[tuple[str, str, str, Market], Placement], ...]
+    #: the reserved ones (held capacity: the policy names it; usable now is decide()'s check)
+    reserved: tuple[Placement, ...] = ()
 
 
 _SPLIT: dict[int, tuple[_Checked, SpotSplit]] = {}
@@ -272,7 +286,8 @@ def spot_split(policy: Policy, candidates: Sequence[Placement]) -> SpotSplit:
         spot_keys=tuple(k for k, _ in spot),
         locs=tuple((p.offer.provider, p.offer.location) for _, p in spot),
         prices=tuple(launch_price(p) for _, p in spot),
-        od=tuple((k, p) for k, p in checked if p.market is not Market.SPOT),
+        od=tuple((k, p) for k, p in checked if p.market is Market.ON_DEMAND),
+        reserved=tuple(p for _, p in checked if p.market is Market.RESERVED),
     )
     if len(_SPLIT) > 1_000:
         _SPLIT.clear()

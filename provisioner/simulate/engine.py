@@ -70,10 +70,9 @@ from provisioner.core.models import (
     InstanceState,
     Interruption,
     Market,
-    Offer,
-    Placement,
 )
 from provisioner.core.rebalance import grid
+from provisioner.core.reserved import block_tags, block_times
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
 from provisioner.core.views import (
     CAPACITY_ERRORS_WITHIN,
@@ -84,42 +83,11 @@ from provisioner.core.views import (
 )
 from provisioner.simulate.replay import MAX_PASSES, total_steps
 from provisioner.simulate.scenario import RunStats, Scenario
+from provisioner.simulate.world import HELD_TAG, World
+
+__all__ = ["EPOCH", "Timeline", "World", "gang_policy", "run_window", "run_windows"]
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@dataclass
-class World:
-    """The simulated cloud: which zones exist and what they cost."""
-
-    zones: list[str]
-    provider: str = "aws"
-    instance_type: str = "p3.2xlarge"
-    gpu: str = "V100"
-
-    def region(self, zone: str) -> str:
-        return zone[:-1] if len(zone) > 1 and zone[-1].isalpha() and zone[-2].isdigit() else zone
-
-    def candidates(self, sc: Scenario, spot_prices: np.ndarray | None) -> tuple[Placement, ...]:
-        out = []
-        for z, zone in enumerate(self.zones):
-            price = sc.price_spot if spot_prices is None else float(spot_prices[z])
-            offer = Offer(
-                self.provider, self.region(zone), zone, self.instance_type, self.gpu, 1, 8, 61,
-                sc.price_on_demand, price,
-            )  # fmt: skip
-            out.append(
-                Placement(
-                    offer, Market.SPOT, price, None, score=float(z), rank=z + 1, nodes=sc.nodes
-                )
-            )
-        first = out[0].offer
-        od = Placement(
-            first, Market.ON_DEMAND, sc.price_on_demand, None, score=99.0, rank=len(out) + 1,
-            nodes=sc.nodes,
-        )  # fmt: skip
-        out.append(od)
-        return tuple(out)
 
 
 @dataclass
@@ -168,6 +136,7 @@ def run_window(
     cooldowns: dict[tuple[str, str], datetime] = {}
     done_s = ckpt_s = lost_s = 0.0
     cost = od_s = spot_s = od_work = spot_work = 0.0
+    held_s = 0.0  # hours on held capacity (billed $0 marginal: neither spot nor on-demand)
     finish_s: float | None = None
     failed = ""
     age = np.zeros(n_z)
@@ -209,6 +178,23 @@ def run_window(
             seen_down[(world.provider, drain.zone)] = now
             events.append((now, (world.provider, drain.zone), "lost"))
             drain = None
+        ending = None if inst is None else block_times(inst.tags)  # on a capacity block
+        if inst is not None and ending is not None:
+            if notice_until is None and now >= ending[0]:  # its end's notice, known at launch
+                notice_until = ending[1]
+                ckpt_s = done_s  # the agent checkpoints on it
+            if notice_until is not None and now >= notice_until:  # the block takes it back
+                notice_until = None
+                lost_s += done_s - ckpt_s
+                done_s = ckpt_s
+                preemptions += 1
+                after_preemption = True
+                if timeline is not None:
+                    timeline.events.append((t / 3600.0, f"capacity block ended in {inst.zone}"))
+                cur = _ended(cur, InstanceState.PREEMPTED, now)
+                inst = None
+                if drain is not None and planned:
+                    inst, drain = drain, None
         if inst is not None and inst.market is Market.SPOT:
             z = world.zones.index(inst.zone)
             if not av[z] and notice_until is None and sc.notice_s > 0:  # the notice is served
@@ -230,7 +216,12 @@ def run_window(
                 inst = None
                 if drain is not None and planned:  # lost while taking over: the old one stays
                     inst, drain = drain, None
-        cands = world.candidates(sc, prices)
+        used = {
+            x.tags.get(HELD_TAG, ""): 1
+            for x in (inst, drain)
+            if x is not None and x.market is Market.RESERVED
+        }
+        cands = world.candidates(sc, prices, policy.allows_reserved, used)
         if observed:  # the daemon's memory of refused launches
             refused = [e for e in refused if now - e.at <= CAPACITY_ERRORS_WITHIN]
             errors = tuple(refused)
@@ -265,8 +256,8 @@ def run_window(
             notes = tuple(
                 Interruption(x.id, world.provider, x.zone, "notice", until - notice, until)
                 for x, until in ((drain, drain_until), (inst, notice_until))
-                if x is not None and until is not None
-            )
+                if x is not None and until is not None and block_times(x.tags) is None
+            )  # a block's end: decide() tells it from the instance's tags
             if rb_start is not None and inst is not None and inst.market is Market.SPOT:
                 notes = (*notes, *_rebalance(rb_start, k, inst, world, start))
             obs = Observations(
@@ -329,10 +320,13 @@ def run_window(
                     if after_preemption:
                         restarts += 1
                         after_preemption = False
+                    tags = {TAG_JOB: job_id, TAG_ATTEMPT: str(attempt), **block_tags(p.reservation)}
+                    if p.reservation is not None:
+                        tags[HELD_TAG] = p.reservation.id
                     inst = Instance(
                         id=f"i-{attempt}", provider=p.offer.provider, region=p.offer.region,
                         zone=p.offer.zone, instance_type=p.offer.instance_type, market=p.market,
-                        state=InstanceState.RUNNING, tags={TAG_JOB: job_id, TAG_ATTEMPT: str(attempt)},
+                        state=InstanceState.RUNNING, tags=tags,
                         launched_at=now, price_per_hour=p.price_per_hour,
                     )  # fmt: skip
                     cur = AttemptView(attempt, p, inst.id, InstanceState.RUNNING, launched_at=now)
@@ -362,6 +356,8 @@ def run_window(
             if drain.market is Market.SPOT:
                 spot_s += busy
                 spot_work += work
+            elif drain.market is Market.RESERVED:
+                held_s += busy
             else:
                 od_s += busy
                 od_work += work
@@ -376,6 +372,8 @@ def run_window(
             cost += inst_cost * sc.nodes * busy / 3600.0  # the new one, billed alongside
             if inst is not None and inst.market is Market.SPOT:
                 spot_s += busy
+            elif inst is not None and inst.market is Market.RESERVED:
+                held_s += busy
             elif inst is not None:
                 od_s += busy
         elif inst is not None and inst.launched_at is not None:
@@ -395,6 +393,8 @@ def run_window(
             if market == SPOT:
                 spot_s += billed
                 spot_work += progress
+            elif inst.market is Market.RESERVED:
+                held_s += billed
             else:
                 od_s += billed
                 od_work += progress
@@ -427,6 +427,7 @@ def run_window(
         "preemptions": preemptions,
         "lost_work_hours": lost_s / 3600.0,
         "overlap_hours": overlap_s / 3600.0,
+        "reserved_hours": held_s / 3600.0,
         "refusals": refusals,
         "failed": failed,
     }

@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from policies.model import MarketChoice, Policy
+from policies.model import Policy
 from provisioner.core.billing import Billing
 from provisioner.core.models import CostEstimate, Market, Placement
+from provisioner.core.reserved import strategy_for
 from provisioner.core.strategies import DEFAULT_STRATEGY, get_strategy
 from provisioner.core.views import CHANGEOVER_H
 from provisioner.core.zone_priors import Key, ZoneRisk, for_offer
@@ -198,8 +199,7 @@ def percentile(values: np.ndarray, pct: float) -> float:
 
 def strategy_name(policy: Policy) -> str:
     """The strategy decide() uses for ``policy`` (by its market)."""
-    by_market = {MarketChoice.ON_DEMAND: "on-demand", MarketChoice.SPOT: "spot-only"}
-    return by_market.get(policy.market, DEFAULT_STRATEGY)
+    return strategy_for(policy.market.names)
 
 
 def _seed(p: Placement, seed: int) -> int:
@@ -308,7 +308,7 @@ def estimate_placements(
         sc,
         per_window=pw,
         protect_s=rep(np.asarray(protect), n),
-        on_demand=policy.market is not MarketChoice.SPOT,
+        on_demand=policy.allows_on_demand,
     )
     for k, i in enumerate(spot_i):
         p = placements[i]
@@ -324,7 +324,7 @@ def estimate_placements(
         cost = p_sp[k] * spot_h + p_od[k] * od_h
         missed = runs.missed[sl] | (runs.finish_h[sl] + lost > sim_h + 1e-9)
         p90 = percentile(cost, 90)
-        if policy.market is not MarketChoice.SPOT:
+        if policy.allows_on_demand:
             # the zone may have no spot: when one run in ten found none, those runs paid the
             # on-demand-only cost, and the P90 is not below it (no interpolation under it)
             no_spot = float(np.mean(runs.spot_hours[sl] <= 0.0))

@@ -194,12 +194,9 @@ def _check_eligible(policy: Policy, world: World, sc: Scenario) -> None:
 
 
 def _strategy_name(policy: Policy) -> str:
-    from policies.model import MarketChoice
-    from provisioner.core.strategies import DEFAULT_STRATEGY
+    from provisioner.core.reserved import strategy_for
 
-    return {MarketChoice.ON_DEMAND: "on-demand", MarketChoice.SPOT: "spot-only"}.get(
-        policy.market, DEFAULT_STRATEGY
-    )
+    return strategy_for(policy.market.names)
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

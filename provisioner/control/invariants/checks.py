@@ -21,6 +21,7 @@ from provisioner.control.invariants.snapshot import Snapshot
 from provisioner.control.rowchecks import ended_row_problems
 from provisioner.control.store import FINAL_STATES, AttemptRow, EventRow, InstanceRow, JobRow
 from provisioner.core.states import LIVE_ATTEMPT_STATES
+from provisioner.core.timefmt import utc
 from provisioner.core.views import CHANGEOVER_H
 
 log = logging.getLogger("provisioner.control.invariants")
@@ -53,6 +54,10 @@ class Invariant(str, enum.Enum):
     RESUME = "resume"  # a resumed attempt did not start from the newest complete checkpoint
     RESULT = "result"  # a deterministic job's result differs from an uninterrupted run's
     OVER_CAP = "over-cap"  # a spot instance held by the daemon left running above its cap
+    #: a launch into held capacity the policy does not allow, or that was not usable then
+    RESERVED_LAUNCH = "reserved-launch"
+    BLOCK_END = "block-end"  # a job's instance still on a capacity block after its usable end
+    RESERVED_BILLED = "reserved-billed"  # held capacity billed above zero marginal to the job
 
     def __str__(self) -> str:
         return self.value
@@ -511,6 +516,75 @@ def check_over_cap(snap: Snapshot) -> list[Violation]:
     return out
 
 
+def check_reserved(snap: Snapshot) -> list[Violation]:
+    """Held capacity: every launch into a reservation names one the job's policy allows
+    (``market`` with ``reserved``, ``reservations``), made before the reservation's usable end
+    (a block's: its cloud's stop margin before its end time); and it is billed to the job at
+    its marginal price, zero (what the reservation costs is held, not spent)."""
+    from provisioner.control.inputs import placement_of
+    from provisioner.core.reserved import usable_end
+
+    out: list[Violation] = []
+    for job in snap.jobs:
+        pol = _policy(job.policy_yaml)
+        for a in snap.attempts.get(job.id, ()):
+            if a.market != "reserved":
+                continue
+            rid = a.reservation_id or ""
+            if pol is not None and not pol.reservation_allowed(rid):
+                out.append(
+                    Violation(
+                        Invariant.RESERVED_LAUNCH,
+                        job.id,
+                        f"attempt {a.attempt} launched into reservation {rid or '(none)'}, "
+                        f"which the policy (market {pol.market.value}) does not allow",
+                    )
+                )
+            end = usable_end(placement_of(a).reservation)
+            created = utc(a.created_at)
+            if end is not None and created is not None and created >= end:
+                out.append(
+                    Violation(
+                        Invariant.RESERVED_LAUNCH,
+                        job.id,
+                        f"attempt {a.attempt} launched into {rid} at {created.isoformat()}, "
+                        f"after its usable end {end.isoformat()}",
+                    )
+                )
+            if a.price_per_hour > 1e-12 or a.cost_usd > 1e-9:
+                out.append(
+                    Violation(
+                        Invariant.RESERVED_BILLED,
+                        job.id,
+                        f"attempt {a.attempt} on held capacity {rid} billed "
+                        f"${a.price_per_hour:.4g}/h, ${a.cost_usd:.4g} (marginal is 0)",
+                    )
+                )
+    return out
+
+
+def check_block_end(snap: Snapshot) -> list[Violation]:
+    """No job's instance is still running on a capacity block once its usable end has come
+    (the cloud takes it back then; the job moved on before it, or is stopped at it)."""
+    from provisioner.core.reserved import block_times
+
+    out: list[Violation] = []
+    for inst in snap.cloud or ():
+        if not inst.state.alive or not inst.job_id:
+            continue
+        times = block_times(inst.tags)
+        if times is not None and snap.now > times[1]:
+            out.append(
+                Violation(
+                    Invariant.BLOCK_END,
+                    inst.job_id,
+                    f"instance {inst.id} (attempt {inst.attempt}) still on its capacity block "
+                    f"{(snap.now - times[1]).total_seconds():.0f} s after its usable end",
+                )
+            )
+    return out
+
+
 Check = Callable[[Snapshot], list[Violation]]
 
 #: store-only, run by the daemon after every pass
@@ -520,6 +594,7 @@ CHEAP: tuple[Check, ...] = (
     check_exit_fails,
     check_budget,
     check_live_attempts,
+    check_reserved,
 )
 #: everything (the clouds' lists, events, outbox, results)
 FULL: tuple[Check, ...] = (
@@ -531,6 +606,7 @@ FULL: tuple[Check, ...] = (
     check_results,
     check_plan_daemon,
     check_over_cap,
+    check_block_end,
 )
 
 

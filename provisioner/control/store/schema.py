@@ -116,6 +116,12 @@ class AttemptRow(Base):
         String(256), nullable=True, default=None
     )
     estimate_p_miss: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+    # held capacity (migration 0012): the reservation or block the attempt was launched into,
+    # its kind, the cloud's end time, and its rate per instance-hour whether used or not
+    reservation_id: Mapped[str | None] = mapped_column(String(256), nullable=True, default=None)
+    reservation_kind: Mapped[str | None] = mapped_column(String(32), nullable=True, default=None)
+    reservation_ends_at: Mapped[datetime | None] = mapped_column(nullable=True, default=None)
+    held_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
 
 
 class InstanceRow(Base):
