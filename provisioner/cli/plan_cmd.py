@@ -59,9 +59,10 @@ from provisioner.cli.common import (
 )
 @click.option(
     "-o",
-    "--option",
+    "--provider-option",
     "options",
     multiple=True,
+    metavar="KEY=VALUE",
     help="Option of the --held provider (repeatable), e.g. -o region=us-east-1.",
 )
 @click.option("--store", "store_url", envvar="PROVISIONER_STORE", default=None, help="Store URL.")
