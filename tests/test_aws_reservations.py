@@ -217,3 +217,32 @@ def test_block_durations_are_the_ones_ec2_sells(aws: AWSHarness) -> None:
         aws.provider().capacity_offerings("p5.48xlarge", 1, 30)
     assert caught.value.kind is ErrorKind.INVALID
     assert aws.sent("DescribeCapacityBlockOfferings") == []
+
+
+def test_plan_ranks_the_accounts_reservation_first_at_zero_marginal(aws: AWSHarness) -> None:
+    """What `plan --held aws` does: the adapter lists what the account holds (on the wire, from
+    the fake), the planner ranks the matching reservation first at a marginal $0/h, named;
+    a reservation of another type is not offered."""
+    from policies import parse_policy
+    from provisioner.core.catalog import Catalog
+    from provisioner.core.planner import PlanContext, plan_offers
+
+    rid = aws_capacity.seed_reservation(REGION, ZONE, "p5.48xlarge", 2, available=2)
+    aws_capacity.seed_reservation(REGION, ZONE, "p4d.24xlarge", 1)  # not a type the policy wants
+    held = tuple(aws.provider().reservations())
+    assert {r.id for r in held} >= {rid}
+    policy = parse_policy(
+        "name: held\nresources: {gpus: [H100], gpu_count: 8}\n"
+        "market: reserved-then-spot-then-on-demand\n"
+    )
+    offers = [_offer(zone=ZONE), _offer(zone="us-east-1b")]
+    result = plan_offers(
+        policy, Catalog.from_offers(offers), PlanContext(now=NOW, reservations=held), top=None
+    )
+    first, rest = result.placements[0], result.placements[1:]
+    assert first.market is Market.RESERVED and first.price_per_hour == 0.0
+    assert first.reservation is not None and first.reservation.id == rid
+    assert (first.offer.zone, first.offer.instance_type) == (ZONE, "p5.48xlarge")
+    assert any(rid in why for why in first.reasons)
+    assert all(p.market is not Market.RESERVED for p in rest)
+    assert [p.market for p in rest[:1]] == [Market.SPOT]  # then the markets the policy names
