@@ -63,9 +63,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             or (s.state_dir is not None and s.state_dir.is_relative_to(base))
         ]
 
+    from providers.sim.client import ENV_OWNER
+
+    def follows_its_owner(s: SimServer) -> bool:
+        """A server owned by another process (a worker) exits once that owner is gone; one
+        with no owner (a scrubbed environment) or owned by this process never does."""
+        owner = s.env.get(ENV_OWNER, "")
+        return owner.isdigit() and int(owner) != os.getpid()
+
     end = time.monotonic() + 10  # a worker's servers exit once it is gone (their owner)
     left = ours()
-    while left and time.monotonic() < end:
+    while any(follows_its_owner(s) for s in left) and time.monotonic() < end:
         time.sleep(0.2)
         left = ours()
     if not left:
