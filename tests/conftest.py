@@ -134,6 +134,7 @@ SLOW_TESTS = {
     "test_agent_probe.py::test_agent_probes_the_node_before_the_job_and_stores_the_report",
     "test_agent_probe.py::test_agent_reports_since_when_the_gpu_is_idle",
     "test_agent_rebalance.py::test_the_agent_reports_the_recommendation_and_the_job_goes_on",
+    "test_agent_repeats.py::test_an_agent_whose_store_refuses_checkpoints_says_so_once_and_once_when_it_works",
     "test_aws.py::test_offers_are_zonal_canonical_and_whole_gpus",
     "test_aws.py::test_run_instances_carries_bootstrap_tags_disk_and_imdsv2",
     "test_aws.py::test_the_instance_profile_goes_out_by_name_or_arn",
