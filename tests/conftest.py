@@ -171,6 +171,7 @@ SLOW_TESTS = {
     "test_learned.py::test_daemon_and_simulator_agree_with_the_learned_strategy",
     "test_learned.py::test_deadline_guarantee_on_adversarial_traces",
     "test_learned.py::test_no_look_ahead_decisions_to_t_ignore_the_trace_after_t",
+    "test_looks.py::test_the_engine_and_the_replay_weigh_a_look_alike",
     "test_new_user.py::test_10_simulate_refuses_traces_outside_the_policy_or_lets_them_stand_in",
     "test_new_user.py::test_11_a_gang_shows_its_nodes_and_the_gang_s_price",
     "test_new_user.py::test_12_the_daemon_s_journal_holds_our_lines_not_the_libraries",
@@ -215,7 +216,9 @@ SLOW_TESTS = {
     "test_simulate.py::test_replay_and_decide_agree_on_synthetic_windows",
     "test_simulate.py::test_the_four_properties_on_real_windows",
     "test_simulate_gang.py::test_gangs_on_the_16_node_set",
+    "test_simulate_rebalance.py::test_replay_and_decide_agree_with_early_signals",
     "test_spend_row.py::test_the_spend_column_follows_the_beat",
+    "test_store.py::test_processes_opening_a_new_store_together_all_get_it",
 }
 
 
