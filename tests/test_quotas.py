@@ -31,9 +31,7 @@ def policy(tmp_path: Path, allow: str, gpus: str) -> Path:
         f"""
 name: quota-check
 job:
-  command: ["python", "train.py"]
-  compute_hours: 1
-  reference_gpu: A10G
+  command: ["python", "train.py"]  # no compute_hours: quotas filter, no estimate to replay
 resources:
   gpu_count: 1
   gpus: [{gpus}]

@@ -22,6 +22,27 @@ PRICING_REGION = "us-east-1"
 ON_DEMAND_TTL_S = 24 * 3600.0
 
 
+_loader: Any = None
+_loader_lock = threading.Lock()
+
+
+def _botocore_session() -> Any:
+    """A botocore session reading the service models through the process's one loader: a
+    session's own loader parses EC2's model afresh (a third of a second of JSON for every
+    adapter built), where one loader parses it once and hands the same model to every
+    session (models are read-only)."""
+    import botocore.session
+    from botocore.loaders import create_loader
+
+    global _loader
+    session = botocore.session.Session()
+    with _loader_lock:
+        if _loader is None:
+            _loader = create_loader(session.get_config_variable("data_path"))
+        session.register_component("data_loader", _loader)
+    return session
+
+
 class AWSClient:
     """What every part of the AWS adapter shares: its options, session and clients."""
 
@@ -71,7 +92,9 @@ class AWSClient:
         register_secret(creds.get("aws_secret_access_key"))
         register_secret(creds.get("aws_session_token"))
         profile = creds.pop("profile", None) or creds.pop("profile_name", None)
-        self.session = boto3.Session(profile_name=profile, **creds)
+        self.session = boto3.Session(
+            profile_name=profile, botocore_session=_botocore_session(), **creds
+        )
 
         self._clients: dict[str, EC2Client] = {}
         self._lock = threading.Lock()
