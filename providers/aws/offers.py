@@ -46,6 +46,15 @@ class _OnDemandCache:
 #: fetched on-demand prices by (pricing endpoint, region), kept for the process's life: the
 #: daemon builds a provider for each price refresh, and the list changes monthly
 _ON_DEMAND: dict[tuple[str | None, str], _OnDemandCache] = {}
+
+
+def forget_on_demand_prices() -> None:
+    """Drop the process's cached on-demand prices (a new Pricing endpoint can reuse a closed
+    one's address: its answers must not be taken for the new one's)."""
+    with _ON_DEMAND_LOCK:
+        _ON_DEMAND.clear()
+
+
 _ON_DEMAND_LOCK = threading.Lock()
 
 

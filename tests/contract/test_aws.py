@@ -221,6 +221,10 @@ def test_unreachable_endpoint_is_transient_after_bounded_retries() -> None:
 def pricing() -> Iterator[Any]:
     from fakes.aws_pricing_server import PricingServer
 
+    from providers.aws.offers import forget_on_demand_prices
+
+    # the cache is the process's, keyed by endpoint: a server on a reused port is a new one
+    forget_on_demand_prices()
     with PricingServer(max_page=1) as server:  # one product a page: every type crosses pages
         yield server
 
