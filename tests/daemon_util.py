@@ -109,6 +109,24 @@ class DaemonProc:
             print(f"daemon {self.pid} not ready after {timeout:g}s ({status}); its log:\n{tail}")
         return up
 
+    def wait_once_up(self, store: Store, timeout: float, up_within: float = 60) -> int | None:
+        """Like :meth:`wait`, with ``timeout`` counted from when the daemon is up (its
+        heartbeat recorded) or has exited: a crash test's window for reaching a failpoint
+        does not shrink on a loaded machine, where starting the daemon takes seconds."""
+        from datetime import UTC, datetime
+
+        from provisioner.control.store import live_replicas
+
+        suffix = self.owner_suffix
+        wait_for(
+            lambda: (
+                not self.alive()
+                or any(o.endswith(suffix) for o in live_replicas(store, datetime.now(UTC)))
+            ),
+            up_within,
+        )
+        return self.wait(timeout)
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

@@ -176,7 +176,7 @@ def run_chaos(cloud: Cloud, tmp_path: Path, seed: int = SEED) -> tuple[Store, Wa
                 preempt_one()
             env = {"PROVISIONER_CRASH_AT": point} if point else {}
             d = DaemonProc(cfg, log, env).start()
-            rc = d.wait(rng.uniform(1.0, 4.5) if point is None else 8.0)
+            rc = d.wait(rng.uniform(1.0, 4.5)) if point is None else d.wait_once_up(store, 8.0)
             if rc is None:
                 rc = d.kill()
                 out.by_point["sigkill" if point is None else f"sigkill ({point} not met)"] += 1
@@ -521,7 +521,7 @@ def test_sigkill_during_the_overlap_on_sim(tmp_path: Path) -> None:
             for point in points:
                 env = {"PROVISIONER_CRASH_AT": point} if point else {}
                 d = DaemonProc(cfg, log, env).start()
-                rc = d.wait(8.0 if point else rng.uniform(1.5, 4.0))
+                rc = d.wait_once_up(store, 8.0) if point else d.wait(rng.uniform(1.5, 4.0))
                 if rc is None:
                     d.kill()
                     met["sigkill" if point is None else f"{point} not met"] += 1
