@@ -163,7 +163,8 @@ def _build() -> dict[str, type]:
             )
             self.seed = seed
             self.batches = 0  # handed out in the current epoch
-            self._resume_at = 0
+            self._resume_at = 0  # batches to skip, in epoch _resume_epoch only
+            self._resume_epoch = 0
 
         @property
         def epoch(self) -> int:
@@ -175,7 +176,10 @@ def _build() -> dict[str, type]:
         def __iter__(self) -> Iterator[Any]:
             # workers' seeds come from this generator: the same per epoch, resumed or not
             self.generator.manual_seed(self.seed * 1_000_003 + self.epoch)
-            skip, self._resume_at = self._resume_at, 0
+            # A state saved after an epoch's last batch: Lightning counts that epoch done and
+            # starts the next one (set_epoch first); its batches must not be skipped.
+            skip = self._resume_at if self.epoch == self._resume_epoch else 0
+            self._resume_at = 0
             self.sampler.skip = skip * (self.batch_size or 1)
             self.batches = skip
             try:
@@ -190,6 +194,7 @@ def _build() -> dict[str, type]:
 
         def load_state_dict(self, state: dict[str, int]) -> None:
             self.set_epoch(int(state["epoch"]))
+            self._resume_epoch = int(state["epoch"])
             self._resume_at = int(state["batches"])
             self.batches = self._resume_at
 
