@@ -41,7 +41,7 @@ def aws_drill(
     provider = harness.provider()
     monkeypatch.setattr(provider, "boot_seconds", 2.0, raising=False)
     meta = MetadataServer("aws")
-    hv = vms(provider.client(REGION), "", meta, tmp_path / "vms")
+    hv = vms(provider.client.ec2(REGION), "", meta, tmp_path / "vms")
     wire: list[tuple[str, dict[str, Any]]] = []
 
     def fis_acts(instance_id: str) -> None:  # what EC2 does once FIS sends the interruption
@@ -116,7 +116,7 @@ def test_the_aws_cpu_drill_runs_on_m5_large_spot_end_to_end(
         assert_every_step_held(report)
         launch = report.to_json()["steps"][0]["detail"]
         assert " m5.large (CPU) spot $" in launch, launch
-        ec2 = provider.client(REGION)
+        ec2 = provider.client.ec2(REGION)
         pages = ec2.describe_instances(
             Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [ledger.job_id]}]
         )
@@ -134,7 +134,7 @@ def test_the_aws_cpu_drill_runs_on_m5_large_spot_end_to_end(
 def _tagged_running(provider: Any) -> Any:
     from provisioner.core.models import TAG_MANAGED
 
-    ec2 = provider.client(REGION)
+    ec2 = provider.client.ec2(REGION)
 
     def running() -> dict[str, str]:
         out = {}

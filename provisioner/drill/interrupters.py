@@ -126,7 +126,7 @@ class AwsFis(Interrupter):
 
     def _client(self, service: str) -> Any:
         p = self.provider
-        return p._new_client(service, self.ledger.region or p.region, p.endpoint)
+        return p.client.new_client(service, self.ledger.region or p.region, p.client.endpoint)
 
     @property
     def role_name(self) -> str:
