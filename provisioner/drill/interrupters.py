@@ -230,10 +230,10 @@ class AzureEviction(Interrupter):
     def interrupt(self, instance_id: str, zone: str) -> dict[str, Any]:
         p = self.provider
         name = instance_id.rstrip("/").rsplit("/", 1)[-1]
-        p.compute.virtual_machines.simulate_eviction(p.resource_group, name)
+        p.client.compute.virtual_machines.simulate_eviction(p.client.resource_group, name)
         return {
             "call": "Microsoft.Compute/virtualMachines/simulateEviction",
-            "resourceGroup": p.resource_group,
+            "resourceGroup": p.client.resource_group,
             "vm": name,
         }
 
