@@ -213,8 +213,8 @@ class GcpMaintenance(Interrupter):
     def interrupt(self, instance_id: str, zone: str) -> dict[str, Any]:
         p = self.provider
         name = instance_id.rsplit("/", 1)[-1]
-        p.clients().instances.simulate_maintenance_event(
-            project=p.project, zone=zone, instance=name, timeout=p.request_timeout
+        p.client.clients().instances.simulate_maintenance_event(
+            project=p.project, zone=zone, instance=name, timeout=p.client.request_timeout
         )
         return {
             "call": "compute.instances.simulateMaintenanceEvent",
