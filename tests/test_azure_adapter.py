@@ -103,7 +103,10 @@ def test_spot_vm_put_carries_priority_eviction_max_price_tags_and_custom_data(
     assert props["hardwareProfile"] == {"vmSize": "Standard_NC4as_T4_v3"}
     assert base64.b64decode(props["osProfile"]["customData"]).decode() == USER_DATA
     assert props["networkProfile"]["networkInterfaces"] == [
-        {"id": provider.client.nic_id(req.name), "properties": {"primary": True, "deleteOption": "Detach"}}
+        {
+            "id": provider.client.nic_id(req.name),
+            "properties": {"primary": True, "deleteOption": "Detach"},
+        }
     ]
     assert props["storageProfile"]["osDisk"]["deleteOption"] == "Delete"
 

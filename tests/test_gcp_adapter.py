@@ -21,11 +21,11 @@ from fakes.gcp_server import GCPServer, matches_filter
 from providers.base import ErrorKind, ProviderError, RetryPolicy, redact
 from providers.gcp import (
     GCPProvider,
-    parse_sku,
     accelerator_type,
     classify,
     gpu_name,
     label,
+    parse_sku,
     request_id,
 )
 from provisioner.core.models import (
