@@ -63,8 +63,8 @@ def aws_drill(
             iid = arn.rsplit("/", 1)[-1]
             threading.Thread(target=fis_acts, args=(iid,), daemon=True).start()
 
-    provider.session.events.register("before-send.fis", record)
-    provider.session.events.register("before-send.iam", record)
+    provider.client.session.events.register("before-send.fis", record)
+    provider.client.session.events.register("before-send.iam", record)
     # the hypervisor boots every instance of the drill's job (found by its tag)
     hv.running = _tagged_running(provider)
     report, ledger = drill_on_fake(tmp_path, "aws", provider, offers(), hv, region=REGION, gpu=gpu)
@@ -75,9 +75,9 @@ def assert_fis_cleaned(wire: list[tuple[str, dict[str, Any]]], provider: Any) ->
     """The template and the role are gone from moto."""
     ops = [op for op, _ in wire]
     assert "DeleteExperimentTemplate" in ops and "DeleteRole" in ops
-    fis = provider._new_client("fis", REGION, provider.endpoint)
+    fis = provider.client.new_client("fis", REGION, provider.client.endpoint)
     assert fis.list_experiment_templates()["experimentTemplates"] == []
-    iam = provider._new_client("iam", REGION, provider.endpoint)
+    iam = provider.client.new_client("iam", REGION, provider.client.endpoint)
     names = [r["RoleName"] for r in iam.list_roles()["Roles"]]
     assert not [n for n in names if n.startswith("provisioner-drill-")]
 
