@@ -37,7 +37,7 @@ The adapter is split by concern: ``errors`` (the error table and classifier), ``
 (accelerator types and shapes), ``labels`` (tags as labels), ``client`` (options, credentials,
 clients), ``offers`` (offers and prices), ``instances`` (describe, terminate, preemptions),
 ``placement`` (compact placement policies), ``launch`` and ``adapter`` (:class:`GCPProvider`,
-composing them).
+holding them as fields).
 """
 
 from __future__ import annotations
