@@ -25,7 +25,7 @@ The tree (``tests/test_errors.py`` checks it against the classes themselves)::
         provisioner.preflight.Refused [ValueError]
           provisioner.preflight.NothingEligible
       CloudError
-        providers.azure.errors._RetailError
+        providers.azure.errors.RetailError
         providers.base.ProviderError
         providers.base.ProviderUnavailable
         providers.gcp.errors._OperationError

@@ -102,7 +102,9 @@ def aws_world() -> Iterator[World]:
             image=harness._moto_image(),
             retry=FAST,
         )
-        provider.client("us-east-1").meta.events.register("before-send.ec2", harness._before_send)
+        provider.client.ec2("us-east-1").meta.events.register(
+            "before-send.ec2", harness._before_send
+        )
         store = Store(f"sqlite:///{tmp}/s.db")
         try:
             yield World(store, provider, harness, {"now": datetime.now(UTC)}, Path(tmp))

@@ -21,11 +21,11 @@ from fakes.gcp_server import GCPServer, matches_filter
 from providers.base import ErrorKind, ProviderError, RetryPolicy, redact
 from providers.gcp import (
     GCPProvider,
-    _parse_sku,
     accelerator_type,
     classify,
     gpu_name,
     label,
+    parse_sku,
     request_id,
 )
 from provisioner.core.models import (
@@ -459,7 +459,7 @@ def test_parse_sku(description: str, usage: str, expected: tuple[str, str] | Non
             }
         ],
     }
-    parsed = _parse_sku(sku)
+    parsed = parse_sku(sku)
     if expected is None:
         assert parsed is None
     else:
