@@ -145,7 +145,7 @@ def preempted(ps: PassState, a: AttemptRow, message: str, why: str, report: Pass
 def tell_preempted(ps: PassState, a: AttemptRow, message: str) -> None:
     """The ``preempted`` event of attempt ``a``, unless it has one already (a process
     killed between the event and the attempt's end wrote it); a restart may be complete
-    either way (:func:`provisioner.control.alerts.note_restart` looks this pass)."""
+    either way (:func:`provisioner.control.jobpass.alerts.note_restart` looks this pass)."""
     if not ps.store.has_event(ps.job.id, "preempted", f"attempt {a.attempt} on "):
         ps.event("preempted", message, zone=a.zone, instance=a.instance_id)
     ps.restart_check = True

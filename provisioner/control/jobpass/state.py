@@ -74,14 +74,14 @@ class JobLog(logging.LoggerAdapter):
     """Log records carrying the job, its attempt, instance, provider and zone (the JSON
     formatter's fields, :mod:`provisioner.logs`)."""
 
-    def __init__(self, base: logging.Logger, runner: PassState) -> None:
+    def __init__(self, base: logging.Logger, ps: PassState) -> None:
         super().__init__(base, {})
-        self.runner = runner
+        self.ps = ps
 
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
     ) -> tuple[Any, MutableMapping[str, Any]]:
-        r = self.runner
+        r = self.ps
         cur = r.current
         extra: dict[str, Any] = {"job": r.job.id, "provider": r.job.provider}
         if cur is not None:
