@@ -17,7 +17,7 @@ never from what this process remembers. Alibaba's ``Recycling`` lock is the recl
 instance runs on, minutes before ECS releases it: a ``notice`` interruption while it stands);
 Tencent's going-away state that no operation of ours explains is the preemption itself. A reclaimed instance the cloud has
 already released is in no list; the control loop, which knows the attempt was spot and whether
-it terminated it, reads that as a preemption (:mod:`provisioner.control.jobpass`).
+it terminated it, reads that as a preemption (:mod:`provisioner.control.jobpass.attempts`).
 
 Also here: :class:`RenderedRedactor` (the SDKs log objects as arguments, so secrets are
 scrubbed from the rendered line), :func:`parse_endpoint`, :func:`catalog_offers`,

@@ -615,7 +615,7 @@ def test_the_subscription_is_the_account_each_launch_is_billed_to(
     provider: AzureProvider, server: AzureServer
 ) -> None:
     """The launch event keeps it; the FOCUS export's BillingAccountId reads it there."""
-    from provisioner.control.launching import _billing
+    from provisioner.control.jobpass.launch import _billing
 
     assert provider.account_id() == server.subscription_id
     assert _billing(provider) == {

@@ -202,7 +202,7 @@ def test_builtin_bases_are_kept_for_their_callers() -> None:
     """A class callers catch as a builtin still is one, after its family."""
     from policies.loader import PolicyError
     from provisioner.agent.s3errors import NoSuchBucketError
-    from provisioner.control.jobbase import LeaseLost
+    from provisioner.control.jobpass.state import LeaseLost
 
     assert PolicyError.__mro__[1:3] == (errors.InputError, errors.ProvisionerError)
     assert issubclass(PolicyError, ValueError)

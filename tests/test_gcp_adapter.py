@@ -600,7 +600,7 @@ def test_every_list_and_price_call_crosses_pages(server: GCPServer) -> None:
 
 def test_the_project_is_the_account_each_launch_is_billed_to(provider: GCPProvider) -> None:
     """The launch event keeps it; the FOCUS export's BillingAccountId reads it there."""
-    from provisioner.control.launching import _billing
+    from provisioner.control.jobpass.launch import _billing
 
     assert provider.account_id() == PROJECT
     assert _billing(provider)["account"] == PROJECT

@@ -9,7 +9,8 @@
   (pure);
 - :mod:`provisioner.probe.records`: probe results in the store;
 - :mod:`provisioner.probe.idle`: the agent's idle-GPU tracker (pure);
-- :mod:`provisioner.probe.watch`: the controller's side (record, enforce the policy).
+- the controller's side (record, enforce the policy) is
+  :mod:`provisioner.control.jobpass.probes`.
 
 Nothing here is imported by ``provisioner plan`` except the pure ``measured`` module.
 """
