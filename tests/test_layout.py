@@ -129,8 +129,6 @@ OVERSIZE: dict[str, str] = {
     "provisioner/core/planner.py": "the planner's one vectorised pass over the catalog, now "
     "with the budget and window rules it shares with the daemon and the rows it keeps for the "
     "plan/daemon invariant; its per-row helpers are in planrows.py",
-    "provisioner/control/jobpass.py": "one job's pass: observe, record, decide, act (the state "
-    "from the transition table, restarts counted from the attempts)",
     "provisioner/control/reconciler.py": "the pass over every job: claim, list once per "
     "provider, hand each job its pass, flush, check the cheap invariants",
     "provisioner/control/invariants/checks.py": "the job's promises, one check each, read "
