@@ -7,9 +7,11 @@
 - :mod:`provisioner.probe.datasheet`: figures beside policies/gpus.csv;
 - :mod:`provisioner.probe.measured`: per (cloud, instance type, GPU) summaries for the planner
   (pure);
-- :mod:`provisioner.probe.records`: probe results in the store;
 - :mod:`provisioner.probe.idle`: the agent's idle-GPU tracker (pure);
 - :mod:`provisioner.probe.watch`: the controller's side (record, enforce the policy).
+
+The probe runs on the node (the agent imports it); the controller keeps its results in the
+store (:mod:`provisioner.control.store.probes`).
 
 Nothing here is imported by ``provisioner plan`` except the pure ``measured`` module.
 """

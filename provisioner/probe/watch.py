@@ -23,8 +23,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from provisioner.control.store import probes as records
 from provisioner.core.timefmt import parse_time
-from provisioner.probe import records
 from provisioner.probe.measured import Key, Measured
 
 if TYPE_CHECKING:
