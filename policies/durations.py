@@ -7,7 +7,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|w)?\s*$", re.I)
+DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|w)?\s*$", re.I)
 _UNIT_SECONDS = {
     "s": 1,
     "sec": 1,
@@ -36,7 +36,7 @@ def parse_duration(value: Any) -> timedelta:
         raise ValueError(f"expected {_DURATION_HELP}")
     elif isinstance(value, int | float):
         seconds = float(value)
-    elif isinstance(value, str) and len(value) <= 64 and (m := _DURATION.match(value)):
+    elif isinstance(value, str) and len(value) <= 64 and (m := DURATION_RE.match(value)):
         unit = (m.group(2) or "s").lower()
         seconds = float(m.group(1)) * _UNIT_SECONDS[unit]
     else:
@@ -49,15 +49,15 @@ def parse_duration(value: Any) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _duration(v: Any) -> timedelta:
+def non_negative_duration(v: Any) -> timedelta:
     d = parse_duration(v)
     if d.total_seconds() < 0:
         raise ValueError(f"must not be negative; expected {_DURATION_HELP}")
     return d
 
 
-def _positive_duration(v: Any) -> timedelta:
-    d = _duration(v)
+def positive_duration(v: Any) -> timedelta:
+    d = non_negative_duration(v)
     if d.total_seconds() <= 0:
         raise ValueError(f"must be longer than 0; expected {_DURATION_HELP}")
     return d

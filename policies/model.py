@@ -22,10 +22,10 @@ from pydantic import (
 )
 
 from policies.durations import (
-    _DURATION,
-    _duration,
-    _positive_duration,
+    DURATION_RE,
+    non_negative_duration,
     parse_duration,
+    positive_duration,
 )
 from policies.job import Job
 from policies.notify import Notify
@@ -206,7 +206,9 @@ class Idle(_Model):
         "report", description="report: an event once per attempt; stop: also stop the job."
     )
 
-    _iv = field_validator("duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _iv = field_validator("duration", mode="before")(
+        classmethod(lambda cls, v: non_negative_duration(v))
+    )
 
     @field_validator("duration")
     @classmethod
@@ -236,9 +238,11 @@ class Checkpoint(_Model):
     )
 
     _iv = field_validator("interval", mode="before")(
-        classmethod(lambda cls, v: _positive_duration(v))
+        classmethod(lambda cls, v: positive_duration(v))
     )
-    _gr = field_validator("grace", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _gr = field_validator("grace", mode="before")(
+        classmethod(lambda cls, v: non_negative_duration(v))
+    )
 
     @field_validator("signal")
     @classmethod
@@ -307,7 +311,9 @@ class Restart(_Model):
         ),
         max_length=255,
     )
-    _iv = field_validator("zone_cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _iv = field_validator("zone_cooldown", mode="before")(
+        classmethod(lambda cls, v: non_negative_duration(v))
+    )
 
 
 class TimeWindow(_Model):
@@ -315,7 +321,7 @@ class TimeWindow(_Model):
     duration: Annotated[timedelta, Field(description="How long each window lasts.")]
 
     _iv = field_validator("duration", mode="before")(
-        classmethod(lambda cls, v: _positive_duration(v))
+        classmethod(lambda cls, v: positive_duration(v))
     )
 
     @field_validator("cron")
@@ -389,8 +395,8 @@ class Policy(_Model):
             dt = v
         elif isinstance(v, date):
             dt = datetime(v.year, v.month, v.day)
-        elif isinstance(v, str) and len(v) <= 64 and _DURATION.match(v):
-            return _duration(v)
+        elif isinstance(v, str) and len(v) <= 64 and DURATION_RE.match(v):
+            return non_negative_duration(v)
         elif isinstance(v, str) and len(v) <= 64:
             try:
                 dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))

@@ -22,7 +22,7 @@ from pydantic import Field, field_validator, model_validator
 
 from policies.gpus import canonical_gpu
 from policies.loader import parse_document, read_document
-from policies.model import _Model
+from policies.strict import StrictModel as _Model
 
 _WINDOW = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-4]):([0-5]\d)\s*$")
 #: hours in an average month (8,760 h / 12), the unit every monthly figure is counted in

@@ -7,7 +7,6 @@ Nothing here imports a cloud SDK.
   flag turns a stopped or terminated instance into ``PREEMPTED``.
 - :func:`wanted_tags` is the tag filter ``Provider.list`` uses by default; :func:`has_tags`
   checks a tag dict against it client-side.
-- :func:`price_str` formats a price as the wire wants it (a decimal string, never ``1e-05``).
 - :func:`cap_decimal` / :func:`cap_str` round a bid cap *toward the cap* (down) at a cloud's
   precision, after converting it to the account's currency: the value sent never exceeds the
   user's cap, however many decimals the cap has (a cap of 0.51237 goes out as ``0.5123``).
@@ -56,13 +55,6 @@ def has_tags(actual: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
         if actual.get(k) != v:
             return False
     return True
-
-
-def price_str(value: float, decimals: int = 4) -> str:
-    """A price as a plain decimal string with ``decimals`` places (``0.5`` -> ``"0.5000"``)."""
-    if value < 0:
-        raise ValueError(f"negative price {value!r}")
-    return f"{value:.{decimals}f}"
 
 
 def _exact(value: float | Decimal | str) -> Decimal:

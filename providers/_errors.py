@@ -8,7 +8,7 @@ and it is capacity, not a transient error to retry in place.
 Each code also has a scope (:class:`ErrorScope`): the kind's usual one, unless the table's
 ``scopes`` name it. A refusal that names one zone, subnet or vSwitch (``Zone.NotOpen``, a
 subnet without a free address) is ``ZONE``: the reconciler avoids that zone for the job and
-never records it as a limit of the whole region (provisioner.control.launching).
+never records it as a limit of the whole region (provisioner.control.jobpass.launch).
 
 A code none of the tables knows is logged once per cloud and code in a process, with the
 cloud's message (credentials redacted), so that it can be added to its table

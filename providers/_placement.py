@@ -15,16 +15,20 @@ import abc
 import builtins
 from collections.abc import Mapping
 
+from providers._regional import RegionalClient
 from providers.base import ErrorKind, ProviderError
 from providers.capabilities import PlacementGroup
 from provisioner.core.models import TAG_MANAGED
 
 
 class RegionalPlacement(abc.ABC):
-    """Mixin for a :class:`providers._regional.RegionalProvider` (``regions``, ``name``)."""
+    """The placement groups of a regional cloud, through ``client``
+    (:class:`providers._regional.RegionalClient`: its ``regions`` and ``name``); the cloud's
+    part fills in the hooks."""
 
-    regions: builtins.list[str]
-    name: str
+    def __init__(self, client: RegionalClient) -> None:
+        self.client = client
+        self.name = client.name
 
     @abc.abstractmethod
     def _find_groups(self, region: str, name: str | None = None) -> builtins.list[PlacementGroup]:
@@ -68,7 +72,7 @@ class RegionalPlacement(abc.ABC):
     ) -> builtins.list[PlacementGroup]:
         wanted = {TAG_MANAGED: "true", **(tags or {})}
         out = []
-        for region in self.regions:
+        for region in self.client.regions:
             for g in self._find_groups(region):
                 if all(g.tags.get(k) == v for k, v in wanted.items()):
                     out.append(PlacementGroup(f"{region}/{g.id}", g.name, region, g.tags))

@@ -2,8 +2,10 @@
 
 Both clouds are asked the same way (an SDK client per region, an instance list per region that
 pages, a terminate that takes a batch of ids), bill in the account's currency, and report a
-spot instance being taken back only on the instance itself. :class:`RegionalProvider` holds
-what they do alike; each cloud's folder fills in its hooks:
+spot instance being taken back only on the instance itself. :class:`RegionalClient` holds the
+options, clients and retry policy both share (each cloud's client adds its SDK), and
+:class:`RegionalInstances` the instance operations they do alike; each cloud's instances part
+(a field of its provider) fills in the hooks:
 
 - ``_describe(region, ids=, tags=)``: the cloud's instance list, as :class:`Instance` rows;
 - ``_spot_candidates(region)``: the managed instances that may be being reclaimed;
@@ -15,7 +17,7 @@ never from what this process remembers. Alibaba's ``Recycling`` lock is the recl
 instance runs on, minutes before ECS releases it: a ``notice`` interruption while it stands);
 Tencent's going-away state that no operation of ours explains is the preemption itself. A reclaimed instance the cloud has
 already released is in no list; the control loop, which knows the attempt was spot and whether
-it terminated it, reads that as a preemption (:mod:`provisioner.control.jobpass`).
+it terminated it, reads that as a preemption (:mod:`provisioner.control.jobpass.attempts`).
 
 Also here: :class:`RenderedRedactor` (the SDKs log objects as arguments, so secrets are
 scrubbed from the rendered line), :func:`parse_endpoint`, :func:`catalog_offers`,
@@ -43,7 +45,6 @@ from providers._common import (
 )
 from providers.base import (
     ErrorKind,
-    Provider,
     ProviderError,
     RedactingFilter,
     RetryPolicy,
@@ -174,11 +175,19 @@ class RegionalOptions(TypedDict, total=False):
     agent_preinstalled: bool  # the image has the agent: the bootstrap installs nothing
 
 
-class RegionalProvider(Provider):
-    """A cloud with one API endpoint per region, behind :class:`Provider` (see the module)."""
+def refuse_unknown(options: Mapping[str, Any], owner: str) -> None:
+    """Refuse an option of another name than :class:`RegionalOptions`' as a misspelt keyword
+    argument of ``owner`` is."""
+    unknown = sorted(set(options) - set(RegionalOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
 
-    #: how the cloud writes the state of an instance it has just accepted
-    pending_state: ClassVar[str] = "Pending"
+
+class RegionalClient(abc.ABC):
+    """What every part of a regional cloud's adapter shares: its options, clients and retry
+    policy (see the module); each cloud's client adds its SDK."""
+
+    name: ClassVar[str]
     #: instances a list page asks for, and ids one terminate call takes
     page: int = PAGE
 
@@ -198,11 +207,7 @@ class RegionalProvider(Provider):
     ) -> None:
         """Take the options every regional cloud has (:class:`RegionalOptions`); an option
         of another name is refused as a misspelt keyword argument is."""
-        unknown = sorted(set(options) - set(RegionalOptions.__annotations__))
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}"
-            )
+        refuse_unknown(options, type(self).__name__)
         region = options.get("region")
         listed = builtins.list(options.get("regions") or ())
         self.regions = listed or [region or default_region]
@@ -220,17 +225,43 @@ class RegionalProvider(Provider):
             register_secret(secret)
         install_log_filters(f"provisioner.providers.{self.name}", *loggers)
         self._clients: dict[str, Any] = {}
-        self._region_of: dict[str, str] = {}  # instance id -> region (where to ask first)
 
     def __repr__(self) -> str:  # never the credentials
         return f"{type(self).__name__}(regions={self.regions!r}, endpoint={self.endpoint!r})"
-
-    # -- the cloud's part --------------------------------------------------------------------
 
     @staticmethod
     @abc.abstractmethod
     def classify_error(exc: BaseException) -> ProviderError | None:
         """An SDK exception as a :class:`ProviderError`; None for programming errors."""
+
+    @property
+    def currency(self) -> str | None:
+        """The account's currency: as the price answers report it, else as configured."""
+        return self.account.code
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` under the retry policy, its errors classified by the cloud's table."""
+        return call_with_retries(
+            fn, self.classify_error, policy=self.retry, what=f"{self.name} {what}"
+        )
+
+    def close(self) -> None:
+        self._clients.clear()
+
+
+class RegionalInstances(abc.ABC):
+    """The instance operations of a regional cloud (see the module), through ``client``; the
+    cloud's part fills in the hooks."""
+
+    #: how the cloud writes the state of an instance it has just accepted
+    pending_state: ClassVar[str] = "Pending"
+
+    def __init__(self, client: RegionalClient) -> None:
+        self.client = client
+        self.name = client.name
+        self._region_of: dict[str, str] = {}  # instance id -> region (where to ask first)
+
+    # -- the cloud's part --------------------------------------------------------------------
 
     @abc.abstractmethod
     def _describe(
@@ -260,22 +291,9 @@ class RegionalProvider(Provider):
 
     # -- shared ------------------------------------------------------------------------------
 
-    @property
-    def currency(self) -> str | None:
-        """The account's currency: as the price answers report it, else as configured."""
-        return self.account.code
-
-    def account_billing(self) -> dict[str, Any]:
-        return self.account.billing()
-
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        return call_with_retries(
-            fn, self.classify_error, policy=self.retry, what=f"{self.name} {what}"
-        )
-
     def get(self, instance_id: str) -> Instance:
         known = self._region_of.get(instance_id)
-        regions = [known] if known else self.regions
+        regions = [known] if known else self.client.regions
         for region in regions:
             found = [i for i in self._describe(region, ids=[instance_id]) if i.id == instance_id]
             if found:
@@ -289,12 +307,12 @@ class RegionalProvider(Provider):
 
     def list(self, tags: Mapping[str, str] | None = None) -> builtins.list[Instance]:
         out: builtins.list[Instance] = []
-        for region in self.regions:
+        for region in self.client.regions:
             out.extend(self._describe(region, tags=wanted_tags(tags)))
         return out
 
     def launch(self, request: LaunchRequest) -> Instance:
-        region = request.offer.region or self.default_region
+        region = request.offer.region or self.client.default_region
         tags = {k: request.tags[k] for k in sorted(request.tags)}
         # ClientToken alone protects for a while only: look for this attempt's instance first
         identity = {k: tags[k] for k in (TAG_MANAGED, TAG_JOB, TAG_ATTEMPT, TAG_NODE) if k in tags}
@@ -304,7 +322,7 @@ class RegionalProvider(Provider):
                     "%s: %s already has instance %s", self.name, request.token, inst.id
                 )
                 return inst
-        image = request.image or self.image_id
+        image = request.image or self.client.image_id
         if not image:
             raise ProviderError(
                 ErrorKind.INVALID,
@@ -337,9 +355,9 @@ class RegionalProvider(Provider):
         script = user_data_for(
             request,
             self.name,
-            package_spec=self.package_spec,
-            pip_args=self.pip_args,
-            agent_preinstalled=self.agent_preinstalled,
+            package_spec=self.client.package_spec,
+            pip_args=self.client.pip_args,
+            agent_preinstalled=self.client.agent_preinstalled,
         )
         return base64.b64encode(script.encode("utf-8")).decode("ascii") if script else ""
 
@@ -359,11 +377,11 @@ class RegionalProvider(Provider):
             if iid in self._region_of:
                 by_region.setdefault(self._region_of[iid], []).append(iid)
         if unknown:  # asked in every region: an id that is not there is "already gone"
-            for region in self.regions:
+            for region in self.client.regions:
                 by_region.setdefault(region, []).extend(unknown)
         for region, batch in by_region.items():
-            for start in range(0, len(batch), self.page):
-                self._release(region, batch[start : start + self.page])
+            for start in range(0, len(batch), self.client.page):
+                self._release(region, batch[start : start + self.client.page])
 
     def _release(self, region: str, ids: Sequence[str]) -> None:
         try:
@@ -392,7 +410,7 @@ class RegionalProvider(Provider):
         if at < since:
             return []
         out: builtins.list[Interruption] = []
-        for region in self.regions:
+        for region in self.client.regions:
             for inst in self._spot_candidates(region):
                 kind = self._reclaim_kind(inst)
                 if kind is not None:
@@ -414,6 +432,3 @@ class RegionalProvider(Provider):
         if inst.market is Market.SPOT and inst.state is InstanceState.PREEMPTED:
             return "preempted"
         return None
-
-    def close(self) -> None:
-        self._clients.clear()

@@ -25,7 +25,7 @@ The tree (``tests/test_errors.py`` checks it against the classes themselves)::
         provisioner.preflight.Refused [ValueError]
           provisioner.preflight.NothingEligible
       CloudError
-        providers.azure.errors._RetailError
+        providers.azure.errors.RetailError
         providers.base.ProviderError
         providers.base.ProviderUnavailable
         providers.gcp.errors._OperationError
@@ -41,7 +41,7 @@ The tree (``tests/test_errors.py`` checks it against the classes themselves)::
       ControlError
         provisioner.control.effects.Pending
         provisioner.control.guard.GuardViolation [RuntimeError]
-        provisioner.control.jobbase.LeaseLost [RuntimeError]
+        provisioner.control.jobpass.state.LeaseLost [RuntimeError]
         provisioner.core.states.TransitionError [ValueError]
       AgentError
         providers.bootstrap.BootstrapError [ValueError]

@@ -102,7 +102,7 @@ def test_a_launch_without_package_spec_carries_a_presigned_wheel_url_and_nothing
             rec.run_pass()
         finally:
             rec.close()
-        ec2 = provider.client(REGION)
+        ec2 = provider.client.ec2(REGION)
         found = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [job_id]}])
         (instance,) = [i for r in found["Reservations"] for i in r["Instances"]]
         attr = ec2.describe_instance_attribute(

@@ -211,7 +211,7 @@ def test_usd_cap_is_converted_for_a_cny_account(server: AlibabaFakeServer) -> No
     assert "DescribeSpotPriceHistory" in asked
     assert asked.index("DescribeSpotPriceHistory") < asked.index("RunInstances")
     assert provider.currency == "CNY"
-    assert provider.account.describe() == "CNY (reported by the cloud) at 0.1400 USD/CNY"
+    assert provider.client.account.describe() == "CNY (reported by the cloud) at 0.1400 USD/CNY"
 
 
 def test_the_rate_is_the_users(server: AlibabaFakeServer) -> None:
@@ -321,8 +321,8 @@ def test_client_token_makes_a_resent_launch_return_the_first_instance(
     req = request()
     first = provider.launch(req)
     # the tag lookup misses the new instance (eventual consistency): the token still holds
-    monkeypatch.setattr(provider, "_describe", lambda region, **kw: [])
-    monkeypatch.setattr(provider, "get", lambda iid: first)
+    monkeypatch.setattr(provider.instances, "_describe", lambda region, **kw: [])
+    monkeypatch.setattr(provider.instances, "get", lambda iid: first)
     again = provider.launch(req)
 
     assert again.id == first.id
@@ -588,7 +588,7 @@ def test_instances_read_pending_then_running(
 def test_list_follows_next_token(
     server: AlibabaFakeServer, provider: AlibabaProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(provider, "page", 2)
+    monkeypatch.setattr(provider.client, "page", 2)
     ids = {provider.launch(request(job=f"job-{n}")).id for n in range(5)}
     before = len(server.calls("DescribeInstances"))
     assert {i.id for i in provider.list()} == ids

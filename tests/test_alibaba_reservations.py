@@ -43,7 +43,7 @@ def provider(server: AlibabaFakeServer) -> Iterator[AlibabaProvider]:
         security_group_id="sg-bp1test",
         retry=FAST,
     )
-    p.page = 2  # a small page: the list crosses pages
+    p.client.page = 2  # a small page: the list crosses pages
     yield p
     p.close()
 

@@ -207,7 +207,7 @@ def test_a_create_whose_answer_is_lost_gives_one_group(aws: AWSHarness) -> None:
         if lost and lost.pop():
             raise ConnectionClosedError(endpoint_url=aws.endpoint)
 
-    provider.client(REGION).meta.events.register("after-call.ec2.CreatePlacementGroup", drop)
+    provider.client.ec2(REGION).meta.events.register("after-call.ec2.CreatePlacementGroup", drop)
     gid = provider.ensure_placement_group(NAME, REGION, ZONE, TAGS)
 
     assert gid == f"{REGION}/{NAME}"

@@ -103,11 +103,14 @@ def test_spot_vm_put_carries_priority_eviction_max_price_tags_and_custom_data(
     assert props["hardwareProfile"] == {"vmSize": "Standard_NC4as_T4_v3"}
     assert base64.b64decode(props["osProfile"]["customData"]).decode() == USER_DATA
     assert props["networkProfile"]["networkInterfaces"] == [
-        {"id": provider.nic_id(req.name), "properties": {"primary": True, "deleteOption": "Detach"}}
+        {
+            "id": provider.client.nic_id(req.name),
+            "properties": {"primary": True, "deleteOption": "Detach"},
+        }
     ]
     assert props["storageProfile"]["osDisk"]["deleteOption"] == "Delete"
 
-    assert inst.id == provider.vm_id(req.name)
+    assert inst.id == provider.client.vm_id(req.name)
     assert (inst.zone, inst.region) == ("eastus-1", "eastus")
     assert inst.private_ip == "10.0.0.4"
     assert inst.state is InstanceState.RUNNING
@@ -260,7 +263,7 @@ def test_eviction_with_delete_policy_via_simulate_eviction(
     inst = provider.launch(request())
     since = datetime.now(UTC) - timedelta(seconds=5)
     name = inst.id.rsplit("/", 1)[-1]
-    provider.compute.virtual_machines.simulate_eviction(
+    provider.client.compute.virtual_machines.simulate_eviction(
         server.resource_group, name
     )  # the SDK's own call
 
@@ -306,7 +309,7 @@ def test_terminate_takes_bare_names_and_unknown_ids(
     server: AzureServer, provider: AzureProvider
 ) -> None:
     inst = provider.launch(request())
-    provider.terminate([inst.id.rsplit("/", 1)[-1], provider.vm_id("prov-unknown-a1")])
+    provider.terminate([inst.id.rsplit("/", 1)[-1], provider.client.vm_id("prov-unknown-a1")])
     assert server.vm(inst.id.rsplit("/", 1)[-1]) is None
     assert provider.list() == []
 
@@ -345,7 +348,7 @@ def test_a_price_refresh_names_the_gpu_sizes_and_reads_only_their_meters(
     assert {q.instance_type for q in quotes} == {"Standard_NC4as_T4_v3", "Standard_NC24ads_A100_v4"}
     pages = [r for r in server.requests if r.path == "/api/retail/prices"]
     everything = [i for i in server.prices if i["armRegionName"] == "eastus"]
-    wanted = [i for i in everything if i["armSkuName"] in provider.vm_sizes]
+    wanted = [i for i in everything if i["armSkuName"] in provider.client.vm_sizes]
     assert len(wanted) < len(everything)
     # the pages hold just those sizes' meters (7 items a page in the fake)
     assert len(pages) == -(-len(wanted) // server.price_page_size)
@@ -476,7 +479,7 @@ def test_the_fake_refuses_identities_arm_refuses(server: AzureServer) -> None:
     import urllib.request
 
     p = make_provider(server)
-    nic = p._ensure_nic("vm-bad", "eastus", {})
+    nic = p.launcher._ensure_nic("vm-bad", "eastus", {})
     p.close()
     body = {
         "location": "eastus",
@@ -493,7 +496,7 @@ def test_the_fake_refuses_identities_arm_refuses(server: AzureServer) -> None:
     }
     for code, identity in cases.items():
         put = urllib.request.Request(
-            f"{server.endpoint}{p.vm_id('vm-bad')}?api-version=2026-04-01",
+            f"{server.endpoint}{p.client.vm_id('vm-bad')}?api-version=2026-04-01",
             data=json.dumps({**body, "identity": identity}).encode(),
             method="PUT",
             headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
@@ -532,14 +535,14 @@ def test_as_dict_gives_the_wire_shape_whatever_the_model_generation() -> None:
     from azure.mgmt.compute.models import VirtualMachine
     from azure.mgmt.network.models import NetworkInterface
 
-    from providers.azure import _as_dict, _private_ip
+    from providers.azure import as_dict, private_ip
 
-    nic = _as_dict(_sdk_model(NetworkInterface, NIC_WIRE))
+    nic = as_dict(_sdk_model(NetworkInterface, NIC_WIRE))
     assert nic["id"] == NIC_WIRE["id"]
     assert nic["tags"] == {"provisioner-job": "job-1"}
     assert nic["properties"]["provisioningState"] == "Succeeded"
-    assert _private_ip(nic) == "10.0.0.4"
-    vm = _as_dict(
+    assert private_ip(nic) == "10.0.0.4"
+    vm = as_dict(
         _sdk_model(
             VirtualMachine,
             {
@@ -556,7 +559,7 @@ def test_vm_and_nic_lists_follow_next_link(server: AzureServer, provider: AzureP
     server.list_page_size = 1  # one VM (one NIC) a page
     launched = [provider.launch(request(job=f"job-{n}")) for n in range(3)]
     evicted = launched[0].id.rsplit("/", 1)[-1]
-    provider.compute.virtual_machines.simulate_eviction(server.resource_group, evicted)
+    provider.client.compute.virtual_machines.simulate_eviction(server.resource_group, evicted)
     found = {i.id: i for i in provider.list()}
     assert set(found) == {i.id for i in launched}
     assert found[launched[0].id].state is InstanceState.PREEMPTED  # its NIC was on a later page
@@ -612,7 +615,7 @@ def test_the_subscription_is_the_account_each_launch_is_billed_to(
     provider: AzureProvider, server: AzureServer
 ) -> None:
     """The launch event keeps it; the FOCUS export's BillingAccountId reads it there."""
-    from provisioner.control.launching import _billing
+    from provisioner.control.jobpass.launch import _billing
 
     assert provider.account_id() == server.subscription_id
     assert _billing(provider) == {

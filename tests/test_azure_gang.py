@@ -162,7 +162,7 @@ def test_a_vm_naming_a_missing_group_is_refused_and_cleaned_up(
     server: AzureServer, provider: AzureProvider
 ) -> None:
     with pytest.raises(ProviderError) as caught:
-        provider.launch(node(provider.ppg_id("no-such-group"), 0))
+        provider.launch(node(provider.client.ppg_id("no-such-group"), 0))
     assert caught.value.kind is ErrorKind.INVALID
     assert caught.value.code == "InvalidResourceReference"
     assert server.nic(f"{node(None, 0).name}-nic") is None  # the NIC made for it is gone
@@ -190,7 +190,7 @@ def test_deleting_a_group_vms_still_reference_is_refused_classified_and_not_retr
 def test_an_absent_group_is_not_an_error_on_delete(
     server: AzureServer, provider: AzureProvider
 ) -> None:
-    provider.delete_placement_group(provider.ppg_id("never-made"))  # the fake: 204
+    provider.delete_placement_group(provider.client.ppg_id("never-made"))  # the fake: 204
     gid = provider.ensure_placement_group(NAME, "eastus", "eastus-2", TAGS)
     server.inject_error("ResourceNotFound", operation="ppg.delete", status=404)
     provider.delete_placement_group(gid)  # a 404 ResourceNotFound: gone already
@@ -210,7 +210,7 @@ def test_list_keeps_only_managed_groups_with_every_tag(
         {TAG_JOB: "gang-a", TAG_ATTEMPT: "2"},
     )
     # a group someone else made in the resource group, carrying our job tag but not managed
-    provider.compute.proximity_placement_groups.create_or_update(
+    provider.client.compute.proximity_placement_groups.create_or_update(
         server.resource_group, "hand-made", {"location": "eastus", "tags": {TAG_JOB: "gang-a"}}
     )
 

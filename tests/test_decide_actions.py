@@ -1,6 +1,6 @@
 """The job's own situation decided by decide(): cancel, the agent's exit, launch backoff,
 the preemption cooldown, return to spot, and the budget that cannot pay (the executor in
-provisioner.control.jobpass only carries these out)."""
+provisioner.control.jobpass.act only carries these out)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,9 @@ def aws_world() -> Iterator[World]:
             image=harness._moto_image(),
             retry=FAST,
         )
-        provider.client("us-east-1").meta.events.register("before-send.ec2", harness._before_send)
+        provider.client.ec2("us-east-1").meta.events.register(
+            "before-send.ec2", harness._before_send
+        )
         store = Store(f"sqlite:///{tmp}/s.db")
         try:
             yield World(store, provider, harness, {"now": datetime.now(UTC)}, Path(tmp))
@@ -381,7 +383,7 @@ def test_9_a_zone_cooldown_ending_exactly_now_is_over() -> None:
     as the simulator (and decide() itself) take it. The equivalence test's budget scenario
     failed a step late on this."""
     from policies import parse_policy
-    from provisioner.control.jobbase import JobPassBase, PassEnv
+    from provisioner.control.jobpass.state import PassEnv, PassState
     from provisioner.control.records import PassBatch
     from provisioner.core.views import cooldown_over, cooldowns_in_force
 
@@ -404,8 +406,8 @@ def test_9_a_zone_cooldown_ending_exactly_now_is_over() -> None:
                 w.store, "t", timedelta(minutes=1), lambda: now, rec.plan_for, PassBatch(), None
             )
             held = {a: now, b: later}  # as the reconciler hands them in, read a moment ago
-            run = JobPassBase(env, job, parse_policy(job.policy_yaml), w.provider, [], now,
-                              cooldowns=held)  # fmt: skip
+            run = PassState(env, job, parse_policy(job.policy_yaml), w.provider, [], now,
+                            cooled=held)  # fmt: skip
             assert run.cooldowns() == {b: later}
             plan = rec.plan_for(job, run.policy, frozenset(run.cooldowns()), now)
             zones = {p.offer.zone for p in plan.placements}

@@ -41,7 +41,7 @@ def aws_drill(
     provider = harness.provider()
     monkeypatch.setattr(provider, "boot_seconds", 2.0, raising=False)
     meta = MetadataServer("aws")
-    hv = vms(provider.client(REGION), "", meta, tmp_path / "vms")
+    hv = vms(provider.client.ec2(REGION), "", meta, tmp_path / "vms")
     wire: list[tuple[str, dict[str, Any]]] = []
 
     def fis_acts(instance_id: str) -> None:  # what EC2 does once FIS sends the interruption
@@ -63,8 +63,8 @@ def aws_drill(
             iid = arn.rsplit("/", 1)[-1]
             threading.Thread(target=fis_acts, args=(iid,), daemon=True).start()
 
-    provider.session.events.register("before-send.fis", record)
-    provider.session.events.register("before-send.iam", record)
+    provider.client.session.events.register("before-send.fis", record)
+    provider.client.session.events.register("before-send.iam", record)
     # the hypervisor boots every instance of the drill's job (found by its tag)
     hv.running = _tagged_running(provider)
     report, ledger = drill_on_fake(tmp_path, "aws", provider, offers(), hv, region=REGION, gpu=gpu)
@@ -75,9 +75,9 @@ def assert_fis_cleaned(wire: list[tuple[str, dict[str, Any]]], provider: Any) ->
     """The template and the role are gone from moto."""
     ops = [op for op, _ in wire]
     assert "DeleteExperimentTemplate" in ops and "DeleteRole" in ops
-    fis = provider._new_client("fis", REGION, provider.endpoint)
+    fis = provider.client.new_client("fis", REGION, provider.client.endpoint)
     assert fis.list_experiment_templates()["experimentTemplates"] == []
-    iam = provider._new_client("iam", REGION, provider.endpoint)
+    iam = provider.client.new_client("iam", REGION, provider.client.endpoint)
     names = [r["RoleName"] for r in iam.list_roles()["Roles"]]
     assert not [n for n in names if n.startswith("provisioner-drill-")]
 
@@ -116,7 +116,7 @@ def test_the_aws_cpu_drill_runs_on_m5_large_spot_end_to_end(
         assert_every_step_held(report)
         launch = report.to_json()["steps"][0]["detail"]
         assert " m5.large (CPU) spot $" in launch, launch
-        ec2 = provider.client(REGION)
+        ec2 = provider.client.ec2(REGION)
         pages = ec2.describe_instances(
             Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [ledger.job_id]}]
         )
@@ -134,7 +134,7 @@ def test_the_aws_cpu_drill_runs_on_m5_large_spot_end_to_end(
 def _tagged_running(provider: Any) -> Any:
     from provisioner.core.models import TAG_MANAGED
 
-    ec2 = provider.client(REGION)
+    ec2 = provider.client.ec2(REGION)
 
     def running() -> dict[str, str]:
         out = {}

@@ -35,9 +35,9 @@ pytestmark = pytest.mark.e2e
 def test_a_killed_aws_drill_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
     with make_harness() as harness:
         provider = harness.provider()
-        ec2 = provider.client(REGION)
-        fis = provider._new_client("fis", REGION, provider.endpoint)
-        iam = provider._new_client("iam", REGION, provider.endpoint)
+        ec2 = provider.client.ec2(REGION)
+        fis = provider.client.new_client("fis", REGION, provider.client.endpoint)
+        iam = provider.client.new_client("iam", REGION, provider.client.endpoint)
 
         def running() -> dict[str, str]:
             pages = ec2.describe_instances(

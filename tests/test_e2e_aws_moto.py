@@ -104,7 +104,7 @@ def test_job_survives_a_spot_preemption_on_aws_through_moto(
             store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
         )
         meta = MetadataServer("aws")
-        hv = vms(provider.client(REGION), job_id, meta, tmp_path / "vms")
+        hv = vms(provider.client.ec2(REGION), job_id, meta, tmp_path / "vms")
         hv.thread.start()
         preempted: list[str] = []
         try:
@@ -192,7 +192,7 @@ def test_the_replacement_starts_during_the_notice_on_aws_through_moto(
             store, catalog=Catalog.from_offers(offers()), provider_factory=lambda _n, _o: provider
         )
         meta = MetadataServer("aws")
-        hv = vms(provider.client(REGION), job_id, meta, tmp_path / "vms")
+        hv = vms(provider.client.ec2(REGION), job_id, meta, tmp_path / "vms")
         hv.thread.start()
         noticed: dict[str, float] = {}
         api_notices: list[str] = []

@@ -201,7 +201,7 @@ def test_the_tree_drawing_sees_a_change() -> None:
 def test_builtin_bases_are_kept_for_their_callers() -> None:
     """A class callers catch as a builtin still is one, after its family."""
     from policies.loader import PolicyError
-    from provisioner.control.jobbase import LeaseLost
+    from provisioner.control.jobpass.state import LeaseLost
     from provisioner.objstore.s3errors import NoSuchBucketError
 
     assert PolicyError.__mro__[1:3] == (errors.InputError, errors.ProvisionerError)

@@ -21,11 +21,11 @@ from fakes.gcp_server import GCPServer, matches_filter
 from providers.base import ErrorKind, ProviderError, RetryPolicy, redact
 from providers.gcp import (
     GCPProvider,
-    _parse_sku,
     accelerator_type,
     classify,
     gpu_name,
     label,
+    parse_sku,
     request_id,
 )
 from provisioner.core.models import (
@@ -459,7 +459,7 @@ def test_parse_sku(description: str, usage: str, expected: tuple[str, str] | Non
             }
         ],
     }
-    parsed = _parse_sku(sku)
+    parsed = parse_sku(sku)
     if expected is None:
         assert parsed is None
     else:
@@ -600,7 +600,7 @@ def test_every_list_and_price_call_crosses_pages(server: GCPServer) -> None:
 
 def test_the_project_is_the_account_each_launch_is_billed_to(provider: GCPProvider) -> None:
     """The launch event keeps it; the FOCUS export's BillingAccountId reads it there."""
-    from provisioner.control.launching import _billing
+    from provisioner.control.jobpass.launch import _billing
 
     assert provider.account_id() == PROJECT
     assert _billing(provider)["account"] == PROJECT

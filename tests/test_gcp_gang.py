@@ -210,7 +210,7 @@ def test_list_reads_the_tags_from_the_description(server: GCPServer, provider: G
     )
     from google.cloud import compute_v1
 
-    c = provider.clients()
+    c = provider.client.clients()
     c.resource_policies.insert(  # someone else's policy, no tags of ours
         project=PROJECT,
         region=REGION,

@@ -487,7 +487,7 @@ def test_a_snapshot_read_with_an_event_feed_equals_a_fresh_read(tmp_path: Path) 
 def test_the_daemon_checks_the_jobs_its_pass_changed_and_all_of_them_each_minute(
     tmp_path: Path,
 ) -> None:
-    from provisioner.control.jobbase import JobMemo
+    from provisioner.control.jobpass.state import JobMemo
     from provisioner.control.reconciler import CHECK_ALL_EVERY, Reconciler
 
     rec = Reconciler(Store(f"sqlite:///{tmp_path / 's.db'}"), pass_interval_s=5.0)

@@ -151,7 +151,7 @@ def test_every_launch_keeps_the_rules(
             retry=RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.02),
         )
         for r in REGIONS:
-            provider.client(r).meta.events.register("before-send.ec2", harness._before_send)
+            provider.client.ec2(r).meta.events.register("before-send.ec2", harness._before_send)
         store = Store(f"sqlite:///{tmp}/s.db")
         path = Path(tmp) / "p.yaml"
         path.write_text(yaml.safe_dump(doc))

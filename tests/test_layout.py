@@ -126,22 +126,10 @@ LAYERS = {
     "provisioner.__main__": 6,
     "provisioner": 6,  # the package itself: the Python API's lazy names
 }
-#: probe/watch.py and control's alerts.py/jobbase.py are being rewritten into control/jobpass/:
-#: the entries below go when that lands (the stale checks fail until they do)
-_JOBPASS = "moves into control/jobpass/ (the composed pass)"
 #: (importer, imported) arrows allowed for now, each with the reason and who removes it
-KNOWN_ARROWS: dict[tuple[str, str], str] = {
-    ("provisioner.probe.watch", "provisioner.agent.store"): _JOBPASS,
-    ("provisioner.probe.watch", "provisioner.control.effects"): _JOBPASS,
-    ("provisioner.probe.watch", "provisioner.control.jobbase"): _JOBPASS,
-    ("provisioner.probe.watch", "provisioner.control.progress"): _JOBPASS,
-    ("provisioner.probe.watch", "provisioner.control.store"): _JOBPASS,
-    ("provisioner.probe.watch", "provisioner.control.store.probes"): _JOBPASS,
-}
+KNOWN_ARROWS: dict[tuple[str, str], str] = {}
 #: strongly connected sets of modules (a cycle, in one package or across several) allowed for now
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"provisioner.control.alerts", "provisioner.control.jobbase"}): _JOBPASS,
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _modules(root: Path = REPO) -> dict[str, Path]:

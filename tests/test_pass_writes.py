@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from policies.loader import parse_policy
-from provisioner.control.jobbase import JobPassBase, PassEnv
+from provisioner.control.jobpass.settle import settle
+from provisioner.control.jobpass.state import PassEnv, PassState
 from provisioner.control.records import PassBatch, instance_doc
 from provisioner.control.store import Store
 from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, Instance, InstanceState, Market
@@ -113,14 +114,14 @@ def test_a_queued_event_goes_before_its_jobs_next_writes(store: Store) -> None:
     assert job is not None
     batch = PassBatch()
     env = PassEnv(store, "t", timedelta(minutes=1), lambda: NOW, no_plan, batch, None)
-    run = JobPassBase(env, job, parse_policy(POLICY, "p.yaml"), None, [], NOW)  # type: ignore[arg-type]
+    run = PassState(env, job, parse_policy(POLICY, "p.yaml"), None, [], NOW)  # type: ignore[arg-type]
     batch.event(other, "first-progress", "another job's", NOW)
     run.queue_event("first-progress", "attempt 1: the job runs", NOW, attempt=1)
     assert kinds(store, jid) == []  # queued: written with the batch
     run.event("note", "something else of the job")
     assert kinds(store, jid) == ["first-progress", "note"]  # in their order
     run.queue_event("first-progress", "attempt 2: the job runs", NOW, attempt=2)
-    run.settle({"reason": "written at once"})  # the row outside the batch: the event first
+    settle(run, {"reason": "written at once"})  # the row outside the batch: the event first
     assert kinds(store, jid) == ["first-progress", "note", "first-progress"]
     got = store.job(jid)
     assert got is not None and got.reason == "written at once"
@@ -134,7 +135,7 @@ def test_a_step_that_does_not_finish_drops_what_it_queued(store: Store) -> None:
     assert job is not None
     batch = PassBatch()
     env = PassEnv(store, "t", timedelta(minutes=1), lambda: NOW, no_plan, batch, None)
-    run = JobPassBase(env, job, parse_policy(POLICY, "p.yaml"), None, [], NOW)  # type: ignore[arg-type]
+    run = PassState(env, job, parse_policy(POLICY, "p.yaml"), None, [], NOW)  # type: ignore[arg-type]
     run.memo.first_progress = 1  # told, as note_first_progress marks it when it queues
     run.queue_event("first-progress", "attempt 1: the job runs", NOW, attempt=1)
     run.drop_queued()  # the pass forgets the job: its progress row may not be written

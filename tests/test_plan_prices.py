@@ -198,7 +198,9 @@ def test_aws_refresh_then_plan_uses_quotes_read_now_and_new_zones(
     before = datetime.now(UTC)
     with make_harness() as h:
         provider = h.provider()
-        provider._gpu_types[REGION] = [{"InstanceType": "g5.xlarge"}]  # no DescribeInstanceTypes
+        provider.pricing.gpu_types[REGION] = [
+            {"InstanceType": "g5.xlarge"}
+        ]  # no DescribeInstanceTypes
         answer = {
             "SpotPriceHistory": [
                 {
@@ -216,7 +218,7 @@ def test_aws_refresh_then_plan_uses_quotes_read_now_and_new_zones(
             "ProductDescriptions": ["Linux/UNIX"],
             "StartTime": ANY,
         }
-        with Stubber(provider.client(REGION)) as stub:
+        with Stubber(provider.client.ec2(REGION)) as stub:
             stub.add_response("describe_spot_price_history", answer, expected)
             quotes = provider.prices([REGION])
         provider.close()

@@ -1,4 +1,4 @@
-"""The daemon's read of a progress file (provisioner.control.progress.read_small): the bare
+"""The daemon's read of a progress file (provisioner.control.jobpass.progress.read_small): the bare
 system calls, whole files of any size, and a file it cannot use read as no progress."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.control.progress import read_small
+from provisioner.control.jobpass.progress import read_small
 
 
 @pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 4096])

@@ -26,11 +26,11 @@ def test_shared_options_are_taken(name: str) -> None:
         package_spec="provisioner==9.9",
         pip_args=["--no-index"],
     )
-    assert prov.regions == ["r-1", "r-2"] and prov.default_region == "r-1"
-    assert (prov.endpoint, prov.protocol) == ("127.0.0.1:9", "http")
-    assert prov.image_id == "img-1" and prov.package_spec == "provisioner==9.9"
-    assert prov.pip_args == ["--no-index"]
-    assert prov.account.to_usd(10.0) == pytest.approx(5.0)
+    assert prov.regions == ["r-1", "r-2"] and prov.client.default_region == "r-1"
+    assert (prov.client.endpoint, prov.client.protocol) == ("127.0.0.1:9", "http")
+    assert prov.client.image_id == "img-1" and prov.client.package_spec == "provisioner==9.9"
+    assert prov.client.pip_args == ["--no-index"]
+    assert prov.client.account.to_usd(10.0) == pytest.approx(5.0)
     assert "secret-test" not in repr(prov)
 
 

@@ -182,8 +182,8 @@ def test_the_daemons_poll_sees_a_notice_in_a_local_progress_file(tmp_path: Path)
     import json
     import os
 
-    from provisioner.control.jobbase import JobMemo
-    from provisioner.control.progress import local_mtime, local_notice
+    from provisioner.control.jobpass.progress import local_mtime, local_notice
+    from provisioner.control.jobpass.state import JobMemo
 
     path = tmp_path / "progress.json"
     running = {"state": "running", "attempt": 1, "step": 40}

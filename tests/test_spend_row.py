@@ -15,7 +15,7 @@ pytest.importorskip("moto")
 
 from test_defects_16 import aws_world, policy
 
-from provisioner.control.jobbase import SPEND_ROW_EVERY
+from provisioner.control.jobpass.settle import SPEND_ROW_EVERY
 
 JOB = "{command: ['true'], compute_hours: 5, reference_gpu: A10G}"
 

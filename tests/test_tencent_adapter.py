@@ -325,8 +325,10 @@ def test_client_token_makes_a_resent_launch_return_the_first_instance(
 ) -> None:
     req = request()
     first = provider.launch(req)
-    monkeypatch.setattr(provider, "_describe", lambda region, **kw: [])  # lookup misses it
-    monkeypatch.setattr(provider, "get", lambda iid: first)
+    monkeypatch.setattr(
+        provider.instances, "_describe", lambda region, **kw: []
+    )  # lookup misses it
+    monkeypatch.setattr(provider.instances, "get", lambda iid: first)
     again = provider.launch(req)
 
     assert again.id == first.id
@@ -581,7 +583,7 @@ def test_launch_failed_reads_terminated_with_the_reason(
 def test_list_pages_by_offset(
     server: TencentFakeServer, provider: TencentProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(provider, "page", 2)
+    monkeypatch.setattr(provider.client, "page", 2)
     ids = {provider.launch(request(job=f"job-{n}")).id for n in range(5)}
     before = len(server.calls("DescribeInstances"))
     assert {i.id for i in provider.list()} == ids

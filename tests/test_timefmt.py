@@ -50,9 +50,9 @@ def test_every_layer_reads_times_through_the_core() -> None:
     from providers.alibaba import client as alibaba
     from providers.tencent import client as tencent
     from provisioner.agent import gang, handover
-    from provisioner.probe import watch
+    from provisioner.control.jobpass import probes
 
     assert _common.parse_time is parse_time and _common.utc is utc
     assert alibaba.parse_time is parse_time and tencent.parse_time is parse_time
-    for module in (notice, gang, handover, watch):
+    for module in (notice, gang, handover, probes):
         assert module.parse_time is parse_time  # type: ignore[attr-defined]

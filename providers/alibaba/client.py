@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
 from providers._common import parse_time as parse_time
-from providers._regional import RegionalOptions, RegionalProvider, pair_credentials
+from providers._regional import RegionalClient, RegionalOptions, pair_credentials
 from providers.alibaba.errors import NAME, classify_error
 from providers.base import ProviderUnavailable
 
@@ -28,8 +28,9 @@ def nested(node: Any, *keys: str) -> list[Any]:
     return list(node) if isinstance(node, list) else []
 
 
-class AlibabaClient(RegionalProvider):
-    """Options, credentials and one SDK client per region (the calls are in the subclasses)."""
+class AlibabaClient(RegionalClient):
+    """Options, credentials and one SDK client per region (the calls are in the parts of
+    :class:`~providers.alibaba.adapter.AlibabaProvider`, each given this one object)."""
 
     name = NAME
     classify_error = staticmethod(classify_error)
@@ -79,10 +80,11 @@ class AlibabaClient(RegionalProvider):
             ) from exc
         return Client, Config, models
 
-    def _models(self) -> Any:
+    def models(self) -> Any:
+        """The SDK's request models."""
         return self._sdk()[2]
 
-    def _client(self, region: str) -> Any:
+    def ecs(self, region: str) -> Any:
         client = self._clients.get(region)
         if client is None:
             client_cls, config_cls, _ = self._sdk()
@@ -107,9 +109,9 @@ class AlibabaClient(RegionalProvider):
             self._clients[region] = client
         return client
 
-    def _body(self, response: Any) -> dict[str, Any]:
+    def body(self, response: Any) -> dict[str, Any]:
         body = getattr(response, "body", None)
         return body.to_map() if body is not None else {}
 
-    def _to_usd(self, price: float | None, currency: str | None) -> float | None:
+    def to_usd(self, price: float | None, currency: str | None) -> float | None:
         return self.account.to_usd(price, currency)

@@ -52,14 +52,17 @@ def is_vgpu(itype: Mapping[str, Any]) -> bool:
     return name.startswith(("vgn", "sgn")) or "/" in str(itype.get("GPUSpec") or "")
 
 
-class AlibabaPricing(AlibabaClient):
+class AlibabaPricing:
     """What ECS sells, where, and at what price."""
+
+    def __init__(self, client: AlibabaClient) -> None:
+        self.client = client
 
     def _spot_history(self, region: str, itype: str, zone: str | None = None) -> dict[str, Any]:
         """``DescribeSpotPriceHistory`` (the last 3 hours, every page: ``Offset`` from each
         answer's ``NextOffset``) as one answer; notes the currency it names."""
-        models = self._models()
-        client = self._client(region)
+        models = self.client.models()
+        client = self.client.ecs(region)
         start = (now_utc() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
         points: list[Any] = []
         offset = 0
@@ -73,12 +76,12 @@ class AlibabaPricing(AlibabaClient):
                 start_time=start,
                 offset=offset or None,
             )
-            body = self._body(
-                self._call(
+            body = self.client.body(
+                self.client.call(
                     "DescribeSpotPriceHistory", partial(client.describe_spot_price_history, req)
                 )
             )
-            self.account.observe(body.get("Currency"))
+            self.client.account.observe(body.get("Currency"))
             page = nested(body, "SpotPrices", "SpotPriceType")
             points.extend(page)
             nxt = int(body.get("NextOffset") or 0)
@@ -93,9 +96,9 @@ class AlibabaPricing(AlibabaClient):
         Asks the cloud for the type's price history first when no answer has named the
         account's currency yet; refuses (INVALID) while the currency or its rate is unknown.
         """
-        if self.account.reported is None:
+        if self.client.account.reported is None:
             self._spot_history(region, offer.instance_type, offer.zone)
-        code, rate = self.account.for_launch()
+        code, rate = self.client.account.for_launch()
         limit = cap_decimal(cap_usd, PRICE_DECIMALS, usd_per_unit=rate)
         if limit <= 0:
             raise ProviderError(
@@ -107,18 +110,20 @@ class AlibabaPricing(AlibabaClient):
         return float(limit)
 
     def _gpu_types(self, region: str) -> list[dict[str, Any]]:
-        models = self._models()
-        client = self._client(region)
+        models = self.client.models()
+        client = self.client.ecs(region)
         out: list[dict[str, Any]] = []
         token: str | None = None
         while True:
             req = models.DescribeInstanceTypesRequest(
-                minimum_gpuamount=1, max_results=self.page, next_token=token
+                minimum_gpuamount=1, max_results=self.client.page, next_token=token
             )
-            if self.instance_types:
-                req.instance_types = list(self.instance_types)
-            body = self._body(
-                self._call("DescribeInstanceTypes", partial(client.describe_instance_types, req))
+            if self.client.instance_types:
+                req.instance_types = list(self.client.instance_types)
+            body = self.client.body(
+                self.client.call(
+                    "DescribeInstanceTypes", partial(client.describe_instance_types, req)
+                )
             )
             out.extend(
                 t
@@ -131,16 +136,18 @@ class AlibabaPricing(AlibabaClient):
 
     def _zones_in_stock(self, region: str) -> dict[str, list[str]]:
         """Instance type -> zones where pay-as-you-go/spot capacity is in stock."""
-        models = self._models()
-        client = self._client(region)
+        models = self.client.models()
+        client = self.client.ecs(region)
         req = models.DescribeAvailableResourceRequest(
             region_id=region,
             destination_resource="InstanceType",
             instance_charge_type="PostPaid",
             spot_strategy="SpotAsPriceGo",
         )
-        body = self._body(
-            self._call("DescribeAvailableResource", lambda: client.describe_available_resource(req))
+        body = self.client.body(
+            self.client.call(
+                "DescribeAvailableResource", lambda: client.describe_available_resource(req)
+            )
         )
         zones: dict[str, list[str]] = {}
         for zone in nested(body, "AvailableZones", "AvailableZone"):
@@ -155,7 +162,7 @@ class AlibabaPricing(AlibabaClient):
     def offers(self, regions: Iterable[str] | None = None) -> list[Offer]:
         known = {(o.region, o.zone, o.instance_type): o for o in catalog_offers(NAME)}
         out: list[Offer] = []
-        for region in list(regions or self.regions):
+        for region in list(regions or self.client.regions):
             types = self._gpu_types(region)
             zones = self._zones_in_stock(region)
             for t in types:
@@ -182,8 +189,8 @@ class AlibabaPricing(AlibabaClient):
 
     def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
         out: list[PriceQuote] = []
-        for region in list(regions or self.regions):
-            types = self.instance_types or [
+        for region in list(regions or self.client.regions):
+            types = self.client.instance_types or [
                 t.get("InstanceTypeId", "") for t in self._gpu_types(region)
             ]
             for itype in types:
@@ -205,16 +212,16 @@ class AlibabaPricing(AlibabaClient):
                             region=region,
                             zone=zone,
                             instance_type=point.get("InstanceType") or itype,
-                            spot_price=self._to_usd(
+                            spot_price=self.client.to_usd(
                                 None if spot is None else float(spot), currency
                             ),
-                            on_demand_price=self._to_usd(
+                            on_demand_price=self.client.to_usd(
                                 None if origin is None else float(origin), currency
                             ),
                             at=parse_time(point.get("Timestamp")) or now_utc(),
                             on_demand_at=now_utc() if origin is not None else None,
-                            currency=str(currency or self.account.code or ""),
-                            usd_per_unit=self.account.usd_per_unit(currency) or 0.0,
+                            currency=str(currency or self.client.account.code or ""),
+                            usd_per_unit=self.client.account.usd_per_unit(currency) or 0.0,
                         )
                     )
         return out

@@ -17,7 +17,7 @@ import json
 from functools import partial
 
 from providers._placement import RegionalPlacement
-from providers.alibaba.client import nested
+from providers.alibaba.client import AlibabaClient, nested
 from providers.capabilities import PlacementGroup
 
 STRATEGY = "LowLatency"
@@ -33,18 +33,23 @@ def _tags(description: object) -> dict[str, str]:
 
 
 class AlibabaPlacement(RegionalPlacement):
-    """Deployment sets (mixed into :class:`providers.alibaba.adapter.AlibabaProvider`)."""
+    """Deployment sets (the ``placement`` of :class:`providers.alibaba.adapter.AlibabaProvider`)."""
+
+    client: AlibabaClient
+
+    def __init__(self, client: AlibabaClient) -> None:
+        super().__init__(client)
 
     def _find_groups(self, region: str, name: str | None = None) -> builtins.list[PlacementGroup]:
-        models, client = self._models(), self._client(region)  # type: ignore[attr-defined]
+        models, client = self.client.models(), self.client.ecs(region)
         out: builtins.list[PlacementGroup] = []
         page = 1
         while True:
             req = models.DescribeDeploymentSetsRequest(
                 region_id=region, deployment_set_name=name, page_number=page, page_size=50
             )
-            body = self._body(  # type: ignore[attr-defined]
-                self._call(  # type: ignore[attr-defined]
+            body = self.client.body(
+                self.client.call(
                     "DescribeDeploymentSets", partial(client.describe_deployment_sets, req)
                 )
             )
@@ -63,7 +68,7 @@ class AlibabaPlacement(RegionalPlacement):
             page += 1
 
     def _create_group(self, region: str, zone: str, name: str, tags: dict[str, str]) -> str:
-        models, client = self._models(), self._client(region)  # type: ignore[attr-defined]
+        models, client = self.client.models(), self.client.ecs(region)
         req = models.CreateDeploymentSetRequest(
             region_id=region,
             deployment_set_name=name,
@@ -71,16 +76,12 @@ class AlibabaPlacement(RegionalPlacement):
             client_token=name,
             description=json.dumps({"provisioner-tags": tags}, sort_keys=True),
         )
-        body = self._body(  # type: ignore[attr-defined]
-            self._call(  # type: ignore[attr-defined]
-                "CreateDeploymentSet", partial(client.create_deployment_set, req)
-            )
+        body = self.client.body(
+            self.client.call("CreateDeploymentSet", partial(client.create_deployment_set, req))
         )
         return str(body["DeploymentSetId"])
 
     def _delete_group(self, region: str, group_id: str) -> None:
-        models, client = self._models(), self._client(region)  # type: ignore[attr-defined]
+        models, client = self.client.models(), self.client.ecs(region)
         req = models.DeleteDeploymentSetRequest(region_id=region, deployment_set_id=group_id)
-        self._call(  # type: ignore[attr-defined]
-            "DeleteDeploymentSet", partial(client.delete_deployment_set, req)
-        )
+        self.client.call("DeleteDeploymentSet", partial(client.delete_deployment_set, req))

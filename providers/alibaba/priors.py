@@ -23,8 +23,11 @@ from provisioner.core.zone_priors import SPOT_ADVICE, ZonePrior
 TYPES_PER_CALL = 10
 
 
-class AlibabaPriors(AlibabaClient):
+class AlibabaPriors:
     """The spot interruption rate of each type per zone."""
+
+    def __init__(self, client: AlibabaClient) -> None:
+        self.client = client
 
     def priors(
         self, regions: Iterable[str] | None = None, instance_types: Iterable[str] = ()
@@ -32,14 +35,16 @@ class AlibabaPriors(AlibabaClient):
         out: builtins.list[ZonePrior] = []
         types = list(dict.fromkeys(instance_types))
         batches = [types[i : i + TYPES_PER_CALL] for i in range(0, len(types), TYPES_PER_CALL)]
-        for region in list(regions or self.regions):
-            models, client = self._models(), self._client(region)
+        for region in list(regions or self.client.regions):
+            models, client = self.client.models(), self.client.ecs(region)
             for batch in batches or [[]]:
                 req = models.DescribeSpotAdviceRequest(
                     region_id=region, instance_types=batch or None
                 )
-                body = self._body(
-                    self._call("DescribeSpotAdvice", partial(client.describe_spot_advice, req))
+                body = self.client.body(
+                    self.client.call(
+                        "DescribeSpotAdvice", partial(client.describe_spot_advice, req)
+                    )
                 )
                 now = datetime.now(UTC)
                 for zone in nested(body, "AvailableSpotZones", "AvailableSpotZone"):

@@ -33,17 +33,20 @@ def _value(items: dict[str, Any], name: str) -> float | None:
     return None
 
 
-class AlibabaQuotas(AlibabaClient):
+class AlibabaQuotas:
     """The account's vCPU quotas per region."""
+
+    def __init__(self, client: AlibabaClient) -> None:
+        self.client = client
 
     def quotas(self, regions: Iterable[str] | None = None) -> builtins.list[Quota]:
         out: builtins.list[Quota] = []
         names = [n for pair in ATTRIBUTES.values() for n in pair]
-        for region in list(regions or self.regions):
-            models, client = self._models(), self._client(region)
+        for region in list(regions or self.client.regions):
+            models, client = self.client.models(), self.client.ecs(region)
             req = models.DescribeAccountAttributesRequest(region_id=region, attribute_name=names)
-            body = self._body(
-                self._call(
+            body = self.client.body(
+                self.client.call(
                     "DescribeAccountAttributes",
                     partial(client.describe_account_attributes, req),
                 )

@@ -46,21 +46,24 @@ def private_pool(request: LaunchRequest) -> tuple[str, str] | None:
     return "Target", held.id
 
 
-class AlibabaReservations(AlibabaClient):
+class AlibabaReservations:
     """:class:`~providers.capabilities.HeldCapacity` for Alibaba ECS."""
 
+    def __init__(self, client: AlibabaClient) -> None:
+        self.client = client
+
     def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
-        models = self._models()
+        models = self.client.models()
         out: list[Reservation] = []
-        for region in regions or self.regions:
-            client = self._client(region)
+        for region in regions or self.client.regions:
+            client = self.client.ecs(region)
             token: str | None = None
             while True:
                 req = models.DescribeCapacityReservationsRequest(
-                    region_id=region, max_results=self.page, next_token=token
+                    region_id=region, max_results=self.client.page, next_token=token
                 )
-                body = self._body(
-                    self._call(
+                body = self.client.body(
+                    self.client.call(
                         "DescribeCapacityReservations",
                         partial(client.describe_capacity_reservations, req),
                     )

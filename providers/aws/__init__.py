@@ -31,7 +31,7 @@ each node one EFA interface per network card, as many as the type supports
 The adapter is split by concern: ``errors`` (the error table and classifier), ``client``
 (options, session and clients), ``offers`` (offers and prices), ``instances`` (launch,
 describe, terminate, interruptions), ``placement`` (cluster placement groups) and ``adapter``
-(:class:`AWSProvider`, composing them).
+(:class:`AWSProvider`, holding them as fields).
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ def _botocore_session() -> Any:
 
 
 class AWSClient:
-    """What every part of the AWS adapter shares: its options, session and clients."""
+    """What every part of the AWS adapter shares: its options, session and clients (each
+    part of :class:`~providers.aws.adapter.AWSProvider` is given this one object)."""
 
     def __init__(
         self,
@@ -98,24 +99,30 @@ class AWSClient:
 
         self._clients: dict[str, EC2Client] = {}
         self._lock = threading.Lock()
-        self._region_of: dict[str, str] = {}
-        self._gpu_types: dict[str, list[dict[str, Any]]] = {}
-        self._root_device: dict[tuple[str, str], str | None] = {}
-        self._efa: dict[tuple[str, str], tuple[int, int]] = {}  # (cards, EFA interfaces)
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def client(self, region: str | None = None) -> EC2Client:
+    def ec2(self, region: str | None = None) -> EC2Client:
         """The EC2 client for ``region`` (one per region, created on first use)."""
         region = region or self.region
         with self._lock:
             client = self._clients.get(region)
             if client is None:
-                client = self._new_client("ec2", region, self.endpoint)
+                client = self.new_client("ec2", region, self.endpoint)
                 self._clients[region] = client
             return client
 
-    def _new_client(self, service: str, region: str, endpoint: str | None) -> Any:
+    def service(self, service: str, region: str) -> Any:
+        """The client of another ``service`` in ``region`` (one each, created on first use)."""
+        with self._lock:
+            key = f"{service}:{region}"
+            client = self._clients.get(key)
+            if client is None:
+                client = self.new_client(service, region, self.endpoint)
+                self._clients[key] = client
+            return client
+
+    def new_client(self, service: str, region: str, endpoint: str | None) -> Any:
         """A boto3 client of ``service``: one attempt per call (the caller's retry policy
         retries), 10 s to connect, 60 s to read."""
         from botocore.config import Config
@@ -136,19 +143,20 @@ class AWSClient:
             return None  # a private EC2 endpoint (moto): the Pricing API is not there
         with self._lock:
             if self._pricing is None:
-                self._pricing = self._new_client(
+                self._pricing = self.new_client(
                     "pricing", self.pricing_region, self.pricing_endpoint
                 )
             return self._pricing
 
-    def _pages(self, **kwargs: Any) -> dict[str, Any]:
+    def pages(self, **kwargs: Any) -> dict[str, Any]:
         """Paginator arguments: ``kwargs`` and, where set, the page size (``MaxResults``)."""
         if self.page_size and "InstanceIds" not in kwargs:  # MaxResults excludes InstanceIds
             kwargs["PaginationConfig"] = {"PageSize": self.page_size}
         return kwargs
 
-    def _call(self, region: str, what: str, fn: Callable[[EC2Client], T]) -> T:
-        client = self.client(region)
+    def call(self, region: str, what: str, fn: Callable[[EC2Client], T]) -> T:
+        """``fn`` on ``region``'s EC2 client, under the retry policy."""
+        client = self.ec2(region)
         return call_with_retries(
             lambda: fn(client), classify, policy=self.retry, what=f"aws {what} ({region})"
         )

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from providers._common import now_utc
+from providers.aws.client import AWSClient
 from providers.aws.errors import classify
 from providers.aws.offers import AWSOffers, price_list_products
 from providers.base import call_with_retries
@@ -32,26 +33,31 @@ PURCHASE = {"All Upfront": "all", "Partial Upfront": "partial", "No Upfront": "n
 OPTION = {"standard": "reserved-instance", "convertible": "reserved-instance-convertible"}
 
 
-class AWSCommitments(AWSOffers):
-    """:class:`~providers.capabilities.Commitments` for EC2 Reserved Instances."""
+class AWSCommitments:
+    """:class:`~providers.capabilities.Commitments` for EC2 Reserved Instances (the GPU types
+    from ``offers``)."""
+
+    def __init__(self, client: AWSClient, offers: AWSOffers) -> None:
+        self.client = client
+        self.offers = offers
 
     def commitment_prices(
         self, regions: Iterable[str] | None = None
     ) -> builtins.list[CommitmentQuote]:
         """Reserved Instance prices of the GPU types in ``regions``, live; [] where the
         Pricing API cannot be reached (no endpoint)."""
-        client = self.pricing_client()
+        client = self.client.pricing_client()
         if client is None:
             return []
         out: list[CommitmentQuote] = []
-        for region in regions or self.regions:
+        for region in regions or self.client.regions:
             at = now_utc()
-            for t in self._types_with_gpus(region):
+            for t in self.offers.types_with_gpus(region):
                 itype = t["InstanceType"]
                 docs = call_with_retries(
                     functools.partial(price_list_products, client, region, itype),
                     classify,
-                    policy=self.retry,
+                    policy=self.client.retry,
                     what=f"aws GetProducts reserved ({itype}, {region})",
                 )
                 for doc in docs:

@@ -39,6 +39,7 @@ from providers._common import (
     wanted_tags,
 )
 from providers.aws.client import AWSClient, EC2Client
+from providers.aws.offers import AWSOffers
 from providers.aws.reservations import capacity_target
 from providers.base import ErrorKind, ProviderError
 from providers.bootstrap import user_data_for
@@ -130,12 +131,20 @@ def efa_interfaces(cards: int, efa: int) -> list[dict[str, Any]]:
     return out
 
 
-class AWSInstances(AWSClient):
-    """The instance operations of the AWS adapter."""
+class AWSInstances:
+    """The instance operations of the AWS adapter (a spot launch without a cap on the wire
+    reads the price in effect now from ``offers``)."""
+
+    def __init__(self, client: AWSClient, offers: AWSOffers) -> None:
+        self.client = client
+        self.offers = offers
+        self._region_of: dict[str, str] = {}  # instance id -> the region it was seen in
+        self._root_device: dict[tuple[str, str], str | None] = {}
+        self._efa: dict[tuple[str, str], tuple[int, int]] = {}  # (cards, EFA interfaces)
 
     def launch(self, request: LaunchRequest) -> Instance:
         offer = offer_for(request, "aws")
-        region = offer.region or self.region
+        region = offer.region or self.client.region
         mine = self._describe(
             region,
             [
@@ -148,7 +157,7 @@ class AWSInstances(AWSClient):
             return mine[0]
         params = self._run_params(request, region)
         self._price_under_cap(request, region)
-        response = self._call(region, "RunInstances", lambda ec2: ec2.run_instances(**params))
+        response = self.client.call(region, "RunInstances", lambda ec2: ec2.run_instances(**params))
         instance = self._instance(response["Instances"][0], region)
         if not instance.tags:  # EC2 may answer before the tags are visible
             instance = replace(instance, tags=dict(request.tags))
@@ -168,12 +177,8 @@ class AWSInstances(AWSClient):
         cap = request.bid_cap_per_hour
         if request.market is not Market.SPOT or cap is None or request.cap_on_wire:
             return
-        from providers.capabilities import SpotPricesNow
-
-        if not isinstance(self, SpotPricesNow):
-            return
         key = (region, request.offer.zone, request.offer.instance_type)
-        price = self.spot_prices_now([key]).get(key)
+        price = self.offers.spot_prices_now([key]).get(key)
         if price is not None and price > cap + 1e-9:
             raise ProviderError(
                 ErrorKind.PRICE_TOO_LOW,
@@ -187,7 +192,7 @@ class AWSInstances(AWSClient):
         offer = request.offer
         tags = {"Name": request.name, **request.tags}
         tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
-        image = request.image or self.image or DEFAULT_IMAGE
+        image = request.image or self.client.image or DEFAULT_IMAGE
         params: dict[str, Any] = {
             "ImageId": image,
             "InstanceType": offer.instance_type,
@@ -203,9 +208,9 @@ class AWSInstances(AWSClient):
         user_data = user_data_for(
             request,
             "aws",
-            package_spec=self.package_spec,
-            pip_args=self.pip_args,
-            agent_preinstalled=self.agent_preinstalled,
+            package_spec=self.client.package_spec,
+            pip_args=self.client.pip_args,
+            agent_preinstalled=self.client.agent_preinstalled,
         )
         if user_data:
             params["UserData"] = user_data  # boto3 base64-encodes it
@@ -216,7 +221,7 @@ class AWSInstances(AWSClient):
             placement["GroupName"] = _group_in(request.placement_group, region)
         if placement:
             params["Placement"] = placement
-        subnet = self.subnets.get(offer.zone) or self.subnet
+        subnet = self.client.subnets.get(offer.zone) or self.client.subnet
         if request.fabric == "efa":
             # EC2 takes the subnet and security groups inside the interface when one is given
             # (with SubnetId or SecurityGroupIds beside it: InvalidParameterCombination)
@@ -224,22 +229,22 @@ class AWSInstances(AWSClient):
             for nic in nics:
                 if subnet:
                     nic["SubnetId"] = subnet
-                if self.security_groups:
-                    nic["Groups"] = list(self.security_groups)
+                if self.client.security_groups:
+                    nic["Groups"] = list(self.client.security_groups)
             params["NetworkInterfaces"] = nics
         else:
             if subnet:
                 params["SubnetId"] = subnet
-            if self.security_groups:
-                params["SecurityGroupIds"] = self.security_groups
-        key_name = request.ssh_key_name or self.key_name
+            if self.client.security_groups:
+                params["SecurityGroupIds"] = self.client.security_groups
+        key_name = request.ssh_key_name or self.client.key_name
         if key_name:
             params["KeyName"] = key_name
-        if self.instance_profile:
+        if self.client.instance_profile:
             # IamInstanceProfileSpecification: Arn or Name (the VM's role, for the bucket and
             # the secrets): https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RunInstances.html
-            key = "Arn" if self.instance_profile.startswith("arn:") else "Name"
-            params["IamInstanceProfile"] = {key: self.instance_profile}
+            key = "Arn" if self.client.instance_profile.startswith("arn:") else "Name"
+            params["IamInstanceProfile"] = {key: self.client.instance_profile}
         root = self._root_device_of(region, image)
         if root:
             params["BlockDeviceMappings"] = [
@@ -270,7 +275,7 @@ class AWSInstances(AWSClient):
         per type; (1, 1) where EC2 does not say."""
         key = (region, instance_type)
         if key not in self._efa:
-            types = self._call(
+            types = self.client.call(
                 region,
                 "DescribeInstanceTypes",
                 lambda ec2: ec2.describe_instance_types(InstanceTypes=[instance_type]),
@@ -289,7 +294,7 @@ class AWSInstances(AWSClient):
             return None
         key = (region, image)
         if key not in self._root_device:
-            images = self._call(
+            images = self.client.call(
                 region, "DescribeImages", lambda ec2: ec2.describe_images(ImageIds=[image])
             )["Images"]
             self._root_device[key] = images[0].get("RootDeviceName") if images else None
@@ -312,12 +317,14 @@ class AWSInstances(AWSClient):
 
         def fetch(ec2: EC2Client) -> builtins.list[dict[str, Any]]:
             found: builtins.list[dict[str, Any]] = []
-            for page in ec2.get_paginator("describe_instances").paginate(**self._pages(**kwargs)):
+            for page in ec2.get_paginator("describe_instances").paginate(
+                **self.client.pages(**kwargs)
+            ):
                 for reservation in page["Reservations"]:
                     found.extend(reservation["Instances"])
             return found
 
-        return self._call(region, "DescribeInstances", fetch)
+        return self.client.call(region, "DescribeInstances", fetch)
 
     def _describe(
         self,
@@ -357,7 +364,7 @@ class AWSInstances(AWSClient):
     def get(self, instance_id: str) -> Instance:
         known = self._region_of.get(instance_id)
         regions = [known] if known else []
-        regions += [r for r in self.regions if r != known]
+        regions += [r for r in self.client.regions if r != known]
         for region in regions:
             found = unless_gone(functools.partial(self._describe, region, ids=[instance_id]))
             if found:
@@ -365,7 +372,7 @@ class AWSInstances(AWSClient):
         raise ProviderError(
             ErrorKind.NOT_FOUND,
             "InvalidInstanceID.NotFound",
-            f"no instance {instance_id} in {', '.join(self.regions)}",
+            f"no instance {instance_id} in {', '.join(self.client.regions)}",
             provider="aws",
         )
 
@@ -374,7 +381,7 @@ class AWSInstances(AWSClient):
         filters = [_tag_filter(k, v) for k, v in wanted_tags(tags).items()]
         filters.append({"Name": "instance-state-name", "Values": NOT_TERMINATED})
         out: list[Instance] = []
-        for region in self.regions:
+        for region in self.client.regions:
             out.extend(self._describe(region, filters))
         return out
 
@@ -384,7 +391,9 @@ class AWSInstances(AWSClient):
         by_region: dict[str, list[str]] = {}
         unknown: list[str] = []
         for iid in dict.fromkeys(instance_ids):
-            region = self._region_of.get(iid) or (self.region if len(self.regions) == 1 else None)
+            region = self._region_of.get(iid) or (
+                self.client.region if len(self.client.regions) == 1 else None
+            )
             if region:
                 by_region.setdefault(region, []).append(iid)
             else:
@@ -392,14 +401,14 @@ class AWSInstances(AWSClient):
         for region, ids in by_region.items():
             self._terminate_in(region, ids)
         for iid in unknown:
-            for region in self.regions:
+            for region in self.client.regions:
                 if self._terminate_in(region, [iid]):
                     break
 
     def _terminate_in(self, region: str, ids: builtins.list[str]) -> builtins.list[str]:
         """Terminate ``ids`` in ``region``; the ids EC2 knew there (unknown ones are skipped)."""
         try:
-            self._call(
+            self.client.call(
                 region, "TerminateInstances", lambda ec2: ec2.terminate_instances(InstanceIds=ids)
             )
             return ids
@@ -427,7 +436,7 @@ class AWSInstances(AWSClient):
             {"Name": "state-reason-code", "Values": list(SPOT_REASONS)}
         ]
         out: list[Interruption] = []
-        for region in self.regions:
+        for region in self.client.regions:
             for d in self._describe_raw(region, filters):
                 reason = d.get("StateReason") or {}
                 if reason.get("Code") not in SPOT_REASONS:

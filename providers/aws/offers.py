@@ -58,8 +58,15 @@ def forget_on_demand_prices() -> None:
 _ON_DEMAND_LOCK = threading.Lock()
 
 
-class AWSOffers(AWSClient):
-    """Offers (``DescribeInstanceTypes``) and live prices (spot history, Price List API)."""
+class AWSOffers:
+    """Offers (``DescribeInstanceTypes``) and live prices (spot history, Price List API).
+
+    ``gpu_types``: the GPU instance types of each region as EC2 described them, asked once
+    (reservations, commitments and quotas read them too)."""
+
+    def __init__(self, client: AWSClient) -> None:
+        self.client = client
+        self.gpu_types: dict[str, list[dict[str, Any]]] = {}
 
     def on_demand_prices(
         self, region: str, types: Iterable[str]
@@ -71,14 +78,14 @@ class AWSOffers(AWSClient):
         then), so a refresh every few minutes costs no Pricing calls.
         """
         wanted = sorted(set(types))
-        client = self.pricing_client()
+        client = self.client.pricing_client()
         if client is None or not wanted:
             return {}, None
         now = now_utc()
-        key = (self.pricing_endpoint, region)
+        key = (self.client.pricing_endpoint, region)
         with _ON_DEMAND_LOCK:
             cache = _ON_DEMAND.get(key)
-        if cache is None or (now - cache.at).total_seconds() >= self.on_demand_ttl_s:
+        if cache is None or (now - cache.at).total_seconds() >= self.client.on_demand_ttl_s:
             cache = _OnDemandCache(at=now)
         missing = [t for t in wanted if t not in cache.asked]
         if missing:
@@ -87,7 +94,7 @@ class AWSOffers(AWSClient):
                     price = call_with_retries(
                         functools.partial(_get_on_demand, client, region, itype),
                         classify,
-                        policy=self.retry,
+                        policy=self.client.retry,
                         what=f"aws GetProducts ({itype}, {region})",
                     )
                     if price is not None:
@@ -107,17 +114,20 @@ class AWSOffers(AWSClient):
                 _ON_DEMAND[key] = cache
         return {t: cache.prices[t] for t in wanted if t in cache.prices}, cache.at
 
-    def _types_with_gpus(self, region: str) -> list[dict[str, Any]]:
-        if region not in self._gpu_types:
+    def types_with_gpus(self, region: str) -> list[dict[str, Any]]:
+        """The GPU instance types of ``region`` (``DescribeInstanceTypes``, asked once)."""
+        if region not in self.gpu_types:
 
             def fetch(ec2: EC2Client) -> list[dict[str, Any]]:
                 found: list[dict[str, Any]] = []
-                for page in ec2.get_paginator("describe_instance_types").paginate(**self._pages()):
+                for page in ec2.get_paginator("describe_instance_types").paginate(
+                    **self.client.pages()
+                ):
                     found.extend(t for t in page["InstanceTypes"] if _whole_gpus(t))
                 return found
 
-            self._gpu_types[region] = self._call(region, "DescribeInstanceTypes", fetch)
-        return self._gpu_types[region]
+            self.gpu_types[region] = self.client.call(region, "DescribeInstanceTypes", fetch)
+        return self.gpu_types[region]
 
     def _zones_of(self, region: str, types: builtins.list[str]) -> dict[str, builtins.list[str]]:
         """instance type -> the zones of ``region`` that offer it."""
@@ -126,7 +136,7 @@ class AWSOffers(AWSClient):
             zones: dict[str, builtins.list[str]] = {}
             for i in range(0, len(types), 100):  # at most 200 values per filter
                 pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
-                    **self._pages(
+                    **self.client.pages(
                         LocationType="availability-zone",
                         Filters=[{"Name": "instance-type", "Values": types[i : i + 100]}],
                     )
@@ -136,18 +146,18 @@ class AWSOffers(AWSClient):
                         zones.setdefault(row["InstanceType"], []).append(row["Location"])
             return zones
 
-        return self._call(region, "DescribeInstanceTypeOfferings", fetch)
+        return self.client.call(region, "DescribeInstanceTypeOfferings", fetch)
 
     def offers(self, regions: Iterable[str] | None = None) -> builtins.list[Offer]:
         """One offer per GPU type and zone that offers it, priced from the catalog."""
         out: builtins.list[Offer] = []
-        for region in regions or self.regions:
-            types = self._types_with_gpus(region)
+        for region in regions or self.client.regions:
+            types = self.types_with_gpus(region)
             zones = self._zones_of(region, [t["InstanceType"] for t in types])
-            priced = _CatalogPrices.for_region(region)
+            priced = CatalogPrices.for_region(region)
             with _ON_DEMAND_LOCK:
-                cache = _ON_DEMAND.get((self.pricing_endpoint, region))
-            live = cache.prices if cache and self.pricing_client() is not None else {}
+                cache = _ON_DEMAND.get((self.client.pricing_endpoint, region))
+            live = cache.prices if cache and self.client.pricing_client() is not None else {}
             for t in types:
                 itype = t["InstanceType"]
                 # a type no zone offers cannot be launched here (unless EC2 named no zones)
@@ -175,11 +185,11 @@ class AWSOffers(AWSClient):
 
     def prices(self, regions: Iterable[str] | None = None) -> list[PriceQuote]:
         out: list[PriceQuote] = []
-        for region in regions or self.regions:
-            types = [t["InstanceType"] for t in self._types_with_gpus(region)]
+        for region in regions or self.client.regions:
+            types = [t["InstanceType"] for t in self.types_with_gpus(region)]
             if not types:
                 continue
-            priced = _CatalogPrices.for_region(region)
+            priced = CatalogPrices.for_region(region)
 
             # the history from now on: EC2 answers, for each zone and type, the last change
             # before the start time, the price in effect now, dated by when it changed
@@ -216,7 +226,7 @@ class AWSOffers(AWSClient):
         def fetch(ec2: EC2Client) -> dict[tuple[str, str], Any]:
             latest: dict[tuple[str, str], Any] = {}
             pages = ec2.get_paginator("describe_spot_price_history").paginate(
-                **self._pages(
+                **self.client.pages(
                     InstanceTypes=types, ProductDescriptions=["Linux/UNIX"], StartTime=read_at
                 )
             )
@@ -227,7 +237,7 @@ class AWSOffers(AWSClient):
                         latest[key] = row
             return latest
 
-        return self._call(region, "DescribeSpotPriceHistory", fetch)
+        return self.client.call(region, "DescribeSpotPriceHistory", fetch)
 
     def spot_prices_now(
         self, keys: Iterable[tuple[str, str, str]]
@@ -315,7 +325,7 @@ def _gpu_name(gpu: Mapping[str, Any]) -> str:
     return raw
 
 
-class _CatalogPrices:
+class CatalogPrices:
     """The catalog's AWS rows for one region, looked up by zone and type (empty without one)."""
 
     def __init__(self, rows: Iterable[Offer]) -> None:
@@ -328,7 +338,7 @@ class _CatalogPrices:
                 self.by_type[o.instance_type] = o
 
     @classmethod
-    def for_region(cls, region: str) -> _CatalogPrices:
+    def for_region(cls, region: str) -> CatalogPrices:
         try:
             from provisioner.catalog_files import builtin_catalog
 

@@ -49,13 +49,16 @@ def split_group_id(gid: str, default_region: str) -> tuple[str, str]:
     return region or default_region, name
 
 
-class AWSPlacement(AWSClient):
+class AWSPlacement:
     """The placement-group operations (:class:`providers.capabilities.PlacementGroups`)."""
+
+    def __init__(self, client: AWSClient) -> None:
+        self.client = client
 
     def ensure_placement_group(
         self, name: str, region: str, zone: str, tags: Mapping[str, str]
     ) -> str:
-        region = region or self.region
+        region = region or self.client.region
         if self._groups(region, [{"Name": "group-name", "Values": [name]}]):
             return group_id(region, name)
         params: dict[str, Any] = {
@@ -69,7 +72,7 @@ class AWSPlacement(AWSClient):
             ],
         }
         try:
-            self._call(
+            self.client.call(
                 region,
                 "CreatePlacementGroup",
                 lambda ec2: ec2.create_placement_group(**params),
@@ -91,9 +94,9 @@ class AWSPlacement(AWSClient):
         return group_id(region, name)
 
     def delete_placement_group(self, group_id: str) -> None:
-        region, name = split_group_id(group_id, self.region)
+        region, name = split_group_id(group_id, self.client.region)
         try:
-            self._call(
+            self.client.call(
                 region,
                 "DeletePlacementGroup",
                 lambda ec2: ec2.delete_placement_group(GroupName=name),
@@ -110,7 +113,7 @@ class AWSPlacement(AWSClient):
         wanted = {TAG_MANAGED: "true", **(tags or {})}
         filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in wanted.items()]
         out: builtins.list[PlacementGroup] = []
-        for region in self.regions:
+        for region in self.client.regions:
             for g in self._groups(region, filters):
                 name = str(g.get("GroupName", ""))
                 found = {t["Key"]: t["Value"] for t in g.get("Tags", [])}
@@ -129,5 +132,5 @@ class AWSPlacement(AWSClient):
             ]
             return groups
 
-        found = self._call(region, "DescribePlacementGroups", fetch)
+        found = self.client.call(region, "DescribePlacementGroups", fetch)
         return [g for g in found if not live or g.get("State", "available") in LIVE_STATES]

@@ -27,13 +27,16 @@ REGIONS_PER_CALL = 10
 HISTORY_DAYS = 7
 
 
-class AWSPriors(AWSClient):
+class AWSPriors:
     """Placement scores and price volatility per zone and instance type."""
+
+    def __init__(self, client: AWSClient) -> None:
+        self.client = client
 
     def priors(
         self, regions: Iterable[str] | None = None, instance_types: Iterable[str] = ()
     ) -> builtins.list[ZonePrior]:
-        wanted = list(regions or self.regions)
+        wanted = list(regions or self.client.regions)
         types = list(dict.fromkeys(instance_types))
         if not types:
             return []
@@ -41,7 +44,7 @@ class AWSPriors(AWSClient):
 
     def _zone_names(self, region: str) -> dict[str, str]:
         """Zone id -> zone name in ``region`` (the account's mapping)."""
-        answer = self._call(
+        answer = self.client.call(
             region, "DescribeAvailabilityZones", lambda ec2: ec2.describe_availability_zones()
         )
         return {
@@ -77,7 +80,9 @@ class AWSPriors(AWSClient):
                         kwargs["NextToken"] = token
 
                 now = datetime.now(UTC)
-                for row in self._call(self.region, f"GetSpotPlacementScores {itype}", ask):
+                for row in self.client.call(
+                    self.client.region, f"GetSpotPlacementScores {itype}", ask
+                ):
                     region = str(row.get("Region") or "")
                     if region not in batch or row.get("Score") is None:
                         continue
@@ -107,7 +112,7 @@ class AWSPriors(AWSClient):
             def fetch(ec2: Any, types: list[str] = types) -> dict[tuple[str, str], list[float]]:
                 seen: dict[tuple[str, str], list[float]] = {}
                 pages = ec2.get_paginator("describe_spot_price_history").paginate(
-                    **self._pages(
+                    **self.client.pages(
                         InstanceTypes=types,
                         ProductDescriptions=["Linux/UNIX"],
                         StartTime=datetime.now(UTC) - timedelta(days=HISTORY_DAYS),
@@ -120,7 +125,7 @@ class AWSPriors(AWSClient):
                 return seen
 
             now = datetime.now(UTC)
-            for (zone, itype), prices in self._call(
+            for (zone, itype), prices in self.client.call(
                 region, "DescribeSpotPriceHistory", fetch
             ).items():
                 cv = volatility(prices)

@@ -31,6 +31,7 @@ from typing import Any
 
 from providers.aws.client import AWSClient, EC2Client
 from providers.aws.errors import classify
+from providers.aws.offers import AWSOffers
 from providers.base import ErrorKind, ProviderError, call_with_retries
 from provisioner.core.quotas import FROM_COUNT, FROM_LIMIT, VCPU, Quota, aws_family
 
@@ -49,21 +50,20 @@ _FAMILIES = tuple(sorted({f for _, _, fams in GPU_QUOTAS.values() for f in fams}
 _HOLDING = ["pending", "running"]
 
 
-class AWSQuotas(AWSClient):
-    """The account's GPU quotas (Service Quotas, one client per region) and their usage."""
+class AWSQuotas:
+    """The account's GPU quotas (Service Quotas, one client per region) and their usage (the
+    vCPUs of the types ``offers`` has described are not asked again)."""
+
+    def __init__(self, client: AWSClient, offers: AWSOffers) -> None:
+        self.client = client
+        self.offers = offers
 
     def quotas_client(self, region: str) -> Any:
-        with self._lock:
-            key = f"service-quotas:{region}"
-            client = self._clients.get(key)
-            if client is None:
-                client = self._new_client("service-quotas", region, self.endpoint)
-                self._clients[key] = client
-            return client
+        return self.client.service("service-quotas", region)
 
     def quotas(self, regions: Iterable[str] | None = None) -> builtins.list[Quota]:
         out: builtins.list[Quota] = []
-        for region in list(regions or self.regions):
+        for region in list(regions or self.client.regions):
             client = self.quotas_client(region)
             limits: builtins.list[tuple[str, str, str, tuple[str, ...], float]] = []
             for code, (name, market, families) in GPU_QUOTAS.items():
@@ -72,7 +72,7 @@ class AWSQuotas(AWSClient):
                     answer: dict[str, Any] = call_with_retries(
                         ask,
                         classify,
-                        policy=self.retry,
+                        policy=self.client.retry,
                         what=f"aws GetServiceQuota {code} ({region})",
                     )
                 except ProviderError as exc:
@@ -120,7 +120,7 @@ class AWSQuotas(AWSClient):
         def fetch(ec2: EC2Client) -> dict[tuple[str, str], int]:
             found: dict[tuple[str, str], int] = {}
             pages = ec2.get_paginator("describe_instances").paginate(
-                **self._pages(Filters=[{"Name": "instance-state-name", "Values": _HOLDING}])
+                **self.client.pages(Filters=[{"Name": "instance-state-name", "Values": _HOLDING}])
             )
             for page in pages:
                 for reservation in page.get("Reservations") or ():
@@ -134,7 +134,7 @@ class AWSQuotas(AWSClient):
             return found
 
         try:
-            counts = self._call(region, "DescribeInstances (quota usage)", fetch)
+            counts = self.client.call(region, "DescribeInstances (quota usage)", fetch)
             vcpus = self._default_vcpus(region, sorted({t for _, t in counts}))
         except ProviderError as exc:
             log.warning(
@@ -154,7 +154,7 @@ class AWSQuotas(AWSClient):
         """Instance type -> its default vCPUs (types known from the offers are not asked)."""
         known = {
             str(t["InstanceType"]): float(t.get("VCpuInfo", {}).get("DefaultVCpus", 0))
-            for t in self._gpu_types.get(region, ())
+            for t in self.offers.gpu_types.get(region, ())
         }
         missing = [t for t in types if t not in known]
         if missing:
@@ -168,5 +168,5 @@ class AWSQuotas(AWSClient):
                         got[str(t["InstanceType"])] = float(vcpus)
                 return got
 
-            known.update(self._call(region, "DescribeInstanceTypes (quota usage)", fetch))
+            known.update(self.client.call(region, "DescribeInstanceTypes (quota usage)", fetch))
         return known

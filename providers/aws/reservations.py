@@ -34,8 +34,8 @@ from typing import Any
 
 from providers._common import utc
 from providers._reserved import reservation_for
-from providers.aws.client import EC2Client
-from providers.aws.offers import AWSOffers, _CatalogPrices
+from providers.aws.client import AWSClient, EC2Client
+from providers.aws.offers import AWSOffers, CatalogPrices
 from providers.base import ErrorKind, ProviderError
 from providers.capabilities import CapacityOffering
 from provisioner.core.models import LaunchRequest, Reservation, ReservationKind
@@ -81,26 +81,30 @@ def capacity_target(request: LaunchRequest, region: str) -> dict[str, Any]:
     return out
 
 
-class AWSReservations(AWSOffers):
+class AWSReservations:
     """:class:`~providers.capabilities.HeldCapacity` and
-    :class:`~providers.capabilities.BooksCapacity` for EC2."""
+    :class:`~providers.capabilities.BooksCapacity` for EC2 (the GPU types from ``offers``)."""
+
+    def __init__(self, client: AWSClient, offers: AWSOffers) -> None:
+        self.client = client
+        self.offers = offers
 
     def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
         out: list[Reservation] = []
-        for region in regions or self.regions:
-            gpu_types = {t["InstanceType"] for t in self._types_with_gpus(region)}
+        for region in regions or self.client.regions:
+            gpu_types = {t["InstanceType"] for t in self.offers.types_with_gpus(region)}
 
             def fetch(ec2: EC2Client) -> builtins.list[dict[str, Any]]:
                 found: builtins.list[dict[str, Any]] = []
                 pages = ec2.get_paginator("describe_capacity_reservations").paginate(
-                    **self._pages(Filters=[{"Name": "state", "Values": HELD_STATES}])
+                    **self.client.pages(Filters=[{"Name": "state", "Values": HELD_STATES}])
                 )
                 for page in pages:
                     found.extend(page.get("CapacityReservations", []))
                 return found
 
-            rows = self._call(region, "DescribeCapacityReservations", fetch)
-            prices = _CatalogPrices.for_region(region)
+            rows = self.client.call(region, "DescribeCapacityReservations", fetch)
+            prices = CatalogPrices.for_region(region)
             for row in rows:
                 if row.get("InstanceType") not in gpu_types:
                     continue
@@ -138,18 +142,18 @@ class AWSReservations(AWSOffers):
         if start_after is not None:
             kwargs["StartDateRange"] = utc(start_after)
         out: list[CapacityOffering] = []
-        for region in regions or self.regions:
+        for region in regions or self.client.regions:
 
             def fetch(ec2: EC2Client) -> builtins.list[dict[str, Any]]:
                 found: builtins.list[dict[str, Any]] = []
                 pages = ec2.get_paginator("describe_capacity_block_offerings").paginate(
-                    **self._pages(**kwargs)
+                    **self.client.pages(**kwargs)
                 )
                 for page in pages:
                     found.extend(page.get("CapacityBlockOfferings", []))
                 return found
 
-            for row in self._call(region, "DescribeCapacityBlockOfferings", fetch):
+            for row in self.client.call(region, "DescribeCapacityBlockOfferings", fetch):
                 out.append(offering_of(row, region))
         out.sort(key=lambda o: (o.starts_at, o.upfront_usd))
         return out
@@ -162,8 +166,8 @@ class AWSReservations(AWSOffers):
                 f"offering {offering.id} is {offering.provider}'s",
                 provider="aws",
             )
-        region = offering.region or self.region
-        answer = self._call(
+        region = offering.region or self.client.region
+        answer = self.client.call(
             region,
             "PurchaseCapacityBlock",
             lambda ec2: ec2.purchase_capacity_block(
@@ -188,7 +192,7 @@ class AWSReservations(AWSOffers):
 
 
 def reservation_of(
-    row: Mapping[str, Any], region: str, prices: _CatalogPrices | None
+    row: Mapping[str, Any], region: str, prices: CatalogPrices | None
 ) -> Reservation:
     """One ``CapacityReservation`` of EC2's answer as a :class:`Reservation`."""
     block = row.get("ReservationType") == "capacity-block"

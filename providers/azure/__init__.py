@@ -43,9 +43,9 @@ from providers._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from providers.azure.adapter import AzureProvider
-    from providers.azure.client import DEFAULT_IMAGE, _as_dict
+    from providers.azure.client import DEFAULT_IMAGE, as_dict
     from providers.azure.errors import ERRORS, classify
-    from providers.azure.instances import POWER_STATES, _private_ip
+    from providers.azure.instances import POWER_STATES, private_ip
     from providers.azure.launch import PRICE_DECIMALS, max_price
 
 #: what this package offers, and the module each name lives in: imported when first asked
@@ -53,11 +53,11 @@ if TYPE_CHECKING:
 _LAZY = {
     "AzureProvider": "providers.azure.adapter",
     "DEFAULT_IMAGE": "providers.azure.client",
-    "_as_dict": "providers.azure.client",
+    "as_dict": "providers.azure.client",
     "ERRORS": "providers.azure.errors",
     "classify": "providers.azure.errors",
     "POWER_STATES": "providers.azure.instances",
-    "_private_ip": "providers.azure.instances",
+    "private_ip": "providers.azure.instances",
     "PRICE_DECIMALS": "providers.azure.launch",
     "max_price": "providers.azure.launch",
 }
@@ -71,8 +71,8 @@ __all__ = [
     "POWER_STATES",
     "PRICE_DECIMALS",
     "AzureProvider",
-    "_as_dict",
-    "_private_ip",
+    "as_dict",
     "classify",
     "max_price",
+    "private_ip",
 ]

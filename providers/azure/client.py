@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 from providers.azure.errors import classify
 from providers.base import (
-    PriceQuote,
     ProviderUnavailable,
     RetryPolicy,
     call_with_retries,
@@ -59,7 +58,8 @@ def _bearer_policy(credential: Any, scope: str) -> Any:
 
 
 class AzureClient:
-    """What every part of the Azure adapter shares: its options, credential, clients, quotes."""
+    """What every part of the Azure adapter shares: its options, credential and clients (each
+    part of :class:`~providers.azure.adapter.AzureProvider` is given this one object)."""
 
     def __init__(
         self,
@@ -125,7 +125,6 @@ class AzureClient:
         self._compute: Any = None
         self._network: Any = None
         self._lock = threading.Lock()
-        self._quotes: dict[tuple[str, str], PriceQuote] = {}
 
     @staticmethod
     def _credential(credentials: Any) -> Any:
@@ -147,7 +146,7 @@ class AzureClient:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _client_kwargs(self) -> dict[str, Any]:
+    def client_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {
             "base_url": self.endpoint,
             "polling_interval": self.polling_interval,
@@ -168,7 +167,7 @@ class AzureClient:
                 from azure.mgmt.compute import ComputeManagementClient
 
                 self._compute = ComputeManagementClient(
-                    self.credential, self.subscription_id, **self._client_kwargs()
+                    self.credential, self.subscription_id, **self.client_kwargs()
                 )
             return self._compute
 
@@ -179,11 +178,12 @@ class AzureClient:
                 from azure.mgmt.network import NetworkManagementClient
 
                 self._network = NetworkManagementClient(
-                    self.credential, self.subscription_id, **self._client_kwargs()
+                    self.credential, self.subscription_id, **self.client_kwargs()
                 )
             return self._network
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` under the retry policy, its errors classified."""
         return call_with_retries(fn, classify, policy=self.retry, what=f"azure {what}")
 
     def close(self) -> None:
@@ -247,13 +247,13 @@ def vm_identity(identity: str | None) -> dict[str, Any] | None:
     )
 
 
-def _zone_number(zone: str) -> str:
+def zone_number(zone: str) -> str:
     """An Azure zone (``1``/``2``/``3``) from ``eastus-1``, ``1`` or ``""``."""
     tail = zone.rsplit("-", 1)[-1] if zone else ""
     return tail if tail.isdigit() else ""
 
 
-def _as_dict(model: Any) -> dict[str, Any]:
+def as_dict(model: Any) -> dict[str, Any]:
     """An SDK model as its wire JSON (camelCase, ``properties`` nested), whatever its generation.
 
     Two generations of models are in the versions the extras allow: the msrest-style models

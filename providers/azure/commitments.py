@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from providers._common import now_utc
+from providers.azure.client import AzureClient
 from providers.azure.offers import AzureOffers
 from providers.capabilities import CommitmentQuote
 
@@ -26,22 +27,27 @@ TERMS = {"1 Year": 12, "3 Years": 36}
 HOURS_PER_MONTH = 730.0
 
 
-class AzureCommitments(AzureOffers):
-    """:class:`~providers.capabilities.Commitments` for Azure reserved VM instances."""
+class AzureCommitments:
+    """:class:`~providers.capabilities.Commitments` for Azure reserved VM instances (the
+    Retail Prices queries of ``offers``)."""
+
+    def __init__(self, client: AzureClient, offers: AzureOffers) -> None:
+        self.client = client
+        self.offers = offers
 
     def commitment_prices(
         self, regions: Iterable[str] | None = None
     ) -> builtins.list[CommitmentQuote]:
         """Reservation prices of the GPU sizes in ``regions`` (1 and 3 years)."""
         out: list[CommitmentQuote] = []
-        for region in regions or self.locations:
+        for region in regions or self.client.locations:
             at = now_utc()
             exprs = [
                 e.replace("priceType eq 'Consumption'", "priceType eq 'Reservation'")
-                for e in self._price_filters(region)
+                for e in self.offers.price_filters(region)
             ]
             latest: dict[tuple[str, int], tuple[str, float]] = {}
-            for item in (i for e in exprs for i in self._retail(e)):
+            for item in (i for e in exprs for i in self.offers.retail(e)):
                 key = reservation_of(item)
                 if key is None:
                     continue

@@ -50,7 +50,7 @@ ERRORS = ErrorTable(
 
 def classify(exc: BaseException) -> ProviderError | None:
     """A ProviderError for an azure-core/azure-identity error, by its ARM error code."""
-    if isinstance(exc, _RetailError):
+    if isinstance(exc, RetailError):
         return ERRORS.error(exc.code, exc.message, exc.status)
     from azure.core.exceptions import (
         ClientAuthenticationError,
@@ -76,7 +76,7 @@ def classify(exc: BaseException) -> ProviderError | None:
     return None
 
 
-class _RetailError(CloudError):
+class RetailError(CloudError):
     def __init__(self, status: int | None, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message

@@ -24,7 +24,8 @@ from providers._common import (
     utc,
     wanted_tags,
 )
-from providers.azure.client import AzureClient, _as_dict
+from providers.azure.client import AzureClient, as_dict
+from providers.azure.offers import AzureOffers
 from providers.base import ErrorKind, ProviderError
 from provisioner.core.models import TAG_MANAGED, Instance, InstanceState, Interruption, Market
 
@@ -46,32 +47,39 @@ POWER_STATES: dict[str, InstanceState] = {
 }
 
 
-class AzureInstances(AzureClient):
-    """The instance operations of the Azure adapter, but launch (:mod:`providers.azure.launch`)."""
+class AzureInstances:
+    """The instance operations of the Azure adapter, but launch (:mod:`providers.azure.launch`);
+    an instance's price is the last quote ``offers`` fetched for its size."""
+
+    def __init__(self, client: AzureClient, offers: AzureOffers) -> None:
+        self.client = client
+        self.offers = offers
 
     # -- describe -------------------------------------------------------------------------------
 
-    def _get_vm(self, name: str) -> dict[str, Any] | None:
+    def get_vm(self, name: str) -> dict[str, Any] | None:
         vm = unless_gone(
-            lambda: self._call(
+            lambda: self.client.call(
                 "get VM",
-                lambda: self.compute.virtual_machines.get(
-                    self.resource_group, name, expand="instanceView"
+                lambda: self.client.compute.virtual_machines.get(
+                    self.client.resource_group, name, expand="instanceView"
                 ),
             )
         )
-        return None if vm is None else _as_dict(vm)
+        return None if vm is None else as_dict(vm)
 
-    def _get_nic(self, vm_name: str) -> dict[str, Any] | None:
+    def get_nic(self, vm_name: str) -> dict[str, Any] | None:
         nic = unless_gone(
-            lambda: self._call(
+            lambda: self.client.call(
                 "get NIC",
-                lambda: self.network.network_interfaces.get(self.resource_group, f"{vm_name}-nic"),
+                lambda: self.client.network.network_interfaces.get(
+                    self.client.resource_group, f"{vm_name}-nic"
+                ),
             )
         )
-        return None if nic is None else _as_dict(nic)
+        return None if nic is None else as_dict(nic)
 
-    def _instance(self, vm: Mapping[str, Any], nic: Mapping[str, Any] | None) -> Instance:
+    def instance(self, vm: Mapping[str, Any], nic: Mapping[str, Any] | None) -> Instance:
         props = vm.get("properties") or {}
         statuses = (props.get("instanceView") or {}).get("statuses") or []
         power = next(
@@ -96,9 +104,9 @@ class AzureInstances(AzureClient):
             state = InstanceState.STOPPING
         region = str(vm.get("location", ""))
         size = (props.get("hardwareProfile") or {}).get("vmSize", "")
-        quote = self._quotes.get((region, size))
+        quote = self.offers.quotes.get((region, size))
         return Instance(
-            id=self.vm_id(str(vm.get("name", ""))),
+            id=self.client.vm_id(str(vm.get("name", ""))),
             provider="azure",
             region=region,
             zone=f"{region}-{vm['zones'][0]}" if vm.get("zones") else "",
@@ -114,14 +122,14 @@ class AzureInstances(AzureClient):
             tags=dict(vm.get("tags") or {}),
             launched_at=parse_time(props.get("timeCreated")),
             price_per_hour=(quote.spot_price if spot else quote.on_demand_price) if quote else None,
-            private_ip=_private_ip(nic),
+            private_ip=private_ip(nic),
         )
 
     def _evicted(self, nic: Mapping[str, Any]) -> Instance:
         """The instance an orphaned managed NIC stands for: its VM was evicted (Delete)."""
         vm_name = str(nic.get("name", "")).removesuffix("-nic")
         return Instance(
-            id=self.vm_id(vm_name),
+            id=self.client.vm_id(vm_name),
             provider="azure",
             region=str(nic.get("location", "")),
             zone="",
@@ -145,33 +153,34 @@ class AzureInstances(AzureClient):
 
     def get(self, instance_id: str) -> Instance:
         name = instance_id.rstrip("/").rsplit("/", 1)[-1]
-        vm = self._get_vm(name)
-        nic = self._get_nic(name)
+        vm = self.get_vm(name)
+        nic = self.get_nic(name)
         if vm is not None:
-            return self._instance(vm, nic)
+            return self.instance(vm, nic)
         if nic is not None and self._orphan(nic):
             return self._evicted(nic)
         raise ProviderError(
             ErrorKind.NOT_FOUND,
             "ResourceNotFound",
-            f"no VM {name} in resource group {self.resource_group}",
+            f"no VM {name} in resource group {self.client.resource_group}",
             provider="azure",
         )
 
     def _all(self) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any]]]:
-        vms = self._call(
+        vms = self.client.call(
             "list VMs",
             lambda: [
-                _as_dict(v)
-                for v in self.compute.virtual_machines.list(
-                    self.resource_group, expand="instanceView"
+                as_dict(v)
+                for v in self.client.compute.virtual_machines.list(
+                    self.client.resource_group, expand="instanceView"
                 )
             ],
         )
-        nics = self._call(
+        nics = self.client.call(
             "list NICs",
             lambda: [
-                _as_dict(n) for n in self.network.network_interfaces.list(self.resource_group)
+                as_dict(n)
+                for n in self.client.network.network_interfaces.list(self.client.resource_group)
             ],
         )
         return vms, nics
@@ -182,7 +191,7 @@ class AzureInstances(AzureClient):
         vms, nics = self._all()
         by_name = {str(n.get("name", "")).lower(): n for n in nics}
         out = [
-            self._instance(vm, by_name.get(f"{vm.get('name', '')}-nic".lower()))
+            self.instance(vm, by_name.get(f"{vm.get('name', '')}-nic".lower()))
             for vm in vms
             if has_tags(vm.get("tags") or {}, wanted)
         ]
@@ -197,15 +206,19 @@ class AzureInstances(AzureClient):
 
     def terminate(self, instance_ids: Iterable[str]) -> None:
         for name in dict.fromkeys(i.rstrip("/").rsplit("/", 1)[-1] for i in instance_ids):
-            self._delete(name)
+            self.delete(name)
 
-    def _delete(self, name: str) -> None:
+    def delete(self, name: str) -> None:
         """Delete VM ``name`` (waiting for it), then its NIC; absent ones are skipped."""
-        self._delete_one("delete VM", self.compute.virtual_machines.begin_delete, name)
-        self._delete_one("delete NIC", self.network.network_interfaces.begin_delete, f"{name}-nic")
+        self._delete_one("delete VM", self.client.compute.virtual_machines.begin_delete, name)
+        self._delete_one(
+            "delete NIC", self.client.network.network_interfaces.begin_delete, f"{name}-nic"
+        )
 
     def _delete_one(self, what: str, begin: Callable[[str, str], Any], name: str) -> None:
-        unless_gone(lambda: self._call(what, lambda: begin(self.resource_group, name).result()))
+        unless_gone(
+            lambda: self.client.call(what, lambda: begin(self.client.resource_group, name).result())
+        )
 
     # -- interruptions ------------------------------------------------------------------------------
 
@@ -222,7 +235,7 @@ class AzureInstances(AzureClient):
         for vm in vms:
             if (vm.get("tags") or {}).get(TAG_MANAGED) != "true":
                 continue
-            inst = self._instance(vm, None)
+            inst = self.instance(vm, None)
             if inst.state is not InstanceState.PREEMPTED:
                 continue
             statuses = ((vm.get("properties") or {}).get("instanceView") or {}).get(
@@ -255,7 +268,7 @@ class AzureInstances(AzureClient):
         return out
 
 
-def _private_ip(nic: Mapping[str, Any] | None) -> str | None:
+def private_ip(nic: Mapping[str, Any] | None) -> str | None:
     if not nic:
         return None
     for config in (nic.get("properties") or {}).get("ipConfigurations") or []:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from providers._common import cap_decimal, offer_for
-from providers.azure.client import _as_dict, _zone_number
+from providers.azure.client import AzureClient, as_dict, zone_number
 from providers.azure.instances import AzureInstances
 from providers.azure.reservations import AzureReservations, capacity_reservation
 from providers.base import ErrorKind, ProviderError, redact
@@ -60,32 +60,40 @@ def max_price(cap: float | None) -> float:
     return value
 
 
-class AzureLaunch(AzureReservations, AzureInstances):
-    """Launch, on top of the instance operations it looks its own VMs up with."""
+class AzureLaunch:
+    """Launch: its own VMs looked up with ``instances``, a reserved launch's capacity
+    reservation group named by ``held``."""
+
+    def __init__(
+        self, client: AzureClient, instances: AzureInstances, held: AzureReservations
+    ) -> None:
+        self.client = client
+        self.instances = instances
+        self.held = held
 
     def launch(self, request: LaunchRequest) -> Instance:
         offer = offer_for(request, "azure")
-        region = offer.region or (self.locations[0] if self.locations else "")
+        region = offer.region or (self.client.locations[0] if self.client.locations else "")
         if not region:
             raise ProviderError(
                 ErrorKind.INVALID, "NoLocation", "the offer names no region", provider="azure"
             )
-        if not self.subnet_id:
+        if not self.client.subnet_id:
             raise ProviderError(
                 ErrorKind.INVALID,
                 "NoSubnet",
                 "subnet_id is needed to create the NIC",
                 provider="azure",
             )
-        group = self.reserved_group_id(request)  # refused here, before anything is sent
+        group = self.held.reserved_group_id(request)  # refused here, before anything is sent
         name = request.name
-        existing = self._get_vm(name)
+        existing = self.instances.get_vm(name)
         if (
             existing is not None
             and existing.get("properties", {}).get("provisioningState") != "Failed"
         ):
             log.info("azure: %s already has VM %s", request.token, name)
-            return self._instance(existing, self._get_nic(name))
+            return self.instances.instance(existing, self.instances.get_nic(name))
         spot = request.market is Market.SPOT
         price = (
             max_price(request.bid_cap_per_hour if request.cap_on_wire else None) if spot else None
@@ -95,16 +103,16 @@ class AzureLaunch(AzureReservations, AzureInstances):
         if group is not None:  # into the capacity reservation group
             body["properties"]["capacityReservation"] = capacity_reservation(request, group)
         try:
-            self._call(
+            self.client.call(
                 "create VM",
-                lambda: self.compute.virtual_machines.begin_create_or_update(
-                    self.resource_group, name, body
+                lambda: self.client.compute.virtual_machines.begin_create_or_update(
+                    self.client.resource_group, name, body
                 ).result(),
             )
         except ProviderError as err:
             self._clean_up_failed(name, err)
             raise
-        instance = self.get(name)
+        instance = self.instances.get(name)
         log.info(
             "azure: launched %s (%s, %s, maxPrice %s) for %s",
             name,
@@ -120,31 +128,31 @@ class AzureLaunch(AzureReservations, AzureInstances):
             "location": region,
             "tags": dict(tags),
             "properties": {
-                "enableAcceleratedNetworking": self.accelerated_networking,
+                "enableAcceleratedNetworking": self.client.accelerated_networking,
                 "ipConfigurations": [
                     {
                         "name": "ipconfig1",
                         "properties": {
-                            "subnet": {"id": self.subnet_id},
+                            "subnet": {"id": self.client.subnet_id},
                             "privateIPAllocationMethod": "Dynamic",
                         },
                     }
                 ],
             },
         }
-        nic = self._call(
+        nic = self.client.call(
             "create NIC",
-            lambda: self.network.network_interfaces.begin_create_or_update(
-                self.resource_group, f"{name}-nic", body
+            lambda: self.client.network.network_interfaces.begin_create_or_update(
+                self.client.resource_group, f"{name}-nic", body
             ).result(),
         )
-        return _as_dict(nic)
+        return as_dict(nic)
 
     def _vm_body(
         self, request: LaunchRequest, region: str, nic_id: str, price: float | None
     ) -> dict[str, Any]:
         offer = request.offer
-        admin = self.admin_username
+        admin = self.client.admin_username
         os_profile: dict[str, Any] = {
             "computerName": request.name[:64],
             "adminUsername": admin,
@@ -160,21 +168,21 @@ class AzureLaunch(AzureReservations, AzureInstances):
         script = user_data_for(
             request,
             "azure",
-            package_spec=self.package_spec,
-            pip_args=self.pip_args,
-            agent_preinstalled=self.agent_preinstalled,
+            package_spec=self.client.package_spec,
+            pip_args=self.client.pip_args,
+            agent_preinstalled=self.client.agent_preinstalled,
         )
         if script:
             os_profile["customData"] = base64.b64encode(script.encode()).decode()
         props: dict[str, Any] = {
             "hardwareProfile": {"vmSize": offer.instance_type},
             "storageProfile": {
-                "imageReference": _image_reference(request.image or self.image),
+                "imageReference": _image_reference(request.image or self.client.image),
                 "osDisk": {
                     "createOption": "FromImage",
                     "deleteOption": "Delete",
                     "diskSizeGB": request.disk_gb,
-                    "managedDisk": {"storageAccountType": self.os_disk_type},
+                    "managedDisk": {"storageAccountType": self.client.os_disk_type},
                 },
             },
             "osProfile": os_profile,
@@ -187,38 +195,42 @@ class AzureLaunch(AzureReservations, AzureInstances):
         if price is not None:
             props.update(
                 priority="Spot",
-                evictionPolicy=self.eviction_policy,
+                evictionPolicy=self.client.eviction_policy,
                 billingProfile={"maxPrice": price},
             )
         else:
             props["priority"] = "Regular"
         if request.placement_group:  # a gang's node: into the gang's proximity placement group
             group = request.placement_group
-            props["proximityPlacementGroup"] = {"id": group if "/" in group else self.ppg_id(group)}
+            props["proximityPlacementGroup"] = {
+                "id": group if "/" in group else self.client.ppg_id(group)
+            }
         body: dict[str, Any] = {"location": region, "tags": dict(request.tags), "properties": props}
-        if self.identity:  # the VM's managed identity: the agent's for the bucket and Key Vault
-            body["identity"] = copy.deepcopy(self.identity)
-        zone = _zone_number(offer.zone)
+        if (
+            self.client.identity
+        ):  # the VM's managed identity: the agent's for the bucket and Key Vault
+            body["identity"] = copy.deepcopy(self.client.identity)
+        zone = zone_number(offer.zone)
         if zone:
             body["zones"] = [zone]
         return body
 
     def _ssh_key(self) -> str:
-        if self.ssh_public_key:
-            return self.ssh_public_key
+        if self.client.ssh_public_key:
+            return self.client.ssh_public_key
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
 
         # Azure wants a key for a Linux VM without a password; with none configured, one is
         # made and its private half thrown away: the VM is reached through its agent only.
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.ssh_public_key = (
+        self.client.ssh_public_key = (
             key.public_key()
             .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
             .decode()
         )
         log.info("azure: no ssh_public_key configured; VMs get a throwaway key")
-        return self.ssh_public_key
+        return self.client.ssh_public_key
 
     def _clean_up_failed(self, name: str, err: ProviderError) -> None:
         """After a failed create: remove the VM (left ``Failed`` by Azure) and the NIC."""
@@ -229,7 +241,7 @@ class AzureLaunch(AzureReservations, AzureInstances):
             err.code,
         )
         try:
-            self._delete(name)
+            self.instances.delete(name)
         except ProviderError as cleanup:
             log.warning("azure: could not clean up after %s: %s", name, cleanup)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from providers._common import now_utc
 from providers.azure.client import AzureClient
-from providers.azure.errors import _RetailError
+from providers.azure.errors import RetailError
 from providers.base import PriceQuote
 from provisioner.core.models import Offer
 
@@ -32,13 +32,20 @@ SKUS_PER_QUERY = 10
 _SKU_NAME = re.compile(r"Standard_[A-Za-z0-9_]+")
 
 
-class AzureOffers(AzureClient):
-    """Offers (the catalog's GPU sizes) and live prices (the Retail Prices API)."""
+class AzureOffers:
+    """Offers (the catalog's GPU sizes) and live prices (the Retail Prices API).
+
+    ``quotes``: the last quote fetched for each (region, size); offers and the instances'
+    prices are read from them."""
+
+    def __init__(self, client: AzureClient) -> None:
+        self.client = client
+        self.quotes: dict[tuple[str, str], PriceQuote] = {}
 
     def offers(self, regions: Iterable[str] | None = None) -> builtins.list[Offer]:
         """Azure GPU sizes from the catalog (the Resource SKUs list is megabytes per call),
         with live prices from :meth:`prices` laid over where this adapter has fetched them."""
-        wanted = set(regions or self.locations)
+        wanted = set(regions or self.client.locations)
         try:
             from provisioner.catalog_files import builtin_catalog
 
@@ -48,7 +55,7 @@ class AzureOffers(AzureClient):
             return []
         out = []
         for o in rows:
-            quote = self._quotes.get((o.region, o.instance_type))
+            quote = self.quotes.get((o.region, o.instance_type))
             if quote is not None:
                 o = replace(
                     o,
@@ -61,8 +68,8 @@ class AzureOffers(AzureClient):
 
     def gpu_sizes(self, region: str) -> builtins.list[str]:
         """The GPU sizes to price in ``region``: ``vm_sizes`` if given, else the catalog's."""
-        if self.vm_sizes:
-            return builtins.list(self.vm_sizes)
+        if self.client.vm_sizes:
+            return builtins.list(self.client.vm_sizes)
         try:
             from provisioner.catalog_files import builtin_catalog
 
@@ -72,7 +79,7 @@ class AzureOffers(AzureClient):
             return []
         return sorted({o.instance_type for o in rows})
 
-    def _price_filters(self, region: str) -> builtins.list[str]:
+    def price_filters(self, region: str) -> builtins.list[str]:
         """Retail Prices ``$filter`` expressions for ``region``'s GPU sizes, a few per query.
 
         Filtering on ``armSkuName`` keeps a refresh to a few pages (a region has thousands of
@@ -97,9 +104,9 @@ class AzureOffers(AzureClient):
         public Retail Prices API, filtered by ``armSkuName``, following ``NextPageLink``."""
         out: list[PriceQuote] = []
         at = now_utc()
-        for region in regions or self.locations:
+        for region in regions or self.client.locations:
             best: dict[str, dict[str, tuple[str, float]]] = {}
-            items = (item for expr in self._price_filters(region) for item in self._retail(expr))
+            items = (item for expr in self.price_filters(region) for item in self.retail(expr))
             for item in items:
                 size = item.get("armSkuName") or ""
                 meter = f"{item.get('meterName', '')} {item.get('skuName', '')}"
@@ -131,16 +138,16 @@ class AzureOffers(AzureClient):
                     at,
                     at if od else None,  # live from the Retail Prices API
                 )
-                self._quotes[(region, size)] = quote
+                self.quotes[(region, size)] = quote
                 out.append(quote)
         return out
 
-    def _retail(self, expr: str) -> Iterable[dict[str, Any]]:
+    def retail(self, expr: str) -> Iterable[dict[str, Any]]:
         url: str | None = (
-            f"{self.prices_endpoint}/api/retail/prices?$filter={urllib.parse.quote(expr)}"
+            f"{self.client.prices_endpoint}/api/retail/prices?$filter={urllib.parse.quote(expr)}"
         )
         while url:
-            page: dict[str, Any] = self._call(
+            page: dict[str, Any] = self.client.call(
                 "retail prices", functools.partial(self._get_json, url)
             )
             yield from page.get("Items") or ()
@@ -149,7 +156,7 @@ class AzureOffers(AzureClient):
     def _get_json(self, url: str) -> dict[str, Any]:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.request_timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.client.request_timeout) as response:
                 data: dict[str, Any] = json.loads(response.read())
                 return data
         except urllib.error.HTTPError as exc:
@@ -162,6 +169,6 @@ class AzureOffers(AzureClient):
                 )
             except ValueError:
                 code, message = "", exc.reason
-            raise _RetailError(exc.code, code or f"HTTP{exc.code}", str(message)) from None
+            raise RetailError(exc.code, code or f"HTTP{exc.code}", str(message)) from None
         except (urllib.error.URLError, TimeoutError) as exc:
-            raise _RetailError(None, "ConnectionError", str(exc)) from None
+            raise RetailError(None, "ConnectionError", str(exc)) from None

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from providers._common import has_tags, unless_gone
-from providers.azure.client import AzureClient, _as_dict, _zone_number
+from providers.azure.client import AzureClient, as_dict, zone_number
 from providers.capabilities import PlacementGroup
 from provisioner.core.models import TAG_MANAGED
 
@@ -33,15 +33,18 @@ log = logging.getLogger("provisioner.providers.azure")
 PPG_TYPE = "Standard"
 
 
-class AzurePlacement(AzureClient):
+class AzurePlacement:
     """Proximity placement groups (:class:`providers.capabilities.PlacementGroups`)."""
+
+    def __init__(self, client: AzureClient) -> None:
+        self.client = client
 
     def ensure_placement_group(
         self, name: str, region: str, zone: str, tags: Mapping[str, str]
     ) -> str:
         """The ARM id of group ``name`` in ``region``, created (tagged, zone as a hint) if it
         is not there."""
-        existing = self._get_ppg(self.resource_group, name)
+        existing = self._get_ppg(self.client.resource_group, name)
         if existing is not None:
             return str(existing["id"])
         body: dict[str, Any] = {
@@ -49,48 +52,48 @@ class AzurePlacement(AzureClient):
             "tags": {TAG_MANAGED: "true", **dict(tags)},
             "properties": {"proximityPlacementGroupType": PPG_TYPE},
         }
-        number = _zone_number(zone)
+        number = zone_number(zone)
         if number:
             body["zones"] = [number]
-        made = _as_dict(
-            self._call(
+        made = as_dict(
+            self.client.call(
                 "create proximity placement group",
-                lambda: self.compute.proximity_placement_groups.create_or_update(
-                    self.resource_group, name, body
+                lambda: self.client.compute.proximity_placement_groups.create_or_update(
+                    self.client.resource_group, name, body
                 ),
             )
         )
         log.info("azure: proximity placement group %s in %s (zone %s)", name, region, number or "-")
-        return str(made.get("id") or self.ppg_id(name))
+        return str(made.get("id") or self.client.ppg_id(name))
 
     def delete_placement_group(self, group_id: str) -> None:
         """Delete the group (an ARM id, or a bare name in the adapter's resource group); an
         absent one is not an error; one still referenced by VMs raises ProviderError."""
-        group, name = _group_and_name(group_id, self.resource_group)
+        group, name = _group_and_name(group_id, self.client.resource_group)
 
         def delete() -> None:
             from azure.core.exceptions import HttpResponseError
 
             try:
-                self.compute.proximity_placement_groups.delete(group, name)
+                self.client.compute.proximity_placement_groups.delete(group, name)
             except HttpResponseError as exc:
                 if exc.status_code == 204:  # nothing to delete (ARM's answer; not in the spec)
                     return
                 raise
 
-        unless_gone(lambda: self._call("delete proximity placement group", delete))
+        unless_gone(lambda: self.client.call("delete proximity placement group", delete))
 
     def list_placement_groups(
         self, tags: Mapping[str, str] | None = None
     ) -> builtins.list[PlacementGroup]:
         """The managed groups of the resource group carrying all of ``tags``."""
         wanted = {TAG_MANAGED: "true", **dict(tags or {})}
-        rows = self._call(
+        rows = self.client.call(
             "list proximity placement groups",
             lambda: [
-                _as_dict(g)
-                for g in self.compute.proximity_placement_groups.list_by_resource_group(
-                    self.resource_group
+                as_dict(g)
+                for g in self.client.compute.proximity_placement_groups.list_by_resource_group(
+                    self.client.resource_group
                 )
             ],
         )
@@ -107,12 +110,12 @@ class AzurePlacement(AzureClient):
 
     def _get_ppg(self, group: str, name: str) -> dict[str, Any] | None:
         found = unless_gone(
-            lambda: self._call(
+            lambda: self.client.call(
                 "get proximity placement group",
-                lambda: self.compute.proximity_placement_groups.get(group, name),
+                lambda: self.client.compute.proximity_placement_groups.get(group, name),
             )
         )
-        return None if found is None else _as_dict(found)
+        return None if found is None else as_dict(found)
 
 
 def _group_and_name(group_id: str, default_group: str) -> tuple[str, str]:

@@ -12,6 +12,7 @@ adapter's subscription, paged by ``$skipToken``. The subscription's Reader role 
 from __future__ import annotations
 
 import builtins
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import partial
@@ -43,10 +44,14 @@ def eviction_query(locations: Iterable[str], sizes: Iterable[str]) -> str:
     return "\n".join(lines)
 
 
-class AzurePriors(AzureClient):
-    """The Spot eviction rate of each GPU size per location."""
+class AzurePriors:
+    """The Spot eviction rate of each GPU size per location (Resource Graph, its client made
+    on first use)."""
 
-    _graph: Any = None
+    def __init__(self, client: AzureClient) -> None:
+        self.client = client
+        self._graph: Any = None
+        self._lock = threading.Lock()
 
     @property
     def graph(self) -> Any:
@@ -60,9 +65,9 @@ class AzurePriors(AzureClient):
                         "pip install 'provisioner[azure]'"
                     ) from exc
 
-                kw = self._client_kwargs()
+                kw = self.client.client_kwargs()
                 kw.pop("polling_interval", None)
-                self._graph = ResourceGraphClient(self.credential, **kw)
+                self._graph = ResourceGraphClient(self.client.credential, **kw)
             return self._graph
 
     def priors(
@@ -70,17 +75,17 @@ class AzurePriors(AzureClient):
     ) -> builtins.list[ZonePrior]:
         from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
 
-        locations = list(regions or self.locations)
+        locations = list(regions or self.client.locations)
         query = eviction_query(locations, instance_types)
         graph, token = self.graph, None
         rows: builtins.list[dict[str, Any]] = []
         while True:
             request = QueryRequest(
-                subscriptions=[self.subscription_id],
+                subscriptions=[self.client.subscription_id],
                 query=query,
                 options=QueryRequestOptions(skip_token=token, result_format="objectArray"),
             )
-            answer: Any = self._call(
+            answer: Any = self.client.call(
                 "Resource Graph SpotResources", partial(graph.resources, request)
             )
             rows.extend(answer.data or [])
@@ -121,4 +126,3 @@ class AzurePriors(AzureClient):
             graph, self._graph = self._graph, None
         if graph is not None:
             graph.close()
-        super().close()

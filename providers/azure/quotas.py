@@ -81,19 +81,22 @@ def family_sizes(usage_name: str) -> tuple[str, ...]:
     return USAGE_FAMILIES[name] if name else ()
 
 
-class AzureQuotas(AzureClient):
+class AzureQuotas:
     """The subscription's vCPU quotas per location."""
+
+    def __init__(self, client: AzureClient) -> None:
+        self.client = client
 
     def quotas(self, regions: Iterable[str] | None = None) -> builtins.list[Quota]:
         out: builtins.list[Quota] = []
-        compute = self.compute
-        for location in list(regions or self.locations):
+        compute = self.client.compute
+        for location in list(regions or self.client.locations):
 
             def read(loc: str = location) -> list[Any]:
                 return list(compute.usage.list(loc))
 
             now = datetime.now(UTC)
-            for u in self._call(f"usages {location}", read):
+            for u in self.client.call(f"usages {location}", read):
                 families: tuple[str, ...]
                 name = str(u.name.value or "")
                 note = str(u.name.localized_value or "")

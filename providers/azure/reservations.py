@@ -27,7 +27,7 @@ from typing import Any
 
 from providers._common import parse_time
 from providers._reserved import reservation_for
-from providers.azure.client import AzureClient, _as_dict
+from providers.azure.client import AzureClient, as_dict
 from provisioner.core.models import LaunchRequest, Reservation, ReservationKind
 
 
@@ -42,15 +42,18 @@ def is_gpu_size(size: str) -> bool:
     return size.lower().startswith("standard_n")
 
 
-class AzureReservations(AzureClient):
+class AzureReservations:
     """:class:`~providers.capabilities.HeldCapacity` for Azure."""
+
+    def __init__(self, client: AzureClient) -> None:
+        self.client = client
 
     def group_id(self, name: str, resource_group: str | None = None) -> str:
         """The ARM id of capacity reservation group ``name`` (in the adapter's resource group
         unless another is given)."""
         return (
-            f"/subscriptions/{self.subscription_id}/resourceGroups/"
-            f"{resource_group or self.resource_group}/providers/Microsoft.Compute/"
+            f"/subscriptions/{self.client.subscription_id}/resourceGroups/"
+            f"{resource_group or self.client.resource_group}/providers/Microsoft.Compute/"
             f"capacityReservationGroups/{name}"
         )
 
@@ -62,11 +65,12 @@ class AzureReservations(AzureClient):
         return held.ref if held.ref.startswith("/subscriptions/") else self.group_id(held.id)
 
     def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
-        wanted = {r.lower() for r in (regions or self.locations)}
-        groups = self._call(
+        wanted = {r.lower() for r in (regions or self.client.locations)}
+        groups = self.client.call(
             "list capacity reservation groups",
             lambda: [
-                _as_dict(g) for g in self.compute.capacity_reservation_groups.list_by_subscription()
+                as_dict(g)
+                for g in self.client.compute.capacity_reservation_groups.list_by_subscription()
             ],
         )
         out: list[Reservation] = []
@@ -75,10 +79,10 @@ class AzureReservations(AzureClient):
             if wanted and location.lower() not in wanted:
                 continue
             gid = str(group.get("id", ""))
-            rg = _resource_group_of(gid) or self.resource_group
+            rg = _resource_group_of(gid) or self.client.resource_group
             name = str(group.get("name", ""))
             kind = str((group.get("properties") or {}).get("reservationType") or "Targeted")
-            listed = self._call(
+            listed = self.client.call(
                 f"list capacity reservations of {name}",
                 functools.partial(self._reservations_in, rg, name),
             )
@@ -86,7 +90,7 @@ class AzureReservations(AzureClient):
                 size = str((row.get("sku") or {}).get("name", ""))
                 if not is_gpu_size(size):
                     continue
-                viewed = self._call(
+                viewed = self.client.call(
                     f"get capacity reservation {row.get('name')}",
                     functools.partial(self._reservation_view, rg, name, str(row.get("name", ""))),
                 )
@@ -96,13 +100,15 @@ class AzureReservations(AzureClient):
         return out
 
     def _reservations_in(self, rg: str, group: str) -> builtins.list[dict[str, Any]]:
-        pages = self.compute.capacity_reservations.list_by_capacity_reservation_group(rg, group)
-        return [_as_dict(r) for r in pages]
+        pages = self.client.compute.capacity_reservations.list_by_capacity_reservation_group(
+            rg, group
+        )
+        return [as_dict(r) for r in pages]
 
     def _reservation_view(self, rg: str, group: str, name: str) -> dict[str, Any]:
         """The reservation with its instance view (``$expand=instanceView``: utilization)."""
-        return _as_dict(
-            self.compute.capacity_reservations.get(rg, group, name, expand="instanceView")
+        return as_dict(
+            self.client.compute.capacity_reservations.get(rg, group, name, expand="instanceView")
         )
 
 

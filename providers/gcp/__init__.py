@@ -37,7 +37,7 @@ The adapter is split by concern: ``errors`` (the error table and classifier), ``
 (accelerator types and shapes), ``labels`` (tags as labels), ``client`` (options, credentials,
 clients), ``offers`` (offers and prices), ``instances`` (describe, terminate, preemptions),
 ``placement`` (compact placement policies), ``launch`` and ``adapter`` (:class:`GCPProvider`,
-composing them).
+holding them as fields).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from providers.gcp.instances import STATES
     from providers.gcp.labels import label, label_changes, label_key, labels_for
     from providers.gcp.launch import request_id
-    from providers.gcp.offers import _parse_sku
+    from providers.gcp.offers import parse_sku
 
 #: what this package offers, and the module each name lives in: imported when first asked
 #: for (reading the cloud's facts, or listing the providers, imports no adapter or SDK)
@@ -71,7 +71,7 @@ _LAZY = {
     "label_key": "providers.gcp.labels",
     "labels_for": "providers.gcp.labels",
     "request_id": "providers.gcp.launch",
-    "_parse_sku": "providers.gcp.offers",
+    "parse_sku": "providers.gcp.offers",
 }
 
 
@@ -82,7 +82,6 @@ __all__ = [
     "SHAPES",
     "STATES",
     "GCPProvider",
-    "_parse_sku",
     "accelerator_type",
     "classify",
     "gpu_name",
@@ -91,5 +90,6 @@ __all__ = [
     "label_changes",
     "label_key",
     "labels_for",
+    "parse_sku",
     "request_id",
 ]

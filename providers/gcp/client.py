@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from providers.base import (
-    PriceQuote,
     ProviderUnavailable,
     RetryPolicy,
     call_with_retries,
@@ -20,8 +19,6 @@ from providers.base import (
     register_secret,
 )
 from providers.gcp.errors import classify
-from providers.gcp.gpus import has_builtin_gpus
-from provisioner.core.models import Offer
 
 T = TypeVar("T")
 
@@ -51,7 +48,8 @@ class _Clients:
 
 
 class GCPClient:
-    """What every part of the GCP adapter shares: its options, credentials, clients, quotes."""
+    """What every part of the GCP adapter shares: its options, credentials and clients (each
+    part of :class:`~providers.gcp.adapter.GCPProvider` is given this one object)."""
 
     def __init__(
         self,
@@ -146,7 +144,6 @@ class GCPClient:
         self.request_timeout = request_timeout
         self._clients: _Clients | None = None
         self._lock = threading.Lock()
-        self._quotes: dict[tuple[str, str], PriceQuote] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -176,7 +173,8 @@ class GCPClient:
                 )
             return self._clients
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` under the retry policy, its errors classified."""
         return call_with_retries(fn, classify, policy=self.retry, what=f"gcp {what}")
 
     def close(self) -> None:
@@ -188,7 +186,7 @@ class GCPClient:
                         transport.close()
                 self._clients = None
 
-    def _aggregated(self, client: Any, request: Any) -> list[tuple[str, Any]]:
+    def aggregated(self, client: Any, request: Any) -> list[tuple[str, Any]]:
         """Every (scope, scoped list) of an aggregated list, all pages, with retries."""
 
         def fetch() -> list[tuple[str, Any]]:
@@ -196,21 +194,4 @@ class GCPClient:
                 client.aggregated_list(request=request, retry=None, timeout=self.request_timeout)
             )
 
-        return self._call(type(request).__name__, fetch)
-
-    def known_price_of(self, region: str, instance_type: str, spot: bool) -> float | None:
-        quote = self._quotes.get((region, instance_type))
-        if quote is None:
-            return None
-        return quote.spot_price if spot else quote.on_demand_price
-
-    def known_price(self, offer: Offer) -> float | None:
-        """The spot price this adapter knows for ``offer``: a live quote, else the offer's."""
-        quote = self._quotes.get((offer.region, offer.instance_type))
-        if (
-            quote is not None
-            and quote.spot_price is not None
-            and has_builtin_gpus(offer.instance_type)
-        ):
-            return quote.spot_price
-        return offer.spot_price
+        return self.call(type(request).__name__, fetch)

@@ -33,6 +33,7 @@ from providers.base import ErrorKind, ProviderError
 from providers.gcp.client import NAME_PREFIX, PREEMPTED_OP, TAGS_METADATA_KEY, GCPClient
 from providers.gcp.errors import ERRORS
 from providers.gcp.labels import label, label_key
+from providers.gcp.offers import GCPOffers
 from provisioner.core.models import Instance, InstanceState, Interruption, Market
 
 STATES: dict[str, InstanceState] = {
@@ -52,31 +53,35 @@ def _enum_name(value: Any) -> str:
     return str(getattr(value, "name", value) or "")
 
 
-class GCPInstances(GCPClient):
+class GCPInstances:
     """The instance operations of the GCP adapter, but launch (:mod:`providers.gcp.launch`)."""
 
-    def _wait(self, zone: str, operation: str) -> None:
+    def __init__(self, client: GCPClient, offers: GCPOffers) -> None:
+        self.client = client
+        self.offers = offers
+
+    def wait(self, zone: str, operation: str) -> None:
         """Poll ``operation`` with our own ZoneOperationsClient until DONE; raise its error."""
-        c = self.clients()
-        self._wait_on(
+        c = self.client.clients()
+        self.wait_on(
             operation,
             lambda: c.zone_operations.wait(
-                project=self.project,
+                project=self.client.project,
                 zone=zone,
                 operation=operation,
                 retry=None,
-                timeout=self.request_timeout,
+                timeout=self.client.request_timeout,
             ),
         )
 
-    def _wait_on(self, operation: str, poll: Callable[[], Any]) -> None:
+    def wait_on(self, operation: str, poll: Callable[[], Any]) -> None:
         """Call ``poll`` (an operations client's ``wait``) until the operation is DONE; raise
         the operation's error (``error.errors[0].code``) if it failed."""
         from google.cloud import compute_v1
 
-        deadline = time.monotonic() + self.operation_timeout
+        deadline = time.monotonic() + self.client.operation_timeout
         while True:
-            op = self._call("wait", poll)
+            op = self.client.call("wait", poll)
             if op.status == compute_v1.Operation.Status.DONE:
                 break
             if time.monotonic() > deadline:
@@ -94,7 +99,7 @@ class GCPInstances(GCPClient):
 
     # -- describe -----------------------------------------------------------------------------------
 
-    def _instance(self, inst: Any, preempted: bool = False) -> Instance:
+    def instance(self, inst: Any, preempted: bool = False) -> Instance:
         zone = inst.zone.rsplit("/", 1)[-1]
         items = {i.key: i.value for i in inst.metadata.items} if inst.metadata else {}
         tags: dict[str, str] = dict(inst.labels)
@@ -123,7 +128,7 @@ class GCPInstances(GCPClient):
             state_reason=PREEMPTED_OP if preempted else inst.status_message,
             tags=tags,
             launched_at=parse_time(inst.creation_timestamp),
-            price_per_hour=self.known_price_of(
+            price_per_hour=self.offers.known_price_of(
                 zone.rsplit("-", 1)[0], inst.machine_type.rsplit("/", 1)[-1], spot
             ),
             public_ip=public or None,
@@ -143,11 +148,11 @@ class GCPInstances(GCPClient):
                 raise ProviderError(
                     ErrorKind.NOT_FOUND,
                     "notFound",
-                    f"no instance {name} in {self.project}",
+                    f"no instance {name} in {self.client.project}",
                     provider="gcp",
                 )
             zone = found[0].zone.rsplit("/", 1)[-1]
-        inst = self._get_raw(zone, name)
+        inst = self.get_raw(zone, name)
         if inst is None:
             # gone: deleted by a preemption (DELETE action), unless deleted since by a user
             ops = self._preemptions(zone=zone, target=name, deletes=True)
@@ -155,27 +160,27 @@ class GCPInstances(GCPClient):
                 raise ProviderError(
                     ErrorKind.NOT_FOUND,
                     "notFound",
-                    f"no instance {name} in {self.project}/{zone}",
+                    f"no instance {name} in {self.client.project}/{zone}",
                     provider="gcp",
                 )
             return self._deleted_by_preemption(ops[-1], zone, name)
         preempted = False
         if _enum_name(inst.status) in ("TERMINATED", "STOPPED", "STOPPING"):
             preempted = bool(self._preemptions(zone=zone, target=name))
-        return self._instance(inst, preempted)
+        return self.instance(inst, preempted)
 
-    def _get_raw(self, zone: str, name: str) -> Any | None:
+    def get_raw(self, zone: str, name: str) -> Any | None:
         """The Instance resource, or None when Compute Engine has no such instance."""
-        c = self.clients()
+        c = self.client.clients()
         return unless_gone(
-            lambda: self._call(
+            lambda: self.client.call(
                 "get",
                 lambda: c.instances.get(
-                    project=self.project,
+                    project=self.client.project,
                     zone=zone,
                     instance=name,
                     retry=None,
-                    timeout=self.request_timeout,
+                    timeout=self.client.request_timeout,
                 ),
             )
         )
@@ -196,10 +201,12 @@ class GCPInstances(GCPClient):
     def _list_raw(self, expr: str) -> builtins.list[Any]:
         from google.cloud import compute_v1
 
-        request = compute_v1.AggregatedListInstancesRequest(project=self.project, filter=expr)
+        request = compute_v1.AggregatedListInstancesRequest(
+            project=self.client.project, filter=expr
+        )
         return [
             inst
-            for _, scoped in self._aggregated(self.clients().instances, request)
+            for _, scoped in self.client.aggregated(self.client.clients().instances, request)
             for inst in scoped.instances
         ]
 
@@ -218,7 +225,7 @@ class GCPInstances(GCPClient):
         )
         out = []
         for inst in raw:
-            instance = self._instance(
+            instance = self.instance(
                 inst, preempted=inst.name in preempted_targets and inst in stopped
             )
             if has_tags(instance.tags, wanted):
@@ -228,7 +235,7 @@ class GCPInstances(GCPClient):
     # -- terminate ------------------------------------------------------------------------------
 
     def terminate(self, instance_ids: Iterable[str]) -> None:
-        c = self.clients()
+        c = self.client.clients()
         pending: list[tuple[str, str]] = []
         for iid in dict.fromkeys(instance_ids):
             zone, name = self._split(iid)
@@ -239,17 +246,17 @@ class GCPInstances(GCPClient):
                 zone = found[0].zone.rsplit("/", 1)[-1]
             delete = functools.partial(
                 c.instances.delete,
-                project=self.project,
+                project=self.client.project,
                 zone=zone,
                 instance=name,
                 retry=None,
-                timeout=self.request_timeout,
+                timeout=self.client.request_timeout,
             )
-            op = unless_gone(functools.partial(self._call, "delete", delete))
+            op = unless_gone(functools.partial(self.client.call, "delete", delete))
             if op is not None:
                 pending.append((zone, op.name))
         for zone, op_name in pending:
-            unless_gone(functools.partial(self._wait, zone, op_name))
+            unless_gone(functools.partial(self.wait, zone, op_name))
 
     # -- interruptions ----------------------------------------------------------------------------
 
@@ -264,26 +271,26 @@ class GCPInstances(GCPClient):
             expr = f'operationType eq "({re.escape(PREEMPTED_OP)}|delete)"'
         else:
             expr = f'(operationType = "{PREEMPTED_OP}")'
-        c = self.clients()
+        c = self.client.clients()
         if zone:
             request = compute_v1.ListZoneOperationsRequest(
-                project=self.project, zone=zone, filter=expr
+                project=self.client.project, zone=zone, filter=expr
             )
-            ops = self._call(
+            ops = self.client.call(
                 "operations",
                 lambda: builtins.list(
                     c.zone_operations.list(
-                        request=request, retry=None, timeout=self.request_timeout
+                        request=request, retry=None, timeout=self.client.request_timeout
                     )
                 ),
             )
         else:
             request = compute_v1.AggregatedListGlobalOperationsRequest(
-                project=self.project, filter=expr
+                project=self.client.project, filter=expr
             )
             ops = [
                 op
-                for _, scoped in self._aggregated(c.global_operations, request)
+                for _, scoped in self.client.aggregated(c.global_operations, request)
                 for op in scoped.operations
             ]
         if target:

@@ -24,12 +24,13 @@ from typing import Any
 from providers._common import offer_for
 from providers.base import ErrorKind, ProviderError
 from providers.bootstrap import user_data_for
-from providers.gcp.client import REQUEST_ID_NAMESPACE, TAGS_METADATA_KEY
+from providers.gcp.client import REQUEST_ID_NAMESPACE, TAGS_METADATA_KEY, GCPClient
 from providers.gcp.gpus import accelerator_type, has_builtin_gpus
+from providers.gcp.instances import GCPInstances
 from providers.gcp.labels import labels_for
+from providers.gcp.offers import GCPOffers
 from providers.gcp.placement import GCPPlacement
 from providers.gcp.reservations import (
-    GCPReservations,
     flex_start_fields,
     reservation_affinity,
     scheduling_for,
@@ -51,13 +52,26 @@ def request_id(token: str) -> str:
     return str(uuid.uuid5(REQUEST_ID_NAMESPACE, token))
 
 
-class GCPLaunch(GCPReservations, GCPPlacement):
-    """Launch, on top of the instance operations it looks its own instances up with (and the
-    placement policies a gang's nodes join)."""
+class GCPLaunch:
+    """Launch: its own instances looked up with ``instances``, a gang's node under the
+    placement policy ``placement`` names, a spot cap checked against the price ``offers``
+    knows."""
+
+    def __init__(
+        self,
+        client: GCPClient,
+        instances: GCPInstances,
+        placement: GCPPlacement,
+        offers: GCPOffers,
+    ) -> None:
+        self.client = client
+        self.instances = instances
+        self.placement = placement
+        self.offers = offers
 
     def launch(self, request: LaunchRequest) -> Instance:
         offer = offer_for(request, "gcp")
-        in_region = [z for z in self.zones if z.rsplit("-", 1)[0] == offer.region]
+        in_region = [z for z in self.client.zones if z.rsplit("-", 1)[0] == offer.region]
         zone = offer.zone or (in_region[0] if in_region else "")
         if not zone:
             raise ProviderError(
@@ -76,26 +90,26 @@ class GCPLaunch(GCPReservations, GCPPlacement):
         from google.cloud import compute_v1
 
         insert = compute_v1.InsertInstanceRequest(
-            project=self.project,
+            project=self.client.project,
             zone=zone,
             instance_resource=body,
             request_id=request_id(request.token),
         )
-        c = self.clients()
+        c = self.client.clients()
         try:
-            op = self._call(
+            op = self.client.call(
                 "insert",
                 lambda: c.instances.insert(
-                    request=insert, retry=None, timeout=self.request_timeout
+                    request=insert, retry=None, timeout=self.client.request_timeout
                 ),
             )
         except ProviderError as err:
             if err.code != "alreadyExists":
                 raise
             log.info("gcp: %s exists already (insert answered alreadyExists)", request.name)
-            return self.get(f"{zone}/{request.name}")
-        self._wait(zone, op.name)
-        instance = self.get(f"{zone}/{request.name}")
+            return self.instances.get(f"{zone}/{request.name}")
+        self.instances.wait(zone, op.name)
+        instance = self.instances.get(f"{zone}/{request.name}")
         log.info(
             "gcp: launched %s (%s, %s) for %s",
             instance.id,
@@ -108,13 +122,13 @@ class GCPLaunch(GCPReservations, GCPPlacement):
     def _existing(self, request: LaunchRequest, zone: str) -> Instance | None:
         """The live instance of this (job, attempt[, node]): by name in the zone, else by
         labels."""
-        raw = self._get_raw(zone, request.name)
+        raw = self.instances.get_raw(zone, request.name)
         if raw is not None:
-            found = self._instance(raw)
+            found = self.instances.instance(raw)
             if found.state.alive:
                 return found
         keys = (TAG_JOB, TAG_ATTEMPT, TAG_NODE) if request.nodes > 1 else (TAG_JOB, TAG_ATTEMPT)
-        mine = [i for i in self.list({k: request.tags[k] for k in keys}) if i.state.alive]
+        mine = [i for i in self.instances.list({k: request.tags[k] for k in keys}) if i.state.alive]
         return mine[0] if mine else None
 
     def _enforce_cap(self, request: LaunchRequest) -> None:
@@ -122,7 +136,7 @@ class GCPLaunch(GCPReservations, GCPPlacement):
         cap = request.bid_cap_per_hour
         if cap is None:
             return
-        price = self.known_price(request.offer)
+        price = self.offers.known_price(request.offer)
         if price is None:
             log.warning(
                 "gcp: no known spot price for %s in %s; the cap %.5f/h cannot be checked "
@@ -152,29 +166,29 @@ class GCPLaunch(GCPReservations, GCPPlacement):
         tags = request.tags
         spot = request.market is Market.SPOT
         scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE"}
-        special = scheduling_for(request, self.flex_start_hours)  # reserved or flex-start
+        special = scheduling_for(request, self.client.flex_start_hours)  # reserved or flex-start
         if special is not None:
             scheduling = special
         elif spot:
             scheduling.update(
                 provisioning_model="SPOT",
-                instance_termination_action=self.termination_action,
+                instance_termination_action=self.client.termination_action,
                 automatic_restart=False,
             )
         else:
             scheduling.update(provisioning_model="STANDARD", automatic_restart=True)
-        nic: dict[str, Any] = {"network": self.network}
-        if self.subnetwork:
-            nic["subnetwork"] = self.subnetwork
-        if self.external_ip:
+        nic: dict[str, Any] = {"network": self.client.network}
+        if self.client.subnetwork:
+            nic["subnetwork"] = self.client.subnetwork
+        if self.client.external_ip:
             nic["access_configs"] = [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]
         metadata = [{"key": TAGS_METADATA_KEY, "value": json.dumps(tags, sort_keys=True)}]
         script = user_data_for(
             request,
             "gcp",
-            package_spec=self.package_spec,
-            pip_args=self.pip_args,
-            agent_preinstalled=self.agent_preinstalled,
+            package_spec=self.client.package_spec,
+            pip_args=self.client.pip_args,
+            agent_preinstalled=self.client.agent_preinstalled,
         )
         if script:
             metadata.append({"key": "startup-script", "value": script})
@@ -189,9 +203,9 @@ class GCPLaunch(GCPReservations, GCPPlacement):
                     "boot": True,
                     "auto_delete": True,
                     "initialize_params": {
-                        "source_image": request.image or self.image,
+                        "source_image": request.image or self.client.image,
                         "disk_size_gb": request.disk_gb,
-                        "disk_type": f"zones/{zone}/diskTypes/{self.disk_type}",
+                        "disk_type": f"zones/{zone}/diskTypes/{self.client.disk_type}",
                     },
                 }
             ],
@@ -207,16 +221,16 @@ class GCPLaunch(GCPReservations, GCPPlacement):
         if request.reservation is not None:
             body["reservation_affinity"] = reservation_affinity(request.reservation)
         elif scheduling.get("provisioning_model") == "FLEX_START":
-            body.update(flex_start_fields(self.flex_start_wait_s))
+            body.update(flex_start_fields(self.client.flex_start_wait_s))
         if request.placement_group:
-            body["resource_policies"] = [self._policy_for(request.placement_group, zone)]
-        if self.service_account:
+            body["resource_policies"] = [self.placement.policy_for(request.placement_group, zone)]
+        if self.client.service_account:
             # the VM's identity for the bucket and Secret Manager: its IAM roles decide, so the
             # scope is cloud-platform (instances.insert: serviceAccounts[].email, .scopes[];
             # https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert)
             body["service_accounts"] = [
                 {
-                    "email": self.service_account,
+                    "email": self.client.service_account,
                     "scopes": ["https://www.googleapis.com/auth/cloud-platform"],
                 }
             ]

@@ -19,7 +19,14 @@ from typing import Any
 from providers._common import now_utc
 from providers.base import ErrorKind, PriceQuote, ProviderError
 from providers.gcp.client import BILLING_SERVICE, GCPClient
-from providers.gcp.gpus import ATTACHABLE, BUILTIN_GPU_FAMILIES, SHAPES, accelerator_type, gpu_name
+from providers.gcp.gpus import (
+    ATTACHABLE,
+    BUILTIN_GPU_FAMILIES,
+    SHAPES,
+    accelerator_type,
+    gpu_name,
+    has_builtin_gpus,
+)
 from provisioner.core.models import Offer
 
 log = logging.getLogger("provisioner.providers.gcp")
@@ -30,8 +37,30 @@ _CORE_RAM = re.compile(
 _GPU = re.compile(r"^Nvidia (.+?) GPU(?: attached to (?:Spot )?Preemptible VMs)? running in ")
 
 
-class GCPOffers(GCPClient):
+class GCPOffers:
     """Offers (machine and accelerator types) and live prices (Cloud Billing Catalog SKUs)."""
+
+    def __init__(self, client: GCPClient) -> None:
+        self.client = client
+        #: the last quote fetched for each (region, machine type)
+        self.quotes: dict[tuple[str, str], PriceQuote] = {}
+
+    def known_price_of(self, region: str, instance_type: str, spot: bool) -> float | None:
+        quote = self.quotes.get((region, instance_type))
+        if quote is None:
+            return None
+        return quote.spot_price if spot else quote.on_demand_price
+
+    def known_price(self, offer: Offer) -> float | None:
+        """The spot price this adapter knows for ``offer``: a live quote, else the offer's."""
+        quote = self.quotes.get((offer.region, offer.instance_type))
+        if (
+            quote is not None
+            and quote.spot_price is not None
+            and has_builtin_gpus(offer.instance_type)
+        ):
+            return quote.spot_price
+        return offer.spot_price
 
     def offers(self, regions: Iterable[str] | None = None) -> builtins.list[Offer]:
         """GPU machine types (GPUs built in) and N1 hosts for attachable GPUs, per zone.
@@ -39,7 +68,7 @@ class GCPOffers(GCPClient):
         From the Compute API (two aggregated lists); prices from the catalog where it has the
         type. If the API cannot be read, the catalog's GCP offers are returned instead.
         """
-        wanted = set(regions or self.regions)
+        wanted = set(regions or self.client.regions)
         try:
             offers = self._offers_from_api(wanted)
         except ProviderError as err:
@@ -64,8 +93,8 @@ class GCPOffers(GCPClient):
     def _offers_from_api(self, wanted: set[str]) -> builtins.list[Offer]:
         from google.cloud import compute_v1
 
-        c = self.clients()
-        zones = set(self.zones)
+        c = self.client.clients()
+        zones = set(self.client.zones)
 
         def keep(zone: str) -> bool:
             return (not zones or zone in zones) and (not wanted or zone.rsplit("-", 1)[0] in wanted)
@@ -73,9 +102,9 @@ class GCPOffers(GCPClient):
         out: list[Offer] = []
         families = "|".join(BUILTIN_GPU_FAMILIES)
         request = compute_v1.AggregatedListMachineTypesRequest(
-            project=self.project, filter=f'name eq "({families})-.*"'
+            project=self.client.project, filter=f'name eq "({families})-.*"'
         )
-        for scope, scoped in self._aggregated(c.machine_types, request):
+        for scope, scoped in self.client.aggregated(c.machine_types, request):
             zone = scope.rsplit("/", 1)[-1]
             if not keep(zone):
                 continue
@@ -97,8 +126,8 @@ class GCPOffers(GCPClient):
                         spot_price=None,
                     )
                 )
-        request = compute_v1.AggregatedListAcceleratorTypesRequest(project=self.project)
-        for scope, scoped in self._aggregated(c.accelerator_types, request):
+        request = compute_v1.AggregatedListAcceleratorTypesRequest(project=self.client.project)
+        for scope, scoped in self.client.aggregated(c.accelerator_types, request):
             zone = scope.rsplit("/", 1)[-1]
             if not keep(zone):
                 continue
@@ -133,10 +162,10 @@ class GCPOffers(GCPClient):
         spot price. GCP spot prices are the same in every zone of a region, so quotes carry no
         zone. The quotes are kept and used to enforce bid caps at launch.
         """
-        wanted = set(regions or self.regions)
+        wanted = set(regions or self.client.regions)
         components: dict[tuple[str, str, str, str], float] = {}  # (region, usage, family|gpu, what)
         for sku in self._skus():
-            parsed = _parse_sku(sku)
+            parsed = parse_sku(sku)
             if parsed is None:
                 continue
             usage, key, what, price = parsed
@@ -174,23 +203,23 @@ class GCPOffers(GCPClient):
                 quote = PriceQuote(
                     "gcp", region, "", itype, spot, on_demand, at, at if on_demand else None
                 )
-                self._quotes[(region, itype)] = quote
+                self.quotes[(region, itype)] = quote
                 out.append(quote)
         return out
 
     def _skus(self) -> builtins.list[dict[str, Any]]:
         """Every Compute Engine SKU from the Cloud Billing Catalog (paged by nextPageToken)."""
         session = self._billing_session()
-        url = f"{self.billing_endpoint}/v1/services/{BILLING_SERVICE}/skus"
+        url = f"{self.client.billing_endpoint}/v1/services/{BILLING_SERVICE}/skus"
         skus: list[dict[str, Any]] = []
         token = ""
         while True:
             params = {"currencyCode": "USD", "pageSize": "5000"}
             if token:
                 params["pageToken"] = token
-            page = self._call(
+            page = self.client.call(
                 "billing skus",
-                functools.partial(_get_json, session, url, params, self.request_timeout),
+                functools.partial(_get_json, session, url, params, self.client.request_timeout),
             )
             skus.extend(page.get("skus") or ())
             token = page.get("nextPageToken") or ""
@@ -200,16 +229,16 @@ class GCPOffers(GCPClient):
     def _billing_session(self) -> Any:
         import requests
 
-        if self.billing_api_key:  # as a header: a key in the URL would reach urllib3's logs
+        if self.client.billing_api_key:  # as a header: a key in the URL would reach urllib3's logs
             session = requests.Session()
-            session.headers["X-Goog-Api-Key"] = self.billing_api_key
+            session.headers["X-Goog-Api-Key"] = self.client.billing_api_key
             return session
         from google.auth.transport.requests import AuthorizedSession
 
-        return AuthorizedSession(self.credentials)
+        return AuthorizedSession(self.client.credentials)
 
 
-def _parse_sku(sku: Mapping[str, Any]) -> tuple[str, str, str, float] | None:
+def parse_sku(sku: Mapping[str, Any]) -> tuple[str, str, str, float] | None:
     """(usage, family or accelerator, core|ram|gpu, USD per unit-hour) of a VM SKU, or None."""
     usage = (sku.get("category") or {}).get("usageType", "")
     if usage not in ("OnDemand", "Preemptible"):

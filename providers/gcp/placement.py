@@ -37,6 +37,7 @@ from typing import Any
 from providers._common import has_tags, unless_gone
 from providers.base import ErrorKind, ProviderError
 from providers.capabilities import PlacementGroup
+from providers.gcp.client import GCPClient
 from providers.gcp.instances import GCPInstances
 from provisioner.core.models import TAG_MANAGED
 
@@ -75,14 +76,18 @@ def tags_of(description: str) -> dict[str, str] | None:
     return None
 
 
-class GCPPlacement(GCPInstances):
+class GCPPlacement:
     """The placement-policy operations (:class:`providers.capabilities.PlacementGroups`)."""
+
+    def __init__(self, client: GCPClient, instances: GCPInstances) -> None:
+        self.client = client
+        self.instances = instances
 
     def ensure_placement_group(
         self, name: str, region: str, zone: str, tags: Mapping[str, str]
     ) -> str:
         region = region or zone.rsplit("-", 1)[0]
-        path = policy_path(self.project, region, name)
+        path = policy_path(self.client.project, region, name)
         if self._get_policy(region, name) is not None:
             return path
         from google.cloud import compute_v1
@@ -98,17 +103,17 @@ class GCPPlacement(GCPInstances):
         # one requestId for this call's retries (not derived from the name: a policy made
         # again under its name after a delete is a new insert)
         insert = compute_v1.InsertResourcePolicyRequest(
-            project=self.project,
+            project=self.client.project,
             region=region,
             resource_policy_resource=policy,
             request_id=str(uuid.uuid4()),
         )
-        c = self.clients()
+        c = self.client.clients()
         try:
-            op = self._call(
+            op = self.client.call(
                 "resourcePolicies.insert",
                 lambda: c.resource_policies.insert(
-                    request=insert, retry=None, timeout=self.request_timeout
+                    request=insert, retry=None, timeout=self.client.request_timeout
                 ),
             )
         except ProviderError as err:
@@ -125,16 +130,16 @@ class GCPPlacement(GCPInstances):
         if where is None:
             return  # not an id this adapter made: nothing of ours to delete
         region, name = where
-        c = self.clients()
+        c = self.client.clients()
         delete = functools.partial(
             c.resource_policies.delete,
-            project=self.project,
+            project=self.client.project,
             region=region,
             resource_policy=name,
             retry=None,
-            timeout=self.request_timeout,
+            timeout=self.client.request_timeout,
         )
-        op = unless_gone(functools.partial(self._call, "resourcePolicies.delete", delete))
+        op = unless_gone(functools.partial(self.client.call, "resourcePolicies.delete", delete))
         if op is None:
             return
         unless_gone(functools.partial(self._wait_region, region, op.name))
@@ -147,10 +152,12 @@ class GCPPlacement(GCPInstances):
 
         wanted = {TAG_MANAGED: "true", **(tags or {})}
         request = compute_v1.AggregatedListResourcePoliciesRequest(
-            project=self.project, filter=f'description eq ".*{TAG_MANAGED}.*"'
+            project=self.client.project, filter=f'description eq ".*{TAG_MANAGED}.*"'
         )
         out: builtins.list[PlacementGroup] = []
-        for scope, scoped in self._aggregated(self.clients().resource_policies, request):
+        for scope, scoped in self.client.aggregated(
+            self.client.clients().resource_policies, request
+        ):
             for policy in scoped.resource_policies:
                 found = tags_of(policy.description)
                 if found is None or not has_tags(found, wanted):
@@ -158,40 +165,40 @@ class GCPPlacement(GCPInstances):
                 region = (policy.region or scope).rsplit("/", 1)[-1]
                 if _status(policy) == "DELETING":
                     continue
-                path = policy_path(self.project, region, policy.name)
+                path = policy_path(self.client.project, region, policy.name)
                 out.append(PlacementGroup(path, policy.name, region, found))
         return out
 
     def _get_policy(self, region: str, name: str) -> Any | None:
         """The ResourcePolicy ``name`` in ``region``, or None where there is none."""
-        c = self.clients()
+        c = self.client.clients()
         return unless_gone(
-            lambda: self._call(
+            lambda: self.client.call(
                 "resourcePolicies.get",
                 lambda: c.resource_policies.get(
-                    project=self.project,
+                    project=self.client.project,
                     region=region,
                     resource_policy=name,
                     retry=None,
-                    timeout=self.request_timeout,
+                    timeout=self.client.request_timeout,
                 ),
             )
         )
 
     def _wait_region(self, region: str, operation: str) -> None:
-        c = self.clients()
-        self._wait_on(
+        c = self.client.clients()
+        self.instances.wait_on(
             operation,
             lambda: c.region_operations.wait(
-                project=self.project,
+                project=self.client.project,
                 region=region,
                 operation=operation,
                 retry=None,
-                timeout=self.request_timeout,
+                timeout=self.client.request_timeout,
             ),
         )
 
-    def _policy_for(self, group: str, zone: str) -> str:
+    def policy_for(self, group: str, zone: str) -> str:
         """The ``resourcePolicies`` entry of a node launched into ``group`` in ``zone``: the
         policy's path, refused before sending where its region is not the zone's."""
         where = parse_policy(group)
@@ -204,7 +211,7 @@ class GCPPlacement(GCPInstances):
                 "instances are in one region)",
                 provider="gcp",
             )
-        return policy_path(self.project, *where)
+        return policy_path(self.client.project, *where)
 
 
 def _status(policy: Any) -> str:

@@ -11,6 +11,7 @@ then covers both markets. Only the GPU metrics are kept (``..._GPUS``).
 from __future__ import annotations
 
 import builtins
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import partial
@@ -22,10 +23,13 @@ from provisioner.core.quotas import ANY, GPU, Quota
 PREEMPTIBLE = "PREEMPTIBLE_"
 
 
-class GCPQuotas(GCPClient):
-    """The project's regional GPU quotas."""
+class GCPQuotas:
+    """The project's regional GPU quotas (its Regions client made on first use)."""
 
-    _regions_client: Any = None
+    def __init__(self, client: GCPClient) -> None:
+        self.client = client
+        self._regions_client: Any = None
+        self._lock = threading.Lock()
 
     def regions_client(self) -> Any:
         with self._lock:
@@ -33,18 +37,23 @@ class GCPQuotas(GCPClient):
                 from google.api_core.client_options import ClientOptions
                 from google.cloud import compute_v1
 
-                opts = ClientOptions(api_endpoint=self.endpoint) if self.endpoint else None
+                opts = (
+                    ClientOptions(api_endpoint=self.client.endpoint)
+                    if self.client.endpoint
+                    else None
+                )
                 self._regions_client = compute_v1.RegionsClient(
-                    credentials=self.credentials, client_options=opts, transport="rest"
+                    credentials=self.client.credentials, client_options=opts, transport="rest"
                 )
             return self._regions_client
 
     def quotas(self, regions: Iterable[str] | None = None) -> builtins.list[Quota]:
         client = self.regions_client()
         out: builtins.list[Quota] = []
-        for region in list(regions or self.regions):
-            answer: Any = self._call(
-                f"regions.get {region}", partial(client.get, project=self.project, region=region)
+        for region in list(regions or self.client.regions):
+            answer: Any = self.client.call(
+                f"regions.get {region}",
+                partial(client.get, project=self.client.project, region=region),
             )
             now = datetime.now(UTC)
             rows = {

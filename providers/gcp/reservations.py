@@ -96,17 +96,20 @@ def flex_start_fields(wait_s: int | None) -> dict[str, Any]:
     return out
 
 
-class GCPReservations(GCPClient):
+class GCPReservations:
     """:class:`~providers.capabilities.HeldCapacity` for Compute Engine."""
+
+    def __init__(self, client: GCPClient) -> None:
+        self.client = client
 
     def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
         from google.cloud import compute_v1
 
-        wanted = set(regions or self.regions)
-        c = self.clients()
+        wanted = set(regions or self.client.regions)
+        c = self.client.clients()
         out: list[Reservation] = []
-        request = compute_v1.AggregatedListReservationsRequest(project=self.project)
-        for scope, scoped in self._aggregated(c.reservations, request):
+        request = compute_v1.AggregatedListReservationsRequest(project=self.client.project)
+        for scope, scoped in self.client.aggregated(c.reservations, request):
             zone = scope.rsplit("/", 1)[-1]
             region = zone.rsplit("-", 1)[0]
             if wanted and region not in wanted:
@@ -116,8 +119,8 @@ class GCPReservations(GCPClient):
                 if held is not None:
                     out.append(held)
         listed = {(r.zone, r.id) for r in out}
-        future = compute_v1.AggregatedListFutureReservationsRequest(project=self.project)
-        for scope, scoped in self._aggregated(c.future_reservations, future):
+        future = compute_v1.AggregatedListFutureReservationsRequest(project=self.client.project)
+        for scope, scoped in self.client.aggregated(c.future_reservations, future):
             zone = scope.rsplit("/", 1)[-1]
             region = zone.rsplit("-", 1)[0]
             if wanted and region not in wanted:
@@ -149,7 +152,7 @@ class GCPReservations(GCPClient):
             free=max(total - int(spec.in_use_count or 0), 0),
             ends_at=ends,
             targeted=bool(r.specific_reservation_required),
-            ref=f"projects/{self.project}/zones/{zone}/reservations/{r.name}",
+            ref=f"projects/{self.client.project}/zones/{zone}/reservations/{r.name}",
         )
 
     def _booking_of(self, f: Any, zone: str, region: str) -> Reservation | None:
@@ -180,5 +183,5 @@ class GCPReservations(GCPClient):
             starts_at=start,
             ends_at=end,
             targeted=bool(f.specific_reservation_required),
-            ref=f"projects/{self.project}/zones/{zone}/reservations/{name}",
+            ref=f"projects/{self.client.project}/zones/{zone}/reservations/{name}",
         )

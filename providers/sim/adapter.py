@@ -33,7 +33,7 @@ from providers.base import (
 from providers.capabilities import PlacementGroup, PriceKey
 from providers.facts import cloud_facts
 from providers.sim.client import SimUnreachable, ensure_server, request
-from providers.sim.held import HeldClient
+from providers.sim.held import SimHeld
 from providers.sim.identity import identity_env
 from providers.sim.market import spot_now as _spot_now
 from providers.sim.sandbox import project_root
@@ -45,6 +45,7 @@ from provisioner.core.models import (
     LaunchRequest,
     Market,
     Offer,
+    Reservation,
 )
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def _absolute_path(path: str | None) -> str | None:
     return os.path.abspath(os.path.expanduser(path)) if path else None
 
 
-class SimProvider(HeldClient, Provider):
+class SimProvider(Provider):
     """A local spot market: instances are sandboxes on this machine, served by the sim server."""
 
     name: ClassVar[str] = "sim"
@@ -200,8 +201,10 @@ class SimProvider(HeldClient, Provider):
         self._offers: list[Offer] | None = None
         self._zone_cloud: dict[str, str] = {}
         self._url: str | None = None
-        if reservations is not None:  # the capacity the account holds (providers/sim/held.py)
-            self.options["reservations"] = [self._held(r) for r in reservations]
+        #: the capacity the account holds (providers/sim/held.py)
+        self.held = SimHeld(self._call, self.zone_cloud, self._region_of, self.options)
+        if reservations is not None:
+            self.options["reservations"] = [self.held.held(r) for r in reservations]
         if changeover_s is not None:
             if float(changeover_s) <= 0:
                 raise ValueError("changeover_s must be > 0")
@@ -384,6 +387,17 @@ class SimProvider(HeldClient, Provider):
         if spec is not None and request.nodes > 1:  # every node of a sim gang is this host
             spec["advertise_addr"] = spec.get("advertise_addr") or "127.0.0.1"
         return _instance(self._call("launch", "POST", "/v1/instances", body))
+
+    # -- held capacity (providers.capabilities.HeldCapacity) ------------------------------------
+
+    def hold(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Reservation]:
+        """Replace the capacity the sim account holds (``POST /v1/reservations``)."""
+        return self.held.hold(items)
+
+    def reservations(self, regions: Iterable[str] | None = None) -> builtins.list[Reservation]:
+        """The capacity the account holds, not ended, with what is free in each now; its end
+        margins on the sim's clock."""
+        return self.held.reservations(regions)
 
     # -- placement groups (providers.capabilities.PlacementGroups) -----------------------------
 

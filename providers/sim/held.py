@@ -27,7 +27,7 @@ any cloud.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -194,28 +194,31 @@ def hold(cloud: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # -- the adapter's side --------------------------------------------------------------------
 
 
-class HeldClient:
+class SimHeld:
     """:class:`providers.sim.SimProvider`'s held capacity (the ``HeldCapacity`` capability):
-    what the server lists, as :class:`Reservation` s, and ``hold`` to define it."""
+    what the server lists, as :class:`Reservation` s, and ``hold`` to define it. Given the
+    provider's server call, its zone lookups and its server options (``hold`` keeps the
+    reservations there, so that a restarted server gets them again)."""
 
-    options: dict[str, Any]
+    def __init__(
+        self,
+        call: Callable[..., Any],
+        zone_cloud: Callable[[str], str],
+        region_of: Callable[[str], str],
+        options: dict[str, Any],
+    ) -> None:
+        self._call = call
+        self.zone_cloud = zone_cloud
+        self._region_of = region_of
+        self.options = options
 
-    def _call(self, what: str, method: str, path: str, doc: Any = None) -> Any:
-        raise NotImplementedError
-
-    def zone_cloud(self, zone: str) -> str:
-        raise NotImplementedError
-
-    def _region_of(self, zone: str) -> str:
-        raise NotImplementedError
-
-    def _held(self, r: Mapping[str, Any]) -> dict[str, Any]:
+    def held(self, r: Mapping[str, Any]) -> dict[str, Any]:
         """A reservation as the server keeps it: the cloud its zone mimics filled in."""
         return {**r, "cloud": r.get("cloud") or self.zone_cloud(str(r.get("zone") or ""))}
 
     def hold(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Reservation]:
         """Replace the capacity the sim account holds (``POST /v1/reservations``)."""
-        docs = [self._held(r) for r in items]
+        docs = [self.held(r) for r in items]
         self.options["reservations"] = docs
         self._call("hold", "POST", "/v1/reservations", {"reservations": docs})
         return self.reservations()

@@ -21,18 +21,30 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Unpack
 
 from providers._common import cap_decimal, first_address, has_tags
 from providers._placement import group_in
-from providers.base import ErrorKind, ProviderError
-from providers.tencent.client import POSTPAID, SPOTPAID, parse_time
+from providers._regional import RegionalInstances, RegionalOptions, refuse_unknown
+from providers.base import ErrorKind, PriceQuote, Provider, ProviderError
+from providers.capabilities import PlacementGroup
+from providers.tencent.client import POSTPAID, SPOTPAID, TencentClient, parse_time
 from providers.tencent.errors import ALREADY_GONE, NAME
 from providers.tencent.offers import PRICE_DECIMALS, TencentPricing, price_text
 from providers.tencent.placement import TencentPlacement
 from providers.tencent.quotas import TencentQuotas
-from provisioner.core.models import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Market
+from provisioner.core.models import (
+    TAG_MANAGED,
+    Instance,
+    InstanceState,
+    Interruption,
+    LaunchRequest,
+    Market,
+    Offer,
+)
+from provisioner.core.quotas import Quota
 
 MAX_FILTERS = 10
 GOING_AWAY = frozenset({"SHUTDOWN", "TERMINATING"})
@@ -57,8 +69,14 @@ def reclaimed(raw: Mapping[str, Any]) -> bool:
     )
 
 
-class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
-    """Tencent Cloud CVM spot and pay-as-you-go instances."""
+class TencentInstances(RegionalInstances):
+    """The CVM instance operations (:class:`providers._regional.RegionalInstances`' hooks)."""
+
+    client: TencentClient
+    pending_state = "PENDING"
+
+    def __init__(self, client: TencentClient) -> None:
+        super().__init__(client)
 
     def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:
         iid = str(raw.get("InstanceId", ""))
@@ -112,12 +130,12 @@ class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
         out: builtins.list[Instance] = []
         offset = 0
         while True:
-            params: dict[str, Any] = {"Offset": offset, "Limit": self.page}
+            params: dict[str, Any] = {"Offset": offset, "Limit": self.client.page}
             if ids:  # InstanceIds and Filters cannot be combined
                 params["InstanceIds"] = builtins.list(ids)
             elif filters:
                 params["Filters"] = filters[:MAX_FILTERS]
-            body = self._request(region, "DescribeInstances", params)
+            body = self.client.request(region, "DescribeInstances", params)
             rows = body.get("InstanceSet") or []
             for raw in rows:
                 inst = self._instance(raw, region)
@@ -151,21 +169,21 @@ class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
                 }
             ],
         }
-        if self.system_disk_type:
-            params["SystemDisk"]["DiskType"] = self.system_disk_type
-        subnet = self.subnet_ids.get(offer.zone) or self.subnet_id
-        if self.vpc_id and subnet:
-            params["VirtualPrivateCloud"] = {"VpcId": self.vpc_id, "SubnetId": subnet}
-        if self.security_group_ids:
-            params["SecurityGroupIds"] = builtins.list(self.security_group_ids)
-        keys = [request.ssh_key_name] if request.ssh_key_name else self.key_ids
+        if self.client.system_disk_type:
+            params["SystemDisk"]["DiskType"] = self.client.system_disk_type
+        subnet = self.client.subnet_ids.get(offer.zone) or self.client.subnet_id
+        if self.client.vpc_id and subnet:
+            params["VirtualPrivateCloud"] = {"VpcId": self.client.vpc_id, "SubnetId": subnet}
+        if self.client.security_group_ids:
+            params["SecurityGroupIds"] = builtins.list(self.client.security_group_ids)
+        keys = [request.ssh_key_name] if request.ssh_key_name else self.client.key_ids
         if keys:
             params["LoginSettings"] = {"KeyIds": builtins.list(keys)}
         user_data = self._user_data_b64(request)
         if user_data:
             params["UserData"] = user_data
-        if self.cam_role:
-            params["CamRoleName"] = self.cam_role
+        if self.client.cam_role:
+            params["CamRoleName"] = self.client.cam_role
         group = group_in(request.placement_group, region, NAME)
         if group:  # a gang's node: into its placement group (placement.py)
             params["DisasterRecoverGroupIds"] = [group]
@@ -174,7 +192,7 @@ class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
             params["InstanceMarketOptions"] = self._spot_options(request)
         else:
             params["InstanceChargeType"] = POSTPAID
-        body = self._request(region, "RunInstances", params)
+        body = self.client.request(region, "RunInstances", params)
         ids = body.get("InstanceIdSet") or []
         if not ids:
             raise self._no_instance_id(body)
@@ -195,7 +213,7 @@ class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
                 "Tencent spot needs a maximum price: give a bid cap or an on-demand price",
                 provider=NAME,
             )
-        _, rate = self.account.for_launch()
+        _, rate = self.client.account.for_launch()
         if cap_decimal(cap, PRICE_DECIMALS, usd_per_unit=rate) <= 0:
             raise ProviderError(
                 ErrorKind.PRICE_TOO_LOW,
@@ -209,7 +227,116 @@ class TencentProvider(TencentPlacement, TencentQuotas, TencentPricing):
         }
 
     def _terminate_call(self, region: str, ids: Sequence[str]) -> None:
-        self._request(region, "TerminateInstances", {"InstanceIds": builtins.list(ids)})
+        self.client.request(region, "TerminateInstances", {"InstanceIds": builtins.list(ids)})
 
     def _already_gone(self, exc: ProviderError) -> bool:
         return exc.code in ALREADY_GONE or exc.kind is ErrorKind.NOT_FOUND
+
+
+class TencentProvider(Provider):
+    """Tencent Cloud CVM spot and pay-as-you-go instances.
+
+    The parts, each given the one :class:`~providers.tencent.client.TencentClient` (options,
+    credentials, one SDK client per region) it works through: ``pricing`` (what CVM sells,
+    where, at what price, :mod:`providers.tencent.offers`), ``instances`` (launch, get, list,
+    terminate, interruptions), ``placement`` (placement groups) and ``gpu_quotas``. Its
+    optional capabilities (:mod:`providers.capabilities`) are the methods below.
+    """
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        credentials: Mapping[str, str] | tuple[str, str] | None = None,
+        vpc_id: str | None = None,
+        subnet_id: str | None = None,
+        subnet_ids: Mapping[str, str] | None = None,
+        security_group_ids: Sequence[str] | None = None,
+        key_ids: Sequence[str] | None = None,
+        instance_types: Iterable[str] | None = None,
+        system_disk_type: str | None = None,
+        cam_role: str | None = None,
+        timeout_s: int = 30,
+        **options: Unpack[RegionalOptions],
+    ) -> None:
+        refuse_unknown(options, type(self).__name__)
+        self.client = TencentClient(
+            credentials=credentials,
+            vpc_id=vpc_id,
+            subnet_id=subnet_id,
+            subnet_ids=subnet_ids,
+            security_group_ids=security_group_ids,
+            key_ids=key_ids,
+            instance_types=instance_types,
+            system_disk_type=system_disk_type,
+            cam_role=cam_role,
+            timeout_s=timeout_s,
+            **options,
+        )
+        self.pricing = TencentPricing(self.client)
+        self.instances = TencentInstances(self.client)
+        self.placement = TencentPlacement(self.client)
+        self.gpu_quotas = TencentQuotas(self.client)
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"{type(self).__name__}(regions={self.regions!r}, endpoint={self.client.endpoint!r})"
+
+    @property
+    def regions(self) -> builtins.list[str]:
+        """The regions listed and launched in."""
+        return self.client.regions
+
+    @property
+    def currency(self) -> str | None:
+        """The account's currency: as the price answers report it, else as configured."""
+        return self.client.currency
+
+    def account_billing(self) -> dict[str, Any]:
+        return self.client.account.billing()
+
+    # -- Provider ---------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        return self.instances.launch(request)
+
+    def get(self, instance_id: str) -> Instance:
+        return self.instances.get(instance_id)
+
+    def list(self, tags: Mapping[str, str] | None = None) -> builtins.list[Instance]:
+        return self.instances.list(tags)
+
+    def terminate(self, instance_ids: Iterable[str]) -> None:
+        self.instances.terminate(instance_ids)
+
+    def interruptions(self, since: datetime) -> builtins.list[Interruption]:
+        return self.instances.interruptions(since)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- LivePrices, ListsOffers ------------------------------------------------------------
+
+    def offers(self, regions: Iterable[str] | None = None) -> builtins.list[Offer]:
+        return self.pricing.offers(regions)
+
+    def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
+        return self.pricing.prices(regions)
+
+    # -- PlacementGroups, Quotas ------------------------------------------------------------
+
+    def ensure_placement_group(
+        self, name: str, region: str, zone: str, tags: Mapping[str, str]
+    ) -> str:
+        return self.placement.ensure_placement_group(name, region, zone, tags)
+
+    def delete_placement_group(self, group_id: str) -> None:
+        self.placement.delete_placement_group(group_id)
+
+    def list_placement_groups(
+        self, tags: Mapping[str, str] | None = None
+    ) -> builtins.list[PlacementGroup]:
+        return self.placement.list_placement_groups(tags)
+
+    def quotas(self, regions: Iterable[str] | None = None) -> builtins.list[Quota]:
+        return self.gpu_quotas.quotas(regions)

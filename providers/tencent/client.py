@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
 from providers._common import parse_time as parse_time
-from providers._regional import RegionalOptions, RegionalProvider, pair_credentials
+from providers._regional import RegionalClient, RegionalOptions, pair_credentials
 from providers.base import (
     ErrorKind,
     ProviderError,
@@ -31,11 +31,11 @@ SPOTPAID = "SPOTPAID"
 POSTPAID = "POSTPAID_BY_HOUR"
 
 
-class TencentClient(RegionalProvider):
-    """Options, credentials and one SDK client per region (the calls are in the subclasses)."""
+class TencentClient(RegionalClient):
+    """Options, credentials and one SDK client per region (the calls are in the parts of
+    :class:`~providers.tencent.adapter.TencentProvider`, each given this one object)."""
 
     name = NAME
-    pending_state = "PENDING"
     classify_error = staticmethod(classify_error)
 
     def __init__(
@@ -73,7 +73,7 @@ class TencentClient(RegionalProvider):
         self.timeout_s = timeout_s
         self._warned_currency = False
 
-    def _client(self, region: str) -> Any:
+    def cvm(self, region: str) -> Any:
         client = self._clients.get(region)
         if client is not None:
             return client
@@ -109,9 +109,9 @@ class TencentClient(RegionalProvider):
         self._clients[region] = client
         return client
 
-    def _request(self, region: str, action: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def request(self, region: str, action: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """One API call, with the envelope checked here (see the module notes on Content-Type)."""
-        client = self._client(region)
+        client = self.cvm(region)
 
         def once() -> dict[str, Any]:
             data = client.call_json(action, dict(params))
@@ -127,9 +127,9 @@ class TencentClient(RegionalProvider):
                 raise err
             return dict(data["Response"])
 
-        return self._call(action, once)
+        return self.call(action, once)
 
-    def _to_usd(self, price: float | None) -> float | None:
+    def to_usd(self, price: float | None) -> float | None:
         usd = self.account.to_usd(price)
         if price is not None and usd is None and not self._warned_currency:
             self._warned_currency = True
@@ -140,7 +140,7 @@ class TencentClient(RegionalProvider):
             )
         return usd
 
-    def _observe_currency(self, body: Mapping[str, Any]) -> None:
+    def observe_currency(self, body: Mapping[str, Any]) -> None:
         """Take the currency from a price answer, wherever it names one."""
         node: Any = body
         for key in ("", "Price", "InstancePrice"):

@@ -77,37 +77,43 @@ def unit_price(price: Any) -> float | None:
     return discounted if discounted else num(price.get("UnitPrice"))
 
 
-class TencentPricing(TencentClient):
+class TencentPricing:
     """What CVM sells, where, and at what price."""
+
+    def __init__(self, client: TencentClient) -> None:
+        self.client = client
 
     def _zone_configs(self, region: str) -> builtins.list[dict[str, Any]]:
         """GPU rows of DescribeZoneInstanceConfigInfos for spot and pay-as-you-go."""
-        body = self._request(
+        body = self.client.request(
             region,
             "DescribeZoneInstanceConfigInfos",
             {"Filters": [{"Name": "instance-charge-type", "Values": [SPOTPAID, POSTPAID]}]},
         )
-        self._observe_currency(body)
+        self.client.observe_currency(body)
         rows = []
         for row in body.get("InstanceTypeQuotaSet") or ():
             gpus = num(row.get("GpuCount")) or num(row.get("Gpu")) or 0.0
             if gpus < 1:  # CPU types, and vGPU slices (a fraction of a card)
                 continue
-            if self.instance_types and row.get("InstanceType") not in self.instance_types:
+            if (
+                self.client.instance_types
+                and row.get("InstanceType") not in self.client.instance_types
+            ):
                 continue
             rows.append(row)
         return rows
 
     def offers(self, regions: Iterable[str] | None = None) -> builtins.list[Offer]:
         out: builtins.list[Offer] = []
-        for region in builtins.list(regions or self.regions):
+        for region in builtins.list(regions or self.client.regions):
             merged: dict[tuple[str, str], dict[str, Any]] = {}
             for row in self._zone_configs(region):
                 key = (str(row.get("Zone", "")), str(row.get("InstanceType", "")))
                 entry = merged.setdefault(key, {"row": row, "on_sale": False})
                 selling = row.get("Status", "SELL") == "SELL"
                 entry["on_sale"] = entry["on_sale"] or selling
-                price = self._to_usd(unit_price(row.get("Price")))
+                price = self.client.to_usd(unit_price(row.get("Price")))
                 if row.get("InstanceChargeType") == SPOTPAID:
                     entry["spot"] = price if selling else None
                 else:
@@ -141,7 +147,7 @@ class TencentPricing(TencentClient):
     def _inquire(self, region: str, zone: str, itype: str, charge: str) -> float | None:
         params: dict[str, Any] = {
             "Placement": {"Zone": zone},
-            "ImageId": self.image_id,
+            "ImageId": self.client.image_id,
             "InstanceChargeType": charge,
             "InstanceType": itype,
             "InstanceCount": 1,
@@ -152,19 +158,19 @@ class TencentPricing(TencentClient):
                 "SpotOptions": {"SpotInstanceType": "one-time"},
             }
         try:
-            body = self._request(region, "InquiryPriceRunInstances", params)
+            body = self.client.request(region, "InquiryPriceRunInstances", params)
         except ProviderError as exc:
             if exc.kind in (ErrorKind.CAPACITY, ErrorKind.INVALID):
                 return None  # not sold (or not as spot) there: no quote
             raise
-        self._observe_currency(body)
-        return self._to_usd(unit_price((body.get("Price") or {}).get("InstancePrice")))
+        self.client.observe_currency(body)
+        return self.client.to_usd(unit_price((body.get("Price") or {}).get("InstancePrice")))
 
     def prices(self, regions: Iterable[str] | None = None) -> builtins.list[PriceQuote]:
         out: builtins.list[PriceQuote] = []
-        for region in builtins.list(regions or self.regions):
+        for region in builtins.list(regions or self.client.regions):
             now = datetime.now(UTC)
-            if not self.image_id:  # InquiryPriceRunInstances needs an image: use the listing
+            if not self.client.image_id:  # InquiryPriceRunInstances needs an image: use the listing
                 out.extend(
                     PriceQuote(
                         provider=NAME,
@@ -175,8 +181,8 @@ class TencentPricing(TencentClient):
                         on_demand_price=o.price,
                         at=now,
                         on_demand_at=datetime.now(UTC),
-                        currency=self.account.code or "",
-                        usd_per_unit=self.account.usd_per_unit() or 0.0,
+                        currency=self.client.account.code or "",
+                        usd_per_unit=self.client.account.usd_per_unit() or 0.0,
                     )
                     for o in self.offers([region])
                 )
@@ -202,8 +208,8 @@ class TencentPricing(TencentClient):
                         on_demand_price=od,
                         at=datetime.now(UTC),
                         on_demand_at=datetime.now(UTC),
-                        currency=self.account.code or "",
-                        usd_per_unit=self.account.usd_per_unit() or 0.0,
+                        currency=self.client.account.code or "",
+                        usd_per_unit=self.client.account.usd_per_unit() or 0.0,
                     )
                 )
         return out

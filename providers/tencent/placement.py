@@ -22,13 +22,19 @@ from typing import Any
 
 from providers._placement import RegionalPlacement
 from providers.capabilities import PlacementGroup
+from providers.tencent.client import TencentClient
 
 KIND = "HOST"
 PAGE = 100
 
 
 class TencentPlacement(RegionalPlacement):
-    """Placement groups (mixed into :class:`providers.tencent.adapter.TencentProvider`)."""
+    """Placement groups (the ``placement`` of :class:`providers.tencent.adapter.TencentProvider`)."""
+
+    client: TencentClient
+
+    def __init__(self, client: TencentClient) -> None:
+        super().__init__(client)
 
     def _find_groups(self, region: str, name: str | None = None) -> builtins.list[PlacementGroup]:
         out: builtins.list[PlacementGroup] = []
@@ -37,7 +43,7 @@ class TencentPlacement(RegionalPlacement):
             params: dict[str, Any] = {"Offset": offset, "Limit": PAGE}
             if name:
                 params["Name"] = name
-            body = self._request(region, "DescribeDisasterRecoverGroups", params)  # type: ignore[attr-defined]
+            body = self.client.request(region, "DescribeDisasterRecoverGroups", params)
             rows = body.get("DisasterRecoverGroupSet") or []
             for raw in rows:
                 tags = {
@@ -69,10 +75,10 @@ class TencentPlacement(RegionalPlacement):
                 }
             ],
         }
-        body = self._request(region, "CreateDisasterRecoverGroup", params)  # type: ignore[attr-defined]
+        body = self.client.request(region, "CreateDisasterRecoverGroup", params)
         return str(body["DisasterRecoverGroupId"])
 
     def _delete_group(self, region: str, group_id: str) -> None:
-        self._request(  # type: ignore[attr-defined]
+        self.client.request(
             region, "DeleteDisasterRecoverGroups", {"DisasterRecoverGroupIds": [group_id]}
         )

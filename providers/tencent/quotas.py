@@ -18,13 +18,16 @@ from provisioner.core.quotas import INSTANCE, Quota
 SETS = {"PostPaidQuotaSet": "on-demand", "SpotPaidQuotaSet": "spot"}
 
 
-class TencentQuotas(TencentClient):
+class TencentQuotas:
     """The account's instance quotas per zone."""
+
+    def __init__(self, client: TencentClient) -> None:
+        self.client = client
 
     def quotas(self, regions: Iterable[str] | None = None) -> builtins.list[Quota]:
         out: builtins.list[Quota] = []
-        for region in list(regions or self.regions):
-            body = self._request(region, "DescribeAccountQuota", {})
+        for region in list(regions or self.client.regions):
+            body = self.client.request(region, "DescribeAccountQuota", {})
             sets = (body.get("AccountQuotaOverview") or {}).get("AccountQuota") or {}
             now = datetime.now(UTC)
             for key, market in SETS.items():

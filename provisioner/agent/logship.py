@@ -249,7 +249,7 @@ class LogCursor:
     gaps: list[str] = field(default_factory=list)  # notes on chunks rotated out
 
 
-def _parse_dir(name: str) -> tuple[int, int] | None:
+def parse_attempt_dir(name: str) -> tuple[int, int] | None:
     if not name.startswith("a") or "-n" not in name:
         return None
     a, _, n = name[1:].partition("-n")
@@ -265,7 +265,7 @@ def read_new(store: Any, cursor: LogCursor, attempt: int | None = None) -> list[
         return []
     out: list[LogLine] = []
     for d in sorted(str(x).rstrip("/").rsplit("/", 1)[-1] for x in dirs):
-        where = _parse_dir(d)
+        where = parse_attempt_dir(d)
         if where is None or (attempt is not None and where[0] != attempt):
             continue
         try:

@@ -136,7 +136,7 @@ def report_progress(path: str | os.PathLike[str] | None, step: int, **extra: Any
 # -- the agent's progress record, typed ---------------------------------------------------------
 #
 # The agent writes ``progress.json`` in the job's checkpoint store (provisioner.agent.report);
-# the controller reads it (provisioner.control.progress) and acts on the fields below. Both
+# the controller reads it (provisioner.control.jobpass.progress) and acts on the fields below. Both
 # sides name them here, so that what the agent reports and what the controller reads are one
 # contract. Unknown or malformed fields read as absent: a record written by an older or newer
 # agent is never an error.

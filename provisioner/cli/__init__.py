@@ -202,10 +202,10 @@ def report_unhandled(exc: BaseException, verbose: int = 0) -> int:
         for issue in exc.issues:
             error(str(issue))
         return exit_code_for(exc)
-    store_problem = _store_problem(exc)
-    if store_problem is not None:
+    problem = store_problem(exc)
+    if problem is not None:
         error(
-            f"the store cannot be used: {store_problem} (check --store / PROVISIONER_STORE: "
+            f"the store cannot be used: {problem} (check --store / PROVISIONER_STORE: "
             "a writable SQLite file or a reachable PostgreSQL database)"
         )
         return EXIT_BAD_INPUT
@@ -220,7 +220,7 @@ def report_unhandled(exc: BaseException, verbose: int = 0) -> int:
     return EXIT_ERROR
 
 
-def _store_problem(exc: BaseException) -> str | None:
+def store_problem(exc: BaseException) -> str | None:
     """The database's own message for a store error (without the SQL or its parameters)."""
     import sqlite3
 

@@ -139,14 +139,12 @@ def refresh(
     from providers.base import ProviderError, ProviderUnavailable, get
     from providers.capabilities import Commitments, LivePrices
     from provisioner.cli import EXIT_PROVIDER, exit_code_for
-    from provisioner.cli.checks import check_provider
-    from provisioner.cli.common import fail
-    from provisioner.cli.jobs_cmd import _store
-    from provisioner.cli.up_cmd import _parse_options
+    from provisioner.cli.checks import check_provider, parse_provider_options
+    from provisioner.cli.common import fail, open_store
     from provisioner.console import console
     from provisioner.providers_config import provider_defaults
 
-    opts = {**provider_defaults(provider_name), **_parse_options(options)}
+    opts = {**provider_defaults(provider_name), **parse_provider_options(options)}
     check_provider(provider_name, opts)
     try:
         prov = get(provider_name, **opts)
@@ -182,7 +180,7 @@ def refresh(
             written = write_commitments(rows, commitments_out)
         except OSError as exc:
             fail(f"--commitments-out {commitments_out}: cannot write: {exc.strerror or exc}")
-    n = _store(store_url, create=True).save_prices(quotes)
+    n = open_store(store_url, create=True).save_prices(quotes)
     summary = price_summary(quotes)
     if as_json:
         doc: dict[str, Any] = {"provider": provider_name, "stored": n, **summary}
@@ -256,7 +254,7 @@ def measured(store_url: str | None, provider: str | None, gpu: str | None, as_js
     nothing was measured yet."""
     from policies.gpus import canonical_gpu, gpu_specs
     from provisioner.catalog_files import builtin_catalog
-    from provisioner.cli.jobs_cmd import _store
+    from provisioner.cli.common import open_store
     from provisioner.control.store.probes import measured as measured_figures
 
     model = canonical_gpu(gpu) if gpu else None
@@ -264,7 +262,7 @@ def measured(store_url: str | None, provider: str | None, gpu: str | None, as_js
         from provisioner.cli.common import fail
 
         fail(f"--gpu: unknown GPU {gpu!r}")
-    store = _store(store_url)
+    store = open_store(store_url)
     figures = [
         m
         for m in measured_figures(store).values()

@@ -11,8 +11,14 @@ from typing import Any
 import click
 
 from provisioner.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROVIDER
-from provisioner.cli.common import fail, json_option, print_json
-from provisioner.cli.jobs_cmd import _job_or_exit, _store, store_option
+from provisioner.cli.common import (
+    fail,
+    job_or_exit,
+    json_option,
+    open_store,
+    print_json,
+    store_option,
+)
 
 #: at least one invariant is violated
 EXIT_VIOLATED = 1
@@ -42,10 +48,10 @@ def check(job_id: str | None, every: bool, store_url: str | None, as_json: bool)
 
     if every == (job_id is not None):
         fail("name one JOB or pass --all (see `provisioner check --help`)", EXIT_BAD_INPUT)
-    store = _store(store_url)
+    store = open_store(store_url)
     ids: list[str] | None = None
     if job_id is not None:
-        ids = [_job_or_exit(store, job_id).id]
+        ids = [job_or_exit(store, job_id).id]
     now = datetime.now(UTC)
     base = inv.snapshot(store, (), now, job_ids=ids)
     problems: list[str] = []

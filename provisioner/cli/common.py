@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 import click
 
-from provisioner.cli import EXIT_BAD_INPUT, exit_code_for
+from provisioner.cli import EXIT_BAD_INPUT, EXIT_NOT_FOUND, exit_code_for
 from provisioner.console import error
 
 
@@ -71,3 +71,64 @@ def fitted_table(
     for r in rows:
         t.add_row(*(r[i] for i in shown))
     return t, left_out_note(headers, shown, width)
+
+
+# -- the store and its jobs, shared by the commands that read them --------------------------
+
+store_option = click.option(
+    "--store",
+    "store_url",
+    envvar="PROVISIONER_STORE",
+    default=None,
+    help="Store URL (default: SQLite in the XDG state directory; env PROVISIONER_STORE).",
+)
+
+
+def existing_store(url: str | None) -> Any:
+    """The store at ``url`` where there is one, else None: for commands that read a store
+    if one exists and never create one (``plan``, ``quotas``, ``priors``)."""
+    from provisioner.control.store import default_url, store_missing
+
+    if store_missing(url or default_url()) is not None:
+        return None
+    return open_store(url)
+
+
+def open_store(url: str | None, *, create: bool = False) -> Any:
+    """The store at ``url`` (the default: the state directory's). Only a command that records
+    something (``up``, ``catalog refresh``) creates one; the others say there is none, so a
+    mistyped URL never leaves an empty store behind."""
+    from provisioner.control.store import Store, default_url, redacted_url, store_missing
+
+    missing = None if create else store_missing(url or default_url())
+    if missing is not None:
+        hint = "start one with `provisioner up --policy FILE`" if url is None else "check --store"
+        fail(f"{missing}; {hint}", EXIT_NOT_FOUND)
+    try:
+        return Store(url)
+    except Exception as exc:  # a bad URL or an unreachable database: say so, no traceback
+        from provisioner.cli import store_problem
+
+        why = store_problem(exc) or f"{exc.__class__.__name__}: {str(exc)[:300]}"
+        if url and "://" not in url:
+            why += " (a store URL: sqlite:////path/to/file.db or postgresql+psycopg://...)"
+        fail(f"cannot open the store {redacted_url(url or '')}: {why}", 2)
+
+
+def job_or_exit(store: Any, job_id: str) -> Any:
+    job = store.job(job_id)
+    if job is None:
+        fail(f"no job {job_id!r} (see `provisioner jobs`)", EXIT_NOT_FOUND)
+    return job
+
+
+def billed(billing: dict[str, Any], cost_usd: float) -> dict[str, Any]:
+    """The attempt's cost in the currency the account was billed in (as recorded at launch)."""
+    code, rate = billing.get("currency"), billing.get("usd_per_unit")
+    if not code or code == "USD" or not rate:
+        return {"currency": code or "USD", "usd_per_unit": rate or 1.0, "cost": round(cost_usd, 4)}
+    return {"currency": code, "usd_per_unit": rate, "cost": round(cost_usd / rate, 4)}
+
+
+def billed_text(billed: dict[str, Any]) -> str:
+    return f"{billed['cost']:.4f} {billed['currency']}"

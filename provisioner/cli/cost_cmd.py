@@ -12,8 +12,16 @@ from typing import Any
 import click
 
 from provisioner.cli import EXIT_BAD_INPUT, EXIT_OK
-from provisioner.cli.common import fail, json_option, print_json
-from provisioner.cli.jobs_cmd import _billed, _billed_text, _job_or_exit, _store, store_option
+from provisioner.cli.common import (
+    billed,
+    billed_text,
+    fail,
+    job_or_exit,
+    json_option,
+    open_store,
+    print_json,
+    store_option,
+)
 
 #: the ledger's columns, after each grouping's own (docs/money.md, "The ledger")
 LEDGER_COLUMNS = [
@@ -101,8 +109,8 @@ def cost(
         fail("--until must be after --since", EXIT_BAD_INPUT)
     if plot_path:
         _require_matplotlib()
-    store = _store(store_url)
-    jobs = [_job_or_exit(store, job_id)] if job_id else store.jobs()
+    store = open_store(store_url)
+    jobs = [job_or_exit(store, job_id)] if job_id else store.jobs()
     by = by or ("attempt" if job_id else "job")
     now = datetime.now(UTC)
     costs = spend.attempt_costs(store, jobs, now, t0, t1)
@@ -120,7 +128,7 @@ def cost(
     hours: dict[str, float] = {"spot": 0.0, "on-demand": 0.0}
     for c in costs:
         d = spend.attempt_doc(c)
-        d["billed"] = _billed(billed_in.get(str(c.row.instance_id)) or {}, c.cost_usd)
+        d["billed"] = billed(billed_in.get(str(c.row.instance_id)) or {}, c.cost_usd)
         d.update(_ledger_fields(ledger.attempt_doc(by_attempt[(c.row.job_id, c.row.attempt)])))
         attempts.append(d)
         totals[c.row.market] = totals.get(c.row.market, 0.0) + c.cost_usd
@@ -320,7 +328,7 @@ def _print(doc: dict[str, Any], by: str, notes: Sequence[str] = ()) -> None:
                 r["job_id"], str(r["attempt"]), r["instance_id"] or "-",
                 f"{r['provider']}:{r['zone']}", r["instance_type"], r["market"],
                 f"{r['price_per_hour']:.4f}", f"{r['hours']:.3f}", f"{r['cost_usd']:.4f}",
-                *([_billed_text(r["billed"])] if converted else []),
+                *([billed_text(r["billed"])] if converted else []),
                 _money(r["estimate_usd"]), _money(r["on_demand_usd"]), _pct(r["saved_pct"]),
                 f"{r['lost_work_h']:.3f}", r["end_reason"] or r["state"],
             ]

@@ -65,9 +65,9 @@ def dashboard(
             error(str(issue))
         raise SystemExit(EXIT_BAD_INPUT) from None
     d = cfg.dashboard
-    from provisioner.cli.jobs_cmd import _store
+    from provisioner.cli.common import open_store
 
-    store = _store(store_url or cfg.store)
+    store = open_store(store_url or cfg.store)
     try:
         server = DashboardServer(
             store,

@@ -9,53 +9,14 @@ from typing import Any
 import click
 
 from provisioner.cli import EXIT_NOT_FOUND, EXIT_OK
-from provisioner.cli.common import fail, json_option, print_json
-
-store_option = click.option(
-    "--store",
-    "store_url",
-    envvar="PROVISIONER_STORE",
-    default=None,
-    help="Store URL (default: SQLite in the XDG state directory; env PROVISIONER_STORE).",
+from provisioner.cli.common import (
+    fail,
+    job_or_exit,
+    json_option,
+    open_store,
+    print_json,
+    store_option,
 )
-
-
-def existing_store(url: str | None) -> Any:
-    """The store at ``url`` where there is one, else None: for commands that read a store
-    if one exists and never create one (``plan``, ``quotas``, ``priors``)."""
-    from provisioner.control.store import default_url, store_missing
-
-    if store_missing(url or default_url()) is not None:
-        return None
-    return _store(url)
-
-
-def _store(url: str | None, *, create: bool = False) -> Any:
-    """The store at ``url`` (the default: the state directory's). Only a command that records
-    something (``up``, ``catalog refresh``) creates one; the others say there is none, so a
-    mistyped URL never leaves an empty store behind."""
-    from provisioner.control.store import Store, default_url, redacted_url, store_missing
-
-    missing = None if create else store_missing(url or default_url())
-    if missing is not None:
-        hint = "start one with `provisioner up --policy FILE`" if url is None else "check --store"
-        fail(f"{missing}; {hint}", EXIT_NOT_FOUND)
-    try:
-        return Store(url)
-    except Exception as exc:  # a bad URL or an unreachable database: say so, no traceback
-        from provisioner.cli import _store_problem
-
-        why = _store_problem(exc) or f"{exc.__class__.__name__}: {str(exc)[:300]}"
-        if url and "://" not in url:
-            why += " (a store URL: sqlite:////path/to/file.db or postgresql+psycopg://...)"
-        fail(f"cannot open the store {redacted_url(url or '')}: {why}", 2)
-
-
-def _job_or_exit(store: Any, job_id: str) -> Any:
-    job = store.job(job_id)
-    if job is None:
-        fail(f"no job {job_id!r} (see `provisioner jobs`)", EXIT_NOT_FOUND)
-    return job
 
 
 def _ago(t: datetime | None) -> str:
@@ -144,7 +105,7 @@ def jobs(store_url: str | None, show_all: bool, as_json: bool) -> None:
     """List jobs (active ones unless --all)."""
     from provisioner.control.store import ACTIVE_STATES
 
-    store = _store(store_url)
+    store = open_store(store_url)
     rows = store.jobs(None if show_all else list(ACTIVE_STATES))
     if as_json:
         print_json([job_summary(store, j) for j in rows])
@@ -196,14 +157,14 @@ JOBS_DROP_ORDER = ("restarts", "attempt", "provider", "submitted", "progress")
 @json_option
 def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
     """Show a job's state, placement, progress and spend (the latest job if none is named)."""
-    store = _store(store_url)
+    store = open_store(store_url)
     if job_id is None:
         rows = store.jobs(limit=1)
         if not rows:
             fail("no jobs yet (start one with `provisioner up --policy FILE`)", EXIT_NOT_FOUND)
         job = rows[0]
     else:
-        job = _job_or_exit(store, job_id)
+        job = job_or_exit(store, job_id)
     doc = job_summary(store, job)
     from provisioner.control.store.probes import status_rows
 
@@ -257,8 +218,8 @@ def down(job_id: str, store_url: str | None, as_json: bool) -> None:
     from provisioner.control.reconciler import cancel_job
     from provisioner.control.store import FINAL_STATES
 
-    store = _store(store_url)
-    job = _job_or_exit(store, job_id)
+    store = open_store(store_url)
+    job = job_or_exit(store, job_id)
     before = job.state
     terminated = cancel_job(store, job.id, now=datetime.now(UTC))
     after = (store.job(job.id) or job).state
@@ -271,15 +232,3 @@ def down(job_id: str, store_url: str | None, as_json: bool) -> None:
         note = last[0].message if last and last[0].kind == "cancelled" else "cancelled"
         click.echo(f"{job.id}: {note}")
     raise SystemExit(EXIT_OK)
-
-
-def _billed(billing: dict[str, Any], cost_usd: float) -> dict[str, Any]:
-    """The attempt's cost in the currency the account was billed in (as recorded at launch)."""
-    code, rate = billing.get("currency"), billing.get("usd_per_unit")
-    if not code or code == "USD" or not rate:
-        return {"currency": code or "USD", "usd_per_unit": rate or 1.0, "cost": round(cost_usd, 4)}
-    return {"currency": code, "usd_per_unit": rate, "cost": round(cost_usd / rate, 4)}
-
-
-def _billed_text(billed: dict[str, Any]) -> str:
-    return f"{billed['cost']:.4f} {billed['currency']}"

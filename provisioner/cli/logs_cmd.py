@@ -20,8 +20,7 @@ from typing import Any
 import click
 
 from provisioner.cli import EXIT_NOT_FOUND, EXIT_OK
-from provisioner.cli.common import fail, json_option
-from provisioner.cli.jobs_cmd import _job_or_exit, _store, store_option
+from provisioner.cli.common import fail, job_or_exit, json_option, open_store, store_option
 
 #: how often --follow looks again
 FOLLOW_S = 1.0
@@ -116,8 +115,8 @@ def logs(
     from provisioner.agent.logship import LogCursor, read_new
     from provisioner.control.store import FINAL_STATES
 
-    store = _store(store_url)
-    job = _job_or_exit(store, job_id)
+    store = open_store(store_url)
+    job = job_or_exit(store, job_id)
     ckpt = _checkpoints(job) if show_output else None
     cursor = LogCursor()
     last = 0
@@ -150,8 +149,8 @@ def exec_(job_id: str, command: tuple[str, ...], store_url: str | None) -> None:
     On the sim it runs in the attempt's sandbox, in the job's code directory, and exits with
     its exit code. On a cloud it prints how to reach the VM with that cloud's own tool.
     """
-    store = _store(store_url)
-    job = _job_or_exit(store, job_id)
+    store = open_store(store_url)
+    job = job_or_exit(store, job_id)
     running = [a for a in store.attempts(job.id) if a.state == "running" and a.instance_id]
     if not running:
         fail(f"{job.id} has no running attempt (state {job.state})", EXIT_NOT_FOUND)

@@ -105,10 +105,10 @@ def plan(
     if measured:
         from dataclasses import replace
 
-        from provisioner.cli.jobs_cmd import _store
+        from provisioner.cli.common import open_store
         from provisioner.control.store.probes import measured as measured_figures
 
-        context = replace(context, measured=measured_figures(_store(store_url)))
+        context = replace(context, measured=measured_figures(open_store(store_url)))
     if held_from:
         from dataclasses import replace
 
@@ -224,7 +224,7 @@ def _existing_store(url: str | None) -> Any:
     """The store, where there is one (`plan` never creates one); None where there is none."""
     if _no_sqlite_file(url):
         return None
-    from provisioner.cli.jobs_cmd import existing_store
+    from provisioner.cli.common import existing_store
 
     return existing_store(url)
 

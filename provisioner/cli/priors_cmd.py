@@ -68,7 +68,7 @@ def priors(
     else:
         if options:
             fail("-o: provider options are for --refresh")
-        from provisioner.cli.jobs_cmd import existing_store
+        from provisioner.cli.common import existing_store
 
         store = existing_store(store_url)
         rows = [] if store is None else store.priors(provider_name)
@@ -106,7 +106,7 @@ def _refresh(
     from providers.base import ProviderError, ProviderUnavailable
     from providers.capabilities import Priors
     from provisioner.cli.checks import open_provider
-    from provisioner.cli.jobs_cmd import _store
+    from provisioner.cli.common import open_store
 
     if not provider_name:
         fail("--refresh needs --provider NAME (aws, azure or alibaba)")
@@ -128,7 +128,7 @@ def _refresh(
             fail(str(exc))
     finally:
         prov.close()
-    _store(url, create=True).save_priors(rows, replace=provider_name)
+    open_store(url, create=True).save_priors(rows, replace=provider_name)
     return rows
 
 

@@ -69,7 +69,7 @@ def quotas(
     else:
         if options:
             fail("-o: provider options are for --refresh")
-        from provisioner.cli.jobs_cmd import existing_store
+        from provisioner.cli.common import existing_store
 
         store = existing_store(store_url)
         rows = [] if store is None else store.quotas(provider_name)
@@ -88,7 +88,7 @@ def _refresh(
     from providers.base import ProviderError
     from providers.capabilities import Quotas
     from provisioner.cli.checks import open_provider
-    from provisioner.cli.jobs_cmd import _store
+    from provisioner.cli.common import open_store
 
     if not provider_name:
         fail("--refresh needs --provider NAME (aws, gcp, azure, alibaba or tencent)")
@@ -106,7 +106,7 @@ def _refresh(
             fail(str(exc), exit_code_for(exc))
     finally:
         prov.close()
-    _store(url, create=True).save_quotas(rows, replace=provider_name)
+    open_store(url, create=True).save_quotas(rows, replace=provider_name)
     return rows
 
 

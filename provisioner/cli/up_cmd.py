@@ -18,14 +18,16 @@ from provisioner.cli import (
     EXIT_OK,
     exit_code_for,
 )
-from provisioner.cli.common import fail, json_option, load_policy_or_exit, print_json
-from provisioner.cli.jobs_cmd import _store, job_summary, store_option
-
-
-def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    from provisioner.cli.checks import parse_provider_options
-
-    return parse_provider_options(pairs)
+from provisioner.cli.checks import parse_provider_options
+from provisioner.cli.common import (
+    fail,
+    json_option,
+    load_policy_or_exit,
+    open_store,
+    print_json,
+    store_option,
+)
+from provisioner.cli.jobs_cmd import job_summary
 
 
 @click.command()
@@ -76,7 +78,7 @@ def up(
 
     # Everything is checked before anything is written: a refused `up` leaves no job behind.
     policy = load_policy_or_exit(policy_path)
-    given = _parse_options(options)
+    given = parse_provider_options(options)
     try:
         check_submission(policy, policy_path, provider, job_provider_options(provider, given))
     except NothingEligible as exc:
@@ -88,7 +90,7 @@ def up(
         raise SystemExit(EXIT_NOTHING_ELIGIBLE) from None
     except Refused as exc:
         fail(str(exc), exit_code_for(exc))
-    store = _store(store_url, create=True)
+    store = open_store(store_url, create=True)
     job_id = _submit(submit, policy_path, provider, given, store, as_json)
     job = Job(store, job_id)
     daemon = bool(live_replicas(store, datetime.now(UTC)))

@@ -1,6 +1,6 @@
 """The placement-group sweep (issue 10): a gang's group goes once its gang is gone.
 
-A gang attempt's group is made before its first node (provisioner.control.launching) and is
+A gang attempt's group is made before its first node (provisioner.control.jobpass.launch) and is
 named after the attempt, so a crash and a second launch find the same one. Nothing else
 deletes it when the gang ends normally, is preempted, or is torn down part-way while its
 nodes are still shutting down (a cloud refuses to delete a group in use): this sweep does,

@@ -112,7 +112,7 @@ def work_done_h(progress: dict[str, Any] | None, total_h: float | None) -> float
 
 def agent_report(progress: ProgressRecord | dict[str, Any] | None) -> AgentReport | None:
     """What the agent's progress record says of the job's command (the record as
-    :mod:`provisioner.control.progress` parsed it; a raw document is parsed here)."""
+    :mod:`provisioner.control.jobpass.progress` parsed it; a raw document is parsed here)."""
     rec = progress if isinstance(progress, ProgressRecord) else ProgressRecord.from_doc(progress)
     if rec is None or not progress:
         return None

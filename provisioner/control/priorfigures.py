@@ -46,7 +46,7 @@ class PriorFigures:
 
 
 def figures(store: Store) -> tuple[Any, PriorFigures]:
-    """The planner's data from the store: probe figures (provisioner.probe.watch) and priors."""
-    from provisioner.probe.watch import MeasuredFigures
+    """The planner's data from the store: probe figures (jobpass.probes) and priors."""
+    from provisioner.control.jobpass.probes import MeasuredFigures
 
     return MeasuredFigures(store), PriorFigures(store)

@@ -18,8 +18,9 @@ bid cap or the hourly budget, or outside the allowed jurisdictions, raises inste
 reaching the cloud.
 
 Calls point one way: this module hands each job's pass
-(:class:`provisioner.control.jobpass.JobRunner`) a
-:class:`~provisioner.control.jobbase.PassEnv` with what it needs; nothing below calls back.
+(:class:`provisioner.control.jobpass.runner.JobRunner`) a
+:class:`~provisioner.control.jobpass.state.PassState` (with the
+:class:`~provisioner.control.jobpass.state.PassEnv` it needs); nothing below calls back.
 Stored prices (``catalog refresh``, the daemon's hourly refresh) are overlaid on the catalog
 each pass where they changed (:meth:`Reconciler.refresh_prices`).
 """
@@ -27,12 +28,14 @@ each pass where they changed (:meth:`Reconciler.refresh_prices`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import socket
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -55,8 +58,8 @@ from provisioner.control.guard import GuardViolation, guard_launch
 from provisioner.control.heap import GcPacer, paced
 from provisioner.control.inputs import placement_of
 from provisioner.control.invariants import check_pass
-from provisioner.control.jobbase import JobMemo, PassEnv, job_log, phase_of
-from provisioner.control.jobpass import JobRunner
+from provisioner.control.jobpass.runner import JobRunner
+from provisioner.control.jobpass.state import JobMemo, PassEnv, PassState, job_log, phase_of
 from provisioner.control.lanes import ProviderLanes
 from provisioner.control.notify.route import Router
 from provisioner.control.observe import InterruptionFeed, reap
@@ -98,6 +101,18 @@ Clock = Callable[[], datetime]
 #: every job a replica holds has its cheap invariants checked once this often, its turn spread
 #: over the passes (those its pass changed: after every pass)
 CHECK_ALL_EVERY = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class PassWork:
+    """What every provider's part of one pass shares: the pass's time, the environment each
+    job's pass is handed, the zone cooldowns of the jobs held (read once) and the jobs whose
+    instances are never reaped (those held, and those a lane is still at)."""
+
+    now: datetime
+    env: PassEnv
+    cooldowns: dict[str, dict[tuple[str, str], datetime]]
+    owned: set[str]
 
 
 class Reconciler:
@@ -177,11 +192,13 @@ class Reconciler:
         self._lanes = ProviderLanes(patience_s=max(2.0, pass_interval_s))
         #: the daemon's: the garbage collector paced by the passes (provisioner.control.heap)
         self.gc = GcPacer(pace_gc)
+        #: one job's pass, its sub-reconcilers as fields (provisioner.control.jobpass.runner)
+        self.runner = JobRunner()
         self.refresh_prices()
 
     def notice_reported(self) -> bool:
-        """Whether an agent reported a new notice on a local store (control.progress)."""
-        from provisioner.control.progress import local_notice
+        """Whether an agent reported a new notice on a local store (jobpass.progress)."""
+        from provisioner.control.jobpass.progress import local_notice
 
         memos = list(self._memos.values())  # the pass's thread may change the dict meanwhile
         return any(m.progress_mtime is not None and local_notice(m) for m in memos)
@@ -375,39 +392,19 @@ class Reconciler:
 
     @paced
     def run_pass(self) -> PassReport:
+        """One pass over the jobs this replica holds, in its steps: claim them
+        (:meth:`_claim`), read the rows that moved (:meth:`_read_moved`), run each
+        provider's part (:meth:`observe_and_step`: list, interruptions, each job's pass,
+        reap; a lane per provider), then write the pass's batch, tell stalled stores and
+        check the cheap invariants (:meth:`_end_pass`)."""
         t0 = time.perf_counter()
-        now = self.clock()
-        if self._pass_at is not None:
-            self._gap_s = max(0.0, (now - self._pass_at).total_seconds())
-        self._pass_at = now
+        now = self._mark_pass()
         report = PassReport(step_s=self.pass_interval_s)
         self.effects.begin_pass()
         self.refresh_prices()
         env = self.env()
-        claimed = self.store.claim(
-            self.owner, now, self.lease, limit=self.claim_limit(now), job_ids=self.only_jobs
-        )
-        busy = self._lanes.busy_jobs(report)  # a provider still at the last pass's work
-        for gone in set(self._memos) - set(claimed) - busy:  # released, taken over, finished
-            del self._memos[gone]
-            self._keys.pop(gone, None)
-        self.effects.forget(set(claimed))
-        # Rows are read again only where they changed (their version moved) since last pass:
-        # this process writes the jobs it holds, so its copies stay current in between.
-        stale = [
-            j
-            for j, v in claimed.items()
-            if (j not in self._memos or self._memos[j].version != v) and j not in busy
-        ]
-        if stale:
-            fresh = self.store.jobs_by_id(stale, states=ACTIVE_STATES)
-            fresh_attempts = self.store.attempts_for([j.id for j in fresh])
-            for j in fresh:
-                memo = self._memos.setdefault(j.id, JobMemo())
-                memo.job, memo.version, memo.attempts = j, j.version, fresh_attempts[j.id]
-                memo.provider_key, memo.policy = self._provider_key(j), None
-            for jid in set(stale) - {j.id for j in fresh}:
-                self._memos.pop(jid, None)
+        claimed, busy = self._claim(now, report)
+        self._read_moved(claimed, busy)
         # (id, memo) pairs: ids are read from here, not the rows (an ORM read costs 20 plain)
         held = [
             (jid, m)
@@ -421,111 +418,192 @@ class Reconciler:
         by_provider: dict[str, list[tuple[str, JobMemo]]] = {}
         for jid, m in held:
             by_provider.setdefault(m.provider_key, []).append((jid, m))
-        cooldowns = self.store.cooldowns_for(ids, now)
+        work = PassWork(now, env, self.store.cooldowns_for(ids, now), owned)
+        self._lanes.run(by_provider, functools.partial(self.observe_and_step, work), report)
+        self._end_pass(held, now, report)
+        report.seconds = time.perf_counter() - t0
+        return report
 
-        def observe_and_step(
-            key: str, pairs: list[tuple[str, JobMemo]], report: PassReport
-        ) -> None:
-            """One provider's part of the pass: list, interruptions, each job's step, reap."""
-            group: list[JobRow] = [m.job for _, m in pairs if m.job is not None]
-            try:
-                prov = self.provider_for(group[0])
-            except Exception as exc:  # unknown provider, SDK missing, bad options, credentials
-                if is_store_error(exc):
-                    raise
-                report.errors += 1
-                self._block(group, f"cannot set up {group[0].provider}: {describe(exc)}", now)
-                return
-            try:
-                seen = prov.list({TAG_MANAGED: "true"})
-                report.provider_calls += 1
-            except ProviderError as exc:
-                report.errors += 1
-                report.provider_errors[(exc.provider or key.split(":")[0], exc.kind.value)] += 1
-                log.warning("listing instances at %s failed: %s", key.split(":")[0], exc)
-                if exc.kind in (ErrorKind.AUTH, ErrorKind.INVALID):  # will not pass by itself
-                    why = f"{group[0].provider} refuses ({exc.kind.value} {exc.code})"
-                    self._block(group, f"{why}: {describe(exc)}", now, same=why)
-                return
-            self._unblock(group, now)
-            by_job: dict[str, list[Instance]] = {}
-            for inst in seen:
-                if inst.job_id:
-                    by_job.setdefault(inst.job_id, []).append(inst)
-            notices = self._interruptions(key, prov, by_job, now, report)
-            prices = self._spot_prices(key, prov, pairs, by_job, report, now)
-            for jid, memo in pairs:
-                job = memo.job
-                if job is None:
-                    continue
-                try:  # parsed once per row read (the memo's copy goes when the row moves)
-                    policy = memo.policy = memo.policy or self.policy_of(job)
-                except PolicyError as exc:  # this job's alone: the others go on
-                    report.errors += 1
-                    memo.forget()
-                    with contextlib.suppress(Exception):
-                        fail_unparseable(self.store, job, exc, now, self.notify)
-                    continue
-                runner = JobRunner(
-                    env,
-                    job,
-                    policy,
-                    prov,
-                    memo.attempts,
-                    now,
-                    cooldowns=cooldowns.get(job.id, {}),
-                    memo=memo,
-                    interruptions=notices.get(jid, []),
-                    spot_prices=prices.get(jid),
-                )
-                try:
-                    runner.step(by_job.get(jid, []), report)
-                except Pending:  # a slow store: this job goes on next pass (stall told below)
-                    memo.forget()
-                except GuardViolation as exc:
-                    report.errors += 1
-                    job_log(job).error(
-                        "job %s: refused a launch that breaks a rule: %s", job.id, exc
-                    )
-                    self.store.add_event(job.id, "guard", f"launch refused: {exc}", at=now)
-                except ProviderError as exc:
-                    report.errors += 1
-                    report.provider_errors[(exc.provider or job.provider, exc.kind.value)] += 1
-                    memo.forget()
-                    self.store.add_event(
-                        job.id,
-                        "provider-error",
-                        str(exc),
-                        at=now,
-                        error_kind=exc.kind.value,
-                        code=exc.code,
-                    )
-                except Exception as exc:  # one job's trouble must not stop the others
-                    report.errors += 1
-                    memo.forget()
-                    if is_store_error(exc):  # locked or full: writing an event would fail too
-                        job_log(job).warning(
-                            "job %s: the store is unavailable (%s)", job.id, describe(exc)
-                        )
-                        continue
-                    job_log(job).exception("job %s: step failed; the next pass retries", job.id)
-                    with contextlib.suppress(Exception):
-                        self.store.add_event(job.id, "error", f"step failed: {exc!r}", at=now)
-            try:
-                self._reap(prov, seen, owned, now, report)
-            except ProviderError as exc:
-                report.errors += 1
-                log.warning("reaping at %s failed: %s", key.split(":")[0], exc)
+    def _mark_pass(self) -> datetime:
+        """The pass's time; how late it came after the last one (see :meth:`step_s`)."""
+        now = self.clock()
+        if self._pass_at is not None:
+            self._gap_s = max(0.0, (now - self._pass_at).total_seconds())
+        self._pass_at = now
+        return now
 
-        self._lanes.run(by_provider, observe_and_step, report)
+    def _claim(self, now: datetime, report: PassReport) -> tuple[dict[str, int], set[str]]:
+        """Claim this replica's jobs (their versions, by id) and the jobs a provider's lane
+        is still at from the last pass (busy); forget the memos of the jobs no longer held
+        (released, taken over, finished)."""
+        claimed = self.store.claim(
+            self.owner, now, self.lease, limit=self.claim_limit(now), job_ids=self.only_jobs
+        )
+        busy = self._lanes.busy_jobs(report)  # a provider still at the last pass's work
+        for gone in set(self._memos) - set(claimed) - busy:  # released, taken over, finished
+            del self._memos[gone]
+            self._keys.pop(gone, None)
+        self.effects.forget(set(claimed))
+        return claimed, busy
+
+    def _read_moved(self, claimed: dict[str, int], busy: set[str]) -> None:
+        """Rows are read again only where they changed (their version moved) since last pass:
+        this process writes the jobs it holds, so its copies stay current in between."""
+        stale = [
+            j
+            for j, v in claimed.items()
+            if (j not in self._memos or self._memos[j].version != v) and j not in busy
+        ]
+        if not stale:
+            return
+        fresh = self.store.jobs_by_id(stale, states=ACTIVE_STATES)
+        fresh_attempts = self.store.attempts_for([j.id for j in fresh])
+        for j in fresh:
+            memo = self._memos.setdefault(j.id, JobMemo())
+            memo.job, memo.version, memo.attempts = j, j.version, fresh_attempts[j.id]
+            memo.provider_key, memo.policy = self._provider_key(j), None
+        for jid in set(stale) - {j.id for j in fresh}:
+            self._memos.pop(jid, None)
+
+    def _end_pass(self, held: list[tuple[str, JobMemo]], now: datetime, report: PassReport) -> None:
+        """Write the pass's batch, tell the stores that stalled or answered again, and check
+        the cheap invariants on the store as the pass left it."""
         self._flush()
         self._tell_stalls(now)
         report.waited = dict(self.effects.waited)
         if self.check_invariants:  # the cheap promises, on the store as this pass left it
             checked = [(j, m) for j, m in held if j not in self._lanes.jobs()]
             report.violations = check_pass(self.store, self._to_check(checked, now), now)
-        report.seconds = time.perf_counter() - t0
-        return report
+
+    def observe_and_step(
+        self, work: PassWork, key: str, pairs: list[tuple[str, JobMemo]], report: PassReport
+    ) -> None:
+        """One provider's part of the pass: list, interruptions, each job's step, reap."""
+        group: list[JobRow] = [m.job for _, m in pairs if m.job is not None]
+        prov = self._set_up(group, work.now, report)
+        if prov is None:
+            return
+        seen = self._list(key, prov, group, work.now, report)
+        if seen is None:
+            return
+        self._unblock(group, work.now)
+        by_job: dict[str, list[Instance]] = {}
+        for inst in seen:
+            if inst.job_id:
+                by_job.setdefault(inst.job_id, []).append(inst)
+        notices = self._interruptions(key, prov, by_job, work.now, report)
+        prices = self._spot_prices(key, prov, pairs, by_job, report, work.now)
+        for jid, memo in pairs:
+            job = memo.job
+            if job is None:
+                continue
+            ps = self._pass_state(work, prov, jid, memo, notices, prices, report)
+            if ps is not None:
+                self._step_job(ps, by_job.get(jid, []), report)
+        try:
+            self._reap(prov, seen, work.owned, work.now, report)
+        except ProviderError as exc:
+            report.errors += 1
+            log.warning("reaping at %s failed: %s", key.split(":")[0], exc)
+
+    def _set_up(self, group: list[JobRow], now: datetime, report: PassReport) -> Provider | None:
+        """The jobs' provider, made once; None where it cannot be (its jobs blocked)."""
+        try:
+            return self.provider_for(group[0])
+        except Exception as exc:  # unknown provider, SDK missing, bad options, credentials
+            if is_store_error(exc):
+                raise
+            report.errors += 1
+            self._block(group, f"cannot set up {group[0].provider}: {describe(exc)}", now)
+            return None
+
+    def _list(
+        self, key: str, prov: Provider, group: list[JobRow], now: datetime, report: PassReport
+    ) -> list[Instance] | None:
+        """Our instances at the provider (one call per provider and pass); None where the
+        call failed (its jobs blocked when the failure will not pass by itself)."""
+        try:
+            seen = prov.list({TAG_MANAGED: "true"})
+            report.provider_calls += 1
+            return seen
+        except ProviderError as exc:
+            report.errors += 1
+            report.provider_errors[(exc.provider or key.split(":")[0], exc.kind.value)] += 1
+            log.warning("listing instances at %s failed: %s", key.split(":")[0], exc)
+            if exc.kind in (ErrorKind.AUTH, ErrorKind.INVALID):  # will not pass by itself
+                why = f"{group[0].provider} refuses ({exc.kind.value} {exc.code})"
+                self._block(group, f"{why}: {describe(exc)}", now, same=why)
+            return None
+
+    def _pass_state(
+        self,
+        work: PassWork,
+        prov: Provider,
+        jid: str,
+        memo: JobMemo,
+        notices: dict[str, list[Any]],
+        prices: dict[str, dict[PriceKey, float]],
+        report: PassReport,
+    ) -> PassState | None:
+        """The job's pass state; None where its policy does not parse (the job fails, alone:
+        the others go on)."""
+        job = memo.job
+        assert job is not None
+        try:  # parsed once per row read (the memo's copy goes when the row moves)
+            policy = memo.policy = memo.policy or self.policy_of(job)
+        except PolicyError as exc:  # this job's alone: the others go on
+            report.errors += 1
+            memo.forget()
+            with contextlib.suppress(Exception):
+                fail_unparseable(self.store, job, exc, work.now, self.notify)
+            return None
+        return PassState(
+            work.env,
+            job,
+            policy,
+            prov,
+            memo.attempts,
+            work.now,
+            cooled=work.cooldowns.get(job.id, {}),
+            memo=memo,
+            interruptions=notices.get(jid, []),
+            spot_prices=prices.get(jid) or {},
+            report=report,
+        )
+
+    def _step_job(self, ps: PassState, seen: list[Instance], report: PassReport) -> None:
+        """One job's pass; its trouble is its own (recorded as an event where the store
+        answers), never the other jobs'."""
+        job, memo, now = ps.job, ps.memo, ps.now
+        try:
+            self.runner.step(ps, seen, report)
+        except Pending:  # a slow store: this job goes on next pass (stall told below)
+            memo.forget()
+        except GuardViolation as exc:
+            report.errors += 1
+            job_log(job).error("job %s: refused a launch that breaks a rule: %s", job.id, exc)
+            self.store.add_event(job.id, "guard", f"launch refused: {exc}", at=now)
+        except ProviderError as exc:
+            report.errors += 1
+            report.provider_errors[(exc.provider or job.provider, exc.kind.value)] += 1
+            memo.forget()
+            self.store.add_event(
+                job.id,
+                "provider-error",
+                str(exc),
+                at=now,
+                error_kind=exc.kind.value,
+                code=exc.code,
+            )
+        except Exception as exc:  # one job's trouble must not stop the others
+            report.errors += 1
+            memo.forget()
+            if is_store_error(exc):  # locked or full: writing an event would fail too
+                job_log(job).warning("job %s: the store is unavailable (%s)", job.id, describe(exc))
+                return
+            job_log(job).exception("job %s: step failed; the next pass retries", job.id)
+            with contextlib.suppress(Exception):
+                self.store.add_event(job.id, "error", f"step failed: {exc!r}", at=now)
 
     def _spot_prices(
         self,
@@ -587,7 +665,7 @@ class Reconciler:
         than find them as they were (a job left steady wrote nothing: what held after its
         last change holds still), and every job held once per :data:`CHECK_ALL_EVERY`,
         spread over the passes: each job's turn comes at a moment of that period fixed by
-        its id (as :meth:`~provisioner.control.jobbase.JobPassBase.due` spreads periodic
+        its id (as :meth:`~provisioner.control.jobpass.state.PassState.due` spreads periodic
         work), and a pass checks the jobs whose turn came since the pass before it (a new
         process: since one pass interval ago), about jobs x interval / period of them, never
         all at once."""

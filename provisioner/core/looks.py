@@ -94,14 +94,6 @@ def held(looks: Mapping[Location, ZoneLooks], loc: Location, now: datetime) -> b
     return now - z.last <= hold(z.refused)
 
 
-def next_look(looks: Mapping[Location, ZoneLooks], loc: Location) -> datetime | None:
-    """When ``loc`` is next due for a look (None: it is now)."""
-    z = looks.get(loc)
-    if z is None or z.last is None or z.refused <= 0:
-        return None
-    return z.last + hold(z.refused)
-
-
 def budget_spent_until(
     calls: Sequence[Call], provider: str, limit: int, now: datetime
 ) -> datetime | None:

@@ -8,7 +8,7 @@ planner in ``PlanContext.measured``; the planner multiplies the datasheet TFLOPS
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -90,8 +90,3 @@ def summarise(facts: Iterable[ProbeFact], *, last: int = 20) -> dict[Key, Measur
             last_at=rows[-1].at,
         )
     return out
-
-
-def fraction_for(measured: Mapping[Key, Measured], key: Key) -> float | None:
-    m = measured.get(key)
-    return None if m is None else m.fraction

@@ -34,13 +34,6 @@ def region(provider: str, code: str) -> Region | None:
     return regions().get((provider, code))
 
 
-def jurisdiction_tags() -> set[str]:
-    tags: set[str] = set()
-    for r in regions().values():
-        tags |= r.jurisdictions
-    return tags
-
-
 EARTH_RADIUS_KM = 6371.0088
 
 

@@ -35,14 +35,14 @@ def output_tail(job: JobRow, lines: int = TAIL_LINES) -> dict[str, Any]:
 
 def _skip_to_tail(store: Any, attempt: int, cursor: Any) -> None:
     """Start the cursor at the last chunks of each of the attempt's streams."""
-    from provisioner.agent.logship import _parse_dir
+    from provisioner.agent.logship import parse_attempt_dir
 
     try:
         dirs = store.fs.ls(store.path("logs"), detail=False)
     except (FileNotFoundError, OSError):
         return
     for d in (str(x).rstrip("/").rsplit("/", 1)[-1] for x in dirs):
-        where = _parse_dir(d)
+        where = parse_attempt_dir(d)
         if where is None or where[0] != attempt:
             continue
         names = [

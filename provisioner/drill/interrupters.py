@@ -126,7 +126,7 @@ class AwsFis(Interrupter):
 
     def _client(self, service: str) -> Any:
         p = self.provider
-        return p._new_client(service, self.ledger.region or p.region, p.endpoint)
+        return p.client.new_client(service, self.ledger.region or p.region, p.client.endpoint)
 
     @property
     def role_name(self) -> str:
@@ -213,8 +213,8 @@ class GcpMaintenance(Interrupter):
     def interrupt(self, instance_id: str, zone: str) -> dict[str, Any]:
         p = self.provider
         name = instance_id.rsplit("/", 1)[-1]
-        p.clients().instances.simulate_maintenance_event(
-            project=p.project, zone=zone, instance=name, timeout=p.request_timeout
+        p.client.clients().instances.simulate_maintenance_event(
+            project=p.project, zone=zone, instance=name, timeout=p.client.request_timeout
         )
         return {
             "call": "compute.instances.simulateMaintenanceEvent",
@@ -230,10 +230,10 @@ class AzureEviction(Interrupter):
     def interrupt(self, instance_id: str, zone: str) -> dict[str, Any]:
         p = self.provider
         name = instance_id.rstrip("/").rsplit("/", 1)[-1]
-        p.compute.virtual_machines.simulate_eviction(p.resource_group, name)
+        p.client.compute.virtual_machines.simulate_eviction(p.client.resource_group, name)
         return {
             "call": "Microsoft.Compute/virtualMachines/simulateEviction",
-            "resourceGroup": p.resource_group,
+            "resourceGroup": p.client.resource_group,
             "vm": name,
         }
 

@@ -8,7 +8,8 @@
 - :mod:`provisioner.probe.measured`: per (cloud, instance type, GPU) summaries for the planner
   (pure);
 - :mod:`provisioner.probe.idle`: the agent's idle-GPU tracker (pure);
-- :mod:`provisioner.probe.watch`: the controller's side (record, enforce the policy).
+- the controller's side (record, enforce the policy) is
+  :mod:`provisioner.control.jobpass.probes`.
 
 The probe runs on the node (the agent imports it); the controller keeps its results in the
 store (:mod:`provisioner.control.store.probes`).

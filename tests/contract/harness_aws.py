@@ -154,7 +154,7 @@ class AWSHarness:
             retry=CONTRACT_RETRY,
             **options,
         )
-        p.client(REGION).meta.events.register("before-send.ec2", self._before_send)
+        p.client.ec2(REGION).meta.events.register("before-send.ec2", self._before_send)
         self._providers.append(p)
         return p
 

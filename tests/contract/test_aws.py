@@ -94,7 +94,7 @@ def test_the_instance_profile_goes_out_by_name_or_arn(aws: AWSHarness) -> None:
         assert not any(
             k.startswith("IamInstanceProfile.") and k != f"IamInstanceProfile.{key}" for k in sent
         )
-        described = provider.client(REGION).describe_instances(InstanceIds=[inst.id])
+        described = provider.client.ec2(REGION).describe_instances(InstanceIds=[inst.id])
         assert described["Reservations"][0]["Instances"][0]["IamInstanceProfile"]["Arn"] == arn
     aws.provider().launch(LaunchRequest("job-none", 1, aws.offer(Market.SPOT), Market.SPOT, 0.5))
     assert not any(k.startswith("IamInstanceProfile") for k in aws.launch_requests()[-1])
@@ -133,14 +133,16 @@ def test_prices_keep_the_latest_quote_per_zone_and_type(aws: AWSHarness) -> None
     from botocore.stub import Stubber
 
     provider = aws.provider()
-    provider._gpu_types[REGION] = [{"InstanceType": "g5.xlarge"}]  # skip DescribeInstanceTypes
+    provider.pricing.gpu_types[REGION] = [
+        {"InstanceType": "g5.xlarge"}
+    ]  # skip DescribeInstanceTypes
     now = datetime.now(UTC)
     rows = [
         ("us-east-1a", "0.40", now - timedelta(hours=2)),
         ("us-east-1a", "0.42", now - timedelta(minutes=5)),
         ("us-east-1b", "0.39", now - timedelta(hours=1)),
     ]
-    with Stubber(provider.client(REGION)) as stub:
+    with Stubber(provider.client.ec2(REGION)) as stub:
         stub.add_response(
             "describe_spot_price_history",
             {
@@ -207,7 +209,7 @@ def test_unreachable_endpoint_is_transient_after_bounded_retries() -> None:
         credentials={"aws_access_key_id": "AKIAX", "aws_secret_access_key": "not-a-real-key"},
         retry=CONTRACT_RETRY,
     )
-    provider.client().meta.events.register("before-send.ec2", lambda **kw: attempts.append(1))
+    provider.client.ec2().meta.events.register("before-send.ec2", lambda **kw: attempts.append(1))
     with pytest.raises(ProviderError) as caught:
         provider.get("i-0123456789abcdef0")
     assert caught.value.kind is ErrorKind.TRANSIENT
@@ -235,7 +237,7 @@ def _stub_spot(provider: AWSProvider, types: list[str]) -> Any:
     from botocore.stub import Stubber
 
     now = datetime.now(UTC)
-    stub = Stubber(provider.client(REGION))
+    stub = Stubber(provider.client.ec2(REGION))
     rows = [
         {
             "AvailabilityZone": zone,
@@ -267,7 +269,7 @@ def _stub_spot(provider: AWSProvider, types: list[str]) -> Any:
 def test_on_demand_prices_are_live_from_the_pricing_api(aws: AWSHarness, pricing: Any) -> None:
     provider = aws.provider(pricing_endpoint=pricing.endpoint)
     types = ["g5.xlarge", "p4d.24xlarge"]
-    provider._gpu_types[REGION] = [{"InstanceType": t} for t in types]
+    provider.pricing.gpu_types[REGION] = [{"InstanceType": t} for t in types]
     before = datetime.now(UTC)
     with _stub_spot(provider, types) as stub:
         quotes = {(q.zone, q.instance_type): q for q in provider.prices([REGION])}
@@ -300,20 +302,20 @@ def test_on_demand_prices_are_live_from_the_pricing_api(aws: AWSHarness, pricing
 
 def test_on_demand_prices_are_cached_then_fetched_again(aws: AWSHarness, pricing: Any) -> None:
     provider = aws.provider(pricing_endpoint=pricing.endpoint)
-    prices, at = provider.on_demand_prices(REGION, ["g5.xlarge"])
+    prices, at = provider.pricing.on_demand_prices(REGION, ["g5.xlarge"])
     assert prices == {"g5.xlarge": pytest.approx(1.006)} and at is not None
-    again, again_at = provider.on_demand_prices(REGION, ["g5.xlarge"])
+    again, again_at = provider.pricing.on_demand_prices(REGION, ["g5.xlarge"])
     assert (again, again_at) == (prices, at)
     # a new adapter (the daemon builds one per refresh) uses the same cache
     other = aws.provider(pricing_endpoint=pricing.endpoint)
-    assert other.on_demand_prices(REGION, ["g5.xlarge"]) == (prices, at)
+    assert other.pricing.on_demand_prices(REGION, ["g5.xlarge"]) == (prices, at)
     assert len(pricing.calls("GetProducts")) == 2  # cached: no new query
-    provider.on_demand_ttl_s = 0  # expired
-    _, fresh_at = provider.on_demand_prices(REGION, ["g5.xlarge"])
+    provider.client.on_demand_ttl_s = 0  # expired
+    _, fresh_at = provider.pricing.on_demand_prices(REGION, ["g5.xlarge"])
     assert fresh_at is not None and fresh_at >= at
     assert len(pricing.calls("GetProducts")) == 4
     # a type the list does not carry is asked once, and has no price
-    assert provider.on_demand_prices(REGION, ["x9.nothing"])[0] == {}
+    assert provider.pricing.on_demand_prices(REGION, ["x9.nothing"])[0] == {}
 
 
 def test_without_the_pricing_api_the_catalog_price_is_used_and_said_so(
@@ -321,13 +323,13 @@ def test_without_the_pricing_api_the_catalog_price_is_used_and_said_so(
 ) -> None:
     pricing.fail_next = [("AccessDeniedException", 400)]
     provider = aws.provider(pricing_endpoint=pricing.endpoint)
-    provider._gpu_types[REGION] = [{"InstanceType": "g5.xlarge"}]
+    provider.pricing.gpu_types[REGION] = [{"InstanceType": "g5.xlarge"}]
     with _stub_spot(provider, ["g5.xlarge"]):
         quotes = provider.prices([REGION])
     assert quotes and all(q.on_demand_at is None for q in quotes)  # not live, and it says so
     assert "not live" in caplog.text
     # moto as the EC2 endpoint and no pricing endpoint: the Pricing API is not asked at all
-    assert aws.provider().on_demand_prices(REGION, ["g5.xlarge"]) == ({}, None)
+    assert aws.provider().pricing.on_demand_prices(REGION, ["g5.xlarge"]) == ({}, None)
 
 
 def test_describe_instances_crosses_pages(aws: AWSHarness) -> None:
@@ -376,7 +378,7 @@ def test_offers_follow_next_token_of_instance_types_and_offerings(aws: AWSHarnes
             },
         }
 
-    with Stubber(provider.client(REGION)) as stub:
+    with Stubber(provider.client.ec2(REGION)) as stub:
         stub.add_response(
             "describe_instance_types",
             {"InstanceTypes": [gpu_type("g5.xlarge", "A10G", 24576)], "NextToken": "t2"},
@@ -430,7 +432,7 @@ def test_commitment_prices_are_the_reserved_terms_of_the_pricing_api(
 
     provider = aws.provider(pricing_endpoint=pricing.endpoint)
     assert isinstance(provider, Commitments)
-    provider._gpu_types[REGION] = [{"InstanceType": "p4d.24xlarge"}]
+    provider.pricing.gpu_types[REGION] = [{"InstanceType": "p4d.24xlarge"}]
     quotes = provider.commitment_prices([REGION])
     # only the plain Linux row's terms (the SQL Server row, also matched, is left out)
     got = {(q.kind, q.term_months, q.payment): (q.upfront, q.per_hour) for q in quotes}
@@ -468,7 +470,7 @@ def test_reserved_quotes_round_trip_through_a_commitments_file(
     from provisioner.catalog_files import read_commitments, write_commitments
 
     provider = aws.provider(pricing_endpoint=pricing.endpoint)
-    provider._gpu_types[REGION] = [{"InstanceType": "p4d.24xlarge"}]
+    provider.pricing.gpu_types[REGION] = [{"InstanceType": "p4d.24xlarge"}]
     rows = [c for q in provider.commitment_prices([REGION]) if (c := q.as_commitment())]
     path = tmp_path / "live.csv"
     assert write_commitments(rows, path) == 5

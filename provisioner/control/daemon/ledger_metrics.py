@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from provisioner.control.ledger import Totals, store_ledgers, totals
-from provisioner.control.store import FINAL_STATES, JobRow, _chunks
+from provisioner.control.store import FINAL_STATES, JobRow, chunked
 
 log = logging.getLogger("provisioner.control.daemon")
 
@@ -34,13 +34,13 @@ class LedgerTotals:
             del self.done[gone]
         new_final = [j for j, st in states.items() if st in FINAL_STATES and j not in self.done]
         active = [j for j, st in states.items() if st not in FINAL_STATES]
-        for chunk in _chunks(new_final, 500):
+        for chunk in chunked(new_final, 500):
             for j, rows in store_ledgers(self.store, list(chunk), now).items():
                 self.done[j] = totals(rows)
         out = Totals()
         for t in self.done.values():
             out.add(t)
-        for chunk in _chunks(active, 500):
+        for chunk in chunked(active, 500):
             for rows in store_ledgers(self.store, list(chunk), now).values():
                 out.add(totals(rows))
         self.totals = out

@@ -477,7 +477,7 @@ def check_plan_daemon(snap: Snapshot) -> list[Violation]:
 
 
 #: how long a switch made before break may keep the old instance after its replacement's
-#: launch: the changeover, then the wait for its checkpoint (control.launching.HANDOVER_WAIT)
+#: launch: the changeover, then the wait for its checkpoint (control.jobpass.launch.HANDOVER_WAIT)
 HANDOVER_BOUND = timedelta(hours=CHANGEOVER_H) + timedelta(minutes=30)
 
 

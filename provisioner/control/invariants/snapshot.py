@@ -175,7 +175,7 @@ def _plain(s: Any, q: Any) -> list[Any]:
     """The rows of ORM query ``q`` (one mapped class) as :class:`PlainRow` s."""
     from sqlalchemy import DateTime
 
-    from provisioner.control.store import _aware
+    from provisioner.control.store import as_aware
 
     table = q.column_descriptions[0]["entity"].__table__
     core = q.with_only_columns(*table.columns)
@@ -184,7 +184,7 @@ def _plain(s: Any, q: Any) -> list[Any]:
     for r in s.execute(core):
         row = PlainRow(**r._mapping)
         for name in times:
-            setattr(row, name, _aware(getattr(row, name)))
+            setattr(row, name, as_aware(getattr(row, name)))
         out.append(row)
     return out
 
@@ -203,9 +203,9 @@ def _where(table: Any, ids: list[str] | None) -> Any:
 
 
 def _fix_note(row: NotificationRow) -> NotificationRow:
-    from provisioner.control.store.outbox import _fix_row
+    from provisioner.control.store.outbox import fix_row
 
-    return _fix_row(row)
+    return fix_row(row)
 
 
 def _utcnow() -> datetime:

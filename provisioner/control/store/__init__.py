@@ -12,8 +12,8 @@ from provisioner.control.store.engine import (
     ACTIVE_STATES,
     FINAL_STATES,
     StoreBase,
-    _aware,
-    _chunks,
+    as_aware,
+    chunked,
     default_url,
     new_job_id,
     redacted_url,
@@ -26,7 +26,6 @@ from provisioner.control.store.records import PREEMPTED_ROW, TERMINATED_RAW, Rec
 from provisioner.control.store.replicas import drop_replica, heartbeat, live_replicas
 from provisioner.control.store.schema import (
     AttemptRow,
-    Base,
     CooldownRow,
     EventRow,
     InstanceRow,
@@ -52,8 +51,8 @@ __all__ = [
     "ReplicaRow",
     "Store",
     "StoreBase",
-    "_aware",
-    "_chunks",
+    "as_aware",
+    "chunked",
     "default_url",
     "drop_replica",
     "heartbeat",
@@ -68,7 +67,3 @@ __all__ = [
 class Store(JobQueries, RecordQueries):
     """The store: one engine, the queries of every table (jobs and leases in ``jobs.py``; the
     other tables in ``records.py``; set-up and migrations in ``engine.py``)."""
-
-
-def metadata_tables() -> list[str]:
-    return sorted(Base.metadata.tables)

@@ -42,7 +42,7 @@ def default_url() -> str:
     return f"sqlite:///{d / 'provisioner.db'}"
 
 
-def _aware(dt: datetime | None) -> datetime | None:
+def as_aware(dt: datetime | None) -> datetime | None:
     """SQLite hands datetimes back naive; they were stored in UTC."""
     if dt is not None and dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
@@ -89,7 +89,7 @@ def store_missing(url: str) -> str | None:
     return None
 
 
-def _chunks(items: Sequence[Any], size: int = 5000) -> Iterator[Sequence[Any]]:
+def chunked(items: Sequence[Any], size: int = 5000) -> Iterator[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
@@ -197,5 +197,5 @@ class StoreBase:
         ):
             if hasattr(row, attr):
                 # as loaded, not as a change: the row must not be written back on commit
-                set_committed_value(row, attr, _aware(getattr(row, attr)))
+                set_committed_value(row, attr, as_aware(getattr(row, attr)))
         return row

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, case, func, select, update
 
-from provisioner.control.store.engine import ACTIVE_STATES, StoreBase, _chunks, new_job_id
+from provisioner.control.store.engine import ACTIVE_STATES, StoreBase, chunked, new_job_id
 from provisioner.control.store.schema import EventRow, JobRow
 
 _JOBS = cast(Table, JobRow.__table__)
@@ -118,7 +118,7 @@ class JobQueries(StoreBase):
         """The jobs with these ids (in the order given; missing ones left out)."""
         found: dict[str, JobRow] = {}
         with self.session() as s:
-            for chunk in _chunks(list(job_ids)):
+            for chunk in chunked(list(job_ids)):
                 q = select(JobRow).where(JobRow.id.in_(chunk))
                 if states:
                     q = q.where(JobRow.state.in_(states))
@@ -130,7 +130,7 @@ class JobQueries(StoreBase):
         """``{id: state}`` for those of ``job_ids`` that exist (exact ids)."""
         out: dict[str, str] = {}
         with self.session() as s:
-            for chunk in _chunks(list(dict.fromkeys(job_ids))):
+            for chunk in chunked(list(dict.fromkeys(job_ids))):
                 for jid, state in s.execute(
                     select(JobRow.id, JobRow.state).where(JobRow.id.in_(chunk))
                 ):
@@ -207,7 +207,7 @@ class JobQueries(StoreBase):
                 q = q.with_for_update(skip_locked=True)
             got = {jid: version for jid, version in s.execute(q)}
             ids = list(got)
-            for chunk in _chunks(ids):
+            for chunk in chunked(ids):
                 s.execute(
                     update(JobRow)
                     .where(JobRow.id.in_(chunk))

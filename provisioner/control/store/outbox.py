@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import false, func, select, update
 from sqlalchemy.orm import Session
 
-from provisioner.control.store.engine import StoreBase, _aware
+from provisioner.control.store.engine import StoreBase, as_aware
 from provisioner.control.store.schema import NotificationRow
 
 PENDING, SENT, FAILED, EXPIRED = "pending", "sent", "failed", "expired"
@@ -39,13 +39,14 @@ class Notice:
 def _held(rows: Any, owner: str, now: datetime) -> bool:
     """Whether another owner holds any of these rows (a claim not yet run out)."""
     return any(
-        r.claimed_by not in (None, owner) and (_aware(r.claimed_until) or now) >= now for r in rows
+        r.claimed_by not in (None, owner) and (as_aware(r.claimed_until) or now) >= now
+        for r in rows
     )
 
 
-def _fix_row(row: NotificationRow) -> NotificationRow:
+def fix_row(row: NotificationRow) -> NotificationRow:
     for attr in ("created_at", "next_try_at", "claimed_until", "sent_at"):
-        setattr(row, attr, _aware(getattr(row, attr)))
+        setattr(row, attr, as_aware(getattr(row, attr)))
     return row
 
 
@@ -113,7 +114,7 @@ class OutboxQueries(StoreBase):
             for key, q in by_queue.items():  # oldest head first (rows came in id order)
                 if len(chosen) >= queues:
                     break
-                if (_aware(q[0].next_try_at) or now) > now or _held(q, owner, now):
+                if (as_aware(q[0].next_try_at) or now) > now or _held(q, owner, now):
                     continue
                 chosen[key] = [r.id for r in q[:per_queue]]
             if not chosen:
@@ -142,7 +143,7 @@ class OutboxQueries(StoreBase):
             )
             full = {r.id: r for r in s.scalars(select(N).where(N.id.in_(wanted)))}
             s.expunge_all()
-        return [[_fix_row(full[i]) for i in ids] for ids in chosen.values()]
+        return [[fix_row(full[i]) for i in ids] for ids in chosen.values()]
 
     def due_targets(self, owner: str, now: datetime) -> list[str]:
         """The targets with a pending row that is due and free for ``owner`` (whose workers
@@ -271,7 +272,7 @@ class OutboxQueries(StoreBase):
                 q = q.where(N.state.in_(list(states)))
             rows = list(s.scalars(q))
             s.expunge_all()
-        return [_fix_row(r) for r in rows]
+        return [fix_row(r) for r in rows]
 
     def outbox_pending(self) -> int:
         N = NotificationRow

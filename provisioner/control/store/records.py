@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, case, delete, func, insert, select, update
 
-from provisioner.control.store.engine import _aware, _chunks
+from provisioner.control.store.engine import as_aware, chunked
 from provisioner.control.store.jobs import update_job_rows
 from provisioner.control.store.outbox import Notice, OutboxQueries
 from provisioner.control.store.schema import (
@@ -145,7 +145,7 @@ class RecordQueries(OutboxQueries):
             launched_at=func.coalesce(new.launched_at, old.launched_at),
         )  # fmt: skip
         stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_=set_)
-        for chunk in _chunks(docs, 1000):
+        for chunk in chunked(docs, 1000):
             conn.execute(stmt, chunk)
 
     def write_pass(
@@ -277,7 +277,7 @@ class RecordQueries(OutboxQueries):
         """The events of these kinds of many jobs, in order, in a few queries."""
         out: dict[str, list[EventRow]] = {j: [] for j in job_ids}
         with self.session() as s:
-            for chunk in _chunks(list(job_ids), 1000):
+            for chunk in chunked(list(job_ids), 1000):
                 q = (
                     select(EventRow)
                     .where(EventRow.job_id.in_(chunk), EventRow.kind.in_(list(kinds)))
@@ -309,14 +309,14 @@ class RecordQueries(OutboxQueries):
             # the table holds only cooldowns in force: reading it whole beats a long IN list
             for r in s.scalars(select(CooldownRow)):
                 if r.job_id in out:
-                    out[r.job_id][(r.provider, r.location)] = _aware(r.until) or r.until
+                    out[r.job_id][(r.provider, r.location)] = as_aware(r.until) or r.until
         return out
 
     def cooldowns(self, job_id: str, now: datetime) -> dict[tuple[str, str], datetime]:
         with self.session() as s:
             s.execute(delete(CooldownRow).where(CooldownRow.until <= now))  # over at its end
             rows = s.scalars(select(CooldownRow).where(CooldownRow.job_id == job_id)).all()
-            return {(r.provider, r.location): _aware(r.until) or r.until for r in rows}
+            return {(r.provider, r.location): as_aware(r.until) or r.until for r in rows}
 
     # -- prices ---------------------------------------------------------------------------------
 
@@ -393,7 +393,7 @@ class RecordQueries(OutboxQueries):
                     used=r.used,
                     market=r.market,
                     families=tuple(r.families or ()),
-                    at=_aware(r.at),
+                    at=as_aware(r.at),
                     source=r.source or "",
                 )
                 for r in rows.all()
@@ -439,7 +439,7 @@ class RecordQueries(OutboxQueries):
                     kind=r.kind,
                     value=r.value,
                     label=r.label,
-                    at=_aware(r.at),
+                    at=as_aware(r.at),
                 )
                 for r in s.scalars(q.order_by(*order, PriorRow.kind)).all()
             ]

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select
 
-from provisioner.control.store.engine import StoreBase, _aware
+from provisioner.control.store.engine import StoreBase, as_aware
 from provisioner.control.store.schema import ReplicaRow
 
 
@@ -27,7 +27,7 @@ def live_replicas(
 ) -> list[str]:
     with store.session() as s:
         rows = s.scalars(select(ReplicaRow)).all()
-        return [r.owner for r in rows if (_aware(r.last_seen) or now) >= now - within]
+        return [r.owner for r in rows if (as_aware(r.last_seen) or now) >= now - within]
 
 
 def drop_replica(store: StoreBase, owner: str) -> None:

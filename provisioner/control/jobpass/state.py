@@ -1,5 +1,8 @@
 """What one job's pass works with: the environment handed in, the memo kept between
-passes, and the helpers every part of the pass uses (events, spend, cooldowns, attempts).
+passes, and the pass-state value every sub-reconciler reads and changes
+(:class:`PassState`: the job's row, its attempts, the instances seen, its progress, the
+pending updates, the PassReport, the pass's clock), with the helpers they share (events,
+cooldowns, spend, attempts).
 
 :class:`PassEnv` is everything a job's pass needs from outside, passed in by the reconciler
 (never reached for): the store, the lease, the clock, the planner (with its cache), the
@@ -17,17 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from policies.model import Policy
 from providers.base import Provider
-from provisioner.control.alerts import note_budget
 from provisioner.control.failpoints import Failpoints
 from provisioner.control.records import (
     PassBatch,
+    PassReport,
     attempt_cost,
     instance_doc,
     job_checkpoint_uri,
 )
 from provisioner.control.store import AttemptRow, JobRow, Store
 from provisioner.core import gang
-from provisioner.core.models import Instance
+from provisioner.core.models import Instance, WheelLink
 from provisioner.core.states import AttemptState, Cause, check_attempt
 from provisioner.core.timefmt import utc
 from provisioner.core.views import BOOT_S, CHANGEOVER_H, cooldowns_in_force
@@ -40,14 +43,6 @@ log = logging.getLogger("provisioner.control.reconciler")
 
 Clock = Callable[[], datetime]
 Location = tuple[str, str]
-#: A running job's spend is written to its row when it moved by this much (batched per pass),
-SPEND_STEP_USD = 0.001
-#: ...and, where the reconciler reads progress on a beat (the daemon), weighed at most this
-#: often: at 10,000 jobs a write per job per pass was most of the pass's store time, and
-#: billing every attempt every pass a good part of its CPU. A job's first spend,
-#: and every spend written with another change (launch, preemption, end), goes at once; the
-#: bill itself is the attempts' (their cost is written when each ends), never this column.
-SPEND_ROW_EVERY = timedelta(seconds=30)
 
 
 @dataclass
@@ -60,7 +55,9 @@ class PassEnv:
     clock: Clock  # the real time, read only to renew a lease right before a launch
     plan_for: Callable[..., Plan]  # (job, policy, cooled locations, now[, gang shortfalls])
     batch: PassBatch  # rows written at the end of the pass
-    measured: Any  # provisioner.probe.watch.MeasuredFigures (probe figures for the planner)
+    measured: (
+        Any  # provisioner.control.jobpass.probes.MeasuredFigures (probe figures for the planner)
+    )
     priors: Any = None  # provisioner.control.priorfigures.PriorFigures (availability priors)
     failpoints: Failpoints = field(default_factory=Failpoints)
     interval_s: float = 5.0  # how soon the next pass comes: decide()'s step
@@ -77,14 +74,14 @@ class JobLog(logging.LoggerAdapter):
     """Log records carrying the job, its attempt, instance, provider and zone (the JSON
     formatter's fields, :mod:`provisioner.logs`)."""
 
-    def __init__(self, base: logging.Logger, runner: JobPassBase) -> None:
+    def __init__(self, base: logging.Logger, ps: PassState) -> None:
         super().__init__(base, {})
-        self.runner = runner
+        self.ps = ps
 
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
     ) -> tuple[Any, MutableMapping[str, Any]]:
-        r = self.runner
+        r = self.ps
         cur = r.current
         extra: dict[str, Any] = {"job": r.job.id, "provider": r.job.provider}
         if cur is not None:
@@ -100,7 +97,7 @@ def job_log(job: JobRow) -> logging.LoggerAdapter:
 
 def phase_of(job_id: str) -> float:
     """A job's place in periodic work, in [0, 1), fixed by its id: the jobs' turns spread
-    evenly over the passes (see :meth:`JobPassBase.due`)."""
+    evenly over the passes (see :meth:`PassState.due`)."""
     return (zlib.crc32(job_id.encode()) % 10_000) / 10_000.0
 
 
@@ -132,16 +129,16 @@ class JobMemo:
     phase: float | None = None  # this job's place in periodic work, in [0, 1) (see due)
     checkpoint: str | None = None  # the newest checkpoint an event was written for
     warned: int | None = None  # the attempt whose checkpoint-warning has an event
-    #: the progress document last parsed, and its typed record (control.progress.record_of)
+    #: the progress document last parsed, and its typed record (jobpass.progress.record_of)
     record: tuple[Any, Any] | None = None
     #: notices the agents reported, by instance, kept while their attempt runs
     notices: dict[str, Any] = field(default_factory=dict)
     recalled: frozenset[str] = frozenset()  # instances whose notice events were looked up
-    watch: dict[str, Any] = field(default_factory=dict)  # what provisioner.probe.watch saw
+    watch: dict[str, Any] = field(default_factory=dict)  # what jobpass.probes saw
     #: what a pass that only waited saw (job row, attempts, instances, progress fields): the
-    #: next pass that sees the same skips what cannot change (see JobRunner._unchanged)
+    #: next pass that sees the same skips what cannot change (see jobpass.steady.unchanged)
     steady: tuple[Any, ...] | None = None
-    # what provisioner.control.alerts told already (the store has it too; this saves a query)
+    # what jobpass.alerts told already (the store has it too; this saves a query)
     first_progress: int | None = None  # the attempt whose first progress has an event
     restart_told: int = 0  # restarts with a `restarted` event
     budget_level: float | None = None  # the highest budget level told
@@ -153,42 +150,63 @@ class JobMemo:
         self.job = self.version = self.steady = self.policy = None
 
 
-class JobPassBase:
-    """The state of one job's pass and the helpers its parts share."""
+@dataclass(frozen=True)
+class Result:
+    """What one sub-reconciler's turn came to: ``settled`` when the job's pass is over (its
+    updates written; the later sub-reconcilers have nothing to do this pass)."""
 
-    def __init__(
-        self,
-        env: PassEnv,
-        job: JobRow,
-        policy: Policy,
-        provider: Provider,
-        attempts: list[AttemptRow],
-        now: datetime,
-        *,
-        cooldowns: dict[Location, datetime] | None = None,
-        memo: JobMemo | None = None,
-        interruptions: list[Any] | None = None,
-        spot_prices: dict[tuple[str, str, str], float] | None = None,
-    ) -> None:
-        self.env = env
-        self.store = env.store
-        self.job = job
-        self.policy = policy
-        self.provider = provider
-        self.attempts = attempts
-        self.now = now
-        self._now_ts = now.timestamp()  # due() asks for it a few times per job per pass
-        self.interruptions: list[Any] = list(interruptions or [])
-        #: the price now of this job's running spot instances held to the cap by the daemon
-        #: (provisioner.control.pricewatch; empty: none is)
-        self.spot_prices = dict(spot_prices or {})
-        self._cooldowns = None if cooldowns is None else dict(cooldowns)
-        self.memo = memo or JobMemo()
-        self._sent: list[Instance] = []  # instances launched by this step
-        self.members: dict[str, tuple[str, ...]] = {}  # a gang's unit id -> its nodes' ids
-        self.plan: Plan | None = None  # the plan decide() chose from this step
-        self.restart_check = False
-        self._log: JobLog | None = None
+    settled: bool = False
+
+    def merge(self, other: Result) -> Result:
+        return Result(settled=self.settled or other.settled)
+
+
+GO_ON = Result()
+SETTLED = Result(settled=True)
+
+
+@dataclass(eq=False)
+class PassState:
+    """One job's pass as a value: what was handed in (the environment, the job's row, its
+    policy, provider and attempts, the pass's time, the cooldowns, interruptions and spot
+    prices read for it), what the sub-reconcilers found and leave for the next ones (the
+    instances seen, the progress, the pending updates of the job's row, the plan, what was
+    launched), and the :class:`PassReport` the pass adds to. The helpers every part uses
+    (events, cooldowns, spend, ending an attempt) are its methods."""
+
+    env: PassEnv
+    job: JobRow
+    policy: Policy
+    provider: Provider
+    attempts: list[AttemptRow]
+    now: datetime
+    #: the job's zone cooldowns as the reconciler read them (None: read when first asked)
+    cooled: dict[Location, datetime] | None = None
+    memo: JobMemo = field(default_factory=JobMemo)
+    interruptions: list[Any] = field(default_factory=list)
+    #: the price now of this job's running spot instances held to the cap by the daemon
+    #: (provisioner.control.pricewatch; empty: none is)
+    spot_prices: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    report: PassReport = field(default_factory=PassReport)
+    seen: list[Instance] = field(default_factory=list)  # the instances, as decide() sees them
+    progress: dict[str, Any] | None = None  # the agent's record, as read this pass
+    updates: dict[str, Any] = field(default_factory=dict)  # the job row's, not yet written
+    steady: tuple[Any, ...] | None = None  # what the last pass that only waited saw
+    stop_due: bool = False  # a policy stop or a price over the cap: decide now
+    sent: list[Instance] = field(default_factory=list)  # instances launched by this step
+    members: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a gang's unit -> nodes
+    plan: Plan | None = None  # the plan decide() chose from this step
+    restart_check: bool = False  # a restart may be complete: see alerts.note_restart
+    nodes_up: int = 0  # how many nodes of the last gang torn down had come up
+    wheel: WheelLink | None = None  # the agent's wheel as this pass linked it
+    _log: JobLog | None = field(default=None, init=False, repr=False)
+    _now_ts: float = field(default=0.0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._now_ts = self.now.timestamp()  # due() asks for it a few times per job per pass
+        self.interruptions = list(self.interruptions or [])
+        self.spot_prices = dict(self.spot_prices or {})
+        self.cooled = None if self.cooled is None else dict(self.cooled)
 
     @property
     def log(self) -> JobLog:
@@ -209,6 +227,14 @@ class JobPassBase:
         """How long the provider's replacement takes from its launch to a running agent: a
         notice at least this long is overlapped (``JobView.boot_s``)."""
         return float(getattr(self.provider, "boot_seconds", BOOT_S))
+
+    @property
+    def current(self) -> AttemptRow | None:
+        return self.attempts[-1] if self.attempts else None
+
+    def live(self) -> list[Instance]:
+        """The instances seen that are alive."""
+        return [i for i in self.seen if i.state.alive]
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -235,10 +261,6 @@ class JobPassBase:
         for iid in instance_ids:
             out.extend(self.members.get(iid, (iid,)))
         return out
-
-    @property
-    def current(self) -> AttemptRow | None:
-        return self.attempts[-1] if self.attempts else None
 
     def queue_event(self, kind: str, message: str, at: datetime, **data: Any) -> None:
         """An event of the job that tells of what the pass's batch writes (no notification):
@@ -277,6 +299,10 @@ class JobPassBase:
             if kind == "launch":
                 self.memo.exhausted = None
 
+    @property
+    def store(self) -> Store:
+        return self.env.store
+
     def checkpoint_uri(self) -> str:
         # as submitted (absolute), else the policy's relative to where the job was submitted
         # (the daemon runs elsewhere)
@@ -284,14 +310,14 @@ class JobPassBase:
 
     def cooldowns(self) -> dict[tuple[str, str], datetime]:
         """The job's zone cooldowns in force now (read once per pass, kept up to date here)."""
-        if self._cooldowns is None:
-            self._cooldowns = self.store.cooldowns(self.job.id, self.now)
-        return cooldowns_in_force(self._cooldowns, self.now)
+        if self.cooled is None:
+            self.cooled = self.store.cooldowns(self.job.id, self.now)
+        return cooldowns_in_force(self.cooled, self.now)
 
     def cool_down(self, provider: str, location: str, until: datetime, reason: str) -> None:
         self.store.cool_down(self.job.id, provider, location, until, reason)
-        if self._cooldowns is not None:
-            self._cooldowns[(provider, location)] = until
+        if self.cooled is not None:
+            self.cooled[(provider, location)] = until
 
     def record_instances(self, seen: list[Instance]) -> None:
         """Instance rows for the store, only where something changed since last recorded."""
@@ -300,40 +326,6 @@ class JobPassBase:
             if self.memo.instances.get(inst.id) != key:
                 self.env.batch.instance(instance_doc(inst, self.now))
                 self.memo.instances[inst.id] = key
-
-    def note_spend(self) -> None:
-        """Queue the job's running spend for the pass's batched write when it moved (on the
-        daemon's beat: once per ``SPEND_ROW_EVERY`` at most, see there)."""
-        memo = self.memo
-        if (
-            memo.spend_checked_at is not None
-            and self.env.progress_every > timedelta(0)
-            and not self.due(memo.spend_checked_at, SPEND_ROW_EVERY)
-        ):
-            return
-        spent = self.spent()
-        if spent > 0.0:  # weighed once per beat from the first spend on, which goes at once
-            memo.spend_checked_at = self.now
-            note_budget(self, spent)
-        if abs(spent - self.job.spent_usd) >= SPEND_STEP_USD:
-            self.env.batch.job(self.job.id, spent_usd=spent)
-            self.job.spent_usd = spent
-
-    def settle(self, updates: dict[str, Any]) -> None:
-        """Write what changed of the job: its progress and spend with the pass's batch (they
-        change all the time and decide nothing here), anything else at once."""
-        if set(updates) <= {"progress"}:
-            if "progress" in updates:
-                self.job.progress = updates["progress"]
-                self.memo.progress_written_at = self.now
-                self.env.batch.job(self.job.id, progress=updates["progress"])
-            self.note_spend()
-        else:
-            spent = self.spent()
-            self.write_queued()
-            self.store.update_job(self.job.id, at=self.now, spent_usd=spent, **updates)
-            self.job.spent_usd = spent
-            note_budget(self, spent)
 
     def due(self, last: datetime | None, every: timedelta) -> bool:
         """Whether periodic work done at ``last`` is due again: once per ``every``, at a
