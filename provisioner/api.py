@@ -61,7 +61,7 @@ def submit(
     with the plan's rejections), and nothing is written (``check=False``: the caller has
     already run that check). ``reach_store=True`` (``up`` asks it) also looks at a remote
     checkpoint store once, with short timeouts
-    (:func:`provisioner.agent.objstore.reach_problem`): one this machine cannot reach is a
+    (:func:`provisioner.objstore.fs.reach_problem`): one this machine cannot reach is a
     problem at the policy's ``checkpoint.uri``."""
     from provisioner.preflight import check_submission
     from provisioner.submission import prepare

@@ -34,10 +34,10 @@ The tree (``tests/test_errors.py`` checks it against the classes themselves)::
         providers.sim.config.SimError
         providers.sim.groups.GroupError
       StoreError
-        provisioner.agent.s3errors.ObjectStoreError [OSError]
-          provisioner.agent.s3errors.AccessDeniedError [PermissionError]
-          provisioner.agent.s3errors.NoSuchBucketError [FileNotFoundError]
-          provisioner.agent.s3errors.ThrottledError
+        provisioner.objstore.s3errors.ObjectStoreError [OSError]
+          provisioner.objstore.s3errors.AccessDeniedError [PermissionError]
+          provisioner.objstore.s3errors.NoSuchBucketError [FileNotFoundError]
+          provisioner.objstore.s3errors.ThrottledError
       ControlError
         provisioner.control.effects.Pending
         provisioner.control.guard.GuardViolation [RuntimeError]

@@ -260,7 +260,7 @@ def prepare(
 
     uri, problem = checkpoint_store(policy, provider, cwd)
     if problem is None and reach_store:  # a store this machine cannot reach: before any write
-        from provisioner.agent.objstore import reach_problem
+        from provisioner.objstore.fs import reach_problem
 
         (say or (lambda _m: None))(f"checking the checkpoint store {uri}")
         problem = reach_problem(uri)

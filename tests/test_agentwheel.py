@@ -144,7 +144,7 @@ def moto_endpoint() -> Iterator[str]:
 def s3bucket(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     import uuid
 
-    from provisioner.agent.objstore import BotoS3FileSystem
+    from provisioner.objstore.fs import BotoS3FileSystem
 
     for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "PROVISIONER_S3_BACKEND", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from provisioner.cli import cli
 from provisioner.control.store import Store
+from provisioner.control.store.probes import save_probe
 from provisioner.control.store.schema import AttemptRow
-from provisioner.probe.records import save_probe
 
 NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 

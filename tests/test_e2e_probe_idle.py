@@ -21,7 +21,7 @@ from providers.sim import SimProvider
 from provisioner.api import Job, submit
 from provisioner.control.reconciler import Reconciler
 from provisioner.control.store import Store
-from provisioner.probe.records import measured, probes
+from provisioner.control.store.probes import measured, probes
 from tests.e2e_util import write_policy
 
 pytestmark = pytest.mark.e2e

@@ -157,11 +157,11 @@ def test_up_refuses_a_store_that_never_answers_within_seconds(
 
     from click.testing import CliRunner
 
-    from provisioner.agent import objstore
     from provisioner.cli import cli
+    from provisioner.objstore import fs
 
-    monkeypatch.setattr(objstore, "CHECK_CONNECT_S", 1.0)
-    monkeypatch.setattr(objstore, "CHECK_READ_S", 2.0)
+    monkeypatch.setattr(fs, "CHECK_CONNECT_S", 1.0)
+    monkeypatch.setattr(fs, "CHECK_READ_S", 2.0)
     for key, value in {
         "AWS_ENDPOINT_URL_S3": silent_server,
         "AWS_ACCESS_KEY_ID": "AKIDSTALL",

@@ -115,7 +115,7 @@ def test_every_exception_class_derives_from_the_root(walked: dict[str, object]) 
     classes = _classes(walked)
     # the walk saw the tree: a class from each top package, one nested deep in a package
     assert {"policies.loader.PolicyError", "providers.base.ProviderError"} <= set(classes)
-    assert "provisioner.agent.s3errors.NoSuchBucketError" in classes
+    assert "provisioner.objstore.s3errors.NoSuchBucketError" in classes
     assert len(classes) > 40
     unrooted = sorted(name for name, c in classes.items() if not c["rooted"])
     assert unrooted == [], "derive these from a family of provisioner/errors.py"
@@ -201,8 +201,8 @@ def test_the_tree_drawing_sees_a_change() -> None:
 def test_builtin_bases_are_kept_for_their_callers() -> None:
     """A class callers catch as a builtin still is one, after its family."""
     from policies.loader import PolicyError
-    from provisioner.agent.s3errors import NoSuchBucketError
     from provisioner.control.jobpass.state import LeaseLost
+    from provisioner.objstore.s3errors import NoSuchBucketError
 
     assert PolicyError.__mro__[1:3] == (errors.InputError, errors.ProvisionerError)
     assert issubclass(PolicyError, ValueError)

@@ -23,7 +23,7 @@ from provisioner.core.billing import (
 from provisioner.core.decide import Launch, Observations, Wait, decide
 from provisioner.core.models import Instance, Market
 from provisioner.core.strategies import get_strategy
-from provisioner.core.views import JobView
+from provisioner.core.views import JobView, ZoneLooks
 from provisioner.simulate.engine import World, run_window
 from provisioner.simulate.replay import replay
 from tests.equivalence_util import START, Case, explain, run_daemon, run_engine
@@ -40,17 +40,17 @@ def test_refusals_in_a_row_double_the_hold_up_to_the_cap_and_a_launch_resets_it(
     assert list(lk.hold_s(np.asarray([0, 1, 2, 3, 4, 50]))) == [300, 300, 600, 1200, 2400, 2400]
     events = [(T0 + timedelta(minutes=m), LOC, "refused") for m in (0, 6, 12)]
     sched = lk.schedule(events)
-    assert sched[LOC] == lk.ZoneLooks(3, T0 + timedelta(minutes=12))
+    assert sched[LOC] == ZoneLooks(3, T0 + timedelta(minutes=12))
     assert lk.held(sched, LOC, T0 + timedelta(minutes=32))  # 20 min, its end included
     assert not lk.held(sched, LOC, T0 + timedelta(minutes=32, seconds=1))
     up = lk.schedule([*events, (T0 + timedelta(minutes=13), LOC, "up")])
     assert up[LOC].refused == 0 and not lk.held(up, LOC, T0 + timedelta(minutes=14))
     later = (T0 + timedelta(minutes=20), LOC, "refused")
     shuffled = lk.schedule([later, (T0 + timedelta(minutes=13), LOC, "up"), *events])
-    assert shuffled[LOC] == lk.ZoneLooks(1, later[0])  # in time order: one since the launch
+    assert shuffled[LOC] == ZoneLooks(1, later[0])  # in time order: one since the launch
     assert lk.schedule([(T0, LOC, "lost"), (T0, LOC, "stop")]) == {}
     # several instance types refused there in one pass: one look, one refusal in the row
-    assert lk.schedule([(T0, LOC, "refused")] * 5)[LOC] == lk.ZoneLooks(1, T0)
+    assert lk.schedule([(T0, LOC, "refused")] * 5)[LOC] == ZoneLooks(1, T0)
 
 
 def test_one_default_budget_for_the_policy_the_core_and_the_simulator() -> None:

@@ -1,4 +1,4 @@
-"""The checkpoint store on s3:// through boto3 (provisioner.agent.objstore), against moto's real
+"""The checkpoint store on s3:// through boto3 (provisioner.objstore.fs), against moto's real
 S3 server over HTTP: every filesystem method, pagination past 1000 keys, a multipart transfer,
 the errors, a whole CheckpointStore cycle (the same assertions as on file://) and the node
 agent run as a subprocess with its checkpoint store in a bucket.
@@ -28,7 +28,9 @@ from typing import Any
 
 import pytest
 
-from provisioner.agent.objstore import (
+from provisioner.agent.spec import AgentSpec
+from provisioner.agent.store import CheckpointStore, read_progress
+from provisioner.objstore.fs import (
     AccessDeniedError,
     BotoS3FileSystem,
     NoSuchBucketError,
@@ -36,9 +38,7 @@ from provisioner.agent.objstore import (
     ThrottledError,
     filesystem,
 )
-from provisioner.agent.s3errors import errors
-from provisioner.agent.spec import AgentSpec
-from provisioner.agent.store import CheckpointStore, read_progress
+from provisioner.objstore.s3errors import errors
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,8 +132,8 @@ def test_s3_goes_to_boto3_and_the_rest_to_fsspec(
 def test_importing_the_store_loads_no_sdk() -> None:
     code = (
         "import json, sys\n"
-        "import provisioner.agent.objstore, provisioner.agent.store\n"
-        "from provisioner.agent.objstore import filesystem\n"
+        "import provisioner.objstore.fs, provisioner.agent.store\n"
+        "from provisioner.objstore.fs import filesystem\n"
         "filesystem('s3://bkt/x')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('boto3', 'botocore', 's3transfer'))))\n"

@@ -55,7 +55,7 @@ def test_the_clouds_extra_installs_its_buckets_fsspec_store(scheme: str, cloud: 
 
 
 def test_a_missing_store_package_is_named_for_pip(monkeypatch: pytest.MonkeyPatch) -> None:
-    from provisioner.agent.objstore import filesystem
+    from provisioner.objstore.fs import filesystem
 
     registry = importlib.import_module("fsspec.registry")  # the module (fsspec.registry is a view)
     monkeypatch.setitem(sys.modules, "adlfs", None)  # as if not installed
@@ -69,7 +69,7 @@ def test_an_azure_bucket_names_its_account_and_uses_the_vms_identity() -> None:
     and, given no key, authenticates with DefaultAzureCredential (the VM's managed identity)."""
     pytest.importorskip("adlfs")
     from policies.model import Checkpoint
-    from provisioner.agent.objstore import filesystem
+    from provisioner.objstore.fs import filesystem
     from provisioner.submission import BUCKETS
 
     uri = BUCKETS["azure"].replace("CONTAINER", "ckpt").replace("ACCOUNT", "team")

@@ -15,13 +15,10 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from provisioner.agent.gang import Gang
 from provisioner.agent.notices import Notice, NoticeReader
-
-if TYPE_CHECKING:
-    from provisioner.agent.runner import Agent
 
 log = logging.getLogger("provisioner.agent")
 
@@ -84,7 +81,22 @@ class PrepareWatch:
             self._stop.wait(self.poll_s)
 
 
-def notice_before_job(agent: Agent, notice: Notice) -> None:
+class PreparingAgent(Protocol):
+    """What :func:`notice_before_job` reads and sets of the agent:
+    :class:`provisioner.agent.runner.Agent` is one. The runner imports this module, so this
+    module names the agent by its shape."""
+
+    state: str
+    notice: Notice | None
+    note: str
+    exit_code: int | None
+    gang: Gang | None
+    prewatch: PrepareWatch
+
+    def write_progress(self) -> None: ...
+
+
+def notice_before_job(agent: PreparingAgent, notice: Notice) -> None:
     """On the watch's thread: report the notice now (the controller reads it in the agent's
     record), tell the gang, and make the main thread stop preparing (``agent.notice`` set is
     what its steps look at); if it has not stopped within :data:`STOP_PREPARING_S`, the agent

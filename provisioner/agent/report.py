@@ -8,7 +8,7 @@ import json
 import logging
 import socket
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from providers.base import redact
 from provisioner.agent import protocol
@@ -18,16 +18,64 @@ from provisioner.agent.store import step_of, write_text_uri
 from provisioner.probe.idle import ENV_GPU_FILE
 
 if TYPE_CHECKING:
-    from provisioner.agent.runner import Agent
+    from pathlib import Path
+
+    from provisioner.agent.gang import Gang
+    from provisioner.agent.logship import LogShipper
+    from provisioner.agent.notices import Notice
+    from provisioner.agent.prepare import Ready
+    from provisioner.agent.repeats import Repeats
+    from provisioner.agent.signals import EarlyWatch
+    from provisioner.agent.spec import AgentSpec
+    from provisioner.agent.store import CheckpointStore
+    from provisioner.agent.syncer import Syncer
+    from provisioner.probe.idle import IdleTracker, UtilisationSource
 
 log = logging.getLogger("provisioner.agent")
+
+
+class ReportedAgent(Protocol):
+    """What the record reads (and writes) of the agent: :class:`provisioner.agent.runner.Agent`
+    is one. The runner imports this module, so this module names the agent by its shape."""
+
+    spec: AgentSpec
+    ready: Ready  # the job's road: its secrets
+    store: CheckpointStore
+    gang: Gang | None
+    gang_env: dict[str, str]
+    ckpt_dir: Path
+    output_dir: Path
+    job_progress_file: Path
+    notice_file: Path
+    gpu_source: UtilisationSource
+    state: str
+    started_at: datetime
+    resumed_from: str | None
+    notice: Notice | None
+    early: EarlyWatch
+    syncer: Syncer | None
+    exit_code: int | None
+    note: str
+    gpu: list[dict[str, Any]] | None
+    idle: IdleTracker | None
+    probe: dict[str, Any] | None
+    prepared: dict[str, Any]
+    setup_error: dict[str, Any] | None
+    job_log: LogShipper | None
+    progress_failures: Repeats
+    _skip_progress: bool
+    _reported_ckpt: str | None
+    _reported_job: int | None
+
+    @property
+    def stop_reason(self) -> str | None: ...
 
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z") if value else None
 
 
-def job_env(agent: Agent, resume_from: str) -> dict[str, str]:
+def job_env(agent: ReportedAgent, resume_from: str) -> dict[str, str]:
     """``agent``'s job's own variables: its ``env``, its secrets, where it finds the agent
     (docs/agent.md's protocol) and a gang's torchrun variables. With the basics of the agent's
     environment (:mod:`provisioner.core.jobenv`) they are all the job gets."""
@@ -50,7 +98,7 @@ def job_env(agent: Agent, resume_from: str) -> dict[str, str]:
     return env
 
 
-def job_file_stamp(agent: Agent) -> int | None:
+def job_file_stamp(agent: ReportedAgent) -> int | None:
     """When the job last wrote its progress file (ns), or None: what the agent compares to
     write its own record again at once under a notice."""
     try:
@@ -59,7 +107,7 @@ def job_file_stamp(agent: Agent) -> int | None:
         return None
 
 
-def notice_record(agent: Agent) -> AgentNotice:
+def notice_record(agent: ReportedAgent) -> AgentNotice:
     """The agent's notice as its record carries it (and the controller reads it: an
     interruption of this attempt, whatever the cloud's API says)."""
     n = agent.notice
@@ -73,7 +121,7 @@ def notice_record(agent: Agent) -> AgentNotice:
     return AgentNotice(n.seen_at, n.deadline, n.raw, source)
 
 
-def progress_record(agent: Agent) -> dict[str, Any]:
+def progress_record(agent: ReportedAgent) -> dict[str, Any]:
     """What ``agent`` reports now: its state, the job's step, the last checkpoint, a notice,
     the job's road (code, setup, or why setup failed), GPUs, the probe."""
     job: dict[str, Any] = {}
@@ -124,7 +172,7 @@ def progress_record(agent: Agent) -> dict[str, Any]:
     }
 
 
-def masked(agent: Agent, doc: dict[str, Any]) -> dict[str, Any]:
+def masked(agent: ReportedAgent, doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` with the job's secrets (and any credential the agent registered, e.g. a
     store's key) scrubbed from every string in it, keys included: the job's own progress is
     the job's to write, and may hold a secret it was given."""
@@ -133,7 +181,7 @@ def masked(agent: Agent, doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_record(agent: Agent) -> None:
+def write_record(agent: ReportedAgent) -> None:
     """Write ``agent``'s record where the controller reads it (node 0 speaks for a gang; a
     later attempt's record is never overwritten), its secrets masked (:func:`masked`); best
     effort: the job goes on."""

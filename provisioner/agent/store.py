@@ -43,7 +43,7 @@ class CheckpointStore:
     """One job's directory in the checkpoint store."""
 
     def __init__(self, uri: str, job_id: str) -> None:
-        from provisioner.agent.objstore import filesystem
+        from provisioner.objstore.fs import filesystem
 
         self.uri = uri.rstrip("/")
         self.job_id = job_id
@@ -168,7 +168,7 @@ def _write_atomic(fs: Any, local: bool, target: str, data: bytes) -> None:
 
 def write_text_uri(uri: str, text: str) -> None:
     """Write ``text`` to an fsspec URI, atomically on a local filesystem."""
-    from provisioner.agent.objstore import filesystem
+    from provisioner.objstore.fs import filesystem
 
     fs, path = filesystem(uri)
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]

@@ -30,7 +30,7 @@ def wheel_uri(checkpoint_uri: str, wheel: Wheel) -> str:
 
 def ensure_stored(wheel: Wheel, checkpoint_uri: str) -> tuple[str, bool]:
     """Put ``wheel`` in the store unless it is there; (its URI, whether it was sent)."""
-    from provisioner.agent.objstore import filesystem
+    from provisioner.objstore.fs import filesystem
 
     uri = wheel_uri(checkpoint_uri, wheel)
     try:

@@ -65,7 +65,7 @@ def signed_url(uri: str, now: datetime, lifetime: timedelta) -> str:
 def _s3(uri: str, lifetime: timedelta) -> str:
     from botocore.config import Config
 
-    from provisioner.agent.objstore import BotoS3FileSystem
+    from provisioner.objstore.fs import BotoS3FileSystem
 
     # SigV4 always (boto3 may presign an S3-compatible endpoint with the older SigV2)
     fs = BotoS3FileSystem(client_kwargs={"config": Config(signature_version="s3v4")})

@@ -255,7 +255,7 @@ def measured(store_url: str | None, provider: str | None, gpu: str | None, as_js
     from policies.gpus import canonical_gpu, gpu_specs
     from provisioner.catalog_files import builtin_catalog
     from provisioner.cli.common import open_store
-    from provisioner.probe.records import measured as measured_figures
+    from provisioner.control.store.probes import measured as measured_figures
 
     model = canonical_gpu(gpu) if gpu else None
     if gpu and model is None:

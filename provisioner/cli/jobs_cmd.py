@@ -166,7 +166,7 @@ def status(job_id: str | None, store_url: str | None, as_json: bool) -> None:
     else:
         job = job_or_exit(store, job_id)
     doc = job_summary(store, job)
-    from provisioner.probe.records import status_rows
+    from provisioner.control.store.probes import status_rows
 
     doc["probes"] = status_rows(store, job.id)
     if as_json:

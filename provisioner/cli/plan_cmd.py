@@ -106,7 +106,7 @@ def plan(
         from dataclasses import replace
 
         from provisioner.cli.common import open_store
-        from provisioner.probe.records import measured as measured_figures
+        from provisioner.control.store.probes import measured as measured_figures
 
         context = replace(context, measured=measured_figures(open_store(store_url)))
     if held_from:

@@ -11,7 +11,7 @@ outlived its wait is *slow*: later calls to it are started but not waited for, u
 its calls answers again, so that a store that hangs costs the pass one wait, not one per job.
 
 The call itself has a timeout too (the S3 client's connect and read timeouts,
-:mod:`provisioner.agent.objstore`): a worker is never held for ever.
+:mod:`provisioner.objstore.fs`): a worker is never held for ever.
 
 A call that has run ``slow_after_s`` gets one ``store-slow`` event on its job, naming the
 store and how long it has waited, and one WARNING line per store; the answer that ends the

@@ -8,7 +8,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from provisioner.core.zone_priors import Key, ZoneRisk, zone_risks
+from provisioner.core.views import ZoneRisk
+from provisioner.core.zone_priors import Key, zone_risks
 
 if TYPE_CHECKING:
     from provisioner.control.store import Store

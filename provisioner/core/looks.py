@@ -31,7 +31,6 @@ with the attempts themselves (nothing else is stored):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -39,7 +38,14 @@ import numpy as np
 from provisioner.core import overlap as ov
 from provisioner.core.actions import Wait
 from provisioner.core.models import Instance, Placement
-from provisioner.core.views import CAPACITY_ERRORS_WITHIN, JobView, Location, SpotEvent
+from provisioner.core.views import (
+    CAPACITY_ERRORS_WITHIN,
+    Call,
+    JobView,
+    Location,
+    SpotEvent,
+    ZoneLooks,
+)
 
 #: The first hold after a refusal (the capacity-error memory), doubled per refusal in a row.
 LOOK_FIRST = CAPACITY_ERRORS_WITHIN
@@ -50,18 +56,6 @@ LOOK_MAX = timedelta(minutes=40)
 CALLS_PER_HOUR = 120
 #: The window the budget counts calls over.
 HOUR = timedelta(hours=1)
-
-#: One launch call: (provider, when it was sent).
-Call = tuple[str, datetime]
-
-
-@dataclass(frozen=True, slots=True)
-class ZoneLooks:
-    """A spot location's launches refused in a row (0: the latest launch there held) and the
-    latest refusal's time."""
-
-    refused: int = 0
-    last: datetime | None = None
 
 
 def hold(refused: int) -> timedelta:

@@ -1,9 +1,9 @@
 """Measured figures per (cloud, instance type, GPU), for the planner: pure data, no I/O.
 
-The controller summarises the store's probe results (:mod:`provisioner.probe.records`) into
-:class:`Measured` values and hands them to the planner in ``PlanContext.measured``; the
-planner multiplies the datasheet TFLOPS by ``fraction`` in the TFLOPS-per-dollar score and
-divides the estimated hours by it. Nothing here reads a clock or a database.
+The controller summarises the store's probe results
+(:mod:`provisioner.control.store.probes`) into :class:`Measured` values and hands them to the
+planner in ``PlanContext.measured``; the planner multiplies the datasheet TFLOPS by
+``fraction`` in the TFLOPS-per-dollar score and divides the estimated hours by it. Nothing here reads a clock or a database.
 """
 
 from __future__ import annotations

@@ -50,8 +50,8 @@ from provisioner.core.reserved import matches as reservation_matches
 from provisioner.core.reserved import notice_at as reservation_notice
 from provisioner.core.reserved import usable as reservation_usable
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
-from provisioner.core.views import CHANGEOVER_H
-from provisioner.core.zone_priors import Key, ZoneRisk, risk_column
+from provisioner.core.views import CHANGEOVER_H, ZoneRisk
+from provisioner.core.zone_priors import Key, risk_column
 
 if TYPE_CHECKING:
     import numpy as np

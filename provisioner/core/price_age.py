@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from provisioner.core.catalog import Catalog
     from provisioner.core.models import Offer
 
 #: a price older than this many days is shown with its age, and warned about when it is the
@@ -106,9 +105,20 @@ def _aware(t: datetime | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
-def freshest(
-    catalog: Catalog, quotes: Iterable[Any]
-) -> tuple[Catalog, dict[PriceKey, PriceOrigin]]:
+class Offers(Protocol):
+    """What :func:`freshest` reads of a catalog: its offers and sources, in a dataclass that
+    :func:`dataclasses.replace` builds anew. :class:`provisioner.core.catalog.Catalog` is one;
+    it prices itself with :func:`freshest`, so this module names it by its shape."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    offers: list[Offer]
+    sources: list[str]
+
+
+C = TypeVar("C", bound=Offers)
+
+
+def freshest(catalog: C, quotes: Iterable[Any]) -> tuple[C, dict[PriceKey, PriceOrigin]]:
     """The catalog with each offer priced by its freshest source, and each price's origin
     (by :func:`price_key`: a quote may carry the spot price and not the on-demand one).
 

@@ -55,10 +55,37 @@ from provisioner.core.states import AgentState
 
 if TYPE_CHECKING:
     from provisioner.core.billing import Billing
-    from provisioner.core.looks import Call, ZoneLooks
-    from provisioner.core.zone_priors import ZoneRisk
 
 Location = tuple[str, str]  # (provider, zone or region)
+#: One launch call: (provider, when it was sent) (``JobView.launch_calls``; the call budget
+#: of :mod:`provisioner.core.looks`).
+Call = tuple[str, datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneLooks:
+    """A spot location's launches refused in a row (0: the latest launch there held) and the
+    latest refusal's time (``JobView.looks``, built by :func:`provisioner.core.looks.schedule`)."""
+
+    refused: int = 0
+    last: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneRisk:
+    """A zone's risk from its priors, and the figures it came from (for ``plan``'s reasons;
+    ``JobView.zone_priors``, built by :func:`provisioner.core.zone_priors.zone_risks`)."""
+
+    risk: float | None  # None: only a volatility is known (it scales the zone's own risk)
+    factor: float  # what the price volatility multiplies the risk by (1.0: none known)
+    source: str
+    # the share of the time the zone has spot capacity, as its placement scores say (a score
+    # of s out of 10: (s - 0.5) / 10); None: no score known
+    up_share: float | None = None
+
+    def apply(self, base: float) -> float:
+        return (base if self.risk is None else self.risk) * self.factor
+
 
 #: Assumed changeover (launch, setup, restore) of a new instance, in hours: Can't Be Late's
 #: d, the figure the cost benchmark is measured with. Daemon and simulator alike.

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from provisioner.core.catalog import BAND_RISK
 from provisioner.core.models import Offer
+from provisioner.core.views import ZoneRisk
 
 if TYPE_CHECKING:
     import numpy as np
@@ -119,21 +120,6 @@ def volatility(prices: Iterable[float]) -> float | None:
 
 
 Key = tuple[str, str, str]  # (provider, zone or region, instance type)
-
-
-@dataclass(frozen=True, slots=True)
-class ZoneRisk:
-    """A zone's risk from its priors, and the figures it came from (for ``plan``'s reasons)."""
-
-    risk: float | None  # None: only a volatility is known (it scales the zone's own risk)
-    factor: float  # what the price volatility multiplies the risk by (1.0: none known)
-    source: str
-    # the share of the time the zone has spot capacity, as its placement scores say (a score
-    # of s out of 10: (s - 0.5) / 10); None: no score known
-    up_share: float | None = None
-
-    def apply(self, base: float) -> float:
-        return (base if self.risk is None else self.risk) * self.factor
 
 
 def zone_risks(priors: Iterable[ZonePrior]) -> dict[Key, ZoneRisk]:

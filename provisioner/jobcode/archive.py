@@ -150,7 +150,7 @@ def store_uri(checkpoint_uri: str, sha256: str) -> str:
 def upload(packed: Packed, checkpoint_uri: str) -> tuple[str, bool]:
     """Put the archive in the checkpoint store (once: one of this digest and size already
     there is kept). Returns its URI and whether it was uploaded now."""
-    from provisioner.agent.objstore import filesystem
+    from provisioner.objstore.fs import filesystem
 
     uri = store_uri(checkpoint_uri, packed.sha256)
     fs, path = filesystem(uri)

@@ -68,7 +68,7 @@ def _cached_archive(code: dict[str, Any], cache: Path) -> tuple[Path, int]:
         if sha256_file(path) == sha:
             return path, 0
         path.unlink()  # damaged: fetch it again
-    from provisioner.agent.objstore import filesystem
+    from provisioner.objstore.fs import filesystem
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")

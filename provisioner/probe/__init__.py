@@ -7,10 +7,12 @@
 - :mod:`provisioner.probe.datasheet`: figures beside policies/gpus.csv;
 - :mod:`provisioner.probe.measured`: per (cloud, instance type, GPU) summaries for the planner
   (pure);
-- :mod:`provisioner.probe.records`: probe results in the store;
 - :mod:`provisioner.probe.idle`: the agent's idle-GPU tracker (pure);
 - the controller's side (record, enforce the policy) is
   :mod:`provisioner.control.jobpass.probes`.
+
+The probe runs on the node (the agent imports it); the controller keeps its results in the
+store (:mod:`provisioner.control.store.probes`).
 
 Nothing here is imported by ``provisioner plan`` except the pure ``measured`` module.
 """

@@ -62,7 +62,7 @@ from provisioner.core.decide import (
     Terminate,
     decide,
 )
-from provisioner.core.looks import Call, recent_calls, schedule
+from provisioner.core.looks import recent_calls, schedule
 from provisioner.core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
@@ -76,6 +76,7 @@ from provisioner.core.reserved import block_tags, block_times
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT
 from provisioner.core.views import (
     CAPACITY_ERRORS_WITHIN,
+    Call,
     SpotEvent,
     spot_up_since,
     step_h,

@@ -37,8 +37,8 @@ from provisioner.core.billing import Billing
 from provisioner.core.models import CostEstimate, Market, Placement
 from provisioner.core.reserved import strategy_for
 from provisioner.core.strategies import DEFAULT_STRATEGY, get_strategy
-from provisioner.core.views import CHANGEOVER_H
-from provisioner.core.zone_priors import Key, ZoneRisk, for_offer
+from provisioner.core.views import CHANGEOVER_H, ZoneRisk
+from provisioner.core.zone_priors import Key, for_offer
 from provisioner.simulate.priors import (
     CALIBRATION_STEP_S,
     Rates,

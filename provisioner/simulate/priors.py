@@ -50,8 +50,7 @@ import numpy as np
 
 from provisioner.core.catalog import BAND_RISK, BANDS
 from provisioner.core.planrows import DEFAULT_SPOT_RISK
-from provisioner.core.views import ZoneHistory
-from provisioner.core.zone_priors import ZoneRisk
+from provisioner.core.views import ZoneHistory, ZoneRisk
 from provisioner.errors import SimulationError
 
 #: The step the reference was fitted at (and the estimate's finest step), seconds.

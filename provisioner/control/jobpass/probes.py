@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from provisioner.control.jobpass.state import GO_ON, PassState, Result
 from provisioner.control.store import AttemptRow
+from provisioner.control.store import probes as records
 from provisioner.core.timefmt import parse_time
-from provisioner.probe import records
 from provisioner.probe.measured import Key, Measured
 
 if TYPE_CHECKING:

@@ -260,7 +260,8 @@ class ReplicaRow(Base):
 
 class ProbeRow(Base):
     """What one attempt's node measured of its GPUs (``provisioner probe``; migration 0002).
-    Keyed for the planner by (provider, instance_type, gpu); see provisioner.probe.records."""
+    Keyed for the planner by (provider, instance_type, gpu); see
+    provisioner.control.store.probes."""
 
     __tablename__ = "probe_results"
     __table_args__ = (

@@ -15,8 +15,8 @@ from sqlalchemy.exc import IntegrityError
 
 from provisioner.control.store import Store
 from provisioner.control.store.schema import ProbeRow
+from provisioner.core.measured import Key, Measured, ProbeFact, summarise
 from provisioner.core.timefmt import utc
-from provisioner.probe.measured import Key, Measured, ProbeFact, summarise
 
 
 def save_probe(

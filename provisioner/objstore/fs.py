@@ -30,7 +30,7 @@ from fsspec.registry import known_implementations
 from fsspec.spec import AbstractFileSystem
 
 from providers.base import register_secret
-from provisioner.agent.s3errors import (
+from provisioner.objstore.s3errors import (
     AccessDeniedError,
     NoSuchBucketError,
     ObjectStoreError,

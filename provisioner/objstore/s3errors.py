@@ -1,7 +1,7 @@
 """S3's errors as Python's: boto3's exceptions and S3 error codes mapped to OSError subclasses
 whose messages say what to do (create the bucket, grant a permission, set the region...).
 
-Used by :mod:`provisioner.agent.objstore`; imports no SDK (exceptions are recognised by name
+Used by :mod:`provisioner.objstore.fs`; imports no SDK (exceptions are recognised by name
 and by their ``response``). Messages never carry credentials (:func:`providers.base.redact`).
 """
 
