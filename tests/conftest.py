@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,14 @@ from tests.simleaks import ENV_SESSION, ENV_TEST, SimServer, sim_servers, stop
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 _TESTS = itertools.count(1)
+
+# Bytecode is written and read, as on an installed machine and in CI (benchmarks/cold_start.py
+# does the same for its children). With PYTHONDONTWRITEBYTECODE set, as some sandboxes do,
+# every worker compiled the project and rewrote every test module from source at collection
+# (9 s more CPU a worker), and every Python subprocess compiled what it imported of the
+# project again. Dropped here, before the workers and any subprocess start, so they inherit it.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 # -- sim servers: none outlives its test, none outlives the session ------------------------------
