@@ -206,6 +206,7 @@ SLOW_TESTS = {
     "test_policy_fuzz.py::test_hostile_documents_through_the_pure_python_parser",
     "test_policy_fuzz.py::test_mutated_example",
     "test_policy_fuzz.py::test_random_structures",
+    "test_policy_fuzz.py::test_random_text",  # 300 hypothesis examples, as the other fuzz properties
     "test_probe.py::test_cli_probe_text_and_output_file",
     "test_quotas.py::test_alibaba_vcpu_quotas_reject_spot_beyond_what_is_left",
     "test_quotas.py::test_aws_quotas_through_service_quotas_then_plan_rejects_beyond_them",
