@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,14 @@ from tests.simleaks import ENV_SESSION, ENV_TEST, SimServer, sim_servers, stop
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 _TESTS = itertools.count(1)
+
+# Bytecode is written and read, as on an installed machine and in CI (benchmarks/cold_start.py
+# does the same for its children). With PYTHONDONTWRITEBYTECODE set, as some sandboxes do,
+# every worker compiled the project and rewrote every test module from source at collection
+# (9 s more CPU a worker), and every Python subprocess compiled what it imported of the
+# project again. Dropped here, before the workers and any subprocess start, so they inherit it.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 # -- sim servers: none outlives its test, none outlives the session ------------------------------
@@ -146,6 +155,7 @@ SLOW_TESTS = {
     "test_contract.py::test_the_bid_sent_never_exceeds_the_cap",
     "test_daemon_service.py::test_ready_watchdog_metrics_reload_and_clean_stop",
     "test_dashboard.py::test_daemon_serves_the_dashboard_and_up_prints_its_address",
+    "test_dashboard_child.py::test_the_child_ends_when_its_parent_is_killed",  # a parent and its dashboard child as processes, kill -9, the child's end waited for
     "test_dashboard_child.py::test_the_daemon_serves_its_page_from_a_child_it_stops_on_sigterm",
     "test_dashboard.py::test_dashboard_command_serves_a_store_and_refuses_bad_setups",
     "test_dashboard.py::test_jobs_page_lists_every_state_with_placement_market_progress_spend_deadline",
@@ -196,6 +206,7 @@ SLOW_TESTS = {
     "test_policy_fuzz.py::test_hostile_documents_through_the_pure_python_parser",
     "test_policy_fuzz.py::test_mutated_example",
     "test_policy_fuzz.py::test_random_structures",
+    "test_policy_fuzz.py::test_random_text",  # 300 hypothesis examples, as the other fuzz properties
     "test_probe.py::test_cli_probe_text_and_output_file",
     "test_quotas.py::test_alibaba_vcpu_quotas_reject_spot_beyond_what_is_left",
     "test_quotas.py::test_aws_quotas_through_service_quotas_then_plan_rejects_beyond_them",
@@ -206,6 +217,8 @@ SLOW_TESTS = {
     "test_rules.py::test_the_planner_s_masks_are_the_scalar_rules",
     "test_secrets.py::test_aws_reads_secrets_manager_and_ssm",
     "test_sim_leaks.py::test_a_server_left_running_fails_the_session_loudly",
+    "test_sim_provider.py::test_a_reused_server_starts_the_agent_of_the_checkout_that_launched",  # a second checkout copied, a real server and agent started from it
+    "test_sim_provider.py::test_a_server_ends_its_instances_and_exits_when_its_owner_is_gone",  # a real server, an agent and an owner process, their ends waited for
     "test_sim_provider.py::test_concurrent_controllers_start_one_server",
     "test_sim_provider.py::test_demo_scenario_preempts_the_first_spot_instance_of_a_job",
     "test_sim_provider.py::test_idle_server_exits_by_itself",
@@ -216,6 +229,7 @@ SLOW_TESTS = {
     "test_simulate.py::test_replay_and_decide_agree_on_synthetic_windows",
     "test_simulate.py::test_the_four_properties_on_real_windows",
     "test_simulate_gang.py::test_gangs_on_the_16_node_set",
+    "test_simulate_gang.py::test_simulate_nodes_4_prints_the_replay_s_restarts",  # 12 windows of the real 4-node traces through the simulator and the replay
     "test_simulate_rebalance.py::test_replay_and_decide_agree_with_early_signals",
     "test_spend_row.py::test_the_spend_column_follows_the_beat",
     "test_store.py::test_processes_opening_a_new_store_together_all_get_it",

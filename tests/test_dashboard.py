@@ -24,6 +24,7 @@ import pytest
 from provisioner.control.store import Store, heartbeat
 from provisioner.dashboard import DashboardError, DashboardServer
 from provisioner.dashboard.history import dashboard_url, record_address
+from tests.dashboard_store import sample_store
 from tests.waiting import until
 from tools import dashboard_sample
 from tools.dashboard_sample import HOSTILE_NAME, HOSTILE_REASON, SAMPLE_STATES
@@ -34,9 +35,9 @@ TOKEN = "t0k3n-for-tests-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, dict[str, str]]]:
-    d = tmp_path_factory.mktemp("dash")
-    store = Store(f"sqlite:///{d / 'sample.db'}")
-    ids = dashboard_sample.build(store)
+    db = tmp_path_factory.mktemp("dash") / "sample.db"
+    ids = sample_store(tmp_path_factory, db)
+    store = Store(f"sqlite:///{db}")
     yield store, ids
     store.close()
 

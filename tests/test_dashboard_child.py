@@ -25,8 +25,8 @@ from provisioner.control.store import Store
 from provisioner.dashboard.child import DashboardProcess, child_env, start_beside_daemon
 from provisioner.dashboard.server import DashboardServer
 from tests.daemon_util import DaemonProc, write_config
+from tests.dashboard_store import sample_store
 from tests.waiting import until, wait_for
-from tools import dashboard_sample
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "child-token-0123456789abcdefghij"
@@ -42,10 +42,9 @@ CLOUD_SECRETS = {
 
 @pytest.fixture(scope="module")
 def store_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('child') / 'sample.db'}"
-    store = Store(url)
-    dashboard_sample.build(store)
-    store.close()
+    db = tmp_path_factory.mktemp("child") / "sample.db"
+    sample_store(tmp_path_factory, db)
+    url = f"sqlite:///{db}"
     yield url
 
 

@@ -30,7 +30,7 @@ import pytest
 
 from provisioner.control.store import Store
 from provisioner.dashboard import DashboardServer
-from tools import dashboard_sample
+from tests.dashboard_store import sample_store
 
 TOKEN = "probe-token-0123456789abcdefghij"
 #: what every answer carries, errors included
@@ -45,8 +45,9 @@ WAIT_S = 10.0
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    st = Store(f"sqlite:///{tmp_path_factory.mktemp('probe') / 'sample.db'}")
-    dashboard_sample.build(st)
+    db = tmp_path_factory.mktemp("probe") / "sample.db"
+    sample_store(tmp_path_factory, db)
+    st = Store(f"sqlite:///{db}")
     yield st
     st.close()
 

@@ -29,6 +29,7 @@ from provisioner.cli import (
     exit_code_for,
     report_unhandled,
 )
+from tests.session_once import once
 
 REPO = Path(__file__).resolve().parents[1]
 OURS = ("policies", "provisioner", "providers")
@@ -90,14 +91,20 @@ print(json.dumps({{"classes": found, "missing_sdk": missing_sdk}}))
 """
 
 
-@pytest.fixture(scope="module")
-def walked() -> dict[str, object]:
+def _walk(where: Path) -> None:
     code = WALK.format(ours=OURS, skipped=SKIPPED)
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    (where / "walked.json").write_text(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The walk, once a session (every module imported in a subprocess: seconds)."""
+    where = once(tmp_path_factory, "error-tree-walk", _walk)
+    out: dict[str, object] = json.loads((where / "walked.json").read_text())
     missing = out["missing_sdk"]
     assert isinstance(missing, dict)
     if missing:  # said, so a run without the SDKs shows what it did not see
