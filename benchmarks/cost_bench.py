@@ -16,7 +16,7 @@ per window are printed beside the cost.
 
 Writes ``<out>.json`` and ``<out>.png`` and prints the tables, the checks, where our default
 policy stands against its aim, and the timings. Needs ../shared/data beside the repo (or
---data). The strategies run through the vectorised replay; tests/test_simulate.py shows that
+--data). The strategies run through the vectorised replay; tests/simulate/test_simulate.py shows that
 path and decide() give identical runs. They are told of spot capacity what a daemon can know
 (its refused launches and preemptions); ``--oracle`` tells them every zone's capacity every step
 instead (an upper bound no daemon can reach). The d = 0 check (Greedy equals the optimum) is a

@@ -27,7 +27,7 @@ written to the checkpoint store with the agent's :class:`~provisioner.agent.stor
 
 After every daemon pass the invariants (:mod:`provisioner.control.invariants`, all of them,
 with the cloud's list) are checked. ``python benchmarks/seeded_run.py --seed N -v`` replays a
-seed; ``tests/test_seeded_run.py`` runs 20 in the slow tier.
+seed; ``tests/e2e/test_seeded_run.py`` runs 20 in the slow tier.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def draw(seed: int) -> Draw:
     )
 
 
-#: the seeds whose run once found a defect (``REGRESSIONS`` in tests/test_seeded_run.py): each
+#: the seeds whose run once found a defect (``REGRESSIONS`` in tests/e2e/test_seeded_run.py): each
 #: replays the run that found it, so no held capacity is drawn for them
 REPLAYED = frozenset({63, 75, 136, 143, 212, 228, 338, 473, 515, 542, 632, 633, 875, 951})
 

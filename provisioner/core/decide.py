@@ -53,7 +53,7 @@ them), an accepted one the overlap (counted against the budget). Overlap on noti
 with the cloud's notice as the reason. Never a third instance. Every :class:`Launch` names why
 that placement (the audit event).
 
-Guarantees (property-tested in ``tests/test_decide.py``): a Launch is never above the bid
+Guarantees (property-tested in ``tests/core/test_decide.py``): a Launch is never above the bid
 cap (the placement's or the policy's) nor ``budget.max_price_per_hour``, never outside the
 policy's residency, never on a market the policy excludes, never spot in a cooled-down zone or
 an offer that just reported no capacity, never when ``restarts >= restart.max_restarts``,

@@ -5,7 +5,7 @@ that check: :func:`provisioner.core.decide.decide` filters its candidates with
 :func:`launchable`, the reconciler's launch guard (:func:`provisioner.control.guard.guard_launch`)
 refuses a launch that :func:`launch_violation` objects to, and the planner's vectorised masks
 (:mod:`provisioner.core.planner`) are property-tested against these functions
-(``tests/test_rules.py``).
+(``tests/core/test_rules.py``).
 
 Checks:
 

@@ -58,7 +58,7 @@ from typing import Any
 from provisioner.job._state import state as _state
 from provisioner.job.timing import Interval, young_daly_interval
 
-# The protocol's names (provisioner.agent.protocol has the same; tests/test_job_api.py keeps
+# The protocol's names (provisioner.agent.protocol has the same; tests/job/test_job_api.py keeps
 # them equal). Repeated here so that the job imports nothing of the agent.
 ENV_JOB_ID = "PROVISIONER_JOB_ID"
 ENV_ATTEMPT = "PROVISIONER_ATTEMPT"

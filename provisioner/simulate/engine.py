@@ -12,7 +12,7 @@ decide() is told what a daemon can know (the default, ``observed=True``): the la
 simulated cloud refused for capacity (as they happen, for
 :data:`~provisioner.core.views.CAPACITY_ERRORS_WITHIN`) and the preemptions, and capacity is
 taken to be up in a zone since the latest of these there (as :mod:`provisioner.control.inputs`
-does). So the simulator measures what the daemon does (``tests/test_equivalence.py``).
+does). So the simulator measures what the daemon does (``tests/e2e/test_equivalence.py``).
 ``observed=False`` makes the simulated cloud an oracle prober instead: every zone without
 spot capacity in a step is reported as a capacity error, and zones with capacity come with how
 long it has been there (since the window start at most): an upper bound no daemon can reach.

@@ -3,7 +3,7 @@
 It runs the model of :mod:`provisioner.simulate.scenario` step by step with one numpy array
 per quantity (one value per window), calling the strategy's own ``want``/``pick_zone`` code
 through :func:`provisioner.core.strategies.choose_market`: the same rule ``decide()`` applies to
-one job. ``tests/test_simulate.py`` checks on real and synthetic windows that this path and
+one job. ``tests/simulate/test_simulate.py`` checks on real and synthetic windows that this path and
 the ``decide()``-driven simulator (:mod:`provisioner.simulate.engine`) give identical runs.
 
 It assumes progress is saved continuously (no checkpoint interval) and constant prices; the

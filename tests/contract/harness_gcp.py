@@ -3,7 +3,7 @@ tests/fakes/gcp_server.py.
 
 GCP takes no bid, so there is no cloud error for a price under the market: ``error_codes`` has
 no PRICE_TOO_LOW and the suite skips that case. The adapter enforces the cap before launch
-instead (tests/test_gcp_adapter.py checks that nothing is sent then). Capacity and quota are
+instead (tests/providers/gcp/test_gcp_adapter.py checks that nothing is sent then). Capacity and quota are
 injected the way GCP reports them: the insert is accepted and its operation fails with
 ``error.errors[0].code``; auth and throttling are HTTP errors (403 ``forbidden``, 429
 ``rateLimitExceeded``). A 401 is not used here: google-auth answers it by refreshing the token
