@@ -49,6 +49,7 @@ from provisioner.core.quotas import why as quota_why
 from provisioner.core.reserved import matches as reservation_matches
 from provisioner.core.reserved import notice_at as reservation_notice
 from provisioner.core.reserved import usable as reservation_usable
+from provisioner.core.rules import spot_caps
 from provisioner.core.sizing import VRAMEstimate, estimate_hours, estimate_vram
 from provisioner.core.views import CHANGEOVER_H
 from provisioner.core.zone_priors import Key, ZoneRisk, risk_column
@@ -357,7 +358,6 @@ def plan_offers(
                         f"{o.location}"
                     )
 
-    bid = policy.bid_cap
     budget = policy.budget
     # the least billed time of a launch per row (its cloud's rule, one pass at least)
     st = ctx.standing
@@ -381,14 +381,7 @@ def plan_offers(
         cand[(cand == 0) & np.isnan(price)] = _CODE["market"]
         cap = np.full(len(rows), np.inf)
         if market is Market.SPOT:
-            if bid.max_spot_price_per_hour is not None:
-                cap = np.minimum(cap, bid.max_spot_price_per_hour)
-            if bid.max_spot_price_per_gpu_hour is not None:
-                cap = np.minimum(cap, bid.max_spot_price_per_gpu_hour * gpu_count)
-            if bid.max_fraction_of_on_demand is not None:
-                # unknown on-demand price: the fraction cannot be honoured, so nothing passes
-                frac = np.where(np.isnan(on_demand), 0.0, on_demand * bid.max_fraction_of_on_demand)
-                cap = np.minimum(cap, frac)
+            cap = spot_caps(policy, gpu_count, on_demand)
             cand[(cand == 0) & ~(price <= cap)] = _CODE["bid_cap"]
         if budget.max_price_per_hour is not None:  # the whole gang's hour
             over_h = ~(price * nodes <= budget.max_price_per_hour)
