@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -276,11 +276,12 @@ def _hand_over(job: JobView, t: Situation, now: datetime) -> Situation:
 def _decide_on(
     job: JobView, obs: Observations, now: datetime, t: Situation, strategy: str | None
 ) -> list[Action]:
+    """The rules after the triage: the gate, a running price over the cap, held capacity,
+    then the strategy's market and the launch it leads to."""
     gated = gate(job, obs, now, t)
     if gated is not None:
         return gated
-    policy, keep, cur = job.policy, t.keep, job.current
-    over = pc.over_cap(job, obs, keep)  # its price passed the cap: it moves or stops
+    over = pc.over_cap(job, obs, t.keep)  # its price passed the cap: it moves or stops
     if over is not None:
         t = pc.keep_away(job, t, now, over)
         if t.handing_over is not None:  # a replacement, over the cap before it took over:
@@ -290,41 +291,82 @@ def _decide_on(
             end = Terminate(over.instance.id, f"{over.why}; {works.id} works on", Cause.OVER_CAP)
             back = replace(t, actions=[*t.actions, end], keep=works, handing_over=None)
             return _decide_on(job, obs, now, back, strategy)
-    if policy.allows_reserved:  # held capacity first: paid for whether used or not
+    if job.policy.allows_reserved:  # held capacity first: paid for whether used or not
         on_held = _held(job, obs, now, t, over is not None)
         if on_held is not None:
             return on_held
-    alive = [x for x in (keep, t.handing_over) if x is not None]
+    return _by_strategy(job, obs, now, t, over, strategy)
+
+
+@dataclass
+class _Spot:
+    """The spot options as the strategy sees them: the re-checked candidates (and the
+    running one), whether each may launch now, their locations and launch prices, what runs
+    (``running``: a strategy's market code) and which option it is (``cur_i``; -1: none)."""
+
+    spot: list[Placement]
+    avail: np.ndarray
+    od: list[Placement]
+    locs: list[Location]
+    prices: list[float]
+    running: int = NONE
+    cur_i: int = -1
+
+
+def _spot_now(
+    job: JobView, obs: Observations, now: datetime, t: Situation, over: pc.OverCap | None
+) -> _Spot:
+    """The options, with the instance that runs among them: a spot one's own capacity is
+    there (at its price; over the cap: its price is not)."""
+    policy, keep, cur = job.policy, t.keep, job.current
     spot, avail, od, locs, prices = _options(job, obs, now, t.cooled)
     avail = lk.open_zones(job, keep, locs, avail, now)  # looks due (from a working instance)
-    running, cur_i = NONE, -1
-    if keep is not None:
-        running = SPOT if keep.market is Market.SPOT else ON_DEMAND
-        if running == SPOT and cur is not None and keep.id == cur.instance_id:
-            cur_i = next(
-                (i for i, p in enumerate(spot) if placement_key(p) == placement_key(cur.placement)),
-                -1,
-            )
-            if cur_i < 0 and launchable(policy, cur.placement) is None:
-                spot.append(capped(policy, cur.placement))
-                locs.append(_loc(spot[-1]))
-                prices.append(launch_price(spot[-1]))
-                cur_i, avail = len(spot) - 1, np.append(avail, True)
-            if cur_i >= 0 and over is None:
-                avail[cur_i] = True  # it is running: capacity is there (at its price)
-        elif running == SPOT:  # a replacement lost in its overlap: it took over again
-            cur_i = sig.running_at(keep, locs, avail)
-        if over is not None and cur_i >= 0:
-            avail[cur_i] = False  # its capacity is there, its price is not
-    ages = sv.ages(obs, now, locs, avail)
+    o = _Spot(spot, avail, od, locs, prices)
+    if keep is None:
+        return o
+    o.running = SPOT if keep.market is Market.SPOT else ON_DEMAND
+    if o.running == SPOT and cur is not None and keep.id == cur.instance_id:
+        o.cur_i = next(
+            (i for i, p in enumerate(spot) if placement_key(p) == placement_key(cur.placement)),
+            -1,
+        )
+        if o.cur_i < 0 and launchable(policy, cur.placement) is None:
+            spot.append(capped(policy, cur.placement))
+            locs.append(_loc(spot[-1]))
+            prices.append(launch_price(spot[-1]))
+            o.cur_i, o.avail = len(spot) - 1, np.append(o.avail, True)
+        if o.cur_i >= 0 and over is None:
+            o.avail[o.cur_i] = True  # it is running: capacity is there (at its price)
+    elif o.running == SPOT:  # a replacement lost in its overlap: it took over again
+        o.cur_i = sig.running_at(keep, locs, o.avail)
+    if over is not None and o.cur_i >= 0:
+        o.avail[o.cur_i] = False  # its capacity is there, its price is not
+    return o
+
+
+def _by_strategy(
+    job: JobView,
+    obs: Observations,
+    now: datetime,
+    t: Situation,
+    over: pc.OverCap | None,
+    strategy: str | None,
+) -> list[Action]:
+    """The strategy's market (spot, on-demand or wait) and, on spot, its zone; then the
+    launch (or why none)."""
+    keep, cur = t.keep, job.current
+    alive = [x for x in (keep, t.handing_over) if x is not None]
+    o = _spot_now(job, obs, now, t, over)
+    spot, avail, od = o.spot, o.avail, o.od
+    ages = sv.ages(obs, now, o.locs, avail)
     known = obs.spot_history
-    hist = [known.get(loc) or NO_HISTORY for loc in locs] if known else [NO_HISTORY] * len(locs)
+    hist = [known.get(loc) or NO_HISTORY for loc in o.locs] if known else [NO_HISTORY] * len(o.locs)
     base = od[0].price_per_hour if od else 0.0
-    saving = [max(0.0, base - price) for price in prices]
+    saving = [max(0.0, base - price) for price in o.prices]
     seed = prior_life_h(obs.zone_priors, [p.offer for p in spot])  # None: no prior known
     p_up, life, score = av.for_options(hist, avail, ages, np.asarray(saving) if od else None, seed)
     strat = _strategy_for(job, strategy)
-    state = sv.state(job, now, running, spot, avail, od, ages, (p_up, life))
+    state = sv.state(job, now, o.running, spot, avail, od, ages, (p_up, life))
     wants = strat.want(state)
     wish = int(np.asarray(wants)[0])
     choice = int(st.choose_market(strat, state, wants)[0])
@@ -343,20 +385,37 @@ def _decide_on(
             strat.pick_zone(
                 avail[None, :],
                 ages[None, :],
-                np.asarray([cur_i]),
+                np.asarray([o.cur_i]),
                 np.asarray([last_i]),
                 score=score[None, :],
             )[0]
         )
-        if pick == cur_i:
+        if pick == o.cur_i:
             if over is not None:
                 return pc.stop(over, t.actions, f"no spot placement under it ({why})")
             return [*t.actions, Wait(None, f"staying on {_describe(spot[pick])}: {why}")]
         ordered = [spot[pick]] + [p for i, p in enumerate(spot) if i != pick and avail[i]]
-    elif running == ON_DEMAND:
+    elif o.running == ON_DEMAND:
         return [*t.actions, Wait(None, f"staying on on-demand: {why}")]
     else:
         ordered = od
+    return _launch(job, obs, now, t, over, ordered, why)
+
+
+def _launch(
+    job: JobView,
+    obs: Observations,
+    now: datetime,
+    t: Situation,
+    over: pc.OverCap | None,
+    ordered: list[Placement],
+    why: str,
+) -> list[Action]:
+    """The first of ``ordered`` that may be launched now (restarts left, no switch in flight,
+    not passed over, within the budget): made before break from a settled instance, else
+    the ones alive stopped first; or why none."""
+    policy, keep = job.policy, t.keep
+    alive = [x for x in (keep, t.handing_over) if x is not None]
     if job.restarts >= policy.restart.max_restarts:
         if over is not None:
             return pc.stop(over, t.actions, "restarts exhausted")
