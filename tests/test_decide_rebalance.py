@@ -1,6 +1,6 @@
 """Early signals in decide(): a rebalance recommendation on the running spot instance starts a
 look before the notice, made before break, to another zone, when worth its overlap; never a
-third instance, never above the caps (provisioner/core/signals.py)."""
+third instance, never above the caps (provisioner/core/decide/signals.py)."""
 
 from __future__ import annotations
 

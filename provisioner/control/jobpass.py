@@ -32,8 +32,8 @@ from provisioner.control.progress import ProgressReading
 from provisioner.control.records import PassReport
 from provisioner.control.store import PREEMPTED_ROW, AttemptRow
 from provisioner.core import decide as d
+from provisioner.core.decide.pricecap import running_cap
 from provisioner.core.models import TAG_JOB, TAG_MANAGED, Instance, InstanceState
-from provisioner.core.pricecap import running_cap
 from provisioner.core.reserved import block_notices
 from provisioner.core.rules import EPS_USD
 from provisioner.core.states import (
