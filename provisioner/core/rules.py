@@ -11,6 +11,9 @@ Checks:
 
 * :func:`region_allowed` — residency: providers, jurisdictions (allow/deny), region lists;
 * :func:`spot_cap` — the tightest spot bid cap (the placement's and the policy's);
+* :func:`bid_caps` — the policy's bid-cap formula, written once: over one offer's floats
+  (:func:`policy_spot_cap`, :func:`fixed_spot_cap`: decide(), the guard) and over the
+  planner's columns (:func:`spot_caps`);
 * :func:`over_bid_cap` — a spot price above that cap;
 * :func:`over_hourly_budget` — a price above ``budget.max_price_per_hour``;
 * :func:`budget_spent` — ``budget.max_total`` already spent;
