@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from policies import parse_policy
-from provisioner.core import signals
 from provisioner.core.decide import (
     AttemptView,
     CoolDown,
@@ -18,6 +17,7 @@ from provisioner.core.decide import (
     Observations,
     Terminate,
     decide,
+    signals,
 )
 from provisioner.core.models import Instance, InstanceState, Interruption, Market
 from provisioner.core.rules import launch_price
