@@ -18,7 +18,7 @@ The tree (``tests/test_errors.py`` checks it against the classes themselves)::
         provisioner.control.notify.targets.TargetsError [ValueError]
         provisioner.core.catalog.CatalogError [ValueError]
         provisioner.core.network.NetworkFileError [ValueError]
-        provisioner.core.planrows.PlanError [ValueError]
+        provisioner.core.planner.planrows.PlanError [ValueError]
         provisioner.core.traces.TraceError [ValueError]
         provisioner.dashboard.access.DashboardError [ValueError]
         provisioner.dashboard.routes.BadRequest [ValueError]

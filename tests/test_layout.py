@@ -7,6 +7,8 @@
   function-level and ``TYPE_CHECKING`` imports alike: a type is a dependency too) has no
   cycle, between packages or inside one, and no arrow running up the layers of ``LAYERS``:
   ground < core < first I/O < node side < agent < control < faces.
+- no function over 80 lines in ``provisioner/core`` and ``provisioner/control`` unless its
+  docstring says why (``LONG_REASON``).
 
 Each allow-list entry carries its reason; the same entries are listed in docs/architecture.md.
 """
@@ -421,3 +423,44 @@ def test_the_allow_lists_are_documented() -> None:
     doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     missing = [f for f in PURE_EXCEPTIONS if f"`{f}`" not in doc]
     assert missing == []
+
+
+#: Functions of the decision core and the daemon longer than this say why in their docstring,
+#: in a sentence starting with LONG_REASON (a migration, one table of cases read top to bottom).
+MAX_FUNCTION_LINES = 80
+LONG_REASON = "Over 80 lines:"
+LONG_DIRS = ("provisioner/core", "provisioner/control")
+
+
+def _long_functions(root: Path, dirs: tuple[str, ...] = LONG_DIRS) -> list[str]:
+    """``file:line name (N lines)`` of each function over MAX_FUNCTION_LINES whose docstring
+    gives no reason."""
+    out = []
+    for top in dirs:
+        for path in sorted((root / top).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES and LONG_REASON not in (ast.get_docstring(node) or ""):
+                    where = path.relative_to(root)
+                    out.append(f"{where}:{node.lineno} {node.name} ({n} lines)")
+    return out
+
+
+def test_no_function_over_80_lines_in_core_and_control_without_its_reason() -> None:
+    assert _long_functions(REPO) == []
+
+
+def test_the_function_check_finds_a_planted_long_function(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(85))
+    pkg = tmp_path / "provisioner" / "core"
+    pkg.mkdir(parents=True)
+    (pkg / "long.py").write_text(
+        f"def long() -> None:\n{body}\n\n\ndef short() -> None:\n    pass\n"
+    )
+    (pkg / "said.py").write_text(
+        f'def said() -> None:\n    """{LONG_REASON} one table of cases."""\n{body}'
+    )
+    assert _long_functions(tmp_path) == ["provisioner/core/long.py:1 long (86 lines)"]

@@ -14,7 +14,7 @@ from provisioner.console import error
 
 if TYPE_CHECKING:
     from policies.profile import Profile
-    from provisioner.core.tco_plan import TcoResult
+    from provisioner.core.planner.tco_plan import TcoResult
 
 
 def load_profile_or_exit(path: str) -> Profile:
@@ -88,7 +88,7 @@ def tco(
     """
     from provisioner.catalog_files import CatalogError, read_commitments
     from provisioner.core.planner import PlanContext, PlanError
-    from provisioner.core.tco_plan import compare
+    from provisioner.core.planner.tco_plan import compare
 
     if plot_path is not None:
         _require_matplotlib()

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from provisioner.core.planner.tco_plan import TcoResult
     from provisioner.core.tco import Option
-    from provisioner.core.tco_plan import TcoResult
 
 
 def plot_tco(result: TcoResult, path: str | Path, limit: int = 8) -> None:

@@ -167,7 +167,7 @@ def reported_rebalance(
     """The early signal the agent reports being served now (AWS's rebalance recommendation),
     as decide() reads it: an :class:`Interruption` with ``kind="rebalance"`` (no deadline: it
     says nothing of when the capacity goes) of the instance of the attempt that reported it,
-    while that attempt runs (provisioner/core/signals.py)."""
+    while that attempt runs (provisioner/core/decide/signals.py)."""
     if record is None or record.rebalance_at is None or record.attempt is None:
         return []
     for a in reversed(attempts):

@@ -8,7 +8,7 @@ for every running spot instance of such a job (one call per provider at most eve
 DescribeSpotPriceHistory, the sim's market; a cloud without such a read gives the latest quote
 the daemon's price refresh stored) and hands it to decide() (``Observations.spot_prices``),
 which moves the job made before break, or stops it, once the price passes the cap
-(:func:`provisioner.core.pricecap.over_cap`).
+(:func:`provisioner.core.decide.pricecap.over_cap`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ Checks:
 
 * :func:`region_allowed` — residency: providers, jurisdictions (allow/deny), region lists;
 * :func:`spot_cap` — the tightest spot bid cap (the placement's and the policy's);
+* :func:`bid_caps` — the policy's bid-cap formula, written once: over one offer's floats
+  (:func:`policy_spot_cap`, :func:`fixed_spot_cap`: decide(), the guard) and over the
+  planner's columns (:func:`spot_caps`);
 * :func:`over_bid_cap` — a spot price above that cap;
 * :func:`over_hourly_budget` — a price above ``budget.max_price_per_hour``;
 * :func:`budget_spent` — ``budget.max_total`` already spent;
@@ -26,12 +29,19 @@ job (a gang's hour is :func:`hourly_cost`, every node).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from policies.model import Policy
+from policies.model import BidCap, Policy
 from provisioner.core.models import Market, Placement
 from provisioner.core.regions import regions
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: a number or a numpy column of them (the bid-cap formula is written once over both)
+N = TypeVar("N", float, "np.ndarray")
 
 #: Slack for float noise on money comparisons (never a policy margin).
 EPS_USD = 1e-12
@@ -74,26 +84,65 @@ def region_allowed(policy: Policy, provider: str, region: str) -> bool:
     return residency_violation(policy, provider, region) is None
 
 
+def bid_caps(bid: BidCap, gpu_count: N, on_demand: N, ops: CapOps[N], *, share: bool = True) -> N:
+    """The policy's spot bid cap per instance (inf: none), the one statement of the formula:
+    the tightest of ``max_spot_price_per_hour``, ``max_spot_price_per_gpu_hour`` times the
+    instance's GPUs and ``max_fraction_of_on_demand`` of its on-demand price. A share of an
+    unknown on-demand price (NaN) cannot be honoured: 0 (nothing passes). ``share=False``:
+    only the caps that need no on-demand price. ``ops`` is the arithmetic: :data:`SCALAR`
+    (one offer, floats: the daemon's hot path) or :func:`array_ops` (the planner's columns)."""
+    cap = ops.start(gpu_count)
+    if bid.max_spot_price_per_hour is not None:
+        cap = ops.minimum(cap, bid.max_spot_price_per_hour)
+    if bid.max_spot_price_per_gpu_hour is not None:
+        cap = ops.minimum(cap, bid.max_spot_price_per_gpu_hour * gpu_count)
+    frac = bid.max_fraction_of_on_demand
+    if share and frac is not None:
+        cap = ops.minimum(cap, ops.where(ops.isnan(on_demand), 0.0, on_demand * frac))
+    return cap
+
+
+@dataclass(frozen=True, slots=True)
+class CapOps(Generic[N]):
+    """The arithmetic :func:`bid_caps` is written in: over floats or over numpy arrays."""
+
+    #: no cap yet (inf), shaped like the GPU counts
+    start: Callable[[N], N]
+    minimum: Callable[[N, Any], N]
+    isnan: Callable[[N], Any]
+    where: Callable[[Any, float, N], N]
+
+
+def _pick(cond: bool, yes: float, no: float) -> float:
+    return yes if cond else no
+
+
+#: :func:`bid_caps` over one offer's floats (no numpy: the daemon asks per placement)
+SCALAR: CapOps[float] = CapOps(lambda _n: math.inf, min, math.isnan, _pick)
+
+
+def array_ops() -> CapOps[np.ndarray]:
+    """:func:`bid_caps` over numpy columns (numpy imported on first use)."""
+    import numpy as np
+
+    return CapOps(lambda n: np.full(len(n), np.inf), np.minimum, np.isnan, np.where)
+
+
+def spot_caps(policy: Policy, gpu_count: np.ndarray, on_demand: np.ndarray) -> np.ndarray:
+    """The policy's spot bid cap of each offer (inf: none); ``on_demand`` NaN: unknown."""
+    return bid_caps(policy.bid_cap, gpu_count, on_demand, array_ops())
+
+
 def policy_spot_cap(policy: Policy, gpu_count: int, on_demand_price: float | None) -> float:
     """The policy's spot bid cap for an offer (inf: none). A cap given as a fraction of
     on-demand with the on-demand price unknown cannot be honoured: 0 (nothing passes)."""
-    cap = fixed_spot_cap(policy, gpu_count)
-    bid = policy.bid_cap
-    if bid.max_fraction_of_on_demand is not None:
-        frac = 0.0 if on_demand_price is None else on_demand_price * bid.max_fraction_of_on_demand
-        cap = min(cap, frac)
-    return cap
+    od = math.nan if on_demand_price is None else on_demand_price
+    return bid_caps(policy.bid_cap, gpu_count, od, SCALAR)
 
 
 def fixed_spot_cap(policy: Policy, gpu_count: int) -> float:
     """The policy's spot caps that need no on-demand price (per hour, per GPU-hour)."""
-    bid = policy.bid_cap
-    cap = math.inf
-    if bid.max_spot_price_per_hour is not None:
-        cap = min(cap, bid.max_spot_price_per_hour)
-    if bid.max_spot_price_per_gpu_hour is not None:
-        cap = min(cap, bid.max_spot_price_per_gpu_hour * gpu_count)
-    return cap
+    return bid_caps(policy.bid_cap, gpu_count, math.nan, SCALAR, share=False)
 
 
 def spot_cap(policy: Policy, placement: Placement) -> float:

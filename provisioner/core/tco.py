@@ -4,7 +4,7 @@ Pure: the profile, the policy, the catalog's offers and the commitment prices co
 options per cloud region, their cumulative cost month by month and their break-even
 utilisation go out. No I/O, no clock (the planner's ``now`` is passed in).
 
-The model (placement is :mod:`provisioner.core.tco_plan`), per phase of the profile (``n`` instances used ``u`` of all hours, ``H`` = 730 h
+The model (placement is :mod:`provisioner.core.planner.tco_plan`), per phase of the profile (``n`` instances used ``u`` of all hours, ``H`` = 730 h
 a month):
 
 * on-demand: ``n · u · H · od`` a month;
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.profile import HOURS_PER_MONTH, Phase
-from provisioner.core.planrows import DEFAULT_SPOT_RISK
+from provisioner.core.planner.planrows import DEFAULT_SPOT_RISK
 
 TERM_MONTHS = {"1y": 12, "3y": 36}
 PAYMENTS = ("all", "partial", "no")

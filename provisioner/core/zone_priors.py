@@ -175,7 +175,7 @@ def risk_column(
     where unknown) with each known prior applied; ``base`` itself where there are none."""
     if not risks:
         return base
-    from provisioner.core.planrows import DEFAULT_SPOT_RISK
+    from provisioner.core.planner.planrows import DEFAULT_SPOT_RISK
 
     out = base.copy()
     for i, row in enumerate(rows):
@@ -199,7 +199,7 @@ def prior_life_h(
     if not risks:
         return None
     from provisioner.core.availability import PRIOR_LIFE_H
-    from provisioner.core.planrows import DEFAULT_SPOT_RISK
+    from provisioner.core.planner.planrows import DEFAULT_SPOT_RISK
 
     life_h = PRIOR_LIFE_H if life_h is None else life_h
     default = DEFAULT_SPOT_RISK if default is None else default

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from provisioner.core.catalog import BAND_RISK, BANDS
-from provisioner.core.planrows import DEFAULT_SPOT_RISK
+from provisioner.core.planner.planrows import DEFAULT_SPOT_RISK
 from provisioner.core.views import ZoneHistory, ZoneRisk
 from provisioner.errors import SimulationError
 

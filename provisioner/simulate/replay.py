@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from provisioner.core import looks as lk
-from provisioner.core import signals as sig
 from provisioner.core.availability import best_zone, lifetime_h, outage_h, zone_scores
+from provisioner.core.decide import signals as sig
 from provisioner.core.rebalance import grid
 from provisioner.core.strategies import NONE, ON_DEMAND, SPOT, StepState, Strategy, choose_market
 from provisioner.core.views import CAPACITY_ERRORS_WITHIN
@@ -164,7 +164,7 @@ def replay(
     overlap = np.zeros(n)
     refusals = np.zeros(n, dtype=np.int64)
 
-    # early signals (provisioner.core.signals): AWS's rebalance recommendation, modelled from
+    # early signals (provisioner.core.decide.signals): AWS's rebalance recommendation, modelled from
     # the trace (provisioner.core.rebalance), starts a look elsewhere made before break
     rb = sc.rebalance
     rb_start = None
@@ -178,7 +178,7 @@ def replay(
 
     def signalled(t: float, k: int, done: np.ndarray) -> np.ndarray:
         """Windows whose running spot instance is served a recommendation now and for which a
-        look is worth its overlap (provisioner.core.signals.eligible and look_value)."""
+        look is worth its overlap (provisioner.core.decide.signals.eligible and look_value)."""
         assert rb_start is not None
         if k >= rb_start.shape[1]:
             return np.zeros(n, dtype=bool)

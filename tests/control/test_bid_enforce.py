@@ -150,7 +150,7 @@ def test_a_share_of_on_demand_is_judged_by_the_cap_the_launch_was_held_to() -> N
     """An attempt's row keeps the price it runs at, not the on-demand price: its cap is the
     one its launch was held to. (Found by the suite: a running instance under a share-of-on-
     demand cap read as over a cap of 0, and was switched away every pass.)"""
-    from provisioner.core.pricecap import running_cap
+    from provisioner.core.decide.pricecap import running_cap
 
     p = policy("bid_cap: {max_spot_price_per_gpu_hour: 1.2, max_fraction_of_on_demand: 0.7}\n")
     cur, inst = running(1, at=NOW - timedelta(hours=2))

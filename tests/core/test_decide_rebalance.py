@@ -1,6 +1,6 @@
 """Early signals in decide(): a rebalance recommendation on the running spot instance starts a
 look before the notice, made before break, to another zone, when worth its overlap; never a
-third instance, never above the caps (provisioner/core/signals.py)."""
+third instance, never above the caps (provisioner/core/decide/signals.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from policies import parse_policy
-from provisioner.core import signals
 from provisioner.core.decide import (
     AttemptView,
     CoolDown,
@@ -18,6 +17,7 @@ from provisioner.core.decide import (
     Observations,
     Terminate,
     decide,
+    signals,
 )
 from provisioner.core.models import Instance, InstanceState, Interruption, Market
 from provisioner.core.rules import launch_price

@@ -15,6 +15,7 @@ from policies.profile import parse_profile
 from provisioner.catalog_files import builtin_catalog, read_commitments
 from provisioner.cli import cli
 from provisioner.core.planner import PlanContext
+from provisioner.core.planner.tco_plan import compare
 from provisioner.core.regions import regions
 from provisioner.core.tco import (
     Commitment,
@@ -25,7 +26,6 @@ from provisioner.core.tco import (
     peak_instances,
     spot_share,
 )
-from provisioner.core.tco_plan import compare
 
 REPO = Path(__file__).resolve().parents[2]
 EU_POLICY = str(REPO / "policies" / "eu-tco.yaml")

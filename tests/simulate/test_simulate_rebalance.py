@@ -1,6 +1,6 @@
 """Early signals in the simulator: both drivers (the decide()-driven engine and the vectorised
 replay) model AWS's rebalance recommendation from the trace with the same seeded model
-(provisioner/core/rebalance.py) and act on it as decide() does (provisioner/core/signals.py)."""
+(provisioner/core/rebalance.py) and act on it as decide() does (provisioner/core/decide/signals.py)."""
 
 from __future__ import annotations
 

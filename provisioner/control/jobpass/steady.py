@@ -14,8 +14,8 @@ from provisioner.control.jobpass.probes import gpu_idle_since, probe_below
 from provisioner.control.jobpass.settle import settle
 from provisioner.control.jobpass.state import GO_ON, SETTLED, PassState, Result
 from provisioner.control.pricewatch import price_key
+from provisioner.core.decide.pricecap import running_cap
 from provisioner.core.models import Instance
-from provisioner.core.pricecap import running_cap
 from provisioner.core.rules import EPS_USD
 
 

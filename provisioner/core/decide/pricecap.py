@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from policies.model import Policy
 from provisioner.core.actions import Action, CoolDown, Terminate, Wait
-from provisioner.core.gate import Situation
+from provisioner.core.decide.gate import Situation
 from provisioner.core.models import Instance, Market, Placement
 from provisioner.core.rules import EPS_USD, fixed_spot_cap, policy_spot_cap, spot_cap
 from provisioner.core.states import Cause
