@@ -164,3 +164,33 @@ def test_the_guard_refuses_exactly_what_the_rules_refuse(
                     guard_launch(policy, p, 0.0)
             if rules.launchable(policy, p) is not None:
                 assert why is not None
+
+
+@pytest.mark.parametrize(
+    "budget, bid",
+    [
+        ({"max_price_per_hour": 0.9999999999999999}, {}),  # hypothesis found it: 1e-16 under
+        ({}, {"max_spot_price_per_hour": 0.9999999999999999}),
+    ],
+)
+def test_a_price_at_a_cap_within_the_rules_tolerance_is_judged_alike(
+    budget: dict[str, float], bid: dict[str, float]
+) -> None:
+    """The planner's masks take the scalar rules' tolerance (``rules.EPS_USD``): a price a
+    float's width over a cap was eligible to the daemon and refused by the plan."""
+    doc = {
+        "name": "edge",
+        "resources": {"gpus": ["A10G"], "gpu_count": 1},
+        "job": {"command": ["true"], "compute_hours": 4.0, "reference_gpu": "A10G"},
+        "market": "spot",
+        "bid_cap": bid,
+        "budget": budget,
+    }
+    policy = Policy.model_validate(doc)
+    o = Offer("aws", "us-east-1", "us-east-1a", "g5.xlarge", "A10G", 1, 4, 16, 2.0, 1.0)
+    assert scalar_reason(policy, o, Market.SPOT, False) is None
+    plan = plan_offers(policy, Catalog.from_offers([o]), PlanContext(now=NOW), top=None)
+    assert [(p.offer.zone, p.market) for p in plan.placements] == [("us-east-1a", Market.SPOT)]
+    over = Offer("aws", "us-east-1", "us-east-1a", "g5.xlarge", "A10G", 1, 4, 16, 2.0, 1.0 + 1e-9)
+    assert scalar_reason(policy, over, Market.SPOT, False) is not None
+    assert plan_offers(policy, Catalog.from_offers([over]), PlanContext(now=NOW)).placements == []

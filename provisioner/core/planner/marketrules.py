@@ -21,7 +21,7 @@ from provisioner.core.planner.reasons import CODE, REASONS, Tally, example
 from provisioner.core.planner.rowrules import ContextMasks, Rows
 from provisioner.core.quotas import blocking
 from provisioner.core.quotas import why as quota_why
-from provisioner.core.rules import spot_caps
+from provisioner.core.rules import EPS_USD, spot_caps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,9 +93,10 @@ def _judge_market(
     cap = np.full(len(rows), np.inf)
     if market is Market.SPOT:
         cap = spot_caps(policy, r.gpu_count, r.on_demand)
-        cand[(cand == 0) & ~(price <= cap)] = CODE["bid_cap"]
+        # the scalar rules' tolerance (rules.EPS_USD), so that plan and daemon judge alike
+        cand[(cand == 0) & ~(price <= cap + EPS_USD)] = CODE["bid_cap"]
     if budget.max_price_per_hour is not None:  # the whole gang's hour
-        over_h = ~(price * nodes <= budget.max_price_per_hour)
+        over_h = ~(price * nodes <= budget.max_price_per_hour + EPS_USD)
         cand[(cand == 0) & over_h] = CODE["budget_hourly"]
     cand[(cand == 0) & r.latency_bad] = CODE["latency"]
     if deadline is not None and ctx.pacing:
