@@ -464,3 +464,43 @@ def test_the_function_check_finds_a_planted_long_function(tmp_path: Path) -> Non
         f'def said() -> None:\n    """{LONG_REASON} one table of cases."""\n{body}'
     )
     assert _long_functions(tmp_path) == ["provisioner/core/long.py:1 long (86 lines)"]
+
+
+def _private_imports(root: Path) -> list[str]:
+    """``importer <- module.name`` for each ``_name`` of ours imported from another module
+    (a helper two modules share is a public name of the one that owns it)."""
+    mods = _modules(root)
+    out = []
+    for name, path in sorted(mods.items()):
+        package = name if _is_package(path) else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*parts, base] if base else parts)
+            if base == name or base.split(".")[0] not in ("policies", "provisioner", "providers"):
+                continue
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(f"{name} <- {base}.{a.name}")
+    return out
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    assert _private_imports(REPO) == []
+
+
+def test_the_private_import_check_finds_a_planted_one(tmp_path: Path) -> None:
+    pkg = tmp_path / "provisioner"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def _helper() -> None:\n    pass\n")
+    (pkg / "b.py").write_text("from provisioner.a import _helper\n")
+    (pkg / "c.py").write_text("from .a import _helper as helper\n")
+    assert _private_imports(tmp_path) == [
+        "provisioner.b <- provisioner.a._helper",
+        "provisioner.c <- provisioner.a._helper",
+    ]

@@ -23,7 +23,7 @@ from provisioner.core.reserved import usable as reservation_usable
 if TYPE_CHECKING:
     import numpy as np
 
-    from provisioner.core.planner import PlanContext
+    from provisioner.core.planner.context import PlanContext
 
 
 def held_placements(

@@ -26,7 +26,7 @@ from provisioner.core.rules import EPS_USD, spot_caps
 if TYPE_CHECKING:
     import numpy as np
 
-    from provisioner.core.planner import PlanContext
+    from provisioner.core.planner.context import PlanContext
 
 
 @dataclass(frozen=True)

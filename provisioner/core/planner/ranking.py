@@ -21,7 +21,7 @@ from provisioner.core.zone_priors import risk_column
 if TYPE_CHECKING:
     import numpy as np
 
-    from provisioner.core.planner import PlanContext
+    from provisioner.core.planner.context import PlanContext
 
 
 def eligible_count(judged: Judged) -> int:

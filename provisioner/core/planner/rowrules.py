@@ -27,7 +27,7 @@ from provisioner.core.sizing import estimate_hours
 if TYPE_CHECKING:
     import numpy as np
 
-    from provisioner.core.planner import PlanContext
+    from provisioner.core.planner.context import PlanContext
 
 
 def gpu_models(policy: Policy) -> tuple[set[str] | None, set[str]]:
