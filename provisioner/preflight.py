@@ -24,20 +24,14 @@ if TYPE_CHECKING:
     from provisioner.core.catalog import Catalog
     from provisioner.core.planner import Plan, PlanContext
 
-#: exit codes the CLI gives a refusal (README: exit codes)
-EXIT_BAD_INPUT, EXIT_NOTHING_ELIGIBLE = 2, 3
-
 
 class Refused(InputError, ValueError):
-    """A submission refused before anything was written. ``exit_code``: the CLI's."""
-
-    exit_code = EXIT_BAD_INPUT
+    """A submission refused before anything was written (the CLI's exit code: its family's, in
+    ``provisioner.cli.EXIT_CODES``)."""
 
 
 class NothingEligible(Refused):
     """The policy matches no offer of the catalog now; ``plan`` says why each was rejected."""
-
-    exit_code = EXIT_NOTHING_ELIGIBLE
 
     def __init__(self, message: str, plan: Plan) -> None:
         super().__init__(message)

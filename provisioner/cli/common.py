@@ -112,7 +112,7 @@ def open_store(url: str | None, *, create: bool = False) -> Any:
         why = store_problem(exc) or f"{exc.__class__.__name__}: {str(exc)[:300]}"
         if url and "://" not in url:
             why += " (a store URL: sqlite:////path/to/file.db or postgresql+psycopg://...)"
-        fail(f"cannot open the store {redacted_url(url or '')}: {why}", 2)
+        fail(f"cannot open the store {redacted_url(url or '')}: {why}", EXIT_BAD_INPUT)
 
 
 def job_or_exit(store: Any, job_id: str) -> Any:
