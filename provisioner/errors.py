@@ -135,3 +135,39 @@ class DrillError(ProvisionerError):
 
 class ProbeError(ProvisionerError):
     """A GPU measurement that cannot be made here (no NVML, no driver, no GPU)."""
+
+
+# -- exit codes -------------------------------------------------------------------------------
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOTHING_ELIGIBLE = 3
+EXIT_NOT_FOUND = 3
+EXIT_PROVIDER = 4
+EXIT_JOB_FAILED = 5
+EXIT_UNMEETABLE = 6
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away
+
+#: The one table from an error to the command line's exit code (the CLI's and the API's
+#: ``Refused.exit_code``), by the families of the error tree
+#: (``provisioner.errors``): the first class along the exception's MRO named here wins, so a
+#: class listed beside its family overrides it; an error outside every family listed is 1. Names,
+#: not classes, so the table imports nothing (``tests/test_errors.py`` resolves each one).
+#: The job store's database errors (SQLAlchemy's, sqlite3's) are 2 beside it.
+EXIT_CODES: dict[str, int] = {
+    "provisioner.errors.InputError": EXIT_BAD_INPUT,
+    "provisioner.preflight.NothingEligible": EXIT_NOTHING_ELIGIBLE,
+    "provisioner.errors.CloudError": EXIT_PROVIDER,
+    "provisioner.errors.JobError": EXIT_JOB_FAILED,
+}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code :data:`EXIT_CODES` gives ``exc`` (1 when no class of it is listed)."""
+    for cls in type(exc).__mro__:
+        code = EXIT_CODES.get(f"{cls.__module__}.{cls.__qualname__}")
+        if code is not None:
+            return code
+    return EXIT_ERROR

@@ -17,7 +17,7 @@ from importlib.machinery import all_suffixes
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provisioner.errors import InputError
+from provisioner.errors import InputError, exit_code_for
 
 if TYPE_CHECKING:
     from policies.model import Policy
@@ -26,8 +26,12 @@ if TYPE_CHECKING:
 
 
 class Refused(InputError, ValueError):
-    """A submission refused before anything was written (the CLI's exit code: its family's, in
-    ``provisioner.cli.EXIT_CODES``)."""
+    """A submission refused before anything was written. ``exit_code``: the command line's
+    (``provisioner.errors.EXIT_CODES``: 2, or 3 for :class:`NothingEligible`)."""
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self)
 
 
 class NothingEligible(Refused):

@@ -104,6 +104,32 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_cached_cloud_prices() -> None:
+    """The AWS adapter keeps the on-demand prices it fetched for the process's life, keyed by
+    the Pricing endpoint: a worker's moto server is one endpoint for every test, so one test's
+    prices were another's (a policy drawn to fit the catalog found nothing under its hourly
+    budget; the price refresh saw live prices where it must see none). Each test starts without
+    (read only where a test already imported the adapter: no SDK is imported here)."""
+    offers = sys.modules.get("providers.aws.offers")
+    if offers is not None:
+        offers.forget_on_demand_prices()
+
+
+@pytest.fixture(autouse=True)
+def _our_loggers_as_they_were() -> Iterator[None]:
+    """The ``provisioner`` logger's level, put back after each test: the seeded run quiets it
+    (CRITICAL) in-process, and a later test on that worker then saw none of our INFO records
+    through caplog (the daemon's "quotes no live prices" line)."""
+    import logging
+
+    ours = logging.getLogger("provisioner")
+    level, propagate, disabled = ours.level, ours.propagate, ours.disabled
+    yield
+    ours.setLevel(level)
+    ours.propagate, ours.disabled = propagate, disabled
+
+
+@pytest.fixture(autouse=True)
 def _isolated_state(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

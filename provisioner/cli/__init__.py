@@ -15,37 +15,35 @@ from typing import Any, NoReturn
 
 import click
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOTHING_ELIGIBLE = 3
-EXIT_NOT_FOUND = 3
-EXIT_PROVIDER = 4
-EXIT_JOB_FAILED = 5
-EXIT_UNMEETABLE = 6
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away
+from provisioner.errors import (  # the codes and their one table live with the error tree
+    EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_JOB_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_NOTHING_ELIGIBLE,
+    EXIT_OK,
+    EXIT_PROVIDER,
+    EXIT_UNMEETABLE,
+    exit_code_for,
+)
 
-#: The one table from an error to the CLI's exit code, by the families of the error tree
-#: (``provisioner.errors``): the first class along the exception's MRO named here wins, so a
-#: class listed beside its family overrides it; an error outside every family listed is 1. Names,
-#: not classes, so the table imports nothing (``tests/test_errors.py`` resolves each one).
-#: The job store's database errors (SQLAlchemy's, sqlite3's) are 2 beside it.
-EXIT_CODES: dict[str, int] = {
-    "provisioner.errors.InputError": EXIT_BAD_INPUT,
-    "provisioner.preflight.NothingEligible": EXIT_NOTHING_ELIGIBLE,
-    "provisioner.errors.CloudError": EXIT_PROVIDER,
-    "provisioner.errors.JobError": EXIT_JOB_FAILED,
-}
-
-
-def exit_code_for(exc: BaseException) -> int:
-    """The exit code :data:`EXIT_CODES` gives ``exc`` (1 when no class of it is listed)."""
-    for cls in type(exc).__mro__:
-        code = EXIT_CODES.get(f"{cls.__module__}.{cls.__qualname__}")
-        if code is not None:
-            return code
-    return EXIT_ERROR
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_CODES",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_JOB_FAILED",
+    "EXIT_NOTHING_ELIGIBLE",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_PROVIDER",
+    "EXIT_UNMEETABLE",
+    "exit_code_for",
+]
 
 
 # name -> (module, attribute, one-line help). Add a command by adding a line here.
