@@ -2,7 +2,7 @@
 through the family that says what went wrong.
 
 Catch a family to handle all of its kind (``except InputError``), the root to handle anything of
-ours; the CLI gives each family its exit code from one table (``provisioner.cli.EXIT_CODES``).
+ours; the CLI gives each family its exit code from one table (``EXIT_CODES``, below).
 A class that was a builtin's before the tree keeps that base too, after its family
 (``class PolicyError(InputError, ValueError)``): pydantic validators, ``except ValueError`` in
 callers and ``except OSError`` around file access behave as they did. The builtin bases are
