@@ -127,6 +127,9 @@ def preempt(instance_id: str, region: str) -> None:
     )
 
 
+# 25 drawn worlds, each a policy submitted and a reconciler driven against moto: 45 s alone,
+# over the suite's 300 s at the end of a loaded 2-core CI run (the slow tests finish together)
+@pytest.mark.timeout(900)
 @settings(
     max_examples=25,
     deadline=None,
