@@ -149,6 +149,16 @@ def _is_package(path: Path) -> bool:
     return path.name == "__init__.py"
 
 
+def _from_module(package: str, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from ... import`` in ``package`` names (relative ones resolved)."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    parts = package.split(".")
+    parts = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*parts, base] if base else parts)
+
+
 def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
     """Modules of ours that ``name`` imports anywhere in its body: at module level, in a
     function, and in ``TYPE_CHECKING`` blocks (they never run, but a type named there is a
@@ -160,11 +170,7 @@ def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.Import):
             targets.extend(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join([*parts, base] if base else parts)
+            base = _from_module(package, node)
             for a in node.names:
                 full = f"{base}.{a.name}"
                 targets.append(full if full in mods else base)
@@ -476,11 +482,7 @@ def _private_imports(root: Path) -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join([*parts, base] if base else parts)
+            base = _from_module(package, node)
             if base == name or base.split(".")[0] not in ("policies", "provisioner", "providers"):
                 continue
             for a in node.names:
