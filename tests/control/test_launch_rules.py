@@ -38,6 +38,7 @@ from provisioner.control.store import Store  # noqa: E402
 from provisioner.core.catalog import Catalog  # noqa: E402
 from provisioner.core.models import TAG_JOB, Offer  # noqa: E402
 from provisioner.core.regions import regions  # noqa: E402
+from provisioner.preflight import NothingEligible, check_submission  # noqa: E402
 
 #: what a VM installs (a wheel of this project: PyPI's `provisioner` is another one)
 WHEEL = "https://pkgs.example.com/provisioner-0.1.0-py3-none-any.whl"
@@ -159,6 +160,16 @@ def test_every_launch_keeps_the_rules(
         path = Path(tmp) / "p.yaml"
         path.write_text(yaml.safe_dump(doc))
         options = {"package_spec": f"provisioner[aws] @ {WHEEL}"}
+        catalog = Catalog.from_offers(offers)
+        # the submission's check judges this world's catalog, the one the daemon runs on (the
+        # built-in one refuses an on-demand job under a low hourly budget, whatever is drawn)
+        try:
+            check_submission(policy, str(path), "aws", options, catalog)
+        except NothingEligible as exc:
+            # refused before anything is written: no job, and nothing ever launched
+            assert not exc.plan.placements
+            assert store.jobs() == [] and harness.launch_requests() == []
+            return
         _, job_id = submit(
             path,
             provider="aws",
@@ -166,10 +177,11 @@ def test_every_launch_keeps_the_rules(
             provider_options=options,
             store=store,
             now=clock["now"],
+            check=False,
         )
         rec = Reconciler(
             store,
-            catalog=Catalog.from_offers(offers),
+            catalog=catalog,
             provider_factory=lambda _n, _o: provider,
             clock=lambda: clock["now"],
         )
