@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -8,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from provisioner.control.store import InstanceRow, Store, heartbeat, live_replicas
+from provisioner.control.store import InstanceRow, Store, engine, heartbeat, live_replicas
 from provisioner.control.store.schema import Base
 from tests.daemon_util import wait_for
 from tests.pg import fresh_database
@@ -52,6 +55,75 @@ def test_migrations_create_the_orm_schema(store: Store) -> None:
 def test_migrate_twice_is_harmless(store: Store) -> None:
     store.migrate()
     assert submit(store)
+
+
+def test_schema_head_is_alembics_head() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(engine.__file__).parents[1] / "migrations"))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == engine.SCHEMA_HEAD
+
+
+def _schema(url: str) -> list[tuple[str, str, str]]:
+    con = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        rows = con.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite%'"
+        ).fetchall()
+        return sorted(rows) + [("version", v, "") for (v,) in con.execute(
+            "SELECT version_num FROM alembic_version")]  # fmt: skip
+    finally:
+        con.close()
+
+
+def test_a_new_sqlite_store_gets_exactly_the_schema_alembic_makes(tmp_path: Path) -> None:
+    """The second new SQLite store of a process copies the schema the first one's migrations
+    made; it is the same, statement for statement, as Alembic's on another new file, and it
+    takes new rows and later migrations alike."""
+    Store(f"sqlite:///{tmp_path / 'first.db'}").close()  # keeps the schema, if none was yet
+    by_alembic = f"sqlite:///{tmp_path / 'alembic.db'}"
+    st = Store(by_alembic, migrate=False)
+    with st.engine.begin() as conn:
+        Store._alembic_upgrade(conn, "head")
+    st.close()
+    copied = f"sqlite:///{tmp_path / 'copied.db'}"
+    st = Store(copied)
+    assert st.schema_revision() == engine.SCHEMA_HEAD
+    assert submit(st)
+    st.migrate()
+    st.close()
+    assert _schema(copied) == _schema(by_alembic)
+    assert ("version", engine.SCHEMA_HEAD, "") in _schema(copied)
+
+
+def test_a_store_at_head_opens_without_loading_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    st = Store(url)
+    submit(st)
+    st.close()
+    code = (
+        "import sys; from provisioner.control.store import Store;"
+        f"s = Store({url!r}); assert len(s.jobs()) == 1;"
+        "print('alembic' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_store_at_an_older_revision_is_upgraded_to_head(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    st = Store(url, migrate=False)
+    st.migrate("0011_price_changed")
+    assert st.schema_revision() == "0011_price_changed"
+    st.close()
+    st = Store(url)
+    assert st.schema_revision() == engine.SCHEMA_HEAD
+    assert submit(st)
+    st.close()
 
 
 def test_submit_find_by_prefix_and_name(store: Store) -> None:
