@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import sys
@@ -23,6 +24,54 @@ _TESTS = itertools.count(1)
 # project again. Dropped here, before the workers and any subprocess start, so they inherit it.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+# -- the collector, paced by the tests ------------------------------------------------------------
+
+#: tests between two young collections of what the tests since the last one left (then frozen)
+GC_FREEZE_EVERY = 5
+#: tests between two full collections (everything thawed, collected and frozen again)
+GC_FULL_EVERY = 250
+_FINISHED = itertools.count(1)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A worker holds a million objects once the cloud SDKs, moto's backends and the test
+    modules are loaded, nearly all of them for the whole session, and CPython's collector
+    rescanned every one each time enough new objects had survived: some 20 full collections
+    of half a second each per worker, a sixth of the fast tier's CPU. As the daemon does with
+    its passes (provisioner.control.heap), what is alive after collection is frozen (no
+    longer scanned), and so is what survives every :data:`GC_FREEZE_EVERY` tests after a
+    young collection (a test whose daemon's pacer thawed the heap at its close is frozen
+    again there); every :data:`GC_FULL_EVERY` tests all is thawed and collected, so that
+    cyclic garbage made under a freeze waits no longer than that. Only between tests and in
+    the processes that run them (not pytest-xdist's controller): a test (and the daemon's
+    pacer, which thaws when it closes) sees the collector as usual."""
+    if _runs_tests(session.config):
+        gc.collect()
+        gc.freeze()
+
+
+def _runs_tests(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After each test run here (never in pytest-xdist's controller): the pacing above."""
+    result = yield
+    n = next(_FINISHED)
+    if n % GC_FULL_EVERY == 0:
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+    elif n % GC_FREEZE_EVERY == 0:
+        # what the last tests kept: a young collection, then frozen (garbage promoted to the
+        # old generation since the last freeze waits for the full collection)
+        gc.collect(1)
+        gc.freeze()
+    return result
 
 
 # -- sim servers: none outlives its test, none outlives the session ------------------------------
