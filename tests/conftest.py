@@ -35,6 +35,20 @@ GC_FULL_EVERY = 250
 _FINISHED = itertools.count(1)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """No automatic collection while the test modules and the SDKs they import load (a
+    second of CPU a worker in full collections of what stays alive): once at the end."""
+    paced = gc.isenabled() and _runs_tests(session.config)
+    if paced:
+        gc.disable()
+    try:
+        return (yield)
+    finally:
+        if paced:
+            gc.enable()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A worker holds a million objects once the cloud SDKs, moto's backends and the test
