@@ -26,6 +26,40 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
+def _moto_base_images_only() -> None:
+    """moto's EC2 images: its 44 base AMIs, not the 1,300-odd "latest" ones of each region.
+
+    moto builds an EC2 backend for each region a test touches, and again after every reset
+    (the AWS harness resets for each test); each build decompressed and parsed the region's
+    list of latest AMIs and made an object of each, about a sixth of a second, a sixth of the
+    fast tier's CPU in all. ``MOTO_AMIS_PATH`` (moto's own setting) names the file of images to
+    load instead, and leaves the latest ones out: here the base list, written once (the
+    harness takes its image from the backend, so it takes one of these). Set before any test
+    module imports moto, and inherited by the workers and every subprocess."""
+    if "MOTO_AMIS_PATH" in os.environ:
+        return
+    import gzip
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.find_spec("moto")
+    if spec is None or not spec.submodule_search_locations:
+        return  # no moto here: the AWS tests skip
+    packed = Path(next(iter(spec.submodule_search_locations))) / "ec2/resources/amis.json.gz"
+    if not packed.is_file():
+        return  # another layout of moto's: its defaults
+    data = gzip.decompress(packed.read_bytes())
+    target = Path(tempfile.gettempdir()) / f"provisioner-tests-moto-amis-{len(data)}.json"
+    if not target.is_file() or target.read_bytes() != data:
+        part = target.with_name(f"{target.name}.{os.getpid()}")
+        part.write_bytes(data)
+        part.replace(target)  # whole or not at all: workers may start on it meanwhile
+    os.environ["MOTO_AMIS_PATH"] = str(target)
+
+
+_moto_base_images_only()
+
+
 # -- the collector, paced by the tests ------------------------------------------------------------
 
 #: tests between two young collections of what the tests since the last one left (then frozen)
