@@ -27,6 +27,7 @@ from policies.durations import (
     parse_duration,
     positive_duration,
 )
+from policies.enforcement import CapEnforce
 from policies.job import Job
 from policies.notify import Notify
 from policies.resources import (
@@ -66,13 +67,6 @@ class MarketChoice(str, enum.Enum):
     def names(self) -> tuple[str, ...]:
         """The markets it allows, in order: ("reserved", "spot", "on-demand") or a part."""
         return tuple(self.value.split("-then-"))
-
-
-class CapEnforce(str, enum.Enum):
-    """Who holds a spot instance to the bid cap."""
-
-    CLOUD = "cloud"  # the cap is sent as the cloud's maximum price: the cloud reclaims above it
-    DAEMON = "daemon"  # no maximum price is sent: the daemon reads the price and moves the job
 
 
 class BidCap(_Model):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from policies.model import CapEnforce
+from policies.enforcement import CapEnforce
 from providers._errors import ErrorTable
 from providers.notice import NoticePoll
 from provisioner.core.billing import Billing

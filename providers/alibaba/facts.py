@@ -1,6 +1,6 @@
 """Alibaba Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from policies.model import CapEnforce
+from policies.enforcement import CapEnforce
 from providers.alibaba.errors import ERRORS
 from providers.alibaba.notice import POLL
 from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources

@@ -1,6 +1,6 @@
 """AWS: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from policies.model import CapEnforce
+from policies.enforcement import CapEnforce
 from providers.aws.errors import ERRORS
 from providers.aws.notice import POLL, REBALANCE
 from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources

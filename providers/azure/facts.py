@@ -1,6 +1,6 @@
 """Azure: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from policies.model import CapEnforce
+from policies.enforcement import CapEnforce
 from providers.azure.errors import ERRORS
 from providers.azure.notice import POLL
 from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources

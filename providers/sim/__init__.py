@@ -12,6 +12,18 @@ See docs/agent.md.
 
 from __future__ import annotations
 
-from providers.sim.adapter import Billing, SimProvider
+from typing import TYPE_CHECKING
+
+from providers._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from providers.sim.adapter import Billing, SimProvider
 
 __all__ = ["Billing", "SimProvider"]
+
+#: what this package offers, imported when first asked for: the sim cloud's own server
+#: (``python -m providers.sim serve``, which imports this package first) needs none of the
+#: adapter, the policy model or the planner it pulls in (half a second of every server's start)
+_LAZY = {"Billing": "providers.sim.adapter", "SimProvider": "providers.sim.adapter"}
+
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -1,6 +1,6 @@
 """Tencent Cloud: the facts the core, the agent and the sim read (see providers/facts.py)."""
 
-from policies.model import CapEnforce
+from policies.enforcement import CapEnforce
 from providers.facts import BidFacts, CloudFacts, Credentials, NoticeSources
 from providers.tencent.errors import ERRORS
 from providers.tencent.notice import POLL

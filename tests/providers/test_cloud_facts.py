@@ -264,6 +264,40 @@ def test_reading_every_clouds_facts_imports_no_sdk() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
+def test_the_sim_server_and_the_agent_load_no_policy_model() -> None:
+    """The sim cloud's server and the node agent read the clouds' facts (a cloud's default
+    cap enforcement among them) but parse no policy: neither may load the policy model or
+    pydantic (a fifth of a second of every sim server's and agent's start)."""
+    code = (
+        "import json, sys\n"
+        "import providers.sim.server, provisioner.agent.__main__\n"
+        "from providers.facts import cloud_facts, known_clouds\n"
+        "defaults = sorted({cloud_facts(c).bid.default.value for c in known_clouds()})\n"
+        "loaded = sorted(m for m in sys.modules\n"
+        "    if m in ('policies', 'policies.model', 'policies.loader') or m.startswith('pydantic'))\n"
+        "print(json.dumps([defaults, loaded]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    defaults, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert defaults == ["cloud", "daemon"]  # the facts were read, enum and all
+    assert loaded == ["policies"]  # the package itself, not its model (imported when asked)
+
+
+def test_the_policies_package_still_offers_its_names() -> None:
+    """``from policies import Policy`` (the Python API's import) loads the model when asked."""
+    import policies
+    from policies.enforcement import CapEnforce
+    from policies.model import CapEnforce as FromModel
+
+    assert policies.Policy.__name__ == "Policy" and callable(policies.load_policy)
+    assert FromModel is CapEnforce
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = policies.Nothing  # type: ignore[attr-defined]
+
+
 #: codes whose kind the adapter reads off the message, not the code alone
 MESSAGE_DEPENDENT = {"azure": ("OperationNotAllowed",)}  # quota when the message says quota
 
