@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from providers.aws.errors import classify
+from providers.aws.session import botocore_session
 from providers.base import RetryPolicy, call_with_retries, register_secret
 
 EC2Client = Any  # botocore builds client classes at run time
@@ -20,27 +21,6 @@ T = TypeVar("T")
 PRICING_REGION = "us-east-1"
 #: how long fetched on-demand prices are used before they are fetched again
 ON_DEMAND_TTL_S = 24 * 3600.0
-
-
-_loader: Any = None
-_loader_lock = threading.Lock()
-
-
-def _botocore_session() -> Any:
-    """A botocore session reading the service models through the process's one loader: a
-    session's own loader parses EC2's model afresh (a third of a second of JSON for every
-    adapter built), where one loader parses it once and hands the same model to every
-    session (models are read-only)."""
-    import botocore.session
-    from botocore.loaders import create_loader
-
-    global _loader
-    session = botocore.session.Session()
-    with _loader_lock:
-        if _loader is None:
-            _loader = create_loader(session.get_config_variable("data_path"))
-        session.register_component("data_loader", _loader)
-    return session
 
 
 class AWSClient:
@@ -94,7 +74,7 @@ class AWSClient:
         register_secret(creds.get("aws_session_token"))
         profile = creds.pop("profile", None) or creds.pop("profile_name", None)
         self.session = boto3.Session(
-            profile_name=profile, botocore_session=_botocore_session(), **creds
+            profile_name=profile, botocore_session=botocore_session(), **creds
         )
 
         self._clients: dict[str, EC2Client] = {}

@@ -62,7 +62,7 @@ REASONS = {
 
 def read(ref: SecretRef, *, region: str | None = None) -> str:
     try:
-        import boto3
+        import boto3  # noqa: F401  (missing: the message below)
         from botocore.config import Config
         from botocore.exceptions import (
             BotoCoreError,
@@ -71,6 +71,8 @@ def read(ref: SecretRef, *, region: str | None = None) -> str:
             NoRegionError,
             PartialCredentialsError,
         )
+
+        from providers.aws.session import boto3_session
     except ImportError:
         raise SecretError(
             ref.text, "the AWS SDK is missing: pip install 'provisioner[aws]'"
@@ -80,9 +82,7 @@ def read(ref: SecretRef, *, region: str | None = None) -> str:
         retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=15
     )
     try:
-        client = boto3.session.Session().client(
-            service, region_name=ref.region or region, config=config
-        )
+        client = boto3_session().client(service, region_name=ref.region or region, config=config)
         if service == "secretsmanager":
             return _secret_value(ref, client.get_secret_value(SecretId=ref.name))
         answer = client.get_parameter(Name=ref.name, WithDecryption=True)

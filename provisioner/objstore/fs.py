@@ -150,11 +150,13 @@ class BotoS3FileSystem(AbstractFileSystem):
             return self._client
 
     def _new_client(self) -> Any:
-        import boto3
         from botocore.config import Config
 
+        from providers.aws.session import boto3_session
+
         kwargs = dict(self.client_kwargs)
-        session = boto3.session.Session(**{k: v for k, v in self._credentials.items() if v})
+        # the process's one loader of service models (providers.aws.session)
+        session = boto3_session(**{k: v for k, v in self._credentials.items() if v})
         region = kwargs.pop("region_name", None) or self.region_name or os.environ.get("AWS_REGION")
         endpoint = kwargs.pop("endpoint_url", None) or self.endpoint_url
         custom = endpoint or (

@@ -396,6 +396,32 @@ def test_credentials_never_show(s3env: str) -> None:
     assert isinstance(odd, ObjectStoreError) and secret not in str(odd) and "***" in str(odd)
 
 
+def test_a_second_filesystem_parses_no_service_model(
+    bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every boto3 session of ours reads S3's model and the endpoint list through the process's
+    one loader (providers.aws.session): a filesystem made after another, with credentials of
+    its own, opens no JSON file of botocore's and still works with its own credentials."""
+    import botocore.loaders
+
+    BotoS3FileSystem().ls(bucket)  # the process's first S3 client: the models are read once
+    opened: list[str] = []
+    real = botocore.loaders.JSONFileLoader.load_file
+
+    def counted(self: Any, file_path: str) -> Any:
+        opened.append(file_path)
+        return real(self, file_path)
+
+    monkeypatch.setattr(botocore.loaders.JSONFileLoader, "load_file", counted)
+    other = BotoS3FileSystem(key="AKIAOTHERKEY0000", secret="other-" + uuid.uuid4().hex)
+    (tmp_path / "a.txt").write_text("shared loader")
+    other.put_file(str(tmp_path / "a.txt"), f"{bucket}/a.txt")
+    assert other.cat_file(f"{bucket}/a.txt") == b"shared loader"
+    assert opened == []
+    creds = other.client._request_signer._credentials
+    assert creds.access_key == "AKIAOTHERKEY0000"  # its own credentials, not the first's
+
+
 # -- the checkpoint store --------------------------------------------------------------------
 
 
