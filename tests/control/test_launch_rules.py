@@ -5,7 +5,7 @@ the policy (residency, bid caps, hourly budget, market), the prices in three reg
 sequence of events (passes, preemptions of the running instance, capacity errors on the next
 launch, time passing). After every pass, every launch the store recorded and every
 RunInstances request on the wire is checked against the policy, and no job ever has two live
-instances.
+instances but during a switch made before break (the newer replacing the older), nor three.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from provisioner.api import submit  # noqa: E402
 from provisioner.control.reconciler import Reconciler  # noqa: E402
 from provisioner.control.store import Store  # noqa: E402
 from provisioner.core.catalog import Catalog  # noqa: E402
-from provisioner.core.models import TAG_JOB, Offer  # noqa: E402
+from provisioner.core.models import TAG_ATTEMPT, TAG_JOB, Offer  # noqa: E402
 from provisioner.core.regions import regions  # noqa: E402
 from provisioner.preflight import NothingEligible, check_submission  # noqa: E402
 
@@ -113,6 +113,23 @@ def check_launch(policy: Policy, attempt: Any, offer: Offer | None) -> None:
             assert attempt.price_per_hour <= bid.max_fraction_of_on_demand * offer.price + 1e-9
     else:
         assert policy.allows_on_demand
+
+
+def check_live(store: Store, job_id: str, live: list[Any]) -> None:
+    """One live instance per job; two only during a switch made before break, the newer
+    attempt launched to replace the older (its launch event names the one it replaces; the
+    older is stopped once the newer has taken over); never three (the daemon's own
+    invariant, ``check_live_attempts``: one instance each side of a handover)."""
+    assert len(live) <= 2, f"more than two live instances for one job: {live}"
+    if len(live) < 2:
+        return
+    old, new = sorted(live, key=lambda i: int(i.tags[TAG_ATTEMPT]))
+    n = int(new.tags[TAG_ATTEMPT])
+    launches = [e.message for e in store.events(job_id) if e.kind == "launch"]
+    said = [m for m in launches if m.startswith(f"attempt {n}:")]
+    assert said and f"make before break: {old.id} runs until attempt {n} takes over" in said[-1], (
+        f"two live instances and no handover declared between them: {live}; launches: {said}"
+    )
 
 
 def preempt(instance_id: str, region: str) -> None:
@@ -197,10 +214,22 @@ def test_every_launch_keeps_the_rules(
                     clock["now"] += timedelta(minutes=11)
                 rec.run_pass()
                 live = [i for i in provider.list({TAG_JOB: job_id}) if i.state.alive]
-                assert len(live) <= 1, f"two live instances for one job: {live}"
+                check_live(store, job_id, live)
                 for a in store.attempts(job_id):
                     if a.state != "failed" or a.instance_id:
                         check_launch(policy, a, by_zone.get(a.zone))
+            # a switch left in flight ends: once the newer has taken over, the older goes
+            live = [i for i in provider.list({TAG_JOB: job_id}) if i.state.alive]
+            if len(live) == 2:
+                older = min(live, key=lambda i: int(i.tags[TAG_ATTEMPT])).id
+                for _ in range(4):
+                    clock["now"] += timedelta(minutes=11)
+                    rec.run_pass()
+                    live = [i for i in provider.list({TAG_JOB: job_id}) if i.state.alive]
+                    check_live(store, job_id, live)
+                    if older not in {i.id for i in live}:
+                        break
+                assert older not in {i.id for i in live}, f"{older} billed on after the handover"
             for req in harness.launch_requests():
                 zone = req.get("Placement.AvailabilityZone", "")
                 offer = by_zone.get(zone)
