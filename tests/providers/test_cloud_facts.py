@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -257,11 +258,16 @@ def test_reading_every_clouds_facts_imports_no_sdk() -> None:
         "print(json.dumps(sorted(m for m in sys.modules\n"
         "    if m.split('.')[0] in roots or m.startswith('google.cloud'))))\n"
     )
+    assert printed_json(code) == []
+
+
+def printed_json(code: str) -> Any:
+    """What a fresh interpreter running ``code`` printed last, as JSON (it must exit 0)."""
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_sim_server_and_the_agent_load_no_policy_model() -> None:
@@ -277,11 +283,7 @@ def test_the_sim_server_and_the_agent_load_no_policy_model() -> None:
         "    if m in ('policies', 'policies.model', 'policies.loader') or m.startswith('pydantic'))\n"
         "print(json.dumps([defaults, loaded]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    defaults, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    defaults, loaded = printed_json(code)
     assert defaults == ["cloud", "daemon"]  # the facts were read, enum and all
     assert loaded == ["policies"]  # the package itself, not its model (imported when asked)
 
